@@ -1,0 +1,422 @@
+//! The coordinator: begin, concurrent prepare, decide by compare-and-swap, concurrent
+//! commit/abort, finalize — and `recover`, which drives any record to its end from the record
+//! alone (used by replays and by the sweeper).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use futures::future::try_join_all;
+use serde_json::Value;
+use tracing::{error, info, warn};
+
+use crate::fault::{FaultPoint, Faults, NoFaults};
+use crate::ids::TxId;
+use crate::model::{
+    CompleteReply, CompleteRequest, ParticipantEntry, PrepareReply, PrepareRequest, TxRecord, Vote,
+    VoteReason,
+};
+use crate::ports::{Clock, Created, PortError, Swapped, Transport, TxLog};
+use crate::request::{Limits, RequestError, ServiceConfig, TxRequest, check_idempotency_key};
+use crate::status::{Decision, TxStatus};
+
+/// The coordinator's configuration.
+#[derive(Clone, Debug)]
+pub struct CoordinatorConfig {
+    /// Who this coordinator is (logged, written into locks).
+    pub id: String,
+    /// Services by name.
+    pub services: BTreeMap<String, ServiceConfig>,
+    /// Limits and defaults.
+    pub limits: Limits,
+}
+
+/// Why `submit` did not produce an outcome.
+#[derive(Debug, thiserror::Error)]
+pub enum SubmitError {
+    /// The request is wrong; nothing was written.
+    #[error(transparent)]
+    Request(#[from] RequestError),
+    /// A store could not be reached; the transaction (if `tx_id` is set) is left for recovery.
+    #[error("transaction store unavailable")]
+    Unavailable {
+        /// The transaction, if its record may exist.
+        tx_id: Option<TxId>,
+        /// Cause.
+        #[source]
+        source: PortError,
+    },
+    /// A test's fault point fired: the coordinator stopped dead.
+    #[error("crashed at {0} (fault injection)")]
+    Crashed(FaultPoint),
+}
+
+/// Why `recover` did not finish a transaction.
+#[derive(Debug, thiserror::Error)]
+pub enum RecoverError {
+    /// A store could not be reached.
+    #[error(transparent)]
+    Port(#[from] PortError),
+    /// A test's fault point fired.
+    #[error("crashed at {0} (fault injection)")]
+    Crashed(FaultPoint),
+}
+
+impl From<RecoverError> for SubmitError {
+    fn from(e: RecoverError) -> Self {
+        match e {
+            RecoverError::Port(source) => SubmitError::Unavailable {
+                tx_id: None,
+                source,
+            },
+            RecoverError::Crashed(p) => SubmitError::Crashed(p),
+        }
+    }
+}
+
+/// The coordinator over a transaction log, a transport and a clock.
+pub struct Coordinator<L, T, C> {
+    log: L,
+    transport: T,
+    clock: C,
+    config: Arc<CoordinatorConfig>,
+    faults: Arc<dyn Faults>,
+}
+
+impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
+    /// Wires a coordinator.
+    pub fn new(log: L, transport: T, clock: C, config: CoordinatorConfig) -> Self {
+        Coordinator {
+            log,
+            transport,
+            clock,
+            config: Arc::new(config),
+            faults: Arc::new(NoFaults),
+        }
+    }
+
+    /// Arms fault points (tests).
+    pub fn with_faults(mut self, faults: Arc<dyn Faults>) -> Self {
+        self.faults = faults;
+        self
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &CoordinatorConfig {
+        &self.config
+    }
+
+    /// The transaction log.
+    pub fn log(&self) -> &L {
+        &self.log
+    }
+
+    fn check(&self, point: FaultPoint) -> Result<(), FaultPoint> {
+        if self.faults.fire(point) {
+            Err(point)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Validates a request (nothing written).
+    pub fn validate(&self, body: &Value) -> Result<TxRequest, RequestError> {
+        TxRequest::parse(body, &self.config.services, &self.config.limits)
+    }
+
+    /// Runs a transaction to its end (or as far as it can: a record left `COMMITTING` or
+    /// `ABORTING` is finished by the sweeper). Returns the record as it stands.
+    pub async fn submit(
+        &self,
+        body: &Value,
+        idempotency_key: Option<&str>,
+    ) -> Result<TxRecord, SubmitError> {
+        if let Some(k) = idempotency_key {
+            check_idempotency_key(k)?;
+        }
+        let request = self.validate(body)?;
+        let now = self.clock.now_ms();
+        let tx_id = idempotency_key.map_or_else(TxId::random, TxId::for_idempotency_key);
+        let record = TxRecord {
+            tx_id: tx_id.clone(),
+            status: TxStatus::Preparing,
+            participants: request
+                .participants
+                .iter()
+                .map(|p| ParticipantEntry {
+                    participant: p.participant.clone(),
+                    target: p.service.target.clone(),
+                    key: p.key.clone(),
+                    op: p.op.clone(),
+                })
+                .collect(),
+            votes: vec![],
+            deadline: now + request.timeout_ms,
+            created_at: now,
+            updated_at: now,
+            idempotency_key: idempotency_key.map(str::to_owned),
+            request_hash: request.hash(),
+            begun_by: format!("{}/{}", self.config.id, TxId::random()),
+            attempts: 0,
+            retry_after: None,
+        };
+        let unavailable = |source| SubmitError::Unavailable {
+            tx_id: Some(tx_id.clone()),
+            source,
+        };
+
+        // 1. Begin.
+        match self.begin(&record).await.map_err(unavailable)? {
+            Begun::Ours => {}
+            Begun::Existing(existing) => return self.replay(existing, &record.request_hash).await,
+        }
+        self.check(FaultPoint::AfterBegin)
+            .map_err(SubmitError::Crashed)?;
+
+        // 2. Prepare, all participants at once.
+        let replies = self
+            .prepare_all(&record)
+            .await
+            .map_err(SubmitError::Crashed)?;
+        self.check(FaultPoint::BeforeDecide)
+            .map_err(SubmitError::Crashed)?;
+
+        // 3. Decide: the write of COMMITTING is the commit point.
+        let decision = if replies.iter().all(|r| r.vote.is_yes()) {
+            Decision::Commit
+        } else {
+            Decision::Abort
+        };
+        let votes: Vec<Vote> = replies.iter().map(|r| r.vote.clone()).collect();
+        let decided = self
+            .decide(&record, decision, &votes)
+            .await
+            .map_err(unavailable)?;
+        self.check(FaultPoint::AfterDecide)
+            .map_err(SubmitError::Crashed)?;
+
+        // 4-5. Complete everywhere, then finalize.
+        let prunes: Vec<Vec<TxId>> = if decided.status.decision() == Some(decision) {
+            replies.into_iter().map(|r| r.prune).collect()
+        } else {
+            vec![]
+        };
+        Ok(self.complete(decided, &prunes).await?)
+    }
+
+    /// Reads a record.
+    pub async fn status(&self, tx: &TxId) -> Result<Option<TxRecord>, PortError> {
+        self.log.get(tx).await
+    }
+
+    /// Drives a record toward its end from the record alone: an undecided one past its
+    /// deadline is aborted; a decided one is completed and finalized. A live undecided one is
+    /// left alone.
+    pub async fn recover(&self, record: TxRecord) -> Result<TxRecord, RecoverError> {
+        let now = self.clock.now_ms();
+        let record = match record.status {
+            TxStatus::Preparing if now > record.deadline => {
+                match self
+                    .log
+                    .transition(
+                        &record.tx_id,
+                        TxStatus::Preparing,
+                        TxStatus::Aborting,
+                        None,
+                        now,
+                    )
+                    .await?
+                {
+                    Swapped::Done(r) | Swapped::Lost(Some(r)) => *r,
+                    Swapped::Lost(None) => return Err(missing(&record.tx_id).into()),
+                }
+            }
+            _ => record,
+        };
+        if record.status == TxStatus::Preparing || record.status.is_terminal() {
+            return Ok(record);
+        }
+        self.complete(record, &[]).await
+    }
+
+    async fn begin(&self, record: &TxRecord) -> Result<Begun, PortError> {
+        let created = match self.log.create(record).await {
+            Ok(c) => c,
+            Err(PortError::Undetermined { .. }) => match self.log.get(&record.tx_id).await? {
+                // Our write may or may not have landed: the record tells.
+                Some(r) => Created::Exists(Box::new(r)),
+                None => self.log.create(record).await?,
+            },
+            Err(e) => return Err(e),
+        };
+        Ok(match created {
+            Created::New => Begun::Ours,
+            // A retried write of our own (the SDK retries) is ours, not a replay.
+            Created::Exists(r) if r.begun_by == record.begun_by => Begun::Ours,
+            Created::Exists(r) => Begun::Existing(r),
+        })
+    }
+
+    async fn replay(&self, existing: Box<TxRecord>, hash: &str) -> Result<TxRecord, SubmitError> {
+        if existing.request_hash != hash {
+            return Err(RequestError::new(
+                "idempotency_key_reused",
+                format!(
+                    "the Idempotency-Key was used for transaction {} with a different body; use a new key for a new transaction",
+                    existing.tx_id
+                ),
+            )
+            .into());
+        }
+        info!(tx_id = %existing.tx_id, status = %existing.status, "idempotent replay");
+        // A replay of a decided but unfinished transaction helps finish it.
+        Ok(self.recover(*existing).await?)
+    }
+
+    async fn prepare_all(&self, record: &TxRecord) -> Result<Vec<PrepareReply>, FaultPoint> {
+        let calls = record.participants.iter().enumerate().map(|(i, p)| async move {
+            let req = PrepareRequest {
+                tx_id: record.tx_id.clone(),
+                deadline: record.deadline,
+                key: p.key.clone(),
+                op: p.op.clone(),
+                coordinator: self.config.id.clone(),
+            };
+            let reply = match self.transport.prepare(&p.target, &req).await {
+                Ok(r) => r,
+                Err(e) => {
+                    warn!(tx_id = %record.tx_id, participant = %p.participant, error = %e, "prepare failed: counting it as a no");
+                    PrepareReply { vote: Vote::no(VoteReason::Unreachable, e.to_string()), prune: vec![] }
+                }
+            };
+            self.check(FaultPoint::AfterPrepare(i))?;
+            Ok(reply)
+        });
+        // try_join_all drops the calls still in flight when one crashes, as a dying process would.
+        try_join_all(calls).await
+    }
+
+    async fn decide(
+        &self,
+        record: &TxRecord,
+        decision: Decision,
+        votes: &[Vote],
+    ) -> Result<TxRecord, PortError> {
+        let to = TxStatus::deciding(decision);
+        for _ in 0..3 {
+            let now = self.clock.now_ms();
+            match self
+                .log
+                .transition(&record.tx_id, TxStatus::Preparing, to, Some(votes), now)
+                .await
+            {
+                Ok(Swapped::Done(r)) => return Ok(*r),
+                Ok(Swapped::Lost(Some(r))) if r.status != TxStatus::Preparing => {
+                    if r.status.decision() != Some(decision) {
+                        info!(tx_id = %record.tx_id, recorded = %r.status, "lost the decision race: following the recorded decision");
+                    }
+                    return Ok(*r);
+                }
+                Ok(Swapped::Lost(other)) => {
+                    return Err(other.map_or_else(
+                        || missing(&record.tx_id),
+                        |r| PortError::Fatal {
+                            context: format!("deciding {}", record.tx_id),
+                            source: format!("record still {} after a failed swap", r.status).into(),
+                        },
+                    ));
+                }
+                // Outcome unknown: read back and follow what the record says.
+                Err(PortError::Undetermined { .. }) => {
+                    if let Some(r) = self.log.get(&record.tx_id).await? {
+                        if r.status != TxStatus::Preparing {
+                            return Ok(r);
+                        }
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(PortError::Retryable {
+            context: format!("deciding {}", record.tx_id),
+            source: "decision write kept failing".into(),
+        })
+    }
+
+    async fn complete(
+        &self,
+        record: TxRecord,
+        prunes: &[Vec<TxId>],
+    ) -> Result<TxRecord, RecoverError> {
+        let Some(decision) = record.status.decision() else {
+            return Ok(record);
+        };
+        if record.status.is_terminal() {
+            return Ok(record);
+        }
+        let calls = record.participants.iter().enumerate().map(|(i, p)| {
+            let record = &record;
+            async move {
+                let req = CompleteRequest {
+                    tx_id: record.tx_id.clone(),
+                    deadline: record.deadline,
+                    key: p.key.clone(),
+                    op: p.op.clone(),
+                    prune: prunes.get(i).cloned().unwrap_or_default(),
+                };
+                let reply = match decision {
+                    Decision::Commit => self.transport.commit(&p.target, &req).await,
+                    Decision::Abort => self.transport.abort(&p.target, &req).await,
+                };
+                self.check(FaultPoint::AfterComplete(i))?;
+                Ok::<_, FaultPoint>(match reply {
+                    Ok(CompleteReply::Violation { message }) => {
+                        error!(tx_id = %record.tx_id, participant = %p.participant, %message, "participant reported a protocol violation");
+                        false
+                    }
+                    Ok(_) => true,
+                    Err(e) => {
+                        warn!(tx_id = %record.tx_id, participant = %p.participant, error = %e, "completion not acknowledged; the sweeper will retry");
+                        false
+                    }
+                })
+            }
+        });
+        let acks = try_join_all(calls).await.map_err(RecoverError::Crashed)?;
+        if !acks.iter().all(|a| *a) {
+            return Ok(record);
+        }
+        self.check(FaultPoint::BeforeFinalize)
+            .map_err(RecoverError::Crashed)?;
+        let done = TxStatus::finishing(decision);
+        let now = self.clock.now_ms();
+        match self
+            .log
+            .transition(&record.tx_id, record.status, done, None, now)
+            .await?
+        {
+            Swapped::Done(r) => Ok(*r),
+            Swapped::Lost(Some(r)) if r.status == done => Ok(*r),
+            Swapped::Lost(other) => Err(other
+                .map_or_else(
+                    || missing(&record.tx_id),
+                    |r| PortError::Fatal {
+                        context: format!("finalizing {}", record.tx_id),
+                        source: format!("record is {} while finalizing to {done}", r.status).into(),
+                    },
+                )
+                .into()),
+        }
+    }
+}
+
+enum Begun {
+    Ours,
+    Existing(Box<TxRecord>),
+}
+
+fn missing(tx: &TxId) -> PortError {
+    PortError::Fatal {
+        context: format!("transaction {tx}"),
+        source: "the record vanished".into(),
+    }
+}

@@ -1,0 +1,31 @@
+//! # twopc-core — the two-phase-commit protocol, without I/O
+//!
+//! Map of the crate:
+//! - [`decimal`], [`ids`], [`status`]: exact numbers, transaction ids, the status machine.
+//! - [`op`]: the participant operation language and its validation.
+//! - [`request`]: the client's request, service configuration, limits, request hashing.
+//! - [`model`]: records and messages (record, lock, fence, votes, prepare/commit/abort).
+//! - [`ports`]: what the protocol needs from the world (transaction log, participant store,
+//!   transport, clock), with errors classified by what the caller can do.
+//! - [`participant`]: prepare / commit / abort / owner resolution (the lock rule).
+//! - [`coordinator`]: begin, prepare, decide, complete, finalize, and recovery.
+//! - [`direct`]: the in-process transport.
+//! - [`api`]: the HTTP API's answers.
+//! - [`fault`]: named crash points for tests.
+//!
+//! The contract is `DESIGN.md`; where this code departs from it, `docs/architecture.md` says
+//! why.
+#![warn(missing_docs)]
+
+pub mod api;
+pub mod coordinator;
+pub mod decimal;
+pub mod direct;
+pub mod fault;
+pub mod ids;
+pub mod model;
+pub mod op;
+pub mod participant;
+pub mod ports;
+pub mod request;
+pub mod status;

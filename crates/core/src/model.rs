@@ -1,0 +1,276 @@
+//! Records and messages: transaction record, lock, fence, votes, participant messages.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::ids::TxId;
+use crate::op::Operation;
+use crate::status::TxStatus;
+
+/// An item's key: attribute name → value (a string or a number).
+pub type Key = BTreeMap<String, Value>;
+
+/// How a participant service is reached (stored in the record, so recovery needs nothing else).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "transport", rename_all = "lowercase")]
+pub enum Target {
+    /// The coordinator runs the participant logic on the table itself.
+    Direct {
+        /// The participant table.
+        table: String,
+    },
+    /// A participant Lambda function, invoked `RequestResponse`.
+    Lambda {
+        /// Function name or ARN.
+        function: String,
+    },
+    /// An external service speaking the participant JSON over HTTP.
+    Http {
+        /// Base URL; `/prepare`, `/commit` and `/abort` are appended.
+        url: String,
+    },
+}
+
+/// Why a participant voted no.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum VoteReason {
+    /// The item is locked by another live transaction.
+    Conflict,
+    /// A `require` condition does not hold (or `put` found the item already there).
+    Condition,
+    /// The item does not exist.
+    NotFound,
+    /// The operation cannot apply to this item.
+    Invalid,
+    /// The transaction's deadline has passed.
+    Expired,
+    /// This transaction already ended on this item (a late or duplicated prepare).
+    Fenced,
+    /// The participant did not answer (timeout, transport error).
+    Unreachable,
+}
+
+impl VoteReason {
+    /// The stable code, as in the API's `code` field.
+    pub fn code(self) -> &'static str {
+        match self {
+            VoteReason::Conflict => "conflict",
+            VoteReason::Condition => "condition",
+            VoteReason::NotFound => "notFound",
+            VoteReason::Invalid => "invalid",
+            VoteReason::Expired => "expired",
+            VoteReason::Fenced => "fenced",
+            VoteReason::Unreachable => "unreachable",
+        }
+    }
+}
+
+/// A participant's answer to prepare.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "vote", rename_all = "lowercase")]
+pub enum Vote {
+    /// Locked and every rule holds.
+    Yes,
+    /// Refused.
+    No {
+        /// Why.
+        reason: VoteReason,
+        /// For people.
+        message: String,
+    },
+}
+
+impl Vote {
+    /// A `no` vote.
+    pub fn no(reason: VoteReason, message: impl Into<String>) -> Vote {
+        Vote::No {
+            reason,
+            message: message.into(),
+        }
+    }
+
+    /// Whether the vote is yes.
+    pub fn is_yes(&self) -> bool {
+        matches!(self, Vote::Yes)
+    }
+}
+
+/// The lock a prepared transaction holds on an item.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Lock {
+    /// The owner.
+    pub tx_id: TxId,
+    /// When the owner's deadline passes (epoch ms). Past it, a newcomer may *resolve* the
+    /// owner (DESIGN.md, the lock rule); it never frees the lock by itself.
+    pub expires_at: u64,
+    /// The pending operation, applied at commit.
+    pub op: Operation,
+    /// Who prepared it (for people reading the item).
+    pub coordinator: String,
+}
+
+/// A transaction's outcome as recorded in an item's fence.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FenceOutcome {
+    /// Committed on this item.
+    Committed,
+    /// Aborted on this item.
+    Aborted,
+}
+
+/// One fence entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FenceEntry {
+    /// The outcome.
+    #[serde(rename = "o")]
+    pub outcome: FenceOutcome,
+    /// When the entry may be pruned (epoch ms).
+    #[serde(rename = "x")]
+    pub expires_at: u64,
+}
+
+/// A participant item as the protocol sees it.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct ItemState {
+    /// The lock, if a transaction holds one.
+    pub lock: Option<Lock>,
+    /// Recent transaction outcomes on the item.
+    pub fence: BTreeMap<TxId, FenceEntry>,
+    /// A placeholder locked by a creating prepare: readers treat it as absent.
+    pub placeholder: bool,
+    /// The business attributes (protocol attributes removed).
+    pub attributes: BTreeMap<String, Value>,
+}
+
+impl ItemState {
+    /// Fence ids whose entries expired before `now`: safe to prune.
+    pub fn stale_fence(&self, now: u64) -> Vec<TxId> {
+        self.fence
+            .iter()
+            .filter(|(_, e)| e.expires_at < now)
+            .map(|(id, _)| id.clone())
+            .collect()
+    }
+}
+
+/// A participant as recorded in the transaction record.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ParticipantEntry {
+    /// The service name.
+    pub participant: String,
+    /// How it is reached.
+    pub target: Target,
+    /// The item's key.
+    pub key: Key,
+    /// What to do to the item.
+    pub op: Operation,
+}
+
+/// The transaction record: alone enough to finish the transaction.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TxRecord {
+    /// Id.
+    pub tx_id: TxId,
+    /// Status.
+    pub status: TxStatus,
+    /// Participants, in request order.
+    pub participants: Vec<ParticipantEntry>,
+    /// Votes, in participant order; empty until decided.
+    #[serde(default)]
+    pub votes: Vec<Vote>,
+    /// Prepare must be decided by then (epoch ms).
+    pub deadline: u64,
+    /// Epoch ms.
+    pub created_at: u64,
+    /// Epoch ms.
+    pub updated_at: u64,
+    /// The client's idempotency key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
+    /// Hash of the request body: the same key with another body is refused.
+    pub request_hash: String,
+    /// The coordinator run that began it (tells our own retried begin from a client replay).
+    pub begun_by: String,
+    /// Recovery attempts that could not finish it.
+    #[serde(default)]
+    pub attempts: u32,
+    /// Not scheduled for recovery before then (epoch ms); set by the sweeper's backoff.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after: Option<u64>,
+}
+
+/// Prepare, as sent to a participant.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PrepareRequest {
+    /// Transaction.
+    pub tx_id: TxId,
+    /// Its deadline (epoch ms): a prepare arriving later is refused.
+    pub deadline: u64,
+    /// The item.
+    pub key: Key,
+    /// The operation to hold in the lock.
+    pub op: Operation,
+    /// Who asks.
+    pub coordinator: String,
+}
+
+/// A participant's answer to prepare.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PrepareReply {
+    /// The vote.
+    #[serde(flatten)]
+    pub vote: Vote,
+    /// Fence entries found stale while preparing: commit or abort prunes them in the same write.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub prune: Vec<TxId>,
+}
+
+/// Commit or abort, as sent to a participant. The operation comes from the durable record (or
+/// the lock), never from anything a client sends at this point.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CompleteRequest {
+    /// Transaction.
+    pub tx_id: TxId,
+    /// Its deadline (epoch ms): the fence entry outlives it.
+    pub deadline: u64,
+    /// The item.
+    pub key: Key,
+    /// The operation of the record.
+    pub op: Operation,
+    /// Stale fence entries to prune in the same write (a hint; may be empty).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub prune: Vec<TxId>,
+}
+
+/// A participant's answer to commit or abort.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "result", rename_all = "camelCase")]
+pub enum CompleteReply {
+    /// Done now.
+    Done,
+    /// Done before (a duplicate): nothing changed.
+    AlreadyDone,
+    /// The item contradicts the decision (e.g. commit finds neither its lock nor its fence
+    /// entry). Never papered over: the transaction stays unfinished and is reported.
+    Violation {
+        /// What was found.
+        message: String,
+    },
+}
+
+impl CompleteReply {
+    /// Whether the participant acknowledged.
+    pub fn acknowledged(&self) -> bool {
+        !matches!(self, CompleteReply::Violation { .. })
+    }
+}

