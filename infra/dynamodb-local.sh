@@ -89,10 +89,12 @@ stop() {
 
 run() {
   [ $# -ge 1 ] || die "usage: $0 run CMD..."
-  export TWOPC_DDB_STATE_DIR="$state_dir"
+  # A private state folder: a test run never collides with an instance started by hand.
+  state_dir="$tools/ddb-run-$$"
   local url
   url=$(start)
-  trap stop EXIT INT TERM
+  trap 'stop; rm -rf "$state_dir"' EXIT
+  trap 'exit 130' INT TERM
   echo "dynamodb-local: $url" >&2
   TWOPC_DYNAMODB_ENDPOINT="$url" "$@"
 }

@@ -28,10 +28,8 @@ fn participants(record: &TxRecord) -> Vec<Value> {
                 "key".into(),
                 Value::Object(p.key.clone().into_iter().collect()),
             );
-            if let Some(vote) = record.votes.get(i) {
-                if let Ok(Value::Object(v)) = serde_json::to_value(vote) {
-                    m.extend(v);
-                }
+            if let Some(Ok(Value::Object(v))) = record.votes.get(i).map(serde_json::to_value) {
+                m.extend(v);
             }
             Value::Object(m)
         })

@@ -327,10 +327,10 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
                 }
                 // Outcome unknown: read back and follow what the record says.
                 Err(PortError::Undetermined { .. }) => {
-                    if let Some(r) = self.log.get(&record.tx_id).await? {
-                        if r.status != TxStatus::Preparing {
-                            return Ok(r);
-                        }
+                    if let Some(r) = self.log.get(&record.tx_id).await?
+                        && r.status != TxStatus::Preparing
+                    {
+                        return Ok(r);
                     }
                 }
                 Err(e) => return Err(e),

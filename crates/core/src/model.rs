@@ -147,17 +147,6 @@ pub struct ItemState {
     pub attributes: BTreeMap<String, Value>,
 }
 
-impl ItemState {
-    /// Fence ids whose entries expired before `now`: safe to prune.
-    pub fn stale_fence(&self, now: u64) -> Vec<TxId> {
-        self.fence
-            .iter()
-            .filter(|(_, e)| e.expires_at < now)
-            .map(|(id, _)| id.clone())
-            .collect()
-    }
-}
-
 /// A participant as recorded in the transaction record.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

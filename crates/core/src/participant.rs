@@ -107,10 +107,14 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
                 ));
             }
             let item = match self.store.prepare(table, &req.key, &lock).await? {
-                PrepareWrite::Locked { stale } => {
+                PrepareWrite::Locked { fence } => {
+                    let stale = fence
+                        .iter()
+                        .filter(|(id, e)| e.expires_at < now && **id != req.tx_id)
+                        .map(|(id, _)| id.clone());
                     return Ok(PrepareReply {
                         vote: Vote::Yes,
-                        prune: stale,
+                        prune: stale.collect(),
                     });
                 }
                 PrepareWrite::Refused(None) => {

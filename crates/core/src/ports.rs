@@ -1,6 +1,7 @@
 //! Ports: what the protocol needs from the world. Adapters implement them (DynamoDB in
 //! `twopc-dynamo`, transports in the binaries); tests may fake them.
 
+use std::collections::BTreeMap;
 use std::error::Error as StdError;
 use std::future::Future;
 use std::sync::Arc;
@@ -8,8 +9,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::ids::TxId;
 use crate::model::{
-    CompleteReply, CompleteRequest, ItemState, Key, Lock, PrepareReply, PrepareRequest, Target,
-    TxRecord, Vote,
+    CompleteReply, CompleteRequest, FenceEntry, ItemState, Key, Lock, PrepareReply, PrepareRequest,
+    Target, TxRecord, Vote,
 };
 use crate::op::Operation;
 use crate::status::TxStatus;
@@ -165,10 +166,10 @@ pub trait TxLog: Send + Sync {
 /// What a failed conditional prepare found.
 #[derive(Debug)]
 pub enum PrepareWrite {
-    /// Locked (or already locked by this transaction); stale fence entries seen on the item.
+    /// Locked (or already locked by this transaction).
     Locked {
-        /// Prunable fence entries.
-        stale: Vec<TxId>,
+        /// The item's fence after the write: its stale entries are pruned by the commit/abort.
+        fence: BTreeMap<TxId, FenceEntry>,
     },
     /// The condition failed; the item as it was (None: no such item).
     Refused(Option<Box<ItemState>>),

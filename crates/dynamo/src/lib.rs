@@ -1,1 +1,42 @@
-//! placeholder
+//! # twopc-dynamo — DynamoDB adapters of the core's ports
+//!
+//! - [`txlog`]: the transactions table ([`twopc_core::ports::TxLog`]): conditional status
+//!   swaps, the sparse `pending-by-deadline` index while a record is open, TTL once terminal.
+//! - [`items`]: participant items ([`twopc_core::ports::ParticipantStore`]): one conditional
+//!   `UpdateItem`/`DeleteItem` per protocol step, lock, fence and placeholder.
+//! - [`tables`]: table definitions (keys, indexes, streams, TTL) and idempotent creation.
+//! - [`codec`]: JSON ↔ attribute values with exact numbers; [`expr`]: placeholders for every
+//!   name and value; [`error`]: SDK errors classified into what the caller can do.
+#![warn(missing_docs)]
+
+pub mod codec;
+pub mod error;
+pub mod expr;
+pub mod items;
+pub mod tables;
+pub mod txlog;
+
+pub use items::DynamoItems;
+pub use txlog::DynamoTxLog;
+
+use aws_config::{BehaviorVersion, Region};
+use aws_sdk_dynamodb::config::Credentials;
+
+/// A DynamoDB client: the default AWS configuration chain, or, with `endpoint`, a local
+/// endpoint (DynamoDB Local) with static dummy credentials.
+pub async fn client(endpoint: Option<&str>) -> aws_sdk_dynamodb::Client {
+    let mut loader = aws_config::defaults(BehaviorVersion::latest());
+    if let Some(url) = endpoint {
+        loader = loader
+            .endpoint_url(url)
+            .region(Region::new("us-east-1"))
+            .credentials_provider(Credentials::new(
+                "local",
+                "local",
+                None,
+                None,
+                "dynamodb-local",
+            ));
+    }
+    aws_sdk_dynamodb::Client::new(&loader.load().await)
+}

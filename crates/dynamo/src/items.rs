@@ -1,0 +1,549 @@
+//! Participant items as the core's [`ParticipantStore`]: one conditional write per step.
+//!
+//! Item layout (besides the business attributes, untouched in shape):
+//! - `lock` `{txId, expiresAt, op, coordinator}` while a transaction holds the item, with
+//!   `lockShard`/`lockExpiresAt` beside it for the sparse `locks-by-expiry` index;
+//! - `txFence` `{<txId>: {o: committed|aborted, x: expiry}}`: recent outcomes on this item;
+//! - `txVersion` (bumped by each commit) and `lastTx`, for stream consumers;
+//! - `txPlaceholder` on an item a creating prepare locked: it holds only key, lock and fence.
+
+use std::collections::BTreeMap;
+
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
+use serde_json::Value;
+use twopc_core::ids::TxId;
+use twopc_core::model::{FenceEntry, FenceOutcome, ItemState, Key, Lock};
+use twopc_core::op::{Condition, Operation, PROTOCOL_ATTRIBUTES};
+use twopc_core::ports::{CompleteWrite, ParticipantStore, PortError, PrepareWrite};
+
+use crate::codec::{Item, from_attr, from_item, to_attr, to_item};
+use crate::error::{classify, corrupt};
+use crate::expr::{Expr, update_expression};
+use crate::tables::{LOCK_EXPIRES_ATTR, LOCK_SHARD_ATTR, shard_of};
+
+const LOCK: &str = "lock";
+const FENCE: &str = "txFence";
+const VERSION: &str = "txVersion";
+const LAST_TX: &str = "lastTx";
+const PLACEHOLDER: &str = "txPlaceholder";
+
+/// Participant items in any table, through one DynamoDB client.
+#[derive(Clone, Debug)]
+pub struct DynamoItems {
+    client: Client,
+}
+
+impl DynamoItems {
+    /// Items reached through `client`.
+    pub fn new(client: Client) -> Self {
+        DynamoItems { client }
+    }
+}
+
+/// Reads the protocol's view of an item.
+pub fn item_state(item: &Item) -> Result<ItemState, PortError> {
+    let bad = |why: String| corrupt("reading a participant item", why);
+    let mut attrs = from_item(item).map_err(|e| bad(e.to_string()))?;
+    let lock = match attrs.remove(LOCK) {
+        Some(v) => Some(serde_json::from_value::<Lock>(v).map_err(|e| bad(format!("lock: {e}")))?),
+        None => None,
+    };
+    let fence = match attrs.remove(FENCE) {
+        Some(v) => serde_json::from_value::<BTreeMap<TxId, FenceEntry>>(v)
+            .map_err(|e| bad(format!("txFence: {e}")))?,
+        None => BTreeMap::new(),
+    };
+    let placeholder = attrs.remove(PLACEHOLDER).is_some();
+    for name in PROTOCOL_ATTRIBUTES {
+        if !["txVersion", "lastTx"].contains(name) {
+            attrs.remove(*name);
+        }
+    }
+    Ok(ItemState {
+        lock,
+        fence,
+        placeholder,
+        attributes: attrs.into_iter().collect(),
+    })
+}
+
+fn key_item(key: &Key) -> Item {
+    to_item(key)
+}
+
+fn first_key_name(key: &Key) -> &str {
+    key.keys().next().map_or("", String::as_str)
+}
+
+fn entry(outcome: FenceOutcome, until: u64) -> AttributeValue {
+    let o = match outcome {
+        FenceOutcome::Committed => "committed",
+        FenceOutcome::Aborted => "aborted",
+    };
+    AttributeValue::M(
+        [
+            ("o".to_owned(), AttributeValue::S(o.into())),
+            ("x".to_owned(), AttributeValue::N(until.to_string())),
+        ]
+        .into(),
+    )
+}
+
+/// `#lock.#txId = :tx`
+fn owned_by(e: &mut Expr, tx: &TxId) -> String {
+    let path = e.path(&[LOCK, "txId"]);
+    format!("{path} = {}", e.value(AttributeValue::S(tx.to_string())))
+}
+
+/// Removes the lock and its index attributes, and prunes stale fence entries.
+fn release_clauses(e: &mut Expr, tx: &TxId, prune: &[TxId]) -> Vec<String> {
+    let mut remove = vec![
+        e.name(LOCK),
+        e.name(LOCK_EXPIRES_ATTR),
+        e.name(LOCK_SHARD_ATTR),
+    ];
+    for p in prune.iter().filter(|p| *p != tx) {
+        remove.push(e.path(&[FENCE, p.as_str()]));
+    }
+    remove
+}
+
+fn require_clause(e: &mut Expr, name: &str, cond: &Condition) -> String {
+    let n = e.name(name);
+    match cond {
+        Condition::Exists => format!("attribute_exists({n})"),
+        Condition::NotExists => format!("attribute_not_exists({n})"),
+        Condition::Compare(c, v) => format!("{n} {} {}", c.symbol(), e.value(to_attr(v))),
+    }
+}
+
+enum Write {
+    Update {
+        update: String,
+        condition: String,
+        returns: ReturnValue,
+    },
+    Delete {
+        condition: String,
+    },
+}
+
+enum Outcome {
+    Written(Option<Item>),
+    Refused(Option<Item>),
+}
+
+impl DynamoItems {
+    async fn write(
+        &self,
+        table: &str,
+        key: &Key,
+        e: Expr,
+        w: Write,
+        context: impl Fn() -> String,
+    ) -> Result<Outcome, PortError> {
+        match w {
+            Write::Update {
+                update,
+                condition,
+                returns,
+            } => {
+                let r = self
+                    .client
+                    .update_item()
+                    .table_name(table)
+                    .set_key(Some(key_item(key)))
+                    .update_expression(update)
+                    .condition_expression(condition)
+                    .set_expression_attribute_names(e.names())
+                    .set_expression_attribute_values(e.values())
+                    .return_values(returns)
+                    .return_values_on_condition_check_failure(
+                        ReturnValuesOnConditionCheckFailure::AllOld,
+                    )
+                    .send()
+                    .await;
+                match r {
+                    Ok(out) => Ok(Outcome::Written(out.attributes)),
+                    Err(err) => match err.as_service_error() {
+                        Some(aws_sdk_dynamodb::operation::update_item::UpdateItemError::ConditionalCheckFailedException(c)) => Ok(Outcome::Refused(c.item.clone())),
+                        _ => Err(classify(context(), err)),
+                    },
+                }
+            }
+            Write::Delete { condition } => {
+                let r = self
+                    .client
+                    .delete_item()
+                    .table_name(table)
+                    .set_key(Some(key_item(key)))
+                    .condition_expression(condition)
+                    .set_expression_attribute_names(e.names())
+                    .set_expression_attribute_values(e.values())
+                    .return_values_on_condition_check_failure(
+                        ReturnValuesOnConditionCheckFailure::AllOld,
+                    )
+                    .send()
+                    .await;
+                match r {
+                    Ok(_) => Ok(Outcome::Written(None)),
+                    Err(err) => match err.as_service_error() {
+                        Some(aws_sdk_dynamodb::operation::delete_item::DeleteItemError::ConditionalCheckFailedException(c)) => Ok(Outcome::Refused(c.item.clone())),
+                        _ => Err(classify(context(), err)),
+                    },
+                }
+            }
+        }
+    }
+
+    fn refused(item: Option<Item>) -> Result<CompleteWrite, PortError> {
+        Ok(CompleteWrite::Refused(
+            item.as_ref().map(item_state).transpose()?.map(Box::new),
+        ))
+    }
+
+    /// Deletes `tx`'s placeholder (abort of a creating op, or a stale duplicate of one).
+    async fn delete_placeholder(
+        &self,
+        table: &str,
+        key: &Key,
+        tx: &TxId,
+    ) -> Result<CompleteWrite, PortError> {
+        let mut e = Expr::new();
+        let condition = format!(
+            "{} AND attribute_exists({})",
+            owned_by(&mut e, tx),
+            e.name(PLACEHOLDER)
+        );
+        match self
+            .write(table, key, e, Write::Delete { condition }, || {
+                format!("deleting the placeholder of {tx} in {table}")
+            })
+            .await?
+        {
+            Outcome::Written(_) => Ok(CompleteWrite::Done),
+            Outcome::Refused(item) => Self::refused(item),
+        }
+    }
+
+    /// Releases `tx`'s lock on a real item (optionally writing a fence entry); falls back to
+    /// deleting the item when it is `tx`'s placeholder.
+    async fn release(
+        &self,
+        table: &str,
+        key: &Key,
+        tx: &TxId,
+        fence: Option<AttributeValue>,
+        prune: &[TxId],
+    ) -> Result<CompleteWrite, PortError> {
+        let mut e = Expr::new();
+        let remove = release_clauses(&mut e, tx, prune);
+        let mut set = vec![];
+        if let Some(entry) = fence {
+            set.push(format!(
+                "{} = {}",
+                e.path(&[FENCE, tx.as_str()]),
+                e.value(entry)
+            ));
+        }
+        let condition = format!(
+            "{} AND attribute_not_exists({})",
+            owned_by(&mut e, tx),
+            e.name(PLACEHOLDER)
+        );
+        let w = Write::Update {
+            update: update_expression(&set, &remove),
+            condition,
+            returns: ReturnValue::None,
+        };
+        match self
+            .write(table, key, e, w, || {
+                format!("releasing the lock of {tx} in {table}")
+            })
+            .await?
+        {
+            Outcome::Written(_) => Ok(CompleteWrite::Done),
+            Outcome::Refused(Some(item)) => {
+                let state = item_state(&item)?;
+                if state.placeholder && state.lock.as_ref().is_some_and(|l| &l.tx_id == tx) {
+                    return self.delete_placeholder(table, key, tx).await;
+                }
+                Ok(CompleteWrite::Refused(Some(Box::new(state))))
+            }
+            Outcome::Refused(None) => Ok(CompleteWrite::Refused(None)),
+        }
+    }
+}
+
+impl ParticipantStore for DynamoItems {
+    async fn prepare(
+        &self,
+        table: &str,
+        key: &Key,
+        lock: &Lock,
+    ) -> Result<PrepareWrite, PortError> {
+        let mut e = Expr::new();
+        let op = &lock.op;
+        let lock_value = serde_json::to_value(lock)
+            .map_err(|err| corrupt("encoding a lock", err.to_string()))?;
+        let fence = e.name(FENCE);
+        let mut set = vec![
+            format!("{} = {}", e.name(LOCK), e.value(to_attr(&lock_value))),
+            format!(
+                "{} = {}",
+                e.name(LOCK_EXPIRES_ATTR),
+                e.value(AttributeValue::N(lock.expires_at.to_string()))
+            ),
+            format!(
+                "{} = {}",
+                e.name(LOCK_SHARD_ATTR),
+                e.value(AttributeValue::S(shard_of(lock.tx_id.as_str(), "L")))
+            ),
+            // Commit and abort write `txFence.<tx>`, which needs the map to exist.
+            format!(
+                "{fence} = if_not_exists({fence}, {})",
+                e.value(AttributeValue::M(Default::default()))
+            ),
+        ];
+        let k = e.name(first_key_name(key));
+        let ph = e.name(PLACEHOLDER);
+        let mine = owned_by(&mut e, &lock.tx_id);
+        let lock_name = e.name(LOCK);
+        let mut conds = vec![];
+        if op.creates() {
+            set.push(format!("{ph} = {}", e.value(AttributeValue::Bool(true))));
+            conds.push(format!(
+                "(attribute_not_exists({k}) OR (attribute_exists({ph}) AND {mine}))"
+            ));
+        } else {
+            conds.push(format!(
+                "attribute_exists({k}) AND attribute_not_exists({ph})"
+            ));
+            conds.push(format!("(attribute_not_exists({lock_name}) OR {mine})"));
+        }
+        conds.push(format!(
+            "attribute_not_exists({})",
+            e.path(&[FENCE, lock.tx_id.as_str()])
+        ));
+        for name in op.add.keys() {
+            // An add to a non-number would fail at commit, after the decision: refuse it now.
+            let n = e.name(name);
+            conds.push(format!(
+                "(attribute_not_exists({n}) OR attribute_type({n}, {}))",
+                e.value(AttributeValue::S("N".into()))
+            ));
+        }
+        for (name, cond) in &op.require {
+            if op.creates() && key.contains_key(name) {
+                continue; // implied by the create condition (and true of our own placeholder)
+            }
+            conds.push(require_clause(&mut e, name, cond));
+        }
+        let w = Write::Update {
+            update: update_expression(&set, &[]),
+            condition: conds.join(" AND "),
+            returns: ReturnValue::UpdatedNew,
+        };
+        match self
+            .write(table, key, e, w, || {
+                format!("preparing {} in {table}", lock.tx_id)
+            })
+            .await?
+        {
+            Outcome::Written(attrs) => {
+                let fence = match attrs.as_ref().and_then(|a| a.get(FENCE)) {
+                    Some(f) => {
+                        let v = from_attr(f)
+                            .map_err(|err| corrupt("reading txFence", err.to_string()))?;
+                        serde_json::from_value(v)
+                            .map_err(|err| corrupt("reading txFence", err.to_string()))?
+                    }
+                    None => BTreeMap::new(),
+                };
+                Ok(PrepareWrite::Locked { fence })
+            }
+            Outcome::Refused(item) => Ok(PrepareWrite::Refused(
+                item.as_ref().map(item_state).transpose()?.map(Box::new),
+            )),
+        }
+    }
+
+    async fn commit(
+        &self,
+        table: &str,
+        key: &Key,
+        tx: &TxId,
+        op: &Operation,
+        fence_until: u64,
+        prune: &[TxId],
+    ) -> Result<CompleteWrite, PortError> {
+        let mut e = Expr::new();
+        let ctx = || format!("committing {tx} in {table}");
+        if op.delete {
+            let condition = owned_by(&mut e, tx);
+            return match self
+                .write(table, key, e, Write::Delete { condition }, ctx)
+                .await?
+            {
+                Outcome::Written(_) => Ok(CompleteWrite::Done),
+                Outcome::Refused(item) => Self::refused(item),
+            };
+        }
+        let mut set = vec![];
+        let mut remove = release_clauses(&mut e, tx, prune);
+        for (name, v) in &op.set {
+            set.push(format!("{} = {}", e.name(name), e.value(to_attr(v))));
+        }
+        for (name, v) in op
+            .put
+            .iter()
+            .flatten()
+            .filter(|(n, _)| !key.contains_key(*n))
+        {
+            set.push(format!("{} = {}", e.name(name), e.value(to_attr(v))));
+        }
+        if op.creates() {
+            remove.push(e.name(PLACEHOLDER));
+        }
+        for (name, d) in &op.add {
+            let n = e.name(name);
+            set.push(format!(
+                "{n} = if_not_exists({n}, {}) + {}",
+                e.value(AttributeValue::N("0".into())),
+                e.value(AttributeValue::N(d.to_string()))
+            ));
+        }
+        for name in &op.remove {
+            remove.push(e.name(name));
+        }
+        let ver = e.name(VERSION);
+        set.push(format!(
+            "{ver} = if_not_exists({ver}, {}) + {}",
+            e.value(AttributeValue::N("0".into())),
+            e.value(AttributeValue::N("1".into()))
+        ));
+        set.push(format!(
+            "{} = {}",
+            e.name(LAST_TX),
+            e.value(AttributeValue::S(tx.to_string()))
+        ));
+        set.push(format!(
+            "{} = {}",
+            e.path(&[FENCE, tx.as_str()]),
+            e.value(entry(FenceOutcome::Committed, fence_until))
+        ));
+        let condition = owned_by(&mut e, tx);
+        let w = Write::Update {
+            update: update_expression(&set, &remove),
+            condition,
+            returns: ReturnValue::None,
+        };
+        match self.write(table, key, e, w, ctx).await? {
+            Outcome::Written(_) => Ok(CompleteWrite::Done),
+            Outcome::Refused(item) => Self::refused(item),
+        }
+    }
+
+    async fn abort(
+        &self,
+        table: &str,
+        key: &Key,
+        tx: &TxId,
+        fence_until: u64,
+        prune: &[TxId],
+    ) -> Result<CompleteWrite, PortError> {
+        self.release(
+            table,
+            key,
+            tx,
+            Some(entry(FenceOutcome::Aborted, fence_until)),
+            prune,
+        )
+        .await
+    }
+
+    async fn fence_aborted(
+        &self,
+        table: &str,
+        key: &Key,
+        tx: &TxId,
+        fence_until: u64,
+    ) -> Result<CompleteWrite, PortError> {
+        // Two shapes: add an entry to an existing fence map, or create the map with it.
+        for create_map in [false, true] {
+            let mut e = Expr::new();
+            let k = e.name(first_key_name(key));
+            let fence = e.name(FENCE);
+            let lock = e.name(LOCK);
+            let lock_tx = e.path(&[LOCK, "txId"]);
+            let txv = e.value(AttributeValue::S(tx.to_string()));
+            let not_ours = format!("(attribute_not_exists({lock}) OR {lock_tx} <> {txv})");
+            let (set, condition) = if create_map {
+                let map = AttributeValue::M(
+                    [(tx.to_string(), entry(FenceOutcome::Aborted, fence_until))].into(),
+                );
+                (
+                    format!("{fence} = {}", e.value(map)),
+                    format!(
+                        "attribute_exists({k}) AND attribute_not_exists({fence}) AND {not_ours}"
+                    ),
+                )
+            } else {
+                let path = e.path(&[FENCE, tx.as_str()]);
+                (
+                    format!(
+                        "{path} = {}",
+                        e.value(entry(FenceOutcome::Aborted, fence_until))
+                    ),
+                    format!(
+                        "attribute_exists({k}) AND attribute_exists({fence}) AND attribute_not_exists({path}) AND {not_ours}"
+                    ),
+                )
+            };
+            let w = Write::Update {
+                update: format!("SET {set}"),
+                condition,
+                returns: ReturnValue::None,
+            };
+            match self
+                .write(table, key, e, w, || format!("fencing out {tx} in {table}"))
+                .await?
+            {
+                Outcome::Written(_) => return Ok(CompleteWrite::Done),
+                Outcome::Refused(Some(item)) if !create_map && !item.contains_key(FENCE) => {
+                    continue;
+                }
+                Outcome::Refused(item) => return Self::refused(item),
+            }
+        }
+        Ok(CompleteWrite::Refused(None))
+    }
+
+    async fn drop_lock(
+        &self,
+        table: &str,
+        key: &Key,
+        tx: &TxId,
+    ) -> Result<CompleteWrite, PortError> {
+        self.release(table, key, tx, None, &[]).await
+    }
+
+    async fn read(&self, table: &str, key: &Key) -> Result<Option<ItemState>, PortError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(table)
+            .set_key(Some(key_item(key)))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|err| classify(format!("reading an item of {table}"), err))?;
+        out.item().map(item_state).transpose()
+    }
+}
+
+/// The business view of an item: protocol attributes removed; a placeholder reads as absent.
+pub fn business_view(state: &ItemState) -> Option<BTreeMap<String, Value>> {
+    (!state.placeholder).then(|| state.attributes.clone())
+}

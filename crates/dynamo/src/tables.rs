@@ -1,0 +1,198 @@
+//! Table definitions, shared by tests, the local stack and `template.yaml` (which must match
+//! them: `tests/` checks the template against these names).
+
+use std::time::Duration;
+
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement,
+    KeyType as DdbKeyType, Projection, ProjectionType, ScalarAttributeType, StreamSpecification,
+    StreamViewType, TableStatus, TimeToLiveSpecification,
+};
+use twopc_core::ports::PortError;
+use twopc_core::request::{KeySchema, KeyType};
+
+use crate::error::classify;
+
+/// Transactions table: partition key.
+pub const TX_KEY: &str = "txId";
+/// Transactions table: sparse index of non-terminal records by deadline.
+pub const PENDING_INDEX: &str = "pending-by-deadline";
+/// Attribute present only while a record is not terminal (its index partition).
+pub const PENDING_ATTR: &str = "pending";
+/// Sort key of the pending index.
+pub const DEADLINE_ATTR: &str = "deadline";
+/// TTL attribute of terminal records (epoch seconds).
+pub const EXPIRE_ATTR: &str = "expireAt";
+/// Participant tables: sparse index of locked items by lock expiry.
+pub const LOCK_INDEX: &str = "locks-by-expiry";
+/// Attribute present only while an item is locked (its index partition).
+pub const LOCK_SHARD_ATTR: &str = "lockShard";
+/// Sort key of the lock index.
+pub const LOCK_EXPIRES_ATTR: &str = "lockExpiresAt";
+/// Index partitions: spread writes of the sparse indexes over this many keys.
+pub const INDEX_SHARDS: u32 = 4;
+
+/// The index partition of a transaction id.
+pub fn shard_of(tx: &str, prefix: &str) -> String {
+    let h = tx
+        .bytes()
+        .fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(b.into()));
+    format!("{prefix}{}", h % INDEX_SHARDS)
+}
+
+/// What a table is for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TableKind {
+    /// The transaction log.
+    Transactions,
+    /// A participant service's items.
+    Participant(KeySchema),
+}
+
+/// A table to create.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TableSpec {
+    /// Table name.
+    pub name: String,
+    /// What it holds.
+    pub kind: TableKind,
+}
+
+fn scalar(kind: KeyType) -> ScalarAttributeType {
+    match kind {
+        KeyType::S => ScalarAttributeType::S,
+        KeyType::N => ScalarAttributeType::N,
+    }
+}
+
+fn attr(name: &str, t: ScalarAttributeType) -> Result<AttributeDefinition, PortError> {
+    AttributeDefinition::builder()
+        .attribute_name(name)
+        .attribute_type(t)
+        .build()
+        .map_err(build_err)
+}
+
+fn key(name: &str, t: DdbKeyType) -> Result<KeySchemaElement, PortError> {
+    KeySchemaElement::builder()
+        .attribute_name(name)
+        .key_type(t)
+        .build()
+        .map_err(build_err)
+}
+
+fn build_err(e: aws_sdk_dynamodb::error::BuildError) -> PortError {
+    PortError::Invalid {
+        context: "table definition".into(),
+        message: e.to_string(),
+    }
+}
+
+fn sparse_index(name: &str, hash: &str, range: &str) -> Result<GlobalSecondaryIndex, PortError> {
+    GlobalSecondaryIndex::builder()
+        .index_name(name)
+        .key_schema(key(hash, DdbKeyType::Hash)?)
+        .key_schema(key(range, DdbKeyType::Range)?)
+        .projection(
+            Projection::builder()
+                .projection_type(ProjectionType::All)
+                .build(),
+        )
+        .build()
+        .map_err(build_err)
+}
+
+/// Creates the table if it does not exist and waits until it is active. Idempotent.
+pub async fn ensure_table(client: &Client, spec: &TableSpec) -> Result<(), PortError> {
+    let exists = client.describe_table().table_name(&spec.name).send().await;
+    if exists.is_err() {
+        let mut req = client
+            .create_table()
+            .table_name(&spec.name)
+            .billing_mode(BillingMode::PayPerRequest)
+            .stream_specification(
+                StreamSpecification::builder()
+                    .stream_enabled(true)
+                    .stream_view_type(StreamViewType::NewAndOldImages)
+                    .build()
+                    .map_err(build_err)?,
+            );
+        match &spec.kind {
+            TableKind::Transactions => {
+                req = req
+                    .attribute_definitions(attr(TX_KEY, ScalarAttributeType::S)?)
+                    .attribute_definitions(attr(PENDING_ATTR, ScalarAttributeType::S)?)
+                    .attribute_definitions(attr(DEADLINE_ATTR, ScalarAttributeType::N)?)
+                    .key_schema(key(TX_KEY, DdbKeyType::Hash)?)
+                    .global_secondary_indexes(sparse_index(
+                        PENDING_INDEX,
+                        PENDING_ATTR,
+                        DEADLINE_ATTR,
+                    )?);
+            }
+            TableKind::Participant(schema) => {
+                req = req
+                    .attribute_definitions(attr(&schema.hash.name, scalar(schema.hash.kind))?)
+                    .key_schema(key(&schema.hash.name, DdbKeyType::Hash)?);
+                if let Some(range) = &schema.range {
+                    req = req
+                        .attribute_definitions(attr(&range.name, scalar(range.kind))?)
+                        .key_schema(key(&range.name, DdbKeyType::Range)?);
+                }
+                req = req
+                    .attribute_definitions(attr(LOCK_SHARD_ATTR, ScalarAttributeType::S)?)
+                    .attribute_definitions(attr(LOCK_EXPIRES_ATTR, ScalarAttributeType::N)?)
+                    .global_secondary_indexes(sparse_index(
+                        LOCK_INDEX,
+                        LOCK_SHARD_ATTR,
+                        LOCK_EXPIRES_ATTR,
+                    )?);
+            }
+        }
+        if let Err(e) = req.send().await {
+            let in_use = e
+                .as_service_error()
+                .is_some_and(|s| s.is_resource_in_use_exception());
+            if !in_use {
+                return Err(classify(format!("creating table {}", spec.name), e));
+            }
+        }
+    }
+    for _ in 0..600 {
+        let d = client
+            .describe_table()
+            .table_name(&spec.name)
+            .send()
+            .await
+            .map_err(|e| classify(format!("describing table {}", spec.name), e))?;
+        if d.table().and_then(|t| t.table_status()) == Some(&TableStatus::Active) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await; // DynamoDB offers no wait primitive
+    }
+    if spec.kind == TableKind::Transactions {
+        let ttl = TimeToLiveSpecification::builder()
+            .enabled(true)
+            .attribute_name(EXPIRE_ATTR)
+            .build()
+            .map_err(build_err)?;
+        if let Err(e) = client
+            .update_time_to_live()
+            .table_name(&spec.name)
+            .time_to_live_specification(ttl)
+            .send()
+            .await
+        {
+            // Enabling TTL twice is refused ("already enabled"): that is the state we want.
+            let already = e
+                .as_service_error()
+                .and_then(|s| aws_sdk_dynamodb::error::ProvideErrorMetadata::message(s))
+                .is_some_and(|m| m.contains("already enabled"));
+            if !already {
+                return Err(classify(format!("enabling TTL on {}", spec.name), e));
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,1065 @@
+//! The protocol against DynamoDB Local: commit, abort, conflicts, duplicates, the fence, the
+//! lock rule's owner resolution, the decide race, exact numbers, idempotency, bad input.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use serde_json::{Value, json};
+use twopc_core::coordinator::SubmitError;
+use twopc_core::ids::TxId;
+use twopc_core::model::{
+    CompleteReply, CompleteRequest, FenceOutcome, Lock, PrepareReply, PrepareRequest, Target,
+    TxRecord, Vote, VoteReason,
+};
+use twopc_core::op::Operation;
+use twopc_core::participant::Resolution;
+use twopc_core::ports::{
+    Clock, ParticipantStore, PrepareWrite, Swapped, Transport, TransportError, TxLog,
+};
+use twopc_core::status::TxStatus;
+use twopc_tests::{World, key, transfer};
+
+fn op(v: Value) -> Operation {
+    Operation::from_json("op", &v).expect("valid op")
+}
+
+fn prepare_req(tx: &TxId, deadline: u64, id: &str, o: Value) -> PrepareRequest {
+    PrepareRequest {
+        tx_id: tx.clone(),
+        deadline,
+        key: key(id),
+        op: op(o),
+        coordinator: "test".into(),
+    }
+}
+
+fn complete_req(tx: &TxId, deadline: u64, id: &str, o: Value) -> CompleteRequest {
+    CompleteRequest {
+        tx_id: tx.clone(),
+        deadline,
+        key: key(id),
+        op: op(o),
+        prune: vec![],
+    }
+}
+
+fn reason(reply: &PrepareReply) -> Option<VoteReason> {
+    match &reply.vote {
+        Vote::Yes => None,
+        Vote::No { reason, .. } => Some(*reason),
+    }
+}
+
+async fn bank(w: &World) {
+    w.seed("accounts", "alice", json!({"balance": 100})).await;
+    w.seed("wallets", "bob", json!({"balance": 0})).await;
+}
+
+async fn assert_unlocked(w: &World) {
+    for (s, id) in [("accounts", "alice"), ("wallets", "bob")] {
+        if let Some(item) = w.item(s, id).await {
+            assert_eq!(item.lock, None, "{s}/{id} is still locked");
+        }
+    }
+}
+
+// ---------------------------------------------------------------- commit and abort
+
+#[tokio::test]
+async fn transfer_across_two_tables_commits() {
+    let w = World::new().await;
+    bank(&w).await;
+    let rec = w
+        .coordinator
+        .submit(&transfer("alice", "bob", 30), None)
+        .await
+        .expect("submit");
+    assert_eq!(rec.status, TxStatus::Committed);
+    assert!(rec.votes.iter().all(Vote::is_yes));
+    assert_eq!(
+        w.attr("accounts", "alice", "balance").await.as_deref(),
+        Some("70")
+    );
+    assert_eq!(
+        w.attr("wallets", "bob", "balance").await.as_deref(),
+        Some("30")
+    );
+    assert_unlocked(&w).await;
+    let alice = w.item("accounts", "alice").await.expect("alice");
+    assert_eq!(
+        alice.fence.get(&rec.tx_id).map(|e| e.outcome),
+        Some(FenceOutcome::Committed)
+    );
+    assert_eq!(alice.attributes.get("txVersion"), Some(&json!(1)));
+    let stored = w.log.get(&rec.tx_id).await.expect("get").expect("record");
+    assert_eq!(stored.status, TxStatus::Committed);
+}
+
+#[tokio::test]
+async fn insufficient_balance_aborts_and_leaves_no_lock() {
+    let w = World::new().await;
+    bank(&w).await;
+    let rec = w
+        .coordinator
+        .submit(&transfer("alice", "bob", 500), None)
+        .await
+        .expect("submit");
+    assert_eq!(rec.status, TxStatus::Aborted);
+    assert!(
+        matches!(&rec.votes[0], Vote::No { reason: VoteReason::Condition, message } if message.contains("balance gte 500 (is 100)")),
+        "{:?}",
+        rec.votes
+    );
+    assert_eq!(rec.votes[1], Vote::Yes);
+    assert_eq!(
+        w.attr("accounts", "alice", "balance").await.as_deref(),
+        Some("100")
+    );
+    assert_eq!(
+        w.attr("wallets", "bob", "balance").await.as_deref(),
+        Some("0")
+    );
+    assert_unlocked(&w).await;
+    let answer = twopc_core::api::submitted(&rec);
+    assert_eq!(
+        (answer.status, answer.body["code"].as_str()),
+        (409, Some("condition"))
+    );
+}
+
+#[tokio::test]
+async fn conflicting_live_lock_votes_conflict() {
+    let w = World::new().await;
+    bank(&w).await;
+    let holder = TxId::random();
+    let deadline = w.clock.now_ms() + 10_000;
+    let held = w
+        .participant
+        .prepare(
+            &w.accounts,
+            &prepare_req(&holder, deadline, "alice", json!({"set": {"note": "x"}})),
+        )
+        .await
+        .expect("prepare");
+    assert_eq!(held.vote, Vote::Yes);
+
+    let rec = w
+        .coordinator
+        .submit(&transfer("alice", "bob", 10), None)
+        .await
+        .expect("submit");
+    assert_eq!(rec.status, TxStatus::Aborted);
+    assert!(
+        matches!(
+            &rec.votes[0],
+            Vote::No {
+                reason: VoteReason::Conflict,
+                ..
+            }
+        ),
+        "{:?}",
+        rec.votes
+    );
+    let alice = w.item("accounts", "alice").await.expect("alice");
+    assert_eq!(
+        alice.lock.map(|l| l.tx_id),
+        Some(holder),
+        "the live lock must stay with its owner"
+    );
+    assert_eq!(
+        w.attr("accounts", "alice", "balance").await.as_deref(),
+        Some("100")
+    );
+    assert_eq!(w.item("wallets", "bob").await.expect("bob").lock, None);
+}
+
+#[tokio::test]
+async fn put_creates_an_item_and_an_aborted_put_leaves_nothing() {
+    let w = World::new().await;
+    bank(&w).await;
+    let create = |id: &str, need: i64| {
+        json!({"participants": [
+        {"participant": "wallets", "key": {"id": id}, "op": {"put": {"balance": 5, "owner": "carol"}}},
+        {"participant": "accounts", "key": {"id": "alice"}, "op": {"add": {"balance": -5}, "require": {"balance": {"gte": need}}}}]})
+    };
+    let rec = w
+        .coordinator
+        .submit(&create("carol", 5), None)
+        .await
+        .expect("submit");
+    assert_eq!(rec.status, TxStatus::Committed);
+    let carol = w.item("wallets", "carol").await.expect("carol exists");
+    assert!(!carol.placeholder);
+    assert_eq!(carol.attributes.get("owner"), Some(&json!("carol")));
+    assert_eq!(
+        w.attr("wallets", "carol", "balance").await.as_deref(),
+        Some("5")
+    );
+
+    let rec = w
+        .coordinator
+        .submit(&create("dave", 1000), None)
+        .await
+        .expect("submit");
+    assert_eq!(rec.status, TxStatus::Aborted);
+    assert!(
+        w.item("wallets", "dave").await.is_none(),
+        "the placeholder must be gone"
+    );
+
+    let again = w
+        .coordinator
+        .submit(&create("carol", 5), None)
+        .await
+        .expect("submit");
+    assert!(
+        matches!(
+            &again.votes[0],
+            Vote::No {
+                reason: VoteReason::Condition,
+                ..
+            }
+        ),
+        "{:?}",
+        again.votes
+    );
+}
+
+#[tokio::test]
+async fn delete_removes_the_item_on_commit() {
+    let w = World::new().await;
+    bank(&w).await;
+    let body = json!({"participants": [{"participant": "wallets", "key": {"id": "bob"}, "op": {"delete": true, "require": {"balance": {"eq": 0}}}}]});
+    let rec = w.coordinator.submit(&body, None).await.expect("submit");
+    assert_eq!(rec.status, TxStatus::Committed);
+    assert!(w.item("wallets", "bob").await.is_none());
+}
+
+// ---------------------------------------------------------------- duplicate delivery
+
+#[tokio::test]
+async fn repeated_prepare_is_a_yes_and_changes_nothing() {
+    let w = World::new().await;
+    bank(&w).await;
+    let tx = TxId::random();
+    let req = prepare_req(
+        &tx,
+        w.clock.now_ms() + 5_000,
+        "alice",
+        json!({"add": {"balance": -10}}),
+    );
+    assert_eq!(
+        w.participant
+            .prepare(&w.accounts, &req)
+            .await
+            .expect("prepare")
+            .vote,
+        Vote::Yes
+    );
+    let first = w.item("accounts", "alice").await;
+    assert_eq!(
+        w.participant
+            .prepare(&w.accounts, &req)
+            .await
+            .expect("prepare again")
+            .vote,
+        Vote::Yes
+    );
+    assert_eq!(w.item("accounts", "alice").await, first);
+}
+
+#[tokio::test]
+async fn repeated_commit_applies_once() {
+    let w = World::new().await;
+    bank(&w).await;
+    let tx = TxId::random();
+    let deadline = w.clock.now_ms() + 5_000;
+    let o = json!({"add": {"balance": -10}});
+    w.participant
+        .prepare(&w.accounts, &prepare_req(&tx, deadline, "alice", o.clone()))
+        .await
+        .expect("prepare");
+    let c = complete_req(&tx, deadline, "alice", o);
+    assert_eq!(
+        w.participant.commit(&w.accounts, &c).await.expect("commit"),
+        CompleteReply::Done
+    );
+    let after = w.item("accounts", "alice").await;
+    assert_eq!(
+        w.participant
+            .commit(&w.accounts, &c)
+            .await
+            .expect("commit again"),
+        CompleteReply::AlreadyDone
+    );
+    assert_eq!(w.item("accounts", "alice").await, after);
+    assert_eq!(
+        w.attr("accounts", "alice", "balance").await.as_deref(),
+        Some("90")
+    );
+}
+
+#[tokio::test]
+async fn repeated_abort_changes_nothing() {
+    let w = World::new().await;
+    bank(&w).await;
+    let tx = TxId::random();
+    let deadline = w.clock.now_ms() + 5_000;
+    let o = json!({"add": {"balance": -10}});
+    w.participant
+        .prepare(&w.accounts, &prepare_req(&tx, deadline, "alice", o.clone()))
+        .await
+        .expect("prepare");
+    let c = complete_req(&tx, deadline, "alice", o);
+    assert_eq!(
+        w.participant.abort(&w.accounts, &c).await.expect("abort"),
+        CompleteReply::Done
+    );
+    let after = w.item("accounts", "alice").await;
+    assert_eq!(
+        w.participant
+            .abort(&w.accounts, &c)
+            .await
+            .expect("abort again"),
+        CompleteReply::AlreadyDone
+    );
+    assert_eq!(w.item("accounts", "alice").await, after);
+    assert_eq!(
+        w.attr("accounts", "alice", "balance").await.as_deref(),
+        Some("100")
+    );
+    assert_unlocked(&w).await;
+}
+
+#[tokio::test]
+async fn commit_after_abort_is_reported_as_a_violation_not_applied() {
+    let w = World::new().await;
+    bank(&w).await;
+    let tx = TxId::random();
+    let deadline = w.clock.now_ms() + 5_000;
+    let o = json!({"add": {"balance": -10}});
+    w.participant
+        .prepare(&w.accounts, &prepare_req(&tx, deadline, "alice", o.clone()))
+        .await
+        .expect("prepare");
+    let c = complete_req(&tx, deadline, "alice", o);
+    w.participant.abort(&w.accounts, &c).await.expect("abort");
+    let reply = w.participant.commit(&w.accounts, &c).await.expect("commit");
+    assert!(
+        matches!(reply, CompleteReply::Violation { .. }),
+        "{reply:?}"
+    );
+    assert_eq!(
+        w.attr("accounts", "alice", "balance").await.as_deref(),
+        Some("100")
+    );
+}
+
+// ---------------------------------------------------------------- the fence
+
+#[tokio::test]
+async fn late_prepare_after_commit_is_refused_by_the_fence() {
+    let w = World::new().await;
+    bank(&w).await;
+    let rec = w
+        .coordinator
+        .submit(&transfer("alice", "bob", 10), None)
+        .await
+        .expect("submit");
+    assert_eq!(rec.status, TxStatus::Committed);
+    let p = &rec.participants[0];
+    let late = PrepareRequest {
+        tx_id: rec.tx_id.clone(),
+        deadline: rec.deadline,
+        key: p.key.clone(),
+        op: p.op.clone(),
+        coordinator: "late".into(),
+    };
+    let reply = w
+        .participant
+        .prepare(&w.accounts, &late)
+        .await
+        .expect("late prepare");
+    assert_eq!(reason(&reply), Some(VoteReason::Fenced));
+    assert_eq!(w.item("accounts", "alice").await.expect("alice").lock, None);
+    assert_eq!(
+        w.attr("accounts", "alice", "balance").await.as_deref(),
+        Some("90")
+    );
+}
+
+#[tokio::test]
+async fn late_prepare_after_abort_is_refused_by_the_fence() {
+    let w = World::new().await;
+    bank(&w).await;
+    // bob's side fails (it requires a balance bob does not have), so alice's yes is aborted.
+    let body = json!({"participants": [
+        {"participant": "accounts", "key": {"id": "alice"}, "op": {"add": {"balance": -10}}},
+        {"participant": "wallets", "key": {"id": "bob"}, "op": {"add": {"balance": 10}, "require": {"balance": {"gte": 1}}}}]});
+    let rec = w.coordinator.submit(&body, None).await.expect("submit");
+    assert_eq!(rec.status, TxStatus::Aborted);
+    for (i, table) in [(0, &w.accounts), (1, &w.wallets)] {
+        let p = &rec.participants[i];
+        let late = PrepareRequest {
+            tx_id: rec.tx_id.clone(),
+            deadline: rec.deadline,
+            key: p.key.clone(),
+            op: p.op.clone(),
+            coordinator: "late".into(),
+        };
+        let reply = w
+            .participant
+            .prepare(table, &late)
+            .await
+            .expect("late prepare");
+        assert_eq!(reason(&reply), Some(VoteReason::Fenced), "participant {i}");
+    }
+    assert_unlocked(&w).await;
+}
+
+#[tokio::test]
+async fn abort_that_overtakes_its_prepare_fences_it_out() {
+    let w = World::new().await;
+    bank(&w).await;
+    let tx = TxId::random();
+    let deadline = w.clock.now_ms() + 5_000;
+    let o = json!({"add": {"balance": -10}});
+    // The abort arrives first (the prepare was delayed in transit).
+    assert_eq!(
+        w.participant
+            .abort(
+                &w.accounts,
+                &complete_req(&tx, deadline, "alice", o.clone())
+            )
+            .await
+            .expect("abort"),
+        CompleteReply::Done
+    );
+    let reply = w
+        .participant
+        .prepare(&w.accounts, &prepare_req(&tx, deadline, "alice", o))
+        .await
+        .expect("late prepare");
+    assert_eq!(reason(&reply), Some(VoteReason::Fenced));
+    assert_unlocked(&w).await;
+}
+
+#[tokio::test]
+async fn prepare_after_the_deadline_is_refused() {
+    let w = World::new().await;
+    bank(&w).await;
+    let tx = TxId::random();
+    let req = prepare_req(
+        &tx,
+        w.clock.now_ms() + 1_000,
+        "alice",
+        json!({"add": {"balance": -10}}),
+    );
+    w.clock.advance(1_001);
+    assert_eq!(
+        reason(
+            &w.participant
+                .prepare(&w.accounts, &req)
+                .await
+                .expect("prepare")
+        ),
+        Some(VoteReason::Expired)
+    );
+    assert_unlocked(&w).await;
+}
+
+#[tokio::test]
+async fn stale_fence_entries_are_pruned_by_later_commits() {
+    let w = World::new().await;
+    bank(&w).await;
+    let first = w
+        .coordinator
+        .submit(&transfer("alice", "bob", 1), None)
+        .await
+        .expect("first");
+    let alice = w.item("accounts", "alice").await.expect("alice");
+    let until = alice.fence[&first.tx_id].expires_at;
+    w.clock.advance(until - w.clock.now_ms() + 1);
+    let second = w
+        .coordinator
+        .submit(&transfer("alice", "bob", 1), None)
+        .await
+        .expect("second");
+    assert_eq!(second.status, TxStatus::Committed);
+    let alice = w.item("accounts", "alice").await.expect("alice");
+    assert!(
+        !alice.fence.contains_key(&first.tx_id),
+        "stale entry not pruned: {:?}",
+        alice.fence
+    );
+    assert!(alice.fence.contains_key(&second.tx_id));
+}
+
+// ---------------------------------------------------------------- the lock rule
+
+/// An owner transaction T1 with a record in `status`, holding locks on alice (-10) and bob (+10)
+/// that have expired by the time it returns.
+async fn stuck_owner(w: &World, status: TxStatus) -> TxRecord {
+    let tx = TxId::random();
+    let now = w.clock.now_ms();
+    let body = transfer("alice", "bob", 10);
+    let req = w.coordinator.validate(&body).expect("valid");
+    let record = TxRecord {
+        tx_id: tx.clone(),
+        status: TxStatus::Preparing,
+        participants: req
+            .participants
+            .iter()
+            .map(|p| twopc_core::model::ParticipantEntry {
+                participant: p.participant.clone(),
+                target: p.service.target.clone(),
+                key: p.key.clone(),
+                op: p.op.clone(),
+            })
+            .collect(),
+        votes: vec![],
+        deadline: now + 1_000,
+        created_at: now,
+        updated_at: now,
+        idempotency_key: None,
+        request_hash: req.hash(),
+        begun_by: "owner".into(),
+        attempts: 0,
+        retry_after: None,
+    };
+    w.log.create(&record).await.expect("create");
+    for (i, table) in [(0, &w.accounts), (1, &w.wallets)] {
+        let p = &record.participants[i];
+        let r = PrepareRequest {
+            tx_id: tx.clone(),
+            deadline: record.deadline,
+            key: p.key.clone(),
+            op: p.op.clone(),
+            coordinator: "owner".into(),
+        };
+        assert_eq!(
+            w.participant
+                .prepare(table, &r)
+                .await
+                .expect("owner prepare")
+                .vote,
+            Vote::Yes
+        );
+    }
+    let mut record = record;
+    let path: &[TxStatus] = match status {
+        TxStatus::Preparing => &[],
+        TxStatus::Committing => &[TxStatus::Committing],
+        TxStatus::Committed => &[TxStatus::Committing, TxStatus::Committed],
+        TxStatus::Aborting => &[TxStatus::Aborting],
+        TxStatus::Aborted => &[TxStatus::Aborting, TxStatus::Aborted],
+    };
+    for to in path {
+        match w
+            .log
+            .transition(&tx, record.status, *to, None, now)
+            .await
+            .expect("swap")
+        {
+            Swapped::Done(r) => record = *r,
+            Swapped::Lost(r) => panic!("lost swap: {r:?}"),
+        }
+    }
+    w.clock.advance(1_001);
+    record
+}
+
+/// A newcomer T2 prepares alice.
+async fn newcomer(w: &World) -> (TxId, PrepareReply) {
+    let tx = TxId::random();
+    let req = prepare_req(
+        &tx,
+        w.clock.now_ms() + 5_000,
+        "alice",
+        json!({"set": {"note": "t2"}}),
+    );
+    let reply = w
+        .participant
+        .prepare(&w.accounts, &req)
+        .await
+        .expect("newcomer prepare");
+    (tx, reply)
+}
+
+async fn lock_owner(w: &World, service: &str, id: &str) -> Option<TxId> {
+    w.item(service, id)
+        .await
+        .and_then(|i| i.lock)
+        .map(|l| l.tx_id)
+}
+
+#[tokio::test]
+async fn expired_lock_of_a_preparing_owner_past_its_deadline_is_aborted_then_taken() {
+    let w = World::new().await;
+    bank(&w).await;
+    let owner = stuck_owner(&w, TxStatus::Preparing).await;
+    let (t2, reply) = newcomer(&w).await;
+    assert_eq!(reply.vote, Vote::Yes);
+    assert_eq!(
+        w.log
+            .get(&owner.tx_id)
+            .await
+            .expect("get")
+            .expect("rec")
+            .status,
+        TxStatus::Aborting
+    );
+    let alice = w.item("accounts", "alice").await.expect("alice");
+    assert_eq!(alice.lock.map(|l| l.tx_id), Some(t2));
+    assert_eq!(
+        alice.fence.get(&owner.tx_id).map(|e| e.outcome),
+        Some(FenceOutcome::Aborted)
+    );
+    assert_eq!(
+        w.attr("accounts", "alice", "balance").await.as_deref(),
+        Some("100")
+    );
+    // The owner's other lock is finished by recovery, from the record alone.
+    let done = w
+        .coordinator
+        .recover(w.log.get(&owner.tx_id).await.expect("get").expect("rec"))
+        .await
+        .expect("recover");
+    assert_eq!(done.status, TxStatus::Aborted);
+    assert_eq!(lock_owner(&w, "wallets", "bob").await, None);
+    assert_eq!(
+        w.attr("wallets", "bob", "balance").await.as_deref(),
+        Some("0")
+    );
+}
+
+#[tokio::test]
+async fn expired_lock_of_a_committing_owner_is_rolled_forward_not_stolen() {
+    let w = World::new().await;
+    bank(&w).await;
+    let owner = stuck_owner(&w, TxStatus::Committing).await;
+    let resolution = w
+        .participant
+        .resolve(
+            &w.accounts,
+            &key("alice"),
+            &w.item("accounts", "alice")
+                .await
+                .expect("alice")
+                .lock
+                .expect("lock"),
+        )
+        .await
+        .expect("resolve");
+    assert_eq!(resolution, Resolution::RolledForward);
+    assert_eq!(
+        w.attr("accounts", "alice", "balance").await.as_deref(),
+        Some("90"),
+        "the owner's debit must be applied"
+    );
+    let (t2, reply) = newcomer(&w).await;
+    assert_eq!(reply.vote, Vote::Yes);
+    assert_eq!(lock_owner(&w, "accounts", "alice").await, Some(t2));
+    let done = w
+        .coordinator
+        .recover(w.log.get(&owner.tx_id).await.expect("get").expect("rec"))
+        .await
+        .expect("recover");
+    assert_eq!(done.status, TxStatus::Committed);
+    assert_eq!(
+        w.attr("accounts", "alice", "balance").await.as_deref(),
+        Some("90"),
+        "applied exactly once"
+    );
+    assert_eq!(
+        w.attr("wallets", "bob", "balance").await.as_deref(),
+        Some("10")
+    );
+}
+
+#[tokio::test]
+async fn expired_lock_of_an_aborting_owner_is_released_unapplied() {
+    let w = World::new().await;
+    bank(&w).await;
+    let owner = stuck_owner(&w, TxStatus::Aborting).await;
+    let (t2, reply) = newcomer(&w).await;
+    assert_eq!(reply.vote, Vote::Yes);
+    assert_eq!(lock_owner(&w, "accounts", "alice").await, Some(t2));
+    assert_eq!(
+        w.attr("accounts", "alice", "balance").await.as_deref(),
+        Some("100")
+    );
+    let alice = w.item("accounts", "alice").await.expect("alice");
+    assert_eq!(
+        alice.fence.get(&owner.tx_id).map(|e| e.outcome),
+        Some(FenceOutcome::Aborted)
+    );
+}
+
+#[tokio::test]
+async fn expired_lock_of_an_aborted_owner_is_released_unapplied() {
+    let w = World::new().await;
+    bank(&w).await;
+    let owner = stuck_owner(&w, TxStatus::Aborted).await;
+    let (t2, reply) = newcomer(&w).await;
+    assert_eq!(reply.vote, Vote::Yes);
+    assert_eq!(lock_owner(&w, "accounts", "alice").await, Some(t2));
+    assert_eq!(
+        w.attr("accounts", "alice", "balance").await.as_deref(),
+        Some("100")
+    );
+    assert_eq!(
+        w.log
+            .get(&owner.tx_id)
+            .await
+            .expect("get")
+            .expect("rec")
+            .status,
+        TxStatus::Aborted
+    );
+}
+
+#[tokio::test]
+async fn expired_lock_of_a_committed_owner_is_a_stale_duplicate_dropped_without_applying() {
+    let w = World::new().await;
+    bank(&w).await;
+    let owner = stuck_owner(&w, TxStatus::Committed).await;
+    let lock = w
+        .item("accounts", "alice")
+        .await
+        .expect("alice")
+        .lock
+        .expect("lock");
+    assert_eq!(
+        w.participant
+            .resolve(&w.accounts, &key("alice"), &lock)
+            .await
+            .expect("resolve"),
+        Resolution::DroppedStale
+    );
+    assert_eq!(
+        w.attr("accounts", "alice", "balance").await.as_deref(),
+        Some("100"),
+        "a stale lock's op is never applied"
+    );
+    let (t2, reply) = newcomer(&w).await;
+    assert_eq!(reply.vote, Vote::Yes);
+    assert_eq!(lock_owner(&w, "accounts", "alice").await, Some(t2));
+    assert_eq!(
+        w.log
+            .get(&owner.tx_id)
+            .await
+            .expect("get")
+            .expect("rec")
+            .status,
+        TxStatus::Committed
+    );
+}
+
+#[tokio::test]
+async fn expired_lock_whose_owner_never_began_gets_an_aborted_record() {
+    let w = World::new().await;
+    bank(&w).await;
+    let ghost = TxId::random();
+    let lock = Lock {
+        tx_id: ghost.clone(),
+        expires_at: w.clock.now_ms() + 1_000,
+        op: op(json!({"add": {"balance": -50}})),
+        coordinator: "ghost".into(),
+    };
+    let locked = w
+        .participant
+        .store()
+        .prepare(&w.accounts, &key("alice"), &lock)
+        .await
+        .expect("raw prepare");
+    assert!(matches!(locked, PrepareWrite::Locked { .. }));
+    w.clock.advance(1_001);
+    let (t2, reply) = newcomer(&w).await;
+    assert_eq!(reply.vote, Vote::Yes);
+    let rec = w.log.get(&ghost).await.expect("get").expect("created");
+    assert_eq!(rec.status, TxStatus::Aborted);
+    assert_eq!(lock_owner(&w, "accounts", "alice").await, Some(t2));
+    assert_eq!(
+        w.attr("accounts", "alice", "balance").await.as_deref(),
+        Some("100")
+    );
+}
+
+#[tokio::test]
+async fn unexpired_lock_is_never_resolved() {
+    let w = World::new().await;
+    bank(&w).await;
+    let tx = TxId::random();
+    let deadline = w.clock.now_ms() + 1_000;
+    w.participant
+        .prepare(
+            &w.accounts,
+            &prepare_req(&tx, deadline, "alice", json!({"add": {"balance": -1}})),
+        )
+        .await
+        .expect("prepare");
+    let (_, reply) = newcomer(&w).await;
+    assert_eq!(reason(&reply), Some(VoteReason::Conflict));
+    assert!(
+        w.log.get(&tx).await.expect("get").is_none(),
+        "nothing may be written about a live owner"
+    );
+}
+
+// ---------------------------------------------------------------- the decide race
+
+/// Delivers prepares normally; when the last one is answered, a resolver aborts the
+/// transaction past its deadline, before the coordinator writes its decision.
+struct ResolverWinsRace<'a> {
+    world: &'a World,
+    inner: &'a twopc_tests::TestTransport,
+    answered: AtomicUsize,
+}
+
+impl Transport for ResolverWinsRace<'_> {
+    async fn prepare(
+        &self,
+        target: &Target,
+        req: &PrepareRequest,
+    ) -> Result<PrepareReply, TransportError> {
+        let reply = self.inner.prepare(target, req).await?;
+        if self.answered.fetch_add(1, Ordering::SeqCst) == 1 {
+            self.world
+                .clock
+                .advance(req.deadline - self.world.clock.now_ms() + 1);
+            let now = self.world.clock.now_ms();
+            let swap = self
+                .world
+                .log
+                .transition(
+                    &req.tx_id,
+                    TxStatus::Preparing,
+                    TxStatus::Aborting,
+                    None,
+                    now,
+                )
+                .await
+                .expect("resolver swap");
+            assert!(matches!(swap, Swapped::Done(_)));
+        }
+        Ok(reply)
+    }
+    async fn commit(
+        &self,
+        target: &Target,
+        req: &CompleteRequest,
+    ) -> Result<CompleteReply, TransportError> {
+        self.inner.commit(target, req).await
+    }
+    async fn abort(
+        &self,
+        target: &Target,
+        req: &CompleteRequest,
+    ) -> Result<CompleteReply, TransportError> {
+        self.inner.abort(target, req).await
+    }
+}
+
+#[tokio::test]
+async fn coordinator_losing_the_decide_race_follows_the_recorded_abort() {
+    let w = World::new().await;
+    bank(&w).await;
+    let direct = twopc_core::direct::DirectTransport::new(w.participant.clone());
+    let racing = ResolverWinsRace {
+        world: &w,
+        inner: &direct,
+        answered: AtomicUsize::new(0),
+    };
+    let coordinator = twopc_core::coordinator::Coordinator::new(
+        w.log.clone(),
+        racing,
+        w.clock.clone(),
+        w.coordinator.config().clone(),
+    );
+    let rec = coordinator
+        .submit(&transfer("alice", "bob", 10), None)
+        .await
+        .expect("submit");
+    assert_eq!(
+        rec.status,
+        TxStatus::Aborted,
+        "both voted yes, but the recorded decision is abort"
+    );
+    assert_eq!(
+        w.attr("accounts", "alice", "balance").await.as_deref(),
+        Some("100")
+    );
+    assert_eq!(
+        w.attr("wallets", "bob", "balance").await.as_deref(),
+        Some("0")
+    );
+    assert_unlocked(&w).await;
+}
+
+// ---------------------------------------------------------------- exact numbers
+
+#[tokio::test]
+async fn point_one_plus_point_two_is_exactly_point_three() {
+    let w = World::new().await;
+    w.seed(
+        "accounts",
+        "alice",
+        serde_json::from_str(r#"{"balance": 0.1}"#).expect("json"),
+    )
+    .await;
+    w.seed("wallets", "bob", json!({"balance": 0})).await;
+    let body: Value = serde_json::from_str(
+        r#"{"participants": [
+        {"participant": "accounts", "key": {"id": "alice"}, "op": {"add": {"balance": 0.2}}},
+        {"participant": "wallets", "key": {"id": "bob"}, "op": {"add": {"balance": "-0.2"}}}]}"#,
+    )
+    .expect("json");
+    let rec = w.coordinator.submit(&body, None).await.expect("submit");
+    assert_eq!(rec.status, TxStatus::Committed);
+    assert_eq!(
+        w.attr("accounts", "alice", "balance").await.as_deref(),
+        Some("0.3")
+    );
+    assert_eq!(
+        w.attr("wallets", "bob", "balance").await.as_deref(),
+        Some("-0.2")
+    );
+}
+
+#[tokio::test]
+async fn thirty_eight_digit_values_survive_a_transaction_exactly() {
+    let w = World::new().await;
+    w.seed(
+        "accounts",
+        "alice",
+        serde_json::from_str(r#"{"balance": 9999999999999999999999999999999999999}"#)
+            .expect("json"),
+    )
+    .await;
+    w.seed("wallets", "bob", json!({"balance": 0})).await;
+    let body: Value = serde_json::from_str(r#"{"participants": [
+        {"participant": "accounts", "key": {"id": "alice"}, "op": {"add": {"balance": 1}, "require": {"balance": {"gte": 9999999999999999999999999999999999998}}}},
+        {"participant": "wallets", "key": {"id": "bob"}, "op": {"set": {"exact": 1234567890123456789.0123456789012345678}}}]}"#).expect("json");
+    let rec = w.coordinator.submit(&body, None).await.expect("submit");
+    assert_eq!(rec.status, TxStatus::Committed, "{:?}", rec.votes);
+    assert_eq!(
+        w.attr("accounts", "alice", "balance").await.as_deref(),
+        Some("10000000000000000000000000000000000000")
+    );
+    assert_eq!(
+        w.attr("wallets", "bob", "exact").await.as_deref(),
+        Some("1234567890123456789.0123456789012345678")
+    );
+    // The record keeps the operation's digits too.
+    let stored = w.log.get(&rec.tx_id).await.expect("get").expect("rec");
+    assert_eq!(
+        stored.participants[1].op.set["exact"].to_string(),
+        "1234567890123456789.0123456789012345678"
+    );
+}
+
+// ---------------------------------------------------------------- idempotency
+
+#[tokio::test]
+async fn idempotency_key_replay_returns_the_same_transaction_applied_once() {
+    let w = World::new().await;
+    bank(&w).await;
+    let first = w
+        .coordinator
+        .submit(&transfer("alice", "bob", 10), Some("order-1"))
+        .await
+        .expect("first");
+    let again = w
+        .coordinator
+        .submit(&transfer("alice", "bob", 10), Some("order-1"))
+        .await
+        .expect("replay");
+    assert_eq!(first.tx_id, again.tx_id);
+    assert_eq!(again.status, TxStatus::Committed);
+    assert_eq!(
+        w.attr("accounts", "alice", "balance").await.as_deref(),
+        Some("90")
+    );
+    assert_eq!(w.tx_count().await, 1);
+}
+
+#[tokio::test]
+async fn idempotency_key_with_another_body_is_refused() {
+    let w = World::new().await;
+    bank(&w).await;
+    w.coordinator
+        .submit(&transfer("alice", "bob", 10), Some("order-2"))
+        .await
+        .expect("first");
+    let err = w
+        .coordinator
+        .submit(&transfer("alice", "bob", 20), Some("order-2"))
+        .await
+        .unwrap_err();
+    match err {
+        SubmitError::Request(e) => {
+            assert_eq!(e.code, "idempotency_key_reused");
+            assert_eq!(e.http_status(), 409);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        w.attr("accounts", "alice", "balance").await.as_deref(),
+        Some("90")
+    );
+}
+
+// ---------------------------------------------------------------- bad input
+
+#[tokio::test]
+async fn bad_requests_are_refused_before_anything_is_written() {
+    let w = World::new().await;
+    bank(&w).await;
+    let before = (
+        w.item("accounts", "alice").await,
+        w.item("wallets", "bob").await,
+    );
+    let cases = [
+        (
+            json!({"participants": [{"participant": "accounts", "key": {"id": "alice"}, "op": {"add": {"balance": 1}, "require": {"balance": {"between": [1, 2]}}}}]}),
+            "invalid_operation",
+        ),
+        (json!({"participants": []}), "invalid_request"),
+        (
+            json!({"participants": [
+            {"participant": "accounts", "key": {"id": "alice"}, "op": {"add": {"balance": -1}}},
+            {"participant": "accounts", "key": {"id": "alice"}, "op": {"add": {"balance": 1}}}]}),
+            "duplicate_item",
+        ),
+        (
+            json!({"participants": [{"participant": "accounts", "key": {"id": "alice"}, "op": {"set": {"balance = :v0, admin": true}}}]}),
+            "invalid_attribute_name",
+        ),
+        (
+            json!({"participants": [{"participant": "accounts", "key": {"id": "alice"}, "op": {"require": {"#n0) OR attribute_exists(#n0": "exists"}}}]}),
+            "invalid_attribute_name",
+        ),
+        (
+            json!({"participants": [{"participant": "ledger", "key": {"id": "alice"}, "op": {"delete": true}}]}),
+            "unknown_participant",
+        ),
+        (
+            json!({"participants": [{"participant": "accounts", "key": {"id": "alice"}, "op": {"set": {"lock": 1}}}]}),
+            "invalid_attribute_name",
+        ),
+    ];
+    for (body, code) in cases {
+        match w.coordinator.submit(&body, None).await {
+            Err(SubmitError::Request(e)) => assert_eq!(e.code, code, "{body}: {}", e.message),
+            other => panic!("{body}: expected {code}, got {other:?}"),
+        }
+    }
+    assert_eq!(w.tx_count().await, 0, "a refused request writes no record");
+    assert_eq!(
+        (
+            w.item("accounts", "alice").await,
+            w.item("wallets", "bob").await
+        ),
+        before
+    );
+}
