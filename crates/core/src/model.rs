@@ -263,3 +263,114 @@ impl CompleteReply {
         !matches!(self, CompleteReply::Violation { .. })
     }
 }
+
+/// A message to a participant over a transport (`lambda`, `http`):
+/// `{"action": "prepare"|"commit"|"abort", "request": {...}}`.
+///
+/// Parsed through [`serde_json::Value`] by hand, never through a serde-tagged enum: tagged and
+/// untagged enums buffer their content and would lose the exact text of numbers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ParticipantCall {
+    /// Lock and check.
+    Prepare(PrepareRequest),
+    /// Apply and unlock.
+    Commit(CompleteRequest),
+    /// Unlock.
+    Abort(CompleteRequest),
+}
+
+impl ParticipantCall {
+    /// The action name.
+    pub fn action(&self) -> &'static str {
+        match self {
+            ParticipantCall::Prepare(_) => "prepare",
+            ParticipantCall::Commit(_) => "commit",
+            ParticipantCall::Abort(_) => "abort",
+        }
+    }
+
+    /// The wire form.
+    pub fn to_json(&self) -> Value {
+        let request = match self {
+            ParticipantCall::Prepare(r) => serde_json::to_value(r),
+            ParticipantCall::Commit(r) | ParticipantCall::Abort(r) => serde_json::to_value(r),
+        };
+        serde_json::json!({"action": self.action(), "request": request.unwrap_or(Value::Null)})
+    }
+
+    /// Reads the wire form; the error says what is wrong.
+    pub fn from_json(mut v: Value) -> Result<ParticipantCall, String> {
+        let action = v
+            .get("action")
+            .and_then(Value::as_str)
+            .ok_or("missing \"action\" (prepare, commit or abort)")?
+            .to_owned();
+        let request = v
+            .get_mut("request")
+            .map(Value::take)
+            .ok_or("missing \"request\"")?;
+        let bad = |e: serde_json::Error| format!("{action} request: {e}");
+        match action.as_str() {
+            "prepare" => serde_json::from_value(request)
+                .map(ParticipantCall::Prepare)
+                .map_err(bad),
+            "commit" => serde_json::from_value(request)
+                .map(ParticipantCall::Commit)
+                .map_err(bad),
+            "abort" => serde_json::from_value(request)
+                .map(ParticipantCall::Abort)
+                .map_err(bad),
+            other => Err(format!(
+                "unknown action {other:?}; expected prepare, commit or abort"
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn participant_calls_round_trip_with_exact_numbers() {
+        let v: Value = serde_json::from_str(
+            r#"{"action": "commit", "request": {"txId": "0b6f6c1e-3f0e-4c3a-9a53-1f2d3c4b5a69",
+                "deadline": 1700000000000, "key": {"id": "alice"},
+                "op": {"add": {"balance": 12345678901234567890123456789012345678}}}}"#,
+        )
+        .expect("json");
+        let call = ParticipantCall::from_json(v.clone()).expect("parse");
+        let ParticipantCall::Commit(req) = &call else {
+            panic!("{call:?}")
+        };
+        assert_eq!(
+            req.op.add["balance"].as_str(),
+            "12345678901234567890123456789012345678"
+        );
+        assert_eq!(
+            ParticipantCall::from_json(call.to_json()).expect("again"),
+            call
+        );
+        assert!(
+            ParticipantCall::from_json(serde_json::json!({"action": "explode", "request": {}}))
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn replies_round_trip() {
+        let r = PrepareReply {
+            vote: Vote::no(VoteReason::Conflict, "held"),
+            prune: vec![TxId::random()],
+        };
+        let back: PrepareReply =
+            serde_json::from_value(serde_json::to_value(&r).expect("ser")).expect("de");
+        assert_eq!(back, r);
+        let c = CompleteReply::Violation {
+            message: "x".into(),
+        };
+        let back: CompleteReply =
+            serde_json::from_value(serde_json::to_value(&c).expect("ser")).expect("de");
+        assert_eq!(back, c);
+    }
+}
