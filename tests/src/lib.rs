@@ -11,8 +11,9 @@ use twopc_core::direct::DirectTransport;
 use twopc_core::ids::TxId;
 use twopc_core::model::{ItemState, Key, Target};
 use twopc_core::participant::{Participant, ParticipantConfig};
-use twopc_core::ports::{Clock, ManualClock, ParticipantStore, SystemClock};
+use twopc_core::ports::{Clock, ManualClock, ParticipantStore, SystemClock, Transport};
 use twopc_core::request::{KeySchema, Limits, ServiceConfig};
+use twopc_core::sweeper::{LockTable, SweepConfig, Sweeper};
 use twopc_dynamo::tables::{TableKind, TableSpec, ensure_table};
 use twopc_dynamo::{DynamoItems, DynamoTxLog};
 
@@ -127,6 +128,102 @@ impl World {
             log,
             participant,
             coordinator,
+        }
+    }
+
+    /// Another coordinator over the same tables, reaching participants through `transport`.
+    pub fn coordinator_via<T: Transport>(
+        &self,
+        transport: T,
+    ) -> Coordinator<DynamoTxLog, T, ManualClock> {
+        Coordinator::new(
+            self.log.clone(),
+            transport,
+            self.clock.clone(),
+            self.coordinator.config().clone(),
+        )
+    }
+
+    /// A direct transport over this world's tables.
+    pub fn direct(&self) -> TestTransport {
+        DirectTransport::new(self.participant.clone())
+    }
+
+    /// The participant tables, for the sweeper's lock scan.
+    pub fn lock_tables(&self) -> Vec<LockTable> {
+        [&self.accounts, &self.wallets]
+            .into_iter()
+            .map(|t| LockTable {
+                table: t.clone(),
+                key: KeySchema::string_hash("id"),
+            })
+            .collect()
+    }
+
+    /// A sweeper whose coordinator reaches participants through `transport`.
+    pub fn sweeper_via<T: Transport>(
+        &self,
+        transport: T,
+        config: SweepConfig,
+    ) -> Sweeper<DynamoTxLog, T, ManualClock, DynamoItems> {
+        Sweeper::new(
+            self.coordinator_via(transport),
+            self.participant.clone(),
+            self.clock.clone(),
+            self.lock_tables(),
+            config,
+        )
+    }
+
+    /// A sweeper over the direct transport with default bounds.
+    pub fn sweeper(&self) -> Sweeper<DynamoTxLog, TestTransport, ManualClock, DynamoItems> {
+        self.sweeper_via(self.direct(), SweepConfig::default())
+    }
+
+    /// Every item of a service's table, as the protocol sees it.
+    pub async fn scan(&self, service: &str) -> Vec<ItemState> {
+        let mut out = vec![];
+        let mut start = None;
+        loop {
+            let page = self
+                .client
+                .scan()
+                .table_name(self.table(service))
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .expect("scan");
+            for item in page.items() {
+                out.push(twopc_dynamo::items::item_state(item).expect("item"));
+            }
+            start = page.last_evaluated_key().cloned();
+            if start.is_none() {
+                return out;
+            }
+        }
+    }
+
+    /// Every transaction record.
+    pub async fn records(&self) -> Vec<twopc_core::model::TxRecord> {
+        let mut out = vec![];
+        let mut start = None;
+        loop {
+            let page = self
+                .client
+                .scan()
+                .table_name(&self.tx_table)
+                .consistent_read(true)
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .expect("scan");
+            for item in page.items() {
+                out.push(twopc_dynamo::txlog::record_from_item(item).expect("record"));
+            }
+            start = page.last_evaluated_key().cloned();
+            if start.is_none() {
+                return out;
+            }
         }
     }
 

@@ -11,6 +11,7 @@
 //! - [`coordinator`]: begin, prepare, decide, complete, finalize, and recovery.
 //! - [`direct`]: the in-process transport.
 //! - [`api`]: the HTTP API's answers.
+//! - [`sweeper`]: recovery of overdue transactions and orphan locks.
 //! - [`fault`]: named crash points for tests.
 //!
 //! The contract is `DESIGN.md`; where this code departs from it, `docs/architecture.md` says
@@ -29,3 +30,4 @@ pub mod participant;
 pub mod ports;
 pub mod request;
 pub mod status;
+pub mod sweeper;

@@ -13,6 +13,7 @@ use crate::model::{
     Target, TxRecord, Vote,
 };
 use crate::op::Operation;
+use crate::request::KeySchema;
 use crate::status::TxStatus;
 
 type Source = Box<dyn StdError + Send + Sync>;
@@ -237,6 +238,16 @@ pub trait ParticipantStore: Send + Sync {
         key: &Key,
         tx: &TxId,
     ) -> impl Future<Output = Result<CompleteWrite, PortError>> + Send;
+
+    /// Items whose lock expired before `now` (through the table's sparse lock index, never a
+    /// scan), at most `limit`: their key and lock.
+    fn expired_locks(
+        &self,
+        table: &str,
+        key: &KeySchema,
+        now: u64,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<(Key, Lock)>, PortError>> + Send;
 
     /// Reads the item (strongly consistent).
     fn read(

@@ -16,11 +16,12 @@ use twopc_core::ids::TxId;
 use twopc_core::model::{FenceEntry, FenceOutcome, ItemState, Key, Lock};
 use twopc_core::op::{Condition, Operation, PROTOCOL_ATTRIBUTES};
 use twopc_core::ports::{CompleteWrite, ParticipantStore, PortError, PrepareWrite};
+use twopc_core::request::KeySchema;
 
 use crate::codec::{Item, from_attr, from_item, to_attr, to_item};
 use crate::error::{classify, corrupt};
 use crate::expr::{Expr, update_expression};
-use crate::tables::{LOCK_EXPIRES_ATTR, LOCK_SHARD_ATTR, shard_of};
+use crate::tables::{INDEX_SHARDS, LOCK_EXPIRES_ATTR, LOCK_INDEX, LOCK_SHARD_ATTR, shard_of};
 
 const LOCK: &str = "lock";
 const FENCE: &str = "txFence";
@@ -527,6 +528,67 @@ impl ParticipantStore for DynamoItems {
         tx: &TxId,
     ) -> Result<CompleteWrite, PortError> {
         self.release(table, key, tx, None, &[]).await
+    }
+
+    async fn expired_locks(
+        &self,
+        table: &str,
+        schema: &KeySchema,
+        now: u64,
+        limit: usize,
+    ) -> Result<Vec<(Key, Lock)>, PortError> {
+        let mut found = vec![];
+        for shard in 0..INDEX_SHARDS {
+            let mut start = None;
+            while found.len() < limit {
+                let mut e = Expr::new();
+                let kc = format!(
+                    "{} = {} AND {} < {}",
+                    e.name(LOCK_SHARD_ATTR),
+                    e.value(AttributeValue::S(format!("L{shard}"))),
+                    e.name(LOCK_EXPIRES_ATTR),
+                    e.value(AttributeValue::N(now.to_string()))
+                );
+                let out = self
+                    .client
+                    .query()
+                    .table_name(table)
+                    .index_name(LOCK_INDEX)
+                    .key_condition_expression(kc)
+                    .set_expression_attribute_names(e.names())
+                    .set_expression_attribute_values(e.values())
+                    .set_exclusive_start_key(start)
+                    .limit((limit - found.len()).clamp(1, 1000) as i32)
+                    .send()
+                    .await
+                    .map_err(|err| classify(format!("querying expired locks of {table}"), err))?;
+                for item in out.items() {
+                    let state = item_state(item)?;
+                    let Some(lock) = state.lock else { continue };
+                    let mut key = Key::new();
+                    for attr in schema.attributes() {
+                        let v = item.get(&attr.name).ok_or_else(|| {
+                            corrupt(
+                                format!("expired lock in {table}"),
+                                format!("item without key attribute {}", attr.name),
+                            )
+                        })?;
+                        key.insert(
+                            attr.name.clone(),
+                            from_attr(v)
+                                .map_err(|err| corrupt("reading a key", err.to_string()))?,
+                        );
+                    }
+                    found.push((key, lock));
+                }
+                start = out.last_evaluated_key().cloned();
+                if start.is_none() {
+                    break;
+                }
+            }
+        }
+        found.truncate(limit);
+        Ok(found)
     }
 
     async fn read(&self, table: &str, key: &Key) -> Result<Option<ItemState>, PortError> {
