@@ -357,6 +357,76 @@ async fn commit_after_abort_is_reported_as_a_violation_not_applied() {
 // ---------------------------------------------------------------- the fence
 
 #[tokio::test]
+async fn commit_finding_neither_lock_nor_fence_entry_within_retention_is_a_violation() {
+    let w = World::new().await;
+    bank(&w).await;
+    let tx = TxId::random();
+    let c = complete_req(
+        &tx,
+        w.clock.now_ms() + 5_000,
+        "alice",
+        json!({"add": {"balance": -10}}),
+    );
+    let reply = w.participant.commit(&w.accounts, &c).await.expect("commit");
+    assert!(
+        matches!(reply, CompleteReply::Violation { .. }),
+        "{reply:?}"
+    );
+    assert_eq!(
+        w.attr("accounts", "alice", "balance").await.as_deref(),
+        Some("100")
+    );
+}
+
+#[tokio::test]
+async fn commit_retried_after_its_fence_entry_was_pruned_is_done_not_reapplied() {
+    let w = World::new().await;
+    bank(&w).await;
+    // T commits alice, its coordinator dies before finalizing; much later another transaction
+    // prunes T's expired fence entry; then the sweeper re-drives T's commit.
+    let tx = TxId::random();
+    let deadline = w.clock.now_ms() + 1_000;
+    let o = json!({"add": {"balance": -10}});
+    w.participant
+        .prepare(&w.accounts, &prepare_req(&tx, deadline, "alice", o.clone()))
+        .await
+        .expect("prepare");
+    let c = complete_req(&tx, deadline, "alice", o);
+    assert_eq!(
+        w.participant.commit(&w.accounts, &c).await.expect("commit"),
+        CompleteReply::Done
+    );
+    let until = w.item("accounts", "alice").await.expect("alice").fence[&tx].expires_at;
+    w.clock.advance(until - w.clock.now_ms() + 1);
+    let later = w
+        .coordinator
+        .submit(&transfer("alice", "bob", 1), None)
+        .await
+        .expect("later");
+    assert_eq!(later.status, TxStatus::Committed);
+    assert!(
+        !w.item("accounts", "alice")
+            .await
+            .expect("alice")
+            .fence
+            .contains_key(&tx),
+        "entry should be pruned"
+    );
+    assert_eq!(
+        w.participant
+            .commit(&w.accounts, &c)
+            .await
+            .expect("re-driven commit"),
+        CompleteReply::AlreadyDone
+    );
+    assert_eq!(
+        w.attr("accounts", "alice", "balance").await.as_deref(),
+        Some("89"),
+        "applied once"
+    );
+}
+
+#[tokio::test]
 async fn late_prepare_after_commit_is_refused_by_the_fence() {
     let w = World::new().await;
     bank(&w).await;

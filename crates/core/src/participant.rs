@@ -177,6 +177,18 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
                 &req.tx_id,
                 "commit of a transaction this item recorded as aborted",
             ),
+            // The entry may have been pruned: entries outlive the deadline by the margin only
+            // (they exist to refuse late prepares). A decided commit's lock is removed by
+            // nobody but its own commit, so once pruning is possible, "no lock and no entry"
+            // means applied; before that it can only be a violation.
+            None if item.is_some()
+                && self.clock.now_ms()
+                    > req.deadline.saturating_add(self.config.fence_margin_ms) =>
+            {
+                warn!(tx_id = %req.tx_id, table, key = %show_key(&req.key),
+                    "retried commit past the fence retention: lock gone and entry pruned, taking it as applied");
+                CompleteReply::AlreadyDone
+            }
             None => {
                 let lock = item
                     .as_deref()
