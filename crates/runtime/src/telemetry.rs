@@ -1,0 +1,328 @@
+//! Logs and metrics.
+//!
+//! Logs are JSON lines (CloudWatch Logs Insights reads their fields), one per event, carrying
+//! the fields of the innermost span: handlers open a [`tx_span`] so every line of a
+//! transaction's work carries its `txId`. CloudWatch stamps each line, so the lines carry no
+//! time of their own.
+//!
+//! Metrics are CloudWatch embedded-metric-format (EMF) lines: plain JSON objects on stdout that
+//! CloudWatch turns into metrics, with no agent, no API call and no extra crate. The format is
+//! small enough to write here: a `_aws` header naming the namespace, the dimension sets and the
+//! metrics, then the dimension values and metric values as top-level fields.
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Map, Value, json};
+use tracing::Span;
+use tracing_subscriber::EnvFilter;
+use twopc_core::ids::TxId;
+use twopc_core::model::{TxRecord, Vote};
+use twopc_core::ports::{Clock, SystemClock};
+use twopc_core::status::TxStatus;
+
+use crate::config::var;
+
+/// The log filter when `RUST_LOG` is unset: our own lines at `info`, the SDK's and the
+/// runtime's only when they warn.
+pub const DEFAULT_LOG_FILTER: &str = "warn,twopc_core=info,twopc_dynamo=info,twopc_runtime=info,coordinator=info,participant=info,sweeper=info";
+
+/// Installs the JSON log subscriber (once per process; later calls do nothing).
+pub fn init_tracing() {
+    let filter = std::env::var(var::LOG)
+        .ok()
+        .and_then(|f| EnvFilter::try_new(f).ok())
+        .unwrap_or_else(|| EnvFilter::new(DEFAULT_LOG_FILTER));
+    // Err only if a subscriber is already installed (tests): keep that one.
+    let _ = tracing_subscriber::fmt()
+        .json()
+        .with_env_filter(filter)
+        .flatten_event(true)
+        .with_current_span(true)
+        .with_span_list(false)
+        .with_target(false)
+        .without_time()
+        .try_init();
+}
+
+/// The span of one transaction's work: every log line inside it carries `txId`. Pass `None`
+/// when the id is not known yet and [`record_tx`] it once it is.
+pub fn tx_span(tx: Option<&TxId>, request_id: &str) -> Span {
+    let span = tracing::info_span!("tx", txId = tracing::field::Empty, requestId = request_id);
+    if let Some(tx) = tx {
+        record_tx(&span, tx);
+    }
+    span
+}
+
+/// Records the transaction id on a [`tx_span`].
+pub fn record_tx(span: &Span, tx: &TxId) {
+    span.record("txId", tx.as_str());
+}
+
+/// A metric's unit, as CloudWatch names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unit {
+    /// A count.
+    Count,
+    /// Milliseconds.
+    Milliseconds,
+}
+
+impl Unit {
+    fn name(self) -> &'static str {
+        match self {
+            Unit::Count => "Count",
+            Unit::Milliseconds => "Milliseconds",
+        }
+    }
+}
+
+/// One EMF line: `dimension_sets` name dimensions from `dimensions`; every metric is reported
+/// under each set.
+pub fn emf_line(
+    namespace: &str,
+    timestamp_ms: u64,
+    dimensions: &[(&str, &str)],
+    dimension_sets: &[&[&str]],
+    metrics: &[(&str, Unit, u64)],
+) -> Value {
+    let mut line = Map::new();
+    line.insert(
+        "_aws".into(),
+        json!({
+            "Timestamp": timestamp_ms,
+            "CloudWatchMetrics": [{
+                "Namespace": namespace,
+                "Dimensions": dimension_sets,
+                "Metrics": metrics
+                    .iter()
+                    .map(|(name, unit, _)| json!({"Name": name, "Unit": unit.name()}))
+                    .collect::<Vec<_>>(),
+            }],
+        }),
+    );
+    for (name, value) in dimensions {
+        line.insert((*name).into(), Value::String((*value).into()));
+    }
+    for (name, _, value) in metrics {
+        line.insert((*name).into(), Value::from(*value));
+    }
+    Value::Object(line)
+}
+
+/// Where metric lines go.
+#[derive(Clone, Debug)]
+enum Sink {
+    Stdout,
+    Memory(Arc<Mutex<Vec<Value>>>),
+}
+
+/// Emits the functions' metrics as EMF lines.
+#[derive(Clone, Debug)]
+pub struct Metrics {
+    namespace: String,
+    function: String,
+    sink: Sink,
+}
+
+impl Metrics {
+    /// Metrics of `function` under `namespace`, written to stdout.
+    pub fn new(namespace: impl Into<String>, function: impl Into<String>) -> Self {
+        Metrics {
+            namespace: namespace.into(),
+            function: function.into(),
+            sink: Sink::Stdout,
+        }
+    }
+
+    /// Metrics kept in memory (tests read them with [`Metrics::lines`]).
+    pub fn in_memory(function: impl Into<String>) -> Self {
+        Metrics {
+            namespace: "test".into(),
+            function: function.into(),
+            sink: Sink::Memory(Arc::default()),
+        }
+    }
+
+    /// The lines kept by an in-memory sink.
+    pub fn lines(&self) -> Vec<Value> {
+        match &self.sink {
+            Sink::Stdout => vec![],
+            Sink::Memory(m) => m.lock().map(|l| l.clone()).unwrap_or_default(),
+        }
+    }
+
+    fn emit(&self, dimensions: &[(&str, &str)], sets: &[&[&str]], metrics: &[(&str, Unit, u64)]) {
+        let line = emf_line(
+            &self.namespace,
+            SystemClock.now_ms(),
+            dimensions,
+            sets,
+            metrics,
+        );
+        match &self.sink {
+            Sink::Stdout => {
+                let mut out = std::io::stdout().lock();
+                // A lost metric line must not fail a transaction.
+                let _ = writeln!(out, "{line}");
+            }
+            Sink::Memory(m) => {
+                if let Ok(mut l) = m.lock() {
+                    l.push(line);
+                }
+            }
+        }
+    }
+
+    /// A transaction answered by the coordinator: committed, aborted (with the first no vote's
+    /// reason), or left to the sweeper (`pending`); with its latency.
+    pub fn transaction(&self, record: &TxRecord, latency_ms: u64) {
+        let f = self.function.as_str();
+        match record.status {
+            TxStatus::Committed => self.emit(
+                &[("Function", f), ("Outcome", "committed")],
+                &[&["Function", "Outcome"]],
+                &[
+                    ("Committed", Unit::Count, 1),
+                    ("Latency", Unit::Milliseconds, latency_ms),
+                ],
+            ),
+            TxStatus::Aborted | TxStatus::Aborting => {
+                let reason = abort_reason(record);
+                self.emit(
+                    &[("Function", f), ("Outcome", "aborted"), ("Reason", reason)],
+                    &[&["Function", "Outcome"], &["Function", "Outcome", "Reason"]],
+                    &[
+                        ("Aborted", Unit::Count, 1),
+                        ("Latency", Unit::Milliseconds, latency_ms),
+                    ],
+                );
+            }
+            TxStatus::Committing | TxStatus::Preparing => self.emit(
+                &[("Function", f), ("Outcome", "pending")],
+                &[&["Function", "Outcome"]],
+                &[
+                    ("Pending", Unit::Count, 1),
+                    ("Latency", Unit::Milliseconds, latency_ms),
+                ],
+            ),
+        }
+    }
+
+    /// Transactions a recovery pass drove to their end, and how long the pass took.
+    pub fn recovered(&self, count: u64, latency_ms: u64) {
+        self.emit(
+            &[("Function", self.function.as_str())],
+            &[&["Function"]],
+            &[
+                ("Recovered", Unit::Count, count),
+                ("SweepLatency", Unit::Milliseconds, latency_ms),
+            ],
+        );
+    }
+}
+
+/// Why a transaction aborted: its first no vote's reason, or `deadline` (aborted by recovery
+/// past its deadline, before every vote was in).
+pub fn abort_reason(record: &TxRecord) -> &'static str {
+    record
+        .votes
+        .iter()
+        .find_map(|v| match v {
+            Vote::No { reason, .. } => Some(reason.code()),
+            Vote::Yes => None,
+        })
+        .unwrap_or("deadline")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use twopc_core::model::VoteReason;
+
+    fn record(status: TxStatus, votes: Vec<Vote>) -> TxRecord {
+        TxRecord {
+            tx_id: TxId::random(),
+            status,
+            participants: vec![],
+            votes,
+            deadline: 0,
+            created_at: 0,
+            updated_at: 0,
+            idempotency_key: None,
+            request_hash: String::new(),
+            begun_by: String::new(),
+            attempts: 0,
+            retry_after: None,
+        }
+    }
+
+    #[test]
+    fn an_emf_line_declares_what_it_carries() {
+        let line = emf_line(
+            "ns",
+            1_700_000_000_000,
+            &[("Function", "coordinator")],
+            &[&["Function"]],
+            &[
+                ("Committed", Unit::Count, 1),
+                ("Latency", Unit::Milliseconds, 42),
+            ],
+        );
+        assert_eq!(
+            line,
+            json!({
+                "_aws": {"Timestamp": 1_700_000_000_000u64, "CloudWatchMetrics": [{
+                    "Namespace": "ns", "Dimensions": [["Function"]],
+                    "Metrics": [{"Name": "Committed", "Unit": "Count"}, {"Name": "Latency", "Unit": "Milliseconds"}]}]},
+                "Function": "coordinator", "Committed": 1, "Latency": 42
+            })
+        );
+    }
+
+    #[test]
+    fn aborted_transactions_are_counted_by_reason() {
+        let m = Metrics::in_memory("coordinator");
+        m.transaction(
+            &record(
+                TxStatus::Aborted,
+                vec![Vote::Yes, Vote::no(VoteReason::Condition, "balance")],
+            ),
+            7,
+        );
+        m.transaction(&record(TxStatus::Aborted, vec![]), 9);
+        m.transaction(&record(TxStatus::Committed, vec![Vote::Yes]), 3);
+        let lines = m.lines();
+        assert_eq!(lines[0]["Reason"], "condition");
+        assert_eq!(lines[0]["Aborted"], 1);
+        assert_eq!(
+            lines[0]["_aws"]["CloudWatchMetrics"][0]["Dimensions"],
+            json!([["Function", "Outcome"], ["Function", "Outcome", "Reason"]])
+        );
+        assert_eq!(lines[1]["Reason"], "deadline");
+        assert_eq!(lines[2]["Committed"], 1);
+        assert_eq!(lines[2]["Latency"], 3);
+        assert_eq!(lines[2]["Outcome"], "committed");
+    }
+
+    #[test]
+    fn every_declared_metric_and_dimension_has_a_value() {
+        let m = Metrics::in_memory("sweeper");
+        m.recovered(3, 120);
+        m.transaction(&record(TxStatus::Committing, vec![]), 1);
+        for line in m.lines() {
+            let decl = &line["_aws"]["CloudWatchMetrics"][0];
+            for metric in decl["Metrics"].as_array().expect("metrics") {
+                let name = metric["Name"].as_str().expect("name");
+                assert!(line[name].is_u64(), "{name} missing in {line}");
+            }
+            for set in decl["Dimensions"].as_array().expect("dimensions") {
+                for d in set.as_array().expect("set") {
+                    let d = d.as_str().expect("dimension");
+                    assert!(line[d].is_string(), "{d} missing in {line}");
+                }
+            }
+        }
+    }
+}

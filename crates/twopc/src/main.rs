@@ -1,0 +1,101 @@
+//! `twopc`: the local stack (`twopc serve`) and the command line that talks to it.
+
+mod cli;
+mod demo;
+mod dynamodb_local;
+mod serve;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "twopc", version, about = "dynamo-2pc: atomic changes across DynamoDB-backed services", after_help = EXIT_CODES)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+    #[command(flatten)]
+    common: cli::Common,
+}
+
+const EXIT_CODES: &str = "Exit codes: 0 committed / done, 1 aborted, 2 error, 3 decided but not finished yet (the sweeper finishes it).";
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the local stack: HTTP API, DynamoDB Local, sweeper.
+    Serve(serve::ServeArgs),
+    /// Submit a transaction from a JSON file (`-` reads standard input).
+    Submit {
+        /// The transaction (DESIGN.md §6 shape).
+        file: PathBuf,
+        /// Idempotency key (a retry with the same key never applies twice).
+        #[arg(long)]
+        idempotency_key: Option<String>,
+    },
+    /// Move an amount between two accounts (debit refused below zero).
+    Transfer(cli::TransferArgs),
+    /// Show a transaction.
+    Status {
+        /// Transaction id.
+        tx_id: String,
+    },
+    /// Run one recovery pass now.
+    Sweep,
+    /// List the accounts.
+    Accounts,
+    /// List the items of a participant service.
+    Items {
+        /// Service name (accounts, inventory).
+        participant: String,
+    },
+    /// Show one item.
+    Get {
+        /// Service name.
+        participant: String,
+        /// The item's key value.
+        id: String,
+    },
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match &cli.command {
+        Command::Serve(args) => {
+            init_logs();
+            serve::serve(args.clone())
+                .await
+                .map(|()| cli::EXIT_OK)
+                .map_err(cli::Failure)
+        }
+        Command::Submit {
+            file,
+            idempotency_key,
+        } => cli::submit(&cli.common, file, idempotency_key.as_deref()).await,
+        Command::Transfer(a) => cli::transfer(&cli.common, a).await,
+        Command::Status { tx_id } => cli::status(&cli.common, tx_id).await,
+        Command::Sweep => cli::sweep(&cli.common).await,
+        Command::Accounts => cli::items(&cli.common, "accounts").await,
+        Command::Items { participant } => cli::items(&cli.common, participant).await,
+        Command::Get { participant, id } => cli::get(&cli.common, participant, id).await,
+    };
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(cli::Failure(message)) => {
+            eprintln!("twopc: {message}");
+            ExitCode::from(cli::EXIT_ERROR)
+        }
+    }
+}
+
+fn init_logs() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new("info,aws_config=warn,aws_smithy_runtime=warn")
+    });
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .init();
+}

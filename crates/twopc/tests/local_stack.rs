@@ -1,0 +1,376 @@
+//! `twopc serve` end to end, as a child process: the HTTP API's answers, a SIGKILL in the middle
+//! of a load, a restart on the same data, recovery by the sweeper, the bank invariant; and the
+//! stack's own DynamoDB Local: persistence across restarts, one instance per data folder.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use serde_json::{Value, json};
+use tokio::process::{Child, Command};
+use twopc_core::ids::TxId;
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("twopc-{name}-{}", TxId::random()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+struct Serve {
+    child: Child,
+    url: String,
+}
+
+async fn start(data_dir: &Path, port: u16, extra: &[&str]) -> Serve {
+    let child = Command::new(env!("CARGO_BIN_EXE_twopc"))
+        .arg("serve")
+        .arg("--port")
+        .arg(port.to_string())
+        .arg("--data-dir")
+        .arg(data_dir)
+        .arg("--sweep-interval-ms")
+        .arg("200")
+        .args(extra)
+        .env("RUST_LOG", "warn")
+        .env_remove("TWOPC_DYNAMODB_ENDPOINT") // tests say which DynamoDB with flags
+        .stdout(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn twopc serve");
+    let serve = Serve {
+        child,
+        url: format!("http://127.0.0.1:{port}"),
+    };
+    // Ready when the API answers (a GET of an unknown transaction: 404).
+    let until = Instant::now() + Duration::from_secs(90);
+    loop {
+        if let Ok((404, _)) = call(
+            &serve.url,
+            "GET",
+            &format!("/transactions/{}", TxId::random()),
+            None,
+            None,
+        )
+        .await
+        {
+            return serve;
+        }
+        assert!(Instant::now() < until, "twopc serve did not become ready");
+        tokio::time::sleep(Duration::from_millis(100)).await; // polling a starting process
+    }
+}
+
+async fn interrupt(mut serve: Serve) -> std::process::ExitStatus {
+    let pid = serve.child.id().expect("pid");
+    Command::new("kill")
+        .arg("-INT")
+        .arg(pid.to_string())
+        .status()
+        .await
+        .expect("kill -INT");
+    tokio::time::timeout(Duration::from_secs(30), serve.child.wait())
+        .await
+        .expect("exits after SIGINT")
+        .expect("wait")
+}
+
+async fn call(
+    base: &str,
+    method: &str,
+    path: &str,
+    key: Option<&str>,
+    body: Option<Value>,
+) -> Result<(u16, Value), String> {
+    let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
+    let mut req = hyper::Request::builder()
+        .method(method)
+        .uri(format!("{base}{path}"));
+    if let Some(k) = key {
+        req = req.header("Idempotency-Key", k);
+    }
+    let req = req
+        .body(Full::new(Bytes::from(
+            body.map(|b| b.to_string()).unwrap_or_default(),
+        )))
+        .map_err(|e| e.to_string())?;
+    let resp = client.request(req).await.map_err(|e| e.to_string())?;
+    let status = resp.status().as_u16();
+    let bytes = resp
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| e.to_string())?
+        .to_bytes();
+    Ok((
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    ))
+}
+
+fn transfer(from: &str, to: &str, amount: i64, timeout_ms: u64) -> Value {
+    json!({"timeoutMs": timeout_ms, "participants": [
+        {"participant": "accounts", "key": {"id": from}, "op": {"add": {"balance": -amount}, "require": {"balance": {"gte": amount}}}},
+        {"participant": "accounts", "key": {"id": to}, "op": {"add": {"balance": amount}}}]})
+}
+
+struct Tables {
+    client: aws_sdk_dynamodb::Client,
+    prefix: String,
+}
+
+impl Tables {
+    async fn scan(
+        &self,
+        table: &str,
+    ) -> Vec<std::collections::HashMap<String, aws_sdk_dynamodb::types::AttributeValue>> {
+        let out = self
+            .client
+            .scan()
+            .table_name(format!("{}{table}", self.prefix))
+            .consistent_read(true)
+            .send()
+            .await
+            .expect("scan");
+        out.items().to_vec()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_answers_like_the_api_and_recovers_after_a_sigkill_mid_load() {
+    let endpoint = twopc_tests::endpoint();
+    let prefix = format!("s{}-", &TxId::random().as_str()[..8]);
+    let data = temp_dir("kill");
+    let port = free_port();
+    let extra = [
+        "--dynamodb-endpoint",
+        endpoint.as_str(),
+        "--table-prefix",
+        prefix.as_str(),
+    ];
+    let serve = start(&data, port, &extra).await;
+    let url = serve.url.clone();
+    let tables = Tables {
+        client: twopc_dynamo::client(Some(&endpoint)).await,
+        prefix: prefix.clone(),
+    };
+
+    // The API's answers.
+    let (status, body) = call(
+        &url,
+        "POST",
+        "/transactions",
+        Some("t-1"),
+        Some(transfer("alice", "bob", 10, 5_000)),
+    )
+    .await
+    .expect("commit");
+    assert_eq!(
+        (status, body["status"].as_str()),
+        (200, Some("COMMITTED")),
+        "{body}"
+    );
+    let (status, again) = call(
+        &url,
+        "POST",
+        "/transactions",
+        Some("t-1"),
+        Some(transfer("alice", "bob", 10, 5_000)),
+    )
+    .await
+    .expect("replay");
+    assert_eq!(
+        (status, &again["txId"]),
+        (200, &body["txId"]),
+        "idempotent replay: {again}"
+    );
+    let (status, body) = call(
+        &url,
+        "POST",
+        "/transactions",
+        None,
+        Some(transfer("carol", "bob", 5, 5_000)),
+    )
+    .await
+    .expect("abort");
+    assert_eq!(
+        (status, body["status"].as_str(), body["code"].as_str()),
+        (409, Some("ABORTED"), Some("condition")),
+        "{body}"
+    );
+    let records = tables.scan("transactions").await.len();
+    let (status, body) = call(
+        &url,
+        "POST",
+        "/transactions",
+        None,
+        Some(json!({"participants": []})),
+    )
+    .await
+    .expect("bad");
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (400, Some("invalid_request")),
+        "{body}"
+    );
+    assert!(body["message"].as_str().is_some_and(|m| !m.is_empty()));
+    assert_eq!(
+        tables.scan("transactions").await.len(),
+        records,
+        "a 400 writes nothing"
+    );
+    let (status, body) = call(
+        &url,
+        "GET",
+        &format!("/transactions/{}", TxId::random()),
+        None,
+        None,
+    )
+    .await
+    .expect("404");
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (404, Some("not_found")),
+        "{body}"
+    );
+
+    // A load, killed in the middle.
+    let mut load = tokio::task::JoinSet::new();
+    for i in 0..60 {
+        let (url, names) = (url.clone(), ["alice", "bob", "carol"]);
+        load.spawn(async move {
+            let (from, to) = (names[i % 3], names[(i + 1) % 3]);
+            call(
+                &url,
+                "POST",
+                "/transactions",
+                Some(&format!("load-{i}")),
+                Some(transfer(from, to, (i as i64 % 7) + 1, 400)),
+            )
+            .await
+        });
+    }
+    let mut answered = 0;
+    while answered < 10 {
+        if let Some(Ok(Ok(_))) = load.join_next().await {
+            answered += 1;
+        }
+    }
+    let mut serve = serve;
+    serve.child.start_kill().expect("SIGKILL");
+    serve.child.wait().await.expect("killed");
+    while load.join_next().await.is_some() {}
+
+    // Restart on the same data; the sweeper finishes what the kill left.
+    let serve = start(&data, port, &extra).await;
+    let until = Instant::now() + Duration::from_secs(60);
+    loop {
+        let open = tables
+            .scan("transactions")
+            .await
+            .into_iter()
+            .filter(|r| r.contains_key("pending"))
+            .count();
+        let locked = tables
+            .scan("accounts")
+            .await
+            .into_iter()
+            .filter(|i| i.contains_key("lock"))
+            .count();
+        if open == 0 && locked == 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < until,
+            "{open} transactions still open, {locked} items still locked after 60 s"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await; // waiting for the sweeper's timer
+    }
+    let mut total = 0i128;
+    for item in tables.scan("accounts").await {
+        let balance = match item.get("balance") {
+            Some(aws_sdk_dynamodb::types::AttributeValue::N(n)) => {
+                n.parse::<i128>().expect("integral")
+            }
+            other => panic!("balance: {other:?}"),
+        };
+        assert!(balance >= 0);
+        total += balance;
+    }
+    assert_eq!(total, 150, "the seeded 100 + 50 + 0 is conserved");
+    assert!(
+        interrupt(serve).await.success(),
+        "SIGINT stops serve cleanly"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_runs_its_own_dynamodb_local_persists_data_and_refuses_a_second_start() {
+    let data = temp_dir("own");
+    let port = free_port();
+    let serve = start(&data, port, &[]).await;
+    let (status, body) = call(
+        &serve.url,
+        "POST",
+        "/transactions",
+        None,
+        Some(transfer("alice", "bob", 1, 5_000)),
+    )
+    .await
+    .expect("commit");
+    assert_eq!(status, 200, "{body}");
+    let tx = body["txId"].as_str().expect("txId").to_owned();
+
+    // A second serve on the same data folder says so and stops.
+    let second = Command::new(env!("CARGO_BIN_EXE_twopc"))
+        .env_remove("TWOPC_DYNAMODB_ENDPOINT")
+        .args(["serve", "--port", &free_port().to_string(), "--data-dir"])
+        .arg(&data)
+        .output()
+        .await
+        .expect("second");
+    assert_eq!(second.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&second.stderr).contains("already running"),
+        "{}",
+        String::from_utf8_lossy(&second.stderr)
+    );
+
+    let ddb_pid: u32 = std::fs::read_to_string(data.join("dynamodb.pid"))
+        .expect("pid file")
+        .trim()
+        .parse()
+        .expect("pid");
+    assert!(interrupt(serve).await.success());
+    assert!(
+        !Path::new(&format!("/proc/{ddb_pid}")).exists(),
+        "DynamoDB Local must stop with serve"
+    );
+
+    let serve = start(&data, port, &[]).await;
+    let (status, body) = call(
+        &serve.url,
+        "GET",
+        &format!("/transactions/{tx}"),
+        None,
+        None,
+    )
+    .await
+    .expect("status");
+    assert_eq!(
+        (status, body["status"].as_str()),
+        (200, Some("COMMITTED")),
+        "persisted across restarts: {body}"
+    );
+    assert!(interrupt(serve).await.success());
+}
