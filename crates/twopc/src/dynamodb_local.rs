@@ -119,6 +119,10 @@ impl DynamoDbLocal {
                 cmd.arg("-inMemory");
             }
         }
+        // DynamoDB Local writes a metadata file into its working directory: keep it in ours.
+        if let Some(dir) = pid_file.parent() {
+            cmd.current_dir(dir);
+        }
         cmd.stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
