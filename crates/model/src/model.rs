@@ -1,0 +1,703 @@
+//! The stateright [`Model`]: which steps exist, what each does (a pure function from state to
+//! state), and the named properties.
+//!
+//! A step that would change nothing is not a step ([`Model::next_state`] answers `None`), so a
+//! state with no step left is a real end of a behaviour; the liveness properties rely on that.
+
+use stateright::{Model, Property};
+
+use crate::participant::{self, Reply, Resolution, Variant, Vote};
+use crate::state::{
+    Applied, Clock, Coordinator, Decision, Fence, Item, ItemState, State, Status, Tx,
+};
+
+/// Property: a transaction is never applied on one item and aborted on another, a transaction
+/// whose record says `COMMITTED` has applied on every item, an abort-decided transaction has
+/// applied nowhere, and once no step is left, every commit-decided transaction has applied on
+/// every item. DESIGN.md, invariant "Atomicity".
+pub const ATOMICITY: &str = "atomicity";
+/// Property: no item applies a transaction's operation more than once. DESIGN.md, invariant
+/// "Atomicity" ("applied exactly once") and "The fence".
+pub const APPLIED_AT_MOST_ONCE: &str = "no operation applied twice";
+/// Property: an item applies a transaction's operation only if that transaction's record has
+/// reached `COMMITTING`. DESIGN.md §3 step 3: "The write of `COMMITTING` is the commit point."
+pub const NO_COMMIT_WITHOUT_DECISION: &str = "no commit without a recorded commit decision";
+/// Property: no participant ever answers a commit or abort with a protocol violation (a commit
+/// that finds neither its lock nor its fence entry, or an item whose fence contradicts the
+/// decision). DESIGN.md, "The fence", last sentence.
+pub const NO_VIOLATION_REPORTED: &str = "no protocol violation reported";
+/// Property: a state with no step left has every transaction ended (terminal record, or never
+/// begun) and no item locked. DESIGN.md, invariant "No stuck lock". Exact, because every
+/// behaviour of the correct model is finite (see the crate docs).
+pub const EVERY_TRANSACTION_ENDS: &str = "every transaction ends and leaves no lock";
+/// Property: from any state, if every coordinator stops for good and every message in flight is
+/// lost, the sweeper and the resolvers alone (deadlines passed) end every transaction and free
+/// every item. DESIGN.md §1 (sweeper) and §2: "The record alone is enough to finish the
+/// transaction."
+pub const SWEEPER_FINISHES: &str = "the sweeper alone finishes every transaction";
+/// Property (`Property::eventually`): every behaviour reaches a state where every transaction
+/// ended and no item is locked. Stateright checks `eventually` only along the first path that
+/// reaches each state (see the crate docs); [`EVERY_TRANSACTION_ENDS`] is the exact form.
+pub const EVENTUALLY_ENDS: &str = "eventually every transaction ends";
+/// Example wanted: some transaction commits on every item.
+pub const CAN_COMMIT: &str = "a transaction can commit";
+/// Example wanted: some transaction aborts.
+pub const CAN_ABORT: &str = "a transaction can abort";
+/// Example wanted: every transaction commits (they can run one after the other).
+pub const ALL_CAN_COMMIT: &str = "every transaction can commit";
+/// Example wanted: a transaction whose coordinator crashed ends `COMMITTED`: the sweeper or a
+/// resolver rolled it forward.
+pub const COMMIT_FINISHED_WITHOUT_COORDINATOR: &str =
+    "a crashed coordinator's commit is finished without it";
+/// Example wanted: a prepare still in flight faces an item that already carries its
+/// transaction's fence entry: only the fence keeps it out.
+pub const LATE_PREPARE_MEETS_FENCE: &str = "a late prepare meets the fence";
+/// Example wanted: a transaction is still `COMMITTING` (so its commit may be re-driven) on an item
+/// that applied it and whose `committed` fence entry has been pruned: the case where a commit
+/// finding neither lock nor entry is taken as applied.
+pub const COMMIT_OUTLIVES_ITS_FENCE_ENTRY: &str =
+    "a commit is still being driven after its fence entry was pruned";
+/// Property: an item is locked only by a transaction whose record is not terminal. DESIGN.md,
+/// "The fence": a prepare landing after its transaction ended must not "leave a lock behind"
+/// (the hanging problem).
+pub const NO_LOCK_OUTLIVES_ITS_TRANSACTION: &str = "no lock outlives its transaction";
+
+/// One step of the system. Each is one DynamoDB request (or a refused conditional one), one
+/// message delivery, or the passing of time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Action {
+    /// Coordinator: put the record `PREPARING` (`attribute_not_exists`).
+    Begin(Tx),
+    /// Coordinator: send prepare to every item at once. A prepare sent before the deadline passes
+    /// the participant's deadline check and its write may land at any later moment; one sent
+    /// after it is refused everywhere.
+    SendPrepares(Tx),
+    /// Coordinator: compare-and-swap `PREPARING` → `COMMITTING` (every vote yes) or
+    /// `ABORTING` (any time: a missing answer is a no); on a lost swap, follow the record.
+    Decide(Tx, Decision),
+    /// Coordinator: send commit or abort to every item at once.
+    SendCompletes(Tx),
+    /// Coordinator: once every item is finished, `COMMITTING` → `COMMITTED` (or `ABORTING` →
+    /// `ABORTED`).
+    Finalize(Tx),
+    /// Coordinator: stop dead, at any point.
+    Crash(Tx),
+    /// Network: a prepare reaches the item (first copy, a duplicate, or a late one).
+    DeliverPrepare(Tx, Item),
+    /// Network: a commit or abort reaches the item (first copy, a duplicate, or a late one).
+    DeliverComplete(Tx, Item),
+    /// Time passes the transaction's next mark: its deadline (and its locks' `expiresAt`), then
+    /// the deadline plus the fence margin.
+    Expire(Tx),
+    /// A resolver on an item whose lock expired follows the lock rule one write (a newcomer's
+    /// prepare, or the sweeper walking the lock-expiry index).
+    Resolve(Item),
+    /// Sweeper (`Coordinator::recover` on an overdue record): `PREPARING` past deadline →
+    /// `ABORTING`.
+    SweepAbort(Tx),
+    /// Sweeper: send the recorded decision to one item of an overdue decided record.
+    SweepComplete(Tx, Item),
+    /// Sweeper: finalize an overdue decided record whose items are all finished.
+    SweepFinalize(Tx),
+    /// A later write to the item (another transaction's commit or abort) prunes this
+    /// transaction's `committed` fence entry, once its deadline plus the margin has passed.
+    Prune(Tx, Item),
+}
+
+/// The protocol with `TXS` transactions over `ITEMS` items, every transaction touching every
+/// item.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TwoPhaseCommit<const TXS: usize, const ITEMS: usize> {
+    /// Which protocol runs.
+    pub variant: Variant,
+}
+
+/// The size the tests check exhaustively: two transactions that both touch the same two items.
+pub type TwoByTwo = TwoPhaseCommit<2, 2>;
+
+/// The statuses a compare-and-swap may meet: `Ok(new)` if the record was `from`, else
+/// `Err(what it is)` (`TxLog::transition`, `Swapped`).
+fn swap(record: Option<Status>, from: Status, to: Status) -> Result<Status, Option<Status>> {
+    debug_assert!(
+        from.can_move_to(to),
+        "illegal transition {from:?} -> {to:?}"
+    );
+    match record {
+        Some(status) if status == from => Ok(to),
+        other => Err(other),
+    }
+}
+
+impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
+    /// The model of `variant`.
+    pub const fn new(variant: Variant) -> Self {
+        const {
+            assert!(TXS >= 1 && TXS <= 8, "model 1 to 8 transactions");
+            assert!(ITEMS >= 1 && ITEMS <= 8, "model 1 to 8 items");
+        }
+        TwoPhaseCommit { variant }
+    }
+
+    /// Every transaction.
+    pub fn txs() -> impl Iterator<Item = Tx> {
+        (0..TXS).map(|t| Tx(t as u8))
+    }
+
+    /// Every item.
+    pub fn items() -> impl Iterator<Item = Item> {
+        (0..ITEMS).map(|i| Item(i as u8))
+    }
+
+    /// Every step that exists in principle, in a fixed order (stateright replays paths by the
+    /// index of the action). Whether it does anything in a state is [`Self::step`]'s business.
+    pub fn all_actions() -> impl Iterator<Item = Action> {
+        let per_tx = Self::txs().flat_map(|t| {
+            [
+                Action::Begin(t),
+                Action::SendPrepares(t),
+                Action::Decide(t, Decision::Commit),
+                Action::Decide(t, Decision::Abort),
+                Action::SendCompletes(t),
+                Action::Finalize(t),
+                Action::Crash(t),
+                Action::Expire(t),
+                Action::SweepAbort(t),
+                Action::SweepFinalize(t),
+            ]
+        });
+        let per_tx_item = Self::txs().flat_map(|t| {
+            Self::items().flat_map(move |i| {
+                [
+                    Action::DeliverPrepare(t, i),
+                    Action::DeliverComplete(t, i),
+                    Action::SweepComplete(t, i),
+                    Action::Prune(t, i),
+                ]
+            })
+        });
+        let per_item = Self::items().map(Action::Resolve);
+        per_tx.chain(per_tx_item).chain(per_item)
+    }
+
+    /// What `action` does to `state`: a pure function. An action that cannot happen in `state`
+    /// returns it unchanged.
+    pub fn step(&self, state: State<TXS, ITEMS>, action: Action) -> State<TXS, ITEMS> {
+        match action {
+            Action::Begin(t) => begin(state, t),
+            Action::SendPrepares(t) => send_prepares(state, t),
+            Action::Decide(t, d) => decide(state, t, d),
+            Action::SendCompletes(t) => send_completes(state, t),
+            Action::Finalize(t) => self.finalize(state, t),
+            Action::Crash(t) => crash(state, t),
+            Action::DeliverPrepare(t, i) => self.deliver_prepare(state, t, i),
+            Action::DeliverComplete(t, i) => self.deliver_complete(state, t, i),
+            Action::Expire(t) => expire(state, t),
+            Action::Resolve(i) => self.resolve(state, i),
+            Action::SweepAbort(t) => sweep_abort(state, t),
+            Action::SweepComplete(t, i) => self.sweep_complete(state, t, i),
+            Action::SweepFinalize(t) => self.sweep_finalize(state, t),
+            Action::Prune(t, i) => self.prune(state, t, i),
+        }
+    }
+
+    /// Whether every item is finished for `tx` under `decision`.
+    fn all_finished(&self, state: &State<TXS, ITEMS>, tx: Tx, decision: Decision) -> bool {
+        let clock = state.tx(tx).clock;
+        state
+            .items
+            .iter()
+            .all(|item| participant::finished(self.variant, *item, tx, decision, clock))
+    }
+
+    /// Runs commit or abort of `tx` on `item` and records a violation answer.
+    fn complete_on(
+        &self,
+        mut state: State<TXS, ITEMS>,
+        tx: Tx,
+        item: Item,
+        decision: Decision,
+    ) -> State<TXS, ITEMS> {
+        let clock = state.tx(tx).clock;
+        let (after, reply) =
+            participant::complete(self.variant, *state.item(item), tx, decision, clock);
+        *state.item_mut(item) = after;
+        if reply == Reply::Violation {
+            state.violation_reported = true;
+        }
+        state
+    }
+
+    fn finalize(&self, mut state: State<TXS, ITEMS>, t: Tx) -> State<TXS, ITEMS> {
+        let Coordinator::Completing(d) = state.tx(t).coordinator else {
+            return state;
+        };
+        if !self.all_finished(&state, t, d) {
+            return state;
+        }
+        let tx = state.tx_mut(t);
+        let done = Status::finishing(d);
+        match swap(tx.record, Status::deciding(d), done) {
+            Ok(status) => {
+                tx.record = Some(status);
+                tx.coordinator = Coordinator::Finished;
+            }
+            // The sweeper finalized first: same outcome.
+            Err(Some(status)) if status == done => tx.coordinator = Coordinator::Finished,
+            // Anything else is `Fatal` in `Coordinator::complete`: the coordinator stops.
+            Err(_) => tx.coordinator = Coordinator::Crashed,
+        }
+        state
+    }
+
+    fn deliver_prepare(&self, mut state: State<TXS, ITEMS>, t: Tx, i: Item) -> State<TXS, ITEMS> {
+        let tx = state.tx(t);
+        if !tx.prepares_in_flight || tx.clock == Clock::PastMargin {
+            return state; // never sent in time, or too late to land at all
+        }
+        let deadlines = state.deadlines_passed();
+        let (after, vote) = participant::prepare(self.variant, *state.item(i), t, &deadlines);
+        *state.item_mut(i) = after;
+        if let (Vote::Yes, Coordinator::Preparing { yes }) =
+            (vote, &mut state.tx_mut(t).coordinator)
+        {
+            yes[i.ix()] = true;
+        }
+        state
+    }
+
+    fn deliver_complete(&self, state: State<TXS, ITEMS>, t: Tx, i: Item) -> State<TXS, ITEMS> {
+        match state.tx(t).completes_in_flight {
+            Some(d) => self.complete_on(state, t, i, d),
+            None => state,
+        }
+    }
+
+    fn resolve(&self, mut state: State<TXS, ITEMS>, i: Item) -> State<TXS, ITEMS> {
+        let Some(owner) = state.item(i).lock else {
+            return state;
+        };
+        if !state.tx(owner).deadline_passed() {
+            return state; // the owner is live: the lock stands (a newcomer votes conflict)
+        }
+        match participant::resolution(state.tx(owner).record) {
+            Resolution::RecordAborted => state.tx_mut(owner).record = Some(Status::Aborted),
+            Resolution::DecideAbort => state.tx_mut(owner).record = Some(Status::Aborting),
+            Resolution::RollForward => return self.complete_on(state, owner, i, Decision::Commit),
+            Resolution::AbortHere => return self.complete_on(state, owner, i, Decision::Abort),
+            Resolution::DropStale => {
+                *state.item_mut(i) = participant::drop_stale_lock(*state.item(i), owner);
+            }
+        }
+        state
+    }
+
+    fn prune(&self, mut state: State<TXS, ITEMS>, t: Tx, i: Item) -> State<TXS, ITEMS> {
+        if self.variant.fences() {
+            let clock = state.tx(t).clock;
+            *state.item_mut(i) = participant::prune_committed_entry(*state.item(i), t, clock);
+        }
+        state
+    }
+
+    fn sweep_complete(&self, state: State<TXS, ITEMS>, t: Tx, i: Item) -> State<TXS, ITEMS> {
+        match overdue_decision(&state, t) {
+            Some(d) => self.complete_on(state, t, i, d),
+            None => state,
+        }
+    }
+
+    fn sweep_finalize(&self, mut state: State<TXS, ITEMS>, t: Tx) -> State<TXS, ITEMS> {
+        let Some(d) = overdue_decision(&state, t) else {
+            return state;
+        };
+        if self.all_finished(&state, t, d) {
+            state.tx_mut(t).record = Some(Status::finishing(d));
+        }
+        state
+    }
+
+    /// The states one step away.
+    pub fn successors(
+        &self,
+        state: &State<TXS, ITEMS>,
+    ) -> impl Iterator<Item = State<TXS, ITEMS>> + '_ {
+        let state = *state;
+        Self::all_actions()
+            .map(move |a| self.step(state, a))
+            .filter(move |next| *next != state)
+    }
+
+    /// Whether no step is left.
+    pub fn is_final(&self, state: &State<TXS, ITEMS>) -> bool {
+        self.successors(state).next().is_none()
+    }
+
+    /// Where the sweeper alone takes `state`: every coordinator stops, every message in flight is
+    /// lost, time passes every deadline, and the sweeper's and resolvers' steps run in rounds
+    /// until none changes anything (bounded, for the buggy variants).
+    pub fn sweep_alone(&self, state: &State<TXS, ITEMS>) -> State<TXS, ITEMS> {
+        let mut s = *state;
+        for tx in &mut s.txs {
+            if tx.coordinator != Coordinator::Finished {
+                tx.coordinator = Coordinator::Crashed;
+            }
+            tx.prepares_in_flight = false;
+            tx.completes_in_flight = None;
+        }
+        let sweeper_steps = || {
+            Self::txs()
+                .flat_map(|t| {
+                    [Action::Expire(t), Action::SweepAbort(t)]
+                        .into_iter()
+                        .chain(Self::items().map(move |i| Action::SweepComplete(t, i)))
+                        .chain([Action::SweepFinalize(t)])
+                })
+                .chain(Self::items().map(Action::Resolve))
+        };
+        for _round in 0..(4 * (TXS + ITEMS) + 4) {
+            let before = s;
+            for a in sweeper_steps() {
+                s = self.step(s, a);
+            }
+            if s == before {
+                break;
+            }
+        }
+        s
+    }
+}
+
+/// Every transaction ended and no item is locked.
+pub fn settled<const TXS: usize, const ITEMS: usize>(state: &State<TXS, ITEMS>) -> bool {
+    state.txs.iter().all(|t| t.has_ended()) && state.items.iter().all(|i| i.lock.is_none())
+}
+
+/// The decision of a record the sweeper would pick up: past its deadline, decided, not terminal.
+fn overdue_decision<const TXS: usize, const ITEMS: usize>(
+    state: &State<TXS, ITEMS>,
+    t: Tx,
+) -> Option<Decision> {
+    let tx = state.tx(t);
+    match tx.record {
+        Some(status) if tx.deadline_passed() && !status.is_terminal() => status.decision(),
+        _ => None,
+    }
+}
+
+fn begin<const TXS: usize, const ITEMS: usize>(
+    mut state: State<TXS, ITEMS>,
+    t: Tx,
+) -> State<TXS, ITEMS> {
+    let tx = state.tx_mut(t);
+    if tx.coordinator != Coordinator::Idle {
+        return state;
+    }
+    if tx.record.is_none() {
+        tx.record = Some(Status::Preparing);
+        tx.coordinator = Coordinator::Begun;
+    } else {
+        // Someone recorded it first (a resolver's `create_aborted`): replay, nothing to do.
+        tx.coordinator = Coordinator::Finished;
+    }
+    state
+}
+
+fn send_prepares<const TXS: usize, const ITEMS: usize>(
+    mut state: State<TXS, ITEMS>,
+    t: Tx,
+) -> State<TXS, ITEMS> {
+    let tx = state.tx_mut(t);
+    if tx.coordinator == Coordinator::Begun {
+        tx.coordinator = Coordinator::Preparing {
+            yes: [false; ITEMS],
+        };
+        // The participant checks the deadline on arrival, which is after this send: prepares
+        // sent past the deadline are all refused, as if never sent. Prepares sent in time may
+        // pass the check and land at any later moment.
+        tx.prepares_in_flight = !tx.deadline_passed();
+    }
+    state
+}
+
+fn decide<const TXS: usize, const ITEMS: usize>(
+    mut state: State<TXS, ITEMS>,
+    t: Tx,
+    decision: Decision,
+) -> State<TXS, ITEMS> {
+    let tx = state.tx_mut(t);
+    let Coordinator::Preparing { yes } = tx.coordinator else {
+        return state;
+    };
+    if decision == Decision::Commit && !yes.iter().all(|y| *y) {
+        return state;
+    }
+    match swap(tx.record, Status::Preparing, Status::deciding(decision)) {
+        Ok(status) => {
+            tx.record = Some(status);
+            tx.coordinator = Coordinator::Decided(decision);
+        }
+        // Lost the race (a resolver or the sweeper aborted us past our deadline): follow the
+        // record. A terminal record is returned as it is.
+        Err(Some(status)) => {
+            tx.coordinator = match status.decision() {
+                Some(_) if status.is_terminal() => Coordinator::Finished,
+                Some(followed) => Coordinator::Decided(followed),
+                None => Coordinator::Crashed, // `Fatal`: still PREPARING after a failed swap
+            };
+        }
+        Err(None) => tx.coordinator = Coordinator::Crashed, // `Fatal`: the record vanished
+    }
+    state
+}
+
+fn send_completes<const TXS: usize, const ITEMS: usize>(
+    mut state: State<TXS, ITEMS>,
+    t: Tx,
+) -> State<TXS, ITEMS> {
+    let tx = state.tx_mut(t);
+    if let Coordinator::Decided(d) = tx.coordinator {
+        tx.coordinator = Coordinator::Completing(d);
+        tx.completes_in_flight = Some(d);
+    }
+    state
+}
+
+fn crash<const TXS: usize, const ITEMS: usize>(
+    mut state: State<TXS, ITEMS>,
+    t: Tx,
+) -> State<TXS, ITEMS> {
+    let tx = state.tx_mut(t);
+    if !matches!(tx.coordinator, Coordinator::Finished) {
+        tx.coordinator = Coordinator::Crashed;
+    }
+    state
+}
+
+fn expire<const TXS: usize, const ITEMS: usize>(
+    mut state: State<TXS, ITEMS>,
+    t: Tx,
+) -> State<TXS, ITEMS> {
+    let tx = state.tx_mut(t);
+    // A deadline exists once the record is written.
+    if tx.record.is_some() {
+        tx.clock = match tx.clock {
+            Clock::BeforeDeadline => Clock::PastDeadline,
+            Clock::PastDeadline | Clock::PastMargin => Clock::PastMargin,
+        };
+    }
+    state
+}
+
+fn sweep_abort<const TXS: usize, const ITEMS: usize>(
+    mut state: State<TXS, ITEMS>,
+    t: Tx,
+) -> State<TXS, ITEMS> {
+    let tx = state.tx_mut(t);
+    if tx.deadline_passed()
+        && let Ok(status) = swap(tx.record, Status::Preparing, Status::Aborting)
+    {
+        tx.record = Some(status);
+    }
+    state
+}
+
+// ---- properties -------------------------------------------------------------------------------
+
+type M<const TXS: usize, const ITEMS: usize> = TwoPhaseCommit<TXS, ITEMS>;
+
+fn atomicity<const TXS: usize, const ITEMS: usize>(
+    model: &M<TXS, ITEMS>,
+    state: &State<TXS, ITEMS>,
+) -> bool {
+    let mut owes_commit = false;
+    for t in M::<TXS, ITEMS>::txs() {
+        let applied = |i: &ItemState<TXS>| i.applied[t.ix()].any();
+        let applied_any = state.items.iter().any(applied);
+        let applied_all = state.items.iter().all(applied);
+        let aborted_any = state
+            .items
+            .iter()
+            .any(|i| i.fence[t.ix()] == Some(Fence::Aborted));
+        let decision = state.tx(t).record.and_then(Status::decision);
+        if applied_any && aborted_any {
+            return false; // applied on one item, aborted on another
+        }
+        if decision == Some(Decision::Abort) && applied_any {
+            return false;
+        }
+        if state.tx(t).record == Some(Status::Committed) && !applied_all {
+            return false;
+        }
+        owes_commit |= decision == Some(Decision::Commit) && !applied_all;
+    }
+    // At the end of a behaviour, a commit decision must have reached every item.
+    !(owes_commit && model.is_final(state))
+}
+
+fn applied_at_most_once<const TXS: usize, const ITEMS: usize>(
+    _: &M<TXS, ITEMS>,
+    state: &State<TXS, ITEMS>,
+) -> bool {
+    state
+        .items
+        .iter()
+        .all(|i| i.applied.iter().all(|a| *a != Applied::MoreThanOnce))
+}
+
+fn no_commit_without_decision<const TXS: usize, const ITEMS: usize>(
+    _: &M<TXS, ITEMS>,
+    state: &State<TXS, ITEMS>,
+) -> bool {
+    M::<TXS, ITEMS>::txs().all(|t| {
+        let recorded_commit =
+            state.tx(t).record.and_then(Status::decision) == Some(Decision::Commit);
+        recorded_commit || state.items.iter().all(|i| !i.applied[t.ix()].any())
+    })
+}
+
+fn no_violation_reported<const TXS: usize, const ITEMS: usize>(
+    _: &M<TXS, ITEMS>,
+    state: &State<TXS, ITEMS>,
+) -> bool {
+    !state.violation_reported
+}
+
+fn every_transaction_ends<const TXS: usize, const ITEMS: usize>(
+    model: &M<TXS, ITEMS>,
+    state: &State<TXS, ITEMS>,
+) -> bool {
+    settled(state) || !model.is_final(state)
+}
+
+fn sweeper_finishes<const TXS: usize, const ITEMS: usize>(
+    model: &M<TXS, ITEMS>,
+    state: &State<TXS, ITEMS>,
+) -> bool {
+    settled(&model.sweep_alone(state))
+}
+
+fn eventually_ends<const TXS: usize, const ITEMS: usize>(
+    _: &M<TXS, ITEMS>,
+    state: &State<TXS, ITEMS>,
+) -> bool {
+    settled(state)
+}
+
+fn committed_everywhere<const TXS: usize, const ITEMS: usize>(
+    state: &State<TXS, ITEMS>,
+    t: Tx,
+) -> bool {
+    state.tx(t).record == Some(Status::Committed)
+        && state.items.iter().all(|i| i.applied[t.ix()].any())
+}
+
+fn can_commit<const TXS: usize, const ITEMS: usize>(
+    _: &M<TXS, ITEMS>,
+    state: &State<TXS, ITEMS>,
+) -> bool {
+    M::<TXS, ITEMS>::txs().any(|t| committed_everywhere(state, t))
+}
+
+fn all_can_commit<const TXS: usize, const ITEMS: usize>(
+    _: &M<TXS, ITEMS>,
+    state: &State<TXS, ITEMS>,
+) -> bool {
+    M::<TXS, ITEMS>::txs().all(|t| committed_everywhere(state, t))
+}
+
+fn can_abort<const TXS: usize, const ITEMS: usize>(
+    _: &M<TXS, ITEMS>,
+    state: &State<TXS, ITEMS>,
+) -> bool {
+    state.txs.iter().any(|t| t.record == Some(Status::Aborted))
+}
+
+fn commit_finished_without_coordinator<const TXS: usize, const ITEMS: usize>(
+    _: &M<TXS, ITEMS>,
+    state: &State<TXS, ITEMS>,
+) -> bool {
+    M::<TXS, ITEMS>::txs()
+        .any(|t| state.tx(t).coordinator == Coordinator::Crashed && committed_everywhere(state, t))
+}
+
+fn late_prepare_meets_fence<const TXS: usize, const ITEMS: usize>(
+    _: &M<TXS, ITEMS>,
+    state: &State<TXS, ITEMS>,
+) -> bool {
+    M::<TXS, ITEMS>::txs().any(|t| {
+        let tx = state.tx(t);
+        tx.prepares_in_flight
+            && tx.clock != Clock::PastMargin
+            && state.items.iter().any(|i| i.fence[t.ix()].is_some())
+    })
+}
+
+fn commit_outlives_its_fence_entry<const TXS: usize, const ITEMS: usize>(
+    model: &M<TXS, ITEMS>,
+    state: &State<TXS, ITEMS>,
+) -> bool {
+    model.variant.fences()
+        && M::<TXS, ITEMS>::txs().any(|t| {
+            state.tx(t).record == Some(Status::Committing)
+                && state
+                    .items
+                    .iter()
+                    .any(|i| i.applied[t.ix()].any() && i.fence[t.ix()].is_none())
+        })
+}
+
+fn no_lock_outlives_its_transaction<const TXS: usize, const ITEMS: usize>(
+    _: &M<TXS, ITEMS>,
+    state: &State<TXS, ITEMS>,
+) -> bool {
+    state.items.iter().all(|i| match i.lock {
+        Some(t) => !state.tx(t).record.is_some_and(Status::is_terminal),
+        None => true,
+    })
+}
+
+impl<const TXS: usize, const ITEMS: usize> Model for TwoPhaseCommit<TXS, ITEMS> {
+    type State = State<TXS, ITEMS>;
+    type Action = Action;
+
+    fn init_states(&self) -> Vec<Self::State> {
+        vec![State::new()]
+    }
+
+    fn actions(&self, _state: &Self::State, actions: &mut Vec<Self::Action>) {
+        actions.extend(Self::all_actions());
+    }
+
+    fn next_state(&self, last_state: &Self::State, action: Self::Action) -> Option<Self::State> {
+        let next = self.step(*last_state, action);
+        (next != *last_state).then_some(next)
+    }
+
+    fn properties(&self) -> Vec<Property<Self>> {
+        vec![
+            Property::always(ATOMICITY, atomicity),
+            Property::always(APPLIED_AT_MOST_ONCE, applied_at_most_once),
+            Property::always(NO_COMMIT_WITHOUT_DECISION, no_commit_without_decision),
+            Property::always(NO_VIOLATION_REPORTED, no_violation_reported),
+            Property::always(
+                NO_LOCK_OUTLIVES_ITS_TRANSACTION,
+                no_lock_outlives_its_transaction,
+            ),
+            Property::always(EVERY_TRANSACTION_ENDS, every_transaction_ends),
+            Property::always(SWEEPER_FINISHES, sweeper_finishes),
+            Property::eventually(EVENTUALLY_ENDS, eventually_ends),
+            Property::sometimes(CAN_COMMIT, can_commit),
+            Property::sometimes(CAN_ABORT, can_abort),
+            Property::sometimes(ALL_CAN_COMMIT, all_can_commit),
+            Property::sometimes(
+                COMMIT_FINISHED_WITHOUT_COORDINATOR,
+                commit_finished_without_coordinator,
+            ),
+            Property::sometimes(LATE_PREPARE_MEETS_FENCE, late_prepare_meets_fence),
+            Property::sometimes(
+                COMMIT_OUTLIVES_ITS_FENCE_ENTRY,
+                commit_outlives_its_fence_entry,
+            ),
+        ]
+    }
+}

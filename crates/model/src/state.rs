@@ -1,0 +1,311 @@
+//! The model's state: small `Copy` enums and fixed-size arrays, so a state hashes fast and the
+//! checker stores it cheaply.
+//!
+//! Each type mirrors one thing of `crates/core` (named in its doc) and keeps only what the
+//! protocol's decisions read: no keys, no operations, no timestamps.
+
+/// A transaction, by index (`0..TXS`). Every transaction touches every item.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Tx(pub u8);
+
+/// A participant item, by index (`0..ITEMS`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Item(pub u8);
+
+impl Tx {
+    /// The index, for arrays.
+    pub fn ix(self) -> usize {
+        usize::from(self.0)
+    }
+}
+
+impl Item {
+    /// The index, for arrays.
+    pub fn ix(self) -> usize {
+        usize::from(self.0)
+    }
+}
+
+/// The transaction record's status (`twopc_core::status::TxStatus`). The record itself is an
+/// `Option<Status>`: `None` until begin writes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Status {
+    /// Begun, undecided. Next: `Committing` or `Aborting`, by compare-and-swap.
+    Preparing,
+    /// Decided to commit (the commit point). Next: `Committed`, once every item acknowledged.
+    Committing,
+    /// Terminal.
+    Committed,
+    /// Decided to abort. Next: `Aborted`, once every item acknowledged.
+    Aborting,
+    /// Terminal.
+    Aborted,
+}
+
+impl Status {
+    /// The decision this status records, if any (`TxStatus::decision`).
+    pub fn decision(self) -> Option<Decision> {
+        match self {
+            Status::Preparing => None,
+            Status::Committing | Status::Committed => Some(Decision::Commit),
+            Status::Aborting | Status::Aborted => Some(Decision::Abort),
+        }
+    }
+
+    /// Whether nothing more happens to the record.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Status::Committed | Status::Aborted)
+    }
+
+    /// The status that records `decision` (`TxStatus::deciding`).
+    pub fn deciding(decision: Decision) -> Status {
+        match decision {
+            Decision::Commit => Status::Committing,
+            Decision::Abort => Status::Aborting,
+        }
+    }
+
+    /// The terminal status `decision` ends in (`TxStatus::finishing`).
+    pub fn finishing(decision: Decision) -> Status {
+        match decision {
+            Decision::Commit => Status::Committed,
+            Decision::Abort => Status::Aborted,
+        }
+    }
+
+    /// Whether `self -> to` is one of the four legal moves (`TxStatus::can_move_to`).
+    pub fn can_move_to(self, to: Status) -> bool {
+        matches!(
+            (self, to),
+            (Status::Preparing, Status::Committing | Status::Aborting)
+                | (Status::Committing, Status::Committed)
+                | (Status::Aborting, Status::Aborted)
+        )
+    }
+}
+
+/// The outcome a decided transaction is driven to (`twopc_core::status::Decision`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Decision {
+    /// Apply every item's operation.
+    Commit,
+    /// Apply none.
+    Abort,
+}
+
+/// A fence entry: what an item recorded about a transaction (`FenceOutcome`). `committed`
+/// entries may be pruned once the transaction is past its deadline plus the margin; `aborted`
+/// ones are kept (see the crate docs, "Fence pruning").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Fence {
+    /// Committed here: a late prepare is refused; a retried commit is answered done.
+    Committed,
+    /// Aborted here: a late prepare is refused; a retried abort is answered done.
+    Aborted,
+}
+
+/// How many times an item applied a transaction's operation, saturating at "more than once"
+/// (which is already a violation) so the state space stays finite.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Applied {
+    /// Not applied.
+    Never,
+    /// Applied exactly once.
+    Once,
+    /// Applied twice or more.
+    MoreThanOnce,
+}
+
+impl Applied {
+    /// One more application.
+    pub fn bump(self) -> Applied {
+        match self {
+            Applied::Never => Applied::Once,
+            Applied::Once | Applied::MoreThanOnce => Applied::MoreThanOnce,
+        }
+    }
+
+    /// Whether it was applied at all.
+    pub fn any(self) -> bool {
+        self != Applied::Never
+    }
+}
+
+/// One participant item (`twopc_core::model::ItemState`, protocol attributes only).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ItemState<const TXS: usize> {
+    /// The transaction holding the lock. Its `expiresAt` is the holder's deadline, so whether the
+    /// lock expired is [`TxState::deadline_passed`] of the holder.
+    pub lock: Option<Tx>,
+    /// The fence: one entry per transaction at most.
+    pub fence: [Option<Fence>; TXS],
+    /// Applications of each transaction's operation (the business effect, `txVersion`).
+    pub applied: [Applied; TXS],
+}
+
+impl<const TXS: usize> ItemState<TXS> {
+    /// An unlocked item with an empty fence.
+    pub fn new() -> Self {
+        ItemState {
+            lock: None,
+            fence: [None; TXS],
+            applied: [Applied::Never; TXS],
+        }
+    }
+}
+
+impl<const TXS: usize> Default for ItemState<TXS> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Where a transaction's coordinator is in `Coordinator::submit` (its program counter).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Coordinator<const ITEMS: usize> {
+    /// Not started.
+    Idle,
+    /// The record is written (`PREPARING`); no prepare sent yet.
+    Begun,
+    /// Prepares are in flight; `yes[i]` says item `i` answered yes. Missing answers are a no once
+    /// the coordinator stops waiting (a timeout is a no).
+    Preparing {
+        /// Yes votes received, per item.
+        yes: [bool; ITEMS],
+    },
+    /// The decision is recorded (by us, or we lost the swap and follow the record); commit or
+    /// abort messages not sent yet.
+    Decided(Decision),
+    /// Commit or abort messages are in flight; waiting until every item acknowledged, then
+    /// finalize.
+    Completing(Decision),
+    /// Returned: finalized, or found the record already terminal.
+    Finished,
+    /// Stopped dead at some point (crash, timeout of the Lambda, error). Nothing it did is undone
+    /// and nothing more happens on its behalf; the sweeper and resolvers finish the transaction
+    /// from the record alone.
+    Crashed,
+}
+
+/// Time, as far as one transaction can tell: the model has no clock values, only the two marks
+/// the protocol's decisions read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Clock {
+    /// Before the deadline: the locks are live, the record is not overdue.
+    BeforeDeadline,
+    /// Past the deadline: the locks expired (a newcomer may resolve the owner), the record is
+    /// overdue (the sweeper picks it up), a prepare arriving now is refused by the participant's
+    /// deadline check — but a prepare that passed the check earlier may still land.
+    PastDeadline,
+    /// Past the deadline plus the fence margin (`ParticipantConfig::fence_margin_ms`): no prepare
+    /// of the transaction can land any more. This is the bound on late writes that pruning fence
+    /// entries relies on.
+    PastMargin,
+}
+
+/// Everything about one transaction that is not on the items.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TxState<const ITEMS: usize> {
+    /// The transaction record (`None`: not written).
+    pub record: Option<Status>,
+    /// Where time stands relative to the transaction's deadline. Moved on by the
+    /// nondeterministic `Expire` step; never back.
+    pub clock: Clock,
+    /// The coordinator's program counter.
+    pub coordinator: Coordinator<ITEMS>,
+    /// Prepare messages were sent before the deadline (so they pass the participant's deadline
+    /// check). A sent message stays deliverable forever: it may land late, after its transaction
+    /// was decided or finished, and more than once (transport retries, SDK retries, a Lambda
+    /// invocation running late).
+    pub prepares_in_flight: bool,
+    /// The commit or abort messages were sent, carrying this decision. Deliverable forever, like
+    /// prepares.
+    pub completes_in_flight: Option<Decision>,
+}
+
+impl<const ITEMS: usize> TxState<ITEMS> {
+    /// A transaction whose coordinator has not started.
+    pub fn new() -> Self {
+        TxState {
+            record: None,
+            clock: Clock::BeforeDeadline,
+            coordinator: Coordinator::Idle,
+            prepares_in_flight: false,
+            completes_in_flight: None,
+        }
+    }
+
+    /// Whether time has passed the transaction's deadline, which is also its locks' `expiresAt`.
+    pub fn deadline_passed(&self) -> bool {
+        self.clock != Clock::BeforeDeadline
+    }
+
+    /// Whether the transaction has ended: its record is terminal, or it never began and never
+    /// will (its coordinator crashed before writing the record).
+    pub fn has_ended(&self) -> bool {
+        match self.record {
+            Some(status) => status.is_terminal(),
+            None => self.coordinator == Coordinator::Crashed,
+        }
+    }
+}
+
+impl<const ITEMS: usize> Default for TxState<ITEMS> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The whole system: transactions (records, coordinators, messages, clock) and items.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct State<const TXS: usize, const ITEMS: usize> {
+    /// Per transaction.
+    pub txs: [TxState<ITEMS>; TXS],
+    /// Per item.
+    pub items: [ItemState<TXS>; ITEMS],
+    /// A participant answered a commit or abort with a protocol violation (DESIGN.md: "a commit
+    /// that finds neither its lock nor its fence entry ... report it loudly"). Sticky.
+    pub violation_reported: bool,
+}
+
+impl<const TXS: usize, const ITEMS: usize> State<TXS, ITEMS> {
+    /// Nothing begun, every item free.
+    pub fn new() -> Self {
+        State {
+            txs: [TxState::new(); TXS],
+            items: [ItemState::new(); ITEMS],
+            violation_reported: false,
+        }
+    }
+
+    /// The transaction's state.
+    pub fn tx(&self, tx: Tx) -> &TxState<ITEMS> {
+        &self.txs[tx.ix()]
+    }
+
+    /// The transaction's state, to change.
+    pub fn tx_mut(&mut self, tx: Tx) -> &mut TxState<ITEMS> {
+        &mut self.txs[tx.ix()]
+    }
+
+    /// The item's state.
+    pub fn item(&self, item: Item) -> &ItemState<TXS> {
+        &self.items[item.ix()]
+    }
+
+    /// The item's state, to change.
+    pub fn item_mut(&mut self, item: Item) -> &mut ItemState<TXS> {
+        &mut self.items[item.ix()]
+    }
+
+    /// Which transactions' deadlines have passed.
+    pub fn deadlines_passed(&self) -> [bool; TXS] {
+        self.txs.map(|t| t.deadline_passed())
+    }
+}
+
+impl<const TXS: usize, const ITEMS: usize> Default for State<TXS, ITEMS> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
