@@ -5,11 +5,13 @@
 //! - [`items`]: participant items ([`twopc_core::ports::ParticipantStore`]): one conditional
 //!   `UpdateItem`/`DeleteItem` per protocol step, lock, fence and placeholder.
 //! - [`tables`]: table definitions (keys, indexes, streams, TTL) and idempotent creation.
+//! - [`connections`]: WebSocket subscriptions by topic.
 //! - [`codec`]: JSON ↔ attribute values with exact numbers; [`expr`]: placeholders for every
 //!   name and value; [`error`]: SDK errors classified into what the caller can do.
 #![warn(missing_docs)]
 
 pub mod codec;
+pub mod connections;
 pub mod error;
 pub mod expr;
 pub mod items;

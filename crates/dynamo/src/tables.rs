@@ -30,6 +30,12 @@ pub const LOCK_INDEX: &str = "locks-by-expiry";
 pub const LOCK_SHARD_ATTR: &str = "lockShard";
 /// Sort key of the lock index.
 pub const LOCK_EXPIRES_ATTR: &str = "lockExpiresAt";
+/// Connections table: partition key (one item per topic and connection).
+pub const TOPIC_ATTR: &str = "topic";
+/// Connections table: sort key.
+pub const CONNECTION_ATTR: &str = "connectionId";
+/// Connections table: index of a connection's subscriptions (for `$disconnect`).
+pub const BY_CONNECTION_INDEX: &str = "by-connection";
 /// Index partitions: spread writes of the sparse indexes over this many keys.
 pub const INDEX_SHARDS: u32 = 4;
 
@@ -48,6 +54,8 @@ pub enum TableKind {
     Transactions,
     /// A participant service's items.
     Participant(KeySchema),
+    /// WebSocket subscriptions: (topic, connection id), TTL `expireAt`.
+    Connections,
 }
 
 /// A table to create.
@@ -131,6 +139,25 @@ pub async fn ensure_table(client: &Client, spec: &TableSpec) -> Result<(), PortE
                         DEADLINE_ATTR,
                     )?);
             }
+            TableKind::Connections => {
+                let by_connection = GlobalSecondaryIndex::builder()
+                    .index_name(BY_CONNECTION_INDEX)
+                    .key_schema(key(CONNECTION_ATTR, DdbKeyType::Hash)?)
+                    .key_schema(key(TOPIC_ATTR, DdbKeyType::Range)?)
+                    .projection(
+                        Projection::builder()
+                            .projection_type(ProjectionType::KeysOnly)
+                            .build(),
+                    )
+                    .build()
+                    .map_err(build_err)?;
+                req = req
+                    .attribute_definitions(attr(TOPIC_ATTR, ScalarAttributeType::S)?)
+                    .attribute_definitions(attr(CONNECTION_ATTR, ScalarAttributeType::S)?)
+                    .key_schema(key(TOPIC_ATTR, DdbKeyType::Hash)?)
+                    .key_schema(key(CONNECTION_ATTR, DdbKeyType::Range)?)
+                    .global_secondary_indexes(by_connection);
+            }
             TableKind::Participant(schema) => {
                 req = req
                     .attribute_definitions(attr(&schema.hash.name, scalar(schema.hash.kind))?)
@@ -171,7 +198,7 @@ pub async fn ensure_table(client: &Client, spec: &TableSpec) -> Result<(), PortE
         }
         tokio::time::sleep(Duration::from_millis(100)).await; // DynamoDB offers no wait primitive
     }
-    if spec.kind == TableKind::Transactions {
+    if matches!(spec.kind, TableKind::Transactions | TableKind::Connections) {
         let ttl = TimeToLiveSpecification::builder()
             .enabled(true)
             .attribute_name(EXPIRE_ATTR)

@@ -46,6 +46,11 @@ impl Demo {
         format!("{}transactions", self.prefix)
     }
 
+    /// The WebSocket subscriptions table.
+    pub fn connections_table(&self) -> String {
+        format!("{}connections", self.prefix)
+    }
+
     /// A service's table.
     pub fn table(&self, service: &str) -> String {
         format!("{}{service}", self.prefix)
@@ -71,10 +76,16 @@ impl Demo {
 
     /// Every table to create.
     pub fn tables(&self) -> Vec<TableSpec> {
-        let mut specs = vec![TableSpec {
-            name: self.transactions_table(),
-            kind: TableKind::Transactions,
-        }];
+        let mut specs = vec![
+            TableSpec {
+                name: self.transactions_table(),
+                kind: TableKind::Transactions,
+            },
+            TableSpec {
+                name: self.connections_table(),
+                kind: TableKind::Connections,
+            },
+        ];
         for (_, service) in self.services() {
             if let Target::Direct { table } = service.target {
                 specs.push(TableSpec {

@@ -3,6 +3,7 @@
 mod cli;
 mod demo;
 mod dynamodb_local;
+mod gateway;
 mod serve;
 
 use std::path::PathBuf;

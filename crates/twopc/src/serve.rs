@@ -7,6 +7,7 @@
 //! - DynamoDB Local started and stopped by this process (persisted under the data folder), or
 //!   an existing endpoint.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -16,6 +17,7 @@ use aws_lambda_events::apigw::ApiGatewayProxyRequest;
 use aws_lambda_events::encodings::Body as ApiBody;
 use axum::Router;
 use axum::body::{Body, Bytes};
+use axum::extract::ws::WebSocketUpgrade;
 use axum::extract::{Path as UrlPath, State};
 use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
@@ -33,8 +35,15 @@ use twopc_runtime::config::{
 use twopc_runtime::telemetry::Metrics;
 use twopc_runtime::{Clients, LiveParticipant, LiveTransport};
 
+use twopc_dynamo::connections::DynamoConnections;
+use twopc_fanout::detect::{TableRole, Tables};
+use twopc_fanout::poll::Poller;
+use twopc_fanout::processor::Processor;
+use twopc_fanout::sinks::FileLake;
+
 use crate::demo::Demo;
 use crate::dynamodb_local::{DynamoDbLocal, alive};
+use crate::gateway::Gateway;
 
 /// Options of `twopc serve`.
 #[derive(Clone, Debug, clap::Args)]
@@ -63,12 +72,22 @@ pub struct ServeArgs {
     /// Do not write the demo's seed items.
     #[arg(long)]
     pub no_seed: bool,
+    /// Folder of the data lake (`dt=YYYY-MM-DD/*.jsonl`).
+    #[arg(long, default_value = "data-lake", env = "TWOPC_LAKE_DIR")]
+    pub lake_dir: PathBuf,
+    /// Require `?token=...` on WebSocket connections.
+    #[arg(long, env = "TWOPC_WS_TOKEN")]
+    pub ws_token: Option<String>,
+    /// How often the streams are polled when idle, in milliseconds.
+    #[arg(long, default_value_t = 200)]
+    pub stream_poll_ms: u64,
 }
 
 type LiveSweeper =
     Sweeper<twopc_dynamo::DynamoTxLog, LiveTransport, SystemClock, twopc_dynamo::DynamoItems>;
 
 struct Stack {
+    gateway: Arc<Gateway>,
     app: App,
     client: aws_sdk_dynamodb::Client,
     sweeper: LiveSweeper,
@@ -194,7 +213,13 @@ async fn run_with(
             eprintln!("- seeded {written} demo items");
         }
     }
+    let gateway = Arc::new(Gateway::new(
+        DynamoConnections::new(clients.dynamodb.clone(), demo.connections_table(), 7_200),
+        args.ws_token.clone(),
+    ));
+    start_streams(args, &demo, &clients.dynamodb, endpoint, url).await?;
     let stack = Arc::new(Stack {
+        gateway,
         client: clients.dynamodb.clone(),
         app: App {
             coordinator: twopc_runtime::coordinator(&config, &clients),
@@ -218,6 +243,9 @@ async fn run_with(
         Duration::from_millis(args.sweep_interval_ms.max(10)),
     ));
     let router = Router::new()
+        .route("/", get(live_page))
+        .route("/ws", get(websocket))
+        .route("/@connections/{id}", post(post_to_connection))
         .route("/local/sweep", post(sweep_once))
         .route("/local/items/{participant}", get(list_items))
         .route("/local/items/{participant}/{id}", get(get_item))
@@ -232,14 +260,126 @@ async fn run_with(
     served.map_err(|e| format!("HTTP server failed: {e}"))
 }
 
+/// Feeds the tables' streams to the stream processor, as Lambda's event source mappings would.
+async fn start_streams(
+    args: &ServeArgs,
+    demo: &Demo,
+    client: &aws_sdk_dynamodb::Client,
+    endpoint: &str,
+    url: &str,
+) -> Result<(), String> {
+    let mut tables: Tables = [(demo.transactions_table(), TableRole::Transactions)].into();
+    for (name, service) in demo.services() {
+        tables.insert(
+            demo.table(&name),
+            TableRole::Participant {
+                participant: name.clone(),
+                key: service.key,
+            },
+        );
+    }
+    let mut arns = vec![];
+    for table in tables.keys() {
+        arns.push(twopc_fanout::poll::stream_arn(client, table).await?);
+    }
+    let lake = FileLake::new(
+        &args.lake_dir,
+        format!("twopc-serve-{}", std::process::id()),
+    );
+    let subscriptions = DynamoConnections::new(client.clone(), demo.connections_table(), 7_200);
+    let push = twopc_fanout::poll::local_push(url).await;
+    let processor = Arc::new(Processor::new(tables, lake, subscriptions, push));
+    let checkpoints = args.data_dir.join(format!(
+        "streams-{}.json",
+        args.table_prefix.trim_end_matches('-')
+    ));
+    let poller = Poller::new(
+        twopc_fanout::poll::local_client(endpoint).await,
+        arns,
+        Some(checkpoints),
+    );
+    tokio::spawn(poller.run(
+        Duration::from_millis(args.stream_poll_ms.max(10)),
+        move |event| {
+            let processor = processor.clone();
+            async move { processor.handle(&event).await }
+        },
+    ));
+    Ok(())
+}
+
+async fn live_page() -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+        include_str!("live.html"),
+    )
+        .into_response()
+}
+
+async fn websocket(State(stack): State<Arc<Stack>>, uri: Uri, ws: WebSocketUpgrade) -> Response {
+    stack
+        .gateway
+        .clone()
+        .upgrade(ws, query_pairs(uri.query().unwrap_or_default()))
+        .await
+}
+
+/// `a=1&b=x%20y` as a map (percent-decoded; `+` is a space).
+fn query_pairs(query: &str) -> HashMap<String, String> {
+    fn decode(s: &str) -> String {
+        let bytes = s.as_bytes();
+        let mut out = Vec::with_capacity(bytes.len());
+        let mut i = 0;
+        while i < bytes.len() {
+            let hex = bytes
+                .get(i + 1..i + 3)
+                .and_then(|h| std::str::from_utf8(h).ok())
+                .and_then(|h| u8::from_str_radix(h, 16).ok());
+            match (bytes[i], hex) {
+                (b'+', _) => {
+                    out.push(b' ');
+                    i += 1;
+                }
+                (b'%', Some(b)) => {
+                    out.push(b);
+                    i += 3;
+                }
+                (b, _) => {
+                    out.push(b);
+                    i += 1;
+                }
+            }
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    }
+    query
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| match p.split_once('=') {
+            Some((k, v)) => (decode(k), decode(v)),
+            None => (decode(p), String::new()),
+        })
+        .collect()
+}
+
+async fn post_to_connection(
+    State(stack): State<Arc<Stack>>,
+    UrlPath(id): UrlPath<String>,
+    body: Bytes,
+) -> Response {
+    stack.gateway.post(&id, body)
+}
+
 fn banner(url: &str, endpoint: &str, args: &ServeArgs) {
     println!(
         r#"
 dynamo-2pc local stack
   HTTP API      {url}   (POST /transactions, GET /transactions/{{txId}})
   DynamoDB      {endpoint}   (tables {prefix}transactions, {prefix}accounts, {prefix}inventory)
+  live page     {url}/   (WebSocket {ws}/ws)
   sweeper       every {sweep} ms
   data          {data}
+  data lake     {lake}/dt=YYYY-MM-DD/*.jsonl
 
 Try a transfer:
   curl -s -X POST {url}/transactions -H 'Idempotency-Key: demo-1' -d '{{"participants": [
@@ -249,6 +389,8 @@ or: twopc transfer --from alice --to bob --amount 10
 Ctrl-C stops everything this process started.
 "#,
         prefix = args.table_prefix,
+        ws = url.replacen("http", "ws", 1),
+        lake = args.lake_dir.display(),
         sweep = args.sweep_interval_ms,
         data = if args.in_memory && args.dynamodb_endpoint.is_none() {
             "in memory".to_owned()
@@ -464,4 +606,17 @@ fn unknown_participant(stack: &Stack, participant: &str) -> Response {
         StatusCode::NOT_FOUND,
         json!({"code": "unknown_participant", "message": format!("no service {participant:?}; configured: {known:?}")}),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::query_pairs;
+
+    #[test]
+    fn query_strings_are_decoded() {
+        let q = query_pairs("token=a%2Fb+c&flag&x=%zz");
+        assert_eq!(q.get("token").map(String::as_str), Some("a/b c"));
+        assert_eq!(q.get("flag").map(String::as_str), Some(""));
+        assert_eq!(q.get("x").map(String::as_str), Some("%zz"));
+    }
 }

@@ -2,127 +2,15 @@
 //! of a load, a restart on the same data, recovery by the sweeper, the bank invariant; and the
 //! stack's own DynamoDB Local: persistence across restarts, one instance per data folder.
 
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
+mod common;
+
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
-use serde_json::{Value, json};
-use tokio::process::{Child, Command};
+use common::{call, free_port, interrupt, start, temp_dir, transfer};
+use serde_json::json;
+use tokio::process::Command;
 use twopc_core::ids::TxId;
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("twopc-{name}-{}", TxId::random()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
-}
-
-struct Serve {
-    child: Child,
-    url: String,
-}
-
-async fn start(data_dir: &Path, port: u16, extra: &[&str]) -> Serve {
-    let child = Command::new(env!("CARGO_BIN_EXE_twopc"))
-        .arg("serve")
-        .arg("--port")
-        .arg(port.to_string())
-        .arg("--data-dir")
-        .arg(data_dir)
-        .arg("--sweep-interval-ms")
-        .arg("200")
-        .args(extra)
-        .env("RUST_LOG", "warn")
-        .env_remove("TWOPC_DYNAMODB_ENDPOINT") // tests say which DynamoDB with flags
-        .stdout(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn twopc serve");
-    let serve = Serve {
-        child,
-        url: format!("http://127.0.0.1:{port}"),
-    };
-    // Ready when the API answers (a GET of an unknown transaction: 404).
-    let until = Instant::now() + Duration::from_secs(90);
-    loop {
-        if let Ok((404, _)) = call(
-            &serve.url,
-            "GET",
-            &format!("/transactions/{}", TxId::random()),
-            None,
-            None,
-        )
-        .await
-        {
-            return serve;
-        }
-        assert!(Instant::now() < until, "twopc serve did not become ready");
-        tokio::time::sleep(Duration::from_millis(100)).await; // polling a starting process
-    }
-}
-
-async fn interrupt(mut serve: Serve) -> std::process::ExitStatus {
-    let pid = serve.child.id().expect("pid");
-    Command::new("kill")
-        .arg("-INT")
-        .arg(pid.to_string())
-        .status()
-        .await
-        .expect("kill -INT");
-    tokio::time::timeout(Duration::from_secs(30), serve.child.wait())
-        .await
-        .expect("exits after SIGINT")
-        .expect("wait")
-}
-
-async fn call(
-    base: &str,
-    method: &str,
-    path: &str,
-    key: Option<&str>,
-    body: Option<Value>,
-) -> Result<(u16, Value), String> {
-    let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
-    let mut req = hyper::Request::builder()
-        .method(method)
-        .uri(format!("{base}{path}"));
-    if let Some(k) = key {
-        req = req.header("Idempotency-Key", k);
-    }
-    let req = req
-        .body(Full::new(Bytes::from(
-            body.map(|b| b.to_string()).unwrap_or_default(),
-        )))
-        .map_err(|e| e.to_string())?;
-    let resp = client.request(req).await.map_err(|e| e.to_string())?;
-    let status = resp.status().as_u16();
-    let bytes = resp
-        .into_body()
-        .collect()
-        .await
-        .map_err(|e| e.to_string())?
-        .to_bytes();
-    Ok((
-        status,
-        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-    ))
-}
-
-fn transfer(from: &str, to: &str, amount: i64, timeout_ms: u64) -> Value {
-    json!({"timeoutMs": timeout_ms, "participants": [
-        {"participant": "accounts", "key": {"id": from}, "op": {"add": {"balance": -amount}, "require": {"balance": {"gte": amount}}}},
-        {"participant": "accounts", "key": {"id": to}, "op": {"add": {"balance": amount}}}]})
-}
 
 struct Tables {
     client: aws_sdk_dynamodb::Client,

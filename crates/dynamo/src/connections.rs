@@ -1,0 +1,158 @@
+//! WebSocket subscriptions: one item per (topic, connection), so finding a topic's subscribers
+//! is a key query; the `by-connection` index finds a connection's items for `$disconnect`.
+
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::types::{AttributeValue, DeleteRequest, PutRequest, WriteRequest};
+use twopc_core::ports::PortError;
+
+use crate::error::{classify, corrupt};
+use crate::tables::{BY_CONNECTION_INDEX, CONNECTION_ATTR, EXPIRE_ATTR, TOPIC_ATTR};
+
+/// The connections table.
+#[derive(Clone, Debug)]
+pub struct DynamoConnections {
+    client: Client,
+    table: String,
+    ttl_secs: u64,
+}
+
+/// A connection's marker topic: present from `$connect` to `$disconnect`.
+pub const CONNECTED: &str = "connected";
+
+impl DynamoConnections {
+    /// Subscriptions in `table`, kept for `ttl_secs` (API Gateway closes connections after 2 h).
+    pub fn new(client: Client, table: impl Into<String>, ttl_secs: u64) -> Self {
+        DynamoConnections {
+            client,
+            table: table.into(),
+            ttl_secs,
+        }
+    }
+
+    fn key(topic: &str, connection: &str) -> std::collections::HashMap<String, AttributeValue> {
+        [
+            (TOPIC_ATTR.to_owned(), AttributeValue::S(topic.to_owned())),
+            (
+                CONNECTION_ATTR.to_owned(),
+                AttributeValue::S(connection.to_owned()),
+            ),
+        ]
+        .into()
+    }
+
+    /// Subscribes `connection` to `topics` (idempotent), with `now_secs` for the TTL.
+    pub async fn subscribe(
+        &self,
+        connection: &str,
+        topics: &[String],
+        now_secs: u64,
+    ) -> Result<(), PortError> {
+        let expire = (now_secs + self.ttl_secs).to_string();
+        let mut writes: Vec<WriteRequest> = vec![];
+        for topic in std::iter::once(CONNECTED).chain(topics.iter().map(String::as_str)) {
+            let mut item = Self::key(topic, connection);
+            item.insert(EXPIRE_ATTR.into(), AttributeValue::N(expire.clone()));
+            let put = PutRequest::builder()
+                .set_item(Some(item))
+                .build()
+                .map_err(|e| corrupt("subscribe", e.to_string()))?;
+            writes.push(WriteRequest::builder().put_request(put).build());
+        }
+        self.batch(writes, connection).await
+    }
+
+    async fn batch(&self, writes: Vec<WriteRequest>, connection: &str) -> Result<(), PortError> {
+        for chunk in writes.chunks(25) {
+            let mut pending = chunk.to_vec();
+            for _ in 0..5 {
+                let out = self
+                    .client
+                    .batch_write_item()
+                    .request_items(&self.table, pending.clone())
+                    .send()
+                    .await
+                    .map_err(|e| classify(format!("subscriptions of {connection}"), e))?;
+                pending = out
+                    .unprocessed_items()
+                    .and_then(|u| u.get(&self.table))
+                    .cloned()
+                    .unwrap_or_default();
+                if pending.is_empty() {
+                    break;
+                }
+            }
+            if !pending.is_empty() {
+                return Err(PortError::Retryable {
+                    context: format!("subscriptions of {connection}"),
+                    source: "unprocessed items after 5 tries".into(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Every connection subscribed to any of `topics`, each once.
+    pub async fn subscribers(&self, topics: &[String]) -> Result<Vec<String>, PortError> {
+        let mut out = std::collections::BTreeSet::new();
+        for topic in topics {
+            let mut start = None;
+            loop {
+                let page = self
+                    .client
+                    .query()
+                    .table_name(&self.table)
+                    .key_condition_expression("#t = :t")
+                    .expression_attribute_names("#t", TOPIC_ATTR)
+                    .expression_attribute_values(":t", AttributeValue::S(topic.clone()))
+                    .set_exclusive_start_key(start)
+                    .send()
+                    .await
+                    .map_err(|e| classify(format!("subscribers of {topic}"), e))?;
+                for item in page.items() {
+                    if let Some(AttributeValue::S(c)) = item.get(CONNECTION_ATTR) {
+                        out.insert(c.clone());
+                    }
+                }
+                start = page.last_evaluated_key().cloned();
+                if start.is_none() {
+                    break;
+                }
+            }
+        }
+        Ok(out.into_iter().collect())
+    }
+
+    /// Removes every subscription of `connection` (`$disconnect`, or a push found it gone).
+    pub async fn forget(&self, connection: &str) -> Result<(), PortError> {
+        let mut deletes = vec![];
+        let mut start = None;
+        loop {
+            let page = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .index_name(BY_CONNECTION_INDEX)
+                .key_condition_expression("#c = :c")
+                .expression_attribute_names("#c", CONNECTION_ATTR)
+                .expression_attribute_values(":c", AttributeValue::S(connection.to_owned()))
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(|e| classify(format!("subscriptions of {connection}"), e))?;
+            for item in page.items() {
+                if let Some(AttributeValue::S(topic)) = item.get(TOPIC_ATTR) {
+                    let del = DeleteRequest::builder()
+                        .set_key(Some(Self::key(topic, connection)))
+                        .build()
+                        .map_err(|e| corrupt("forget", e.to_string()))?;
+                    deletes.push(WriteRequest::builder().delete_request(del).build());
+                }
+            }
+            start = page.last_evaluated_key().cloned();
+            if start.is_none() {
+                break;
+            }
+        }
+        self.batch(deletes, connection).await
+    }
+}

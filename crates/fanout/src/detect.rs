@@ -1,0 +1,365 @@
+//! Commit and outcome detection from stream images (pure).
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Number, Value};
+use twopc_core::request::KeySchema;
+
+/// A table the processor knows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TableRole {
+    /// The transactions table.
+    Transactions,
+    /// A participant service's table.
+    Participant {
+        /// The service name.
+        participant: String,
+        /// The table's key.
+        key: KeySchema,
+    },
+}
+
+/// Table name → role.
+pub type Tables = BTreeMap<String, TableRole>;
+
+/// A stream record, reduced to what detection needs (images as exact JSON).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Change {
+    /// The stream's event id (also Lambda's batch item identifier source).
+    pub event_id: String,
+    /// The record's sequence number (the batch item identifier Lambda wants back).
+    pub sequence_number: String,
+    /// The table the change belongs to.
+    pub table: String,
+    /// When DynamoDB wrote it (epoch ms).
+    pub at_ms: u64,
+    /// The item before, if any.
+    pub old: Option<Map<String, Value>>,
+    /// The item after, if any.
+    pub new: Option<Map<String, Value>>,
+}
+
+/// What a change means to the outside.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Detected {
+    /// A committed change of a participant item.
+    ItemCommitted {
+        /// The committing transaction.
+        tx_id: String,
+        /// The service.
+        participant: String,
+        /// The item's key.
+        key: Map<String, Value>,
+        /// The item after the commit (business attributes only); None when deleted.
+        item: Option<Map<String, Value>>,
+        /// The item's `txVersion` after the commit.
+        version: Value,
+        /// When DynamoDB wrote it (epoch ms).
+        committed_at: u64,
+    },
+    /// A transaction reached its end.
+    TransactionCompleted {
+        /// The transaction.
+        tx_id: String,
+        /// `COMMITTED` or `ABORTED`.
+        status: String,
+        /// The participants (service and key), as recorded.
+        participants: Vec<Value>,
+        /// When (epoch ms).
+        completed_at: u64,
+    },
+}
+
+const PROTOCOL: &[&str] = &[
+    "lock",
+    "lockExpiresAt",
+    "lockShard",
+    "txFence",
+    "txVersion",
+    "lastTx",
+    "txPlaceholder",
+];
+
+fn committed_ids(image: Option<&Map<String, Value>>) -> Vec<&str> {
+    image
+        .and_then(|i| i.get("txFence"))
+        .and_then(Value::as_object)
+        .map(|f| {
+            f.iter()
+                .filter(|(_, e)| e.get("o").and_then(Value::as_str) == Some("committed"))
+                .map(|(k, _)| k.as_str())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn business(image: &Map<String, Value>) -> Map<String, Value> {
+    image
+        .iter()
+        .filter(|(k, _)| !PROTOCOL.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+fn key_of(image: &Map<String, Value>, schema: &KeySchema) -> Map<String, Value> {
+    schema
+        .attributes()
+        .filter_map(|a| image.get(&a.name).map(|v| (a.name.clone(), v.clone())))
+        .collect()
+}
+
+/// What a change means, if anything.
+pub fn detect(change: &Change, tables: &Tables) -> Option<Detected> {
+    match tables.get(&change.table)? {
+        TableRole::Transactions => {
+            let new = change.new.as_ref()?;
+            let status = new.get("status")?.as_str()?;
+            let before = change
+                .old
+                .as_ref()
+                .and_then(|o| o.get("status"))
+                .and_then(Value::as_str);
+            if !matches!(status, "COMMITTED" | "ABORTED") || before == Some(status) {
+                return None;
+            }
+            let participants = new
+                .get("participants")
+                .and_then(Value::as_array)
+                .map(|ps| ps.iter().map(|p| serde_json::json!({"participant": p.get("participant"), "key": p.get("key")})).collect())
+                .unwrap_or_default();
+            Some(Detected::TransactionCompleted {
+                tx_id: new.get("txId")?.as_str()?.to_owned(),
+                status: status.to_owned(),
+                participants,
+                completed_at: change.at_ms,
+            })
+        }
+        TableRole::Participant { participant, key } => match (&change.old, &change.new) {
+            (_, Some(new)) => {
+                if new.contains_key("txPlaceholder") {
+                    return None;
+                }
+                let before = committed_ids(change.old.as_ref());
+                let tx = committed_ids(Some(new))
+                    .into_iter()
+                    .find(|t| !before.contains(t))?;
+                Some(Detected::ItemCommitted {
+                    tx_id: tx.to_owned(),
+                    participant: participant.clone(),
+                    key: key_of(new, key),
+                    item: Some(business(new)),
+                    version: new.get("txVersion").cloned().unwrap_or(Value::Null),
+                    committed_at: change.at_ms,
+                })
+            }
+            (Some(old), None) => {
+                // A removal: a committed delete removes the item its lock held; an abort of a
+                // creating prepare removes a placeholder. Anything else is not ours.
+                if old.contains_key("txPlaceholder") {
+                    return None;
+                }
+                let tx = old.get("lock")?.get("txId")?.as_str()?;
+                let version = match old
+                    .get("txVersion")
+                    .and_then(|v| v.to_string().parse::<u64>().ok())
+                {
+                    Some(v) => Value::Number(Number::from(v + 1)),
+                    None => Value::Number(Number::from(1u64)),
+                };
+                Some(Detected::ItemCommitted {
+                    tx_id: tx.to_owned(),
+                    participant: participant.clone(),
+                    key: key_of(old, key),
+                    item: None,
+                    version,
+                    committed_at: change.at_ms,
+                })
+            }
+            (None, None) => None,
+        },
+    }
+}
+
+/// A stream image (`serde_dynamo::Item`) as exact JSON: numbers keep their text.
+pub fn image_json(item: &serde_dynamo::Item) -> Option<Map<String, Value>> {
+    let map: &std::collections::HashMap<String, serde_dynamo::AttributeValue> = item.as_ref();
+    if map.is_empty() {
+        return None;
+    }
+    Some(map.iter().map(|(k, v)| (k.clone(), attr_json(v))).collect())
+}
+
+fn number(n: &str) -> Value {
+    n.parse::<Number>()
+        .map(Value::Number)
+        .unwrap_or_else(|_| Value::String(n.to_owned()))
+}
+
+fn attr_json(v: &serde_dynamo::AttributeValue) -> Value {
+    use serde_dynamo::AttributeValue as A;
+    match v {
+        A::N(n) => number(n),
+        A::S(s) => Value::String(s.clone()),
+        A::Bool(b) => Value::Bool(*b),
+        A::Null(_) => Value::Null,
+        A::M(m) => Value::Object(m.iter().map(|(k, v)| (k.clone(), attr_json(v))).collect()),
+        A::L(l) => Value::Array(l.iter().map(attr_json).collect()),
+        A::Ss(s) => Value::Array(s.iter().cloned().map(Value::String).collect()),
+        A::Ns(n) => Value::Array(n.iter().map(|x| number(x)).collect()),
+        A::B(b) => Value::String(b.iter().map(|x| format!("{x:02x}")).collect()),
+        A::Bs(bs) => Value::Array(
+            bs.iter()
+                .map(|b| Value::String(b.iter().map(|x| format!("{x:02x}")).collect()))
+                .collect(),
+        ),
+    }
+}
+
+/// The table name in a stream ARN (`arn:aws:dynamodb:…:table/NAME/stream/…`).
+pub fn table_from_arn(arn: &str) -> Option<&str> {
+    let rest = arn.split_once(":table/")?.1;
+    Some(rest.split('/').next().unwrap_or(rest))
+}
+
+/// A Lambda stream record as a [`Change`].
+pub fn change_of(record: &aws_lambda_events::dynamodb::EventRecord) -> Option<Change> {
+    let table = record
+        .event_source_arn
+        .as_deref()
+        .and_then(table_from_arn)
+        .or(record.table_name.as_deref())?;
+    Some(Change {
+        event_id: record.event_id.clone(),
+        sequence_number: record
+            .change
+            .sequence_number
+            .clone()
+            .unwrap_or_else(|| record.event_id.clone()),
+        table: table.to_owned(),
+        at_ms: record
+            .change
+            .approximate_creation_date_time
+            .timestamp_millis()
+            .max(0) as u64,
+        old: image_json(&record.change.old_image),
+        new: image_json(&record.change.new_image),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn tables() -> Tables {
+        [
+            ("tx".to_owned(), TableRole::Transactions),
+            (
+                "acc".to_owned(),
+                TableRole::Participant {
+                    participant: "accounts".into(),
+                    key: KeySchema::string_hash("id"),
+                },
+            ),
+        ]
+        .into()
+    }
+
+    fn change(table: &str, old: Option<Value>, new: Option<Value>) -> Change {
+        let obj = |v: Value| v.as_object().cloned();
+        Change {
+            event_id: "e".into(),
+            sequence_number: "1".into(),
+            table: table.into(),
+            at_ms: 5,
+            old: old.and_then(obj),
+            new: new.and_then(obj),
+        }
+    }
+
+    #[test]
+    fn a_prepare_is_not_a_commit() {
+        let old = json!({"id": "a", "balance": 1});
+        let new = json!({"id": "a", "balance": 1, "lock": {"txId": "T"}, "txFence": {}});
+        assert_eq!(
+            detect(&change("acc", Some(old), Some(new)), &tables()),
+            None
+        );
+    }
+
+    #[test]
+    fn a_commit_adds_its_committed_fence_entry() {
+        let old = json!({"id": "a", "balance": 1, "lock": {"txId": "T"}, "txFence": {"S": {"o": "committed", "x": 1}}});
+        let new = json!({"id": "a", "balance": 2, "txVersion": 3, "lastTx": "T", "txFence": {"S": {"o": "committed", "x": 1}, "T": {"o": "committed", "x": 9}}});
+        match detect(&change("acc", Some(old), Some(new)), &tables()) {
+            Some(Detected::ItemCommitted {
+                tx_id,
+                key,
+                item,
+                version,
+                ..
+            }) => {
+                assert_eq!(tx_id, "T");
+                assert_eq!(Value::Object(key), json!({"id": "a"}));
+                assert_eq!(
+                    item.map(Value::Object),
+                    Some(json!({"id": "a", "balance": 2}))
+                );
+                assert_eq!(version, json!(3));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_abort_is_not_a_commit() {
+        let old = json!({"id": "a", "lock": {"txId": "T"}, "txFence": {}});
+        let new = json!({"id": "a", "txFence": {"T": {"o": "aborted", "x": 9}}});
+        assert_eq!(
+            detect(&change("acc", Some(old), Some(new)), &tables()),
+            None
+        );
+        let placeholder = json!({"id": "p", "lock": {"txId": "T"}, "txPlaceholder": true});
+        assert_eq!(
+            detect(&change("acc", Some(placeholder), None), &tables()),
+            None
+        );
+    }
+
+    #[test]
+    fn a_committed_delete_is_a_commit_without_item() {
+        let old = json!({"id": "a", "txVersion": 4, "lock": {"txId": "T"}});
+        match detect(&change("acc", Some(old), None), &tables()) {
+            Some(Detected::ItemCommitted {
+                item: None,
+                version,
+                ..
+            }) => assert_eq!(version, json!(5)),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn outcomes_come_from_the_status_change_only() {
+        let old = json!({"txId": "T", "status": "COMMITTING"});
+        let new = json!({"txId": "T", "status": "COMMITTED", "participants": [{"participant": "accounts", "key": {"id": "a"}, "op": {}}]});
+        assert!(
+            matches!(detect(&change("tx", Some(old), Some(new.clone())), &tables()), Some(Detected::TransactionCompleted { status, .. }) if status == "COMMITTED")
+        );
+        assert_eq!(
+            detect(&change("tx", Some(new.clone()), Some(new)), &tables()),
+            None,
+            "a rewrite of a terminal record is not a new outcome"
+        );
+    }
+
+    #[test]
+    fn table_names_come_from_stream_arns() {
+        assert_eq!(
+            table_from_arn(
+                "arn:aws:dynamodb:us-east-1:123:table/twopc-accounts/stream/2026-01-01T00:00:00.000"
+            ),
+            Some("twopc-accounts")
+        );
+    }
+}

@@ -1,0 +1,30 @@
+//! # twopc-fanout — committed changes out
+//!
+//! DynamoDB Streams tell every write; only some are commits. This crate turns stream records
+//! into what analysts and browsers should see, and nothing else:
+//! - [`detect`]: pure commit detection. A participant item's change is a commit of `T` when the
+//!   write added `T`'s `committed` fence entry (the commit write releases the lock and adds the
+//!   entry in one conditional update), or removed a non-placeholder item locked by `T` (a
+//!   committed `delete`). Prepares (lock added), aborts (lock removed with an `aborted` entry,
+//!   placeholders deleted) and fence-only writes are not commits. A transactions-table change is
+//!   an outcome when `status` becomes `COMMITTED` or `ABORTED`.
+//! - [`rows`]: data-lake rows (`eventId, txId, participant, key, item, version, committedAt`; one
+//!   per transaction outcome too) with ids that make duplicates detectable, and the WebSocket
+//!   messages (`entity.committed`, `transaction.completed`) with their topics.
+//! - [`processor`]: a batch of stream records in, rows to the lake and messages to subscribers
+//!   out, and the records whose delivery failed reported back (Lambda's
+//!   `ReportBatchItemFailures`), so only those are retried.
+//! - [`ports`]: the lake, the subscriptions and the push channel, as traits; [`sinks`]: the
+//!   local file lake and API Gateway's `PostToConnection`.
+//! - `poll` (feature `poller`): the local stand-in for Lambda's stream event source mapping.
+//! - [`connections`]: the WebSocket routes (`$connect`, `$disconnect`, `subscribe`).
+#![warn(missing_docs)]
+
+pub mod connections;
+pub mod detect;
+#[cfg(feature = "poller")]
+pub mod poll;
+pub mod ports;
+pub mod processor;
+pub mod rows;
+pub mod sinks;

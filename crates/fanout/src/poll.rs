@@ -1,0 +1,509 @@
+//! Local stand-in for Lambda's DynamoDB Streams event source mapping: reads the tables' streams
+//! (DynamoDB Local serves them) with `aws-sdk-dynamodbstreams`, turns each batch into the very
+//! event Lambda would deliver (`aws_lambda_events::dynamodb::Event`), hands it to the
+//! processor, and — like the mapping with `ReportBatchItemFailures` — redelivers from the first
+//! failed record until it goes through. Positions are checkpointed after each delivered batch,
+//! so a restart resumes where it stopped (at-least-once, never skipping).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use aws_lambda_events::dynamodb::Event;
+use aws_lambda_events::streams::DynamoDbEventResponse;
+use aws_sdk_dynamodbstreams::Client;
+use aws_sdk_dynamodbstreams::types::{AttributeValue, Record, ShardIteratorType};
+use serde_json::{Map, Value, json};
+use tracing::warn;
+
+/// Where each shard was read up to (shard id → last delivered sequence number).
+pub type Checkpoints = BTreeMap<String, String>;
+
+/// One table's stream.
+pub struct StreamSource {
+    /// Its ARN.
+    pub arn: String,
+    iterators: BTreeMap<String, Option<String>>,
+}
+
+/// Polls streams and feeds batches to `deliver`.
+pub struct Poller {
+    client: Client,
+    sources: Vec<StreamSource>,
+    checkpoints: Checkpoints,
+    checkpoint_file: Option<PathBuf>,
+    /// Records per batch (Lambda's `BatchSize`).
+    pub batch_size: i32,
+}
+
+fn attr_json(a: &AttributeValue) -> Value {
+    match a {
+        AttributeValue::S(s) => json!({"S": s}),
+        AttributeValue::N(n) => json!({"N": n}),
+        AttributeValue::Bool(b) => json!({"BOOL": b}),
+        AttributeValue::Null(_) => json!({"NULL": true}),
+        AttributeValue::M(m) => json!({"M": image(m)}),
+        AttributeValue::L(l) => json!({"L": l.iter().map(attr_json).collect::<Vec<_>>()}),
+        AttributeValue::Ss(v) => json!({"SS": v}),
+        AttributeValue::Ns(v) => json!({"NS": v}),
+        AttributeValue::B(b) => json!({"B": base64(b.as_ref())}),
+        AttributeValue::Bs(v) => {
+            json!({"BS": v.iter().map(|b| base64(b.as_ref())).collect::<Vec<_>>()})
+        }
+        _ => json!({"NULL": true}),
+    }
+}
+
+fn base64(bytes: &[u8]) -> String {
+    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for c in bytes.chunks(3) {
+        let n = (u32::from(c[0]) << 16)
+            | (u32::from(*c.get(1).unwrap_or(&0)) << 8)
+            | u32::from(*c.get(2).unwrap_or(&0));
+        for i in 0..4 {
+            if i <= c.len() {
+                out.push(T[((n >> (18 - 6 * i)) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+fn image(m: &std::collections::HashMap<String, AttributeValue>) -> Map<String, Value> {
+    m.iter().map(|(k, v)| (k.clone(), attr_json(v))).collect()
+}
+
+/// A stream record in the JSON Lambda delivers.
+pub fn lambda_record(arn: &str, r: &Record) -> Value {
+    let d = r.dynamodb();
+    let mut change = Map::new();
+    if let Some(t) = d.and_then(|d| d.approximate_creation_date_time()) {
+        change.insert("ApproximateCreationDateTime".into(), json!(t.secs()));
+    }
+    if let Some(k) = d.and_then(|d| d.keys()) {
+        change.insert("Keys".into(), Value::Object(image(k)));
+    }
+    if let Some(n) = d.and_then(|d| d.new_image()) {
+        change.insert("NewImage".into(), Value::Object(image(n)));
+    }
+    if let Some(o) = d.and_then(|d| d.old_image()) {
+        change.insert("OldImage".into(), Value::Object(image(o)));
+    }
+    change.insert(
+        "SequenceNumber".into(),
+        json!(d.and_then(|d| d.sequence_number()).unwrap_or_default()),
+    );
+    change.insert(
+        "SizeBytes".into(),
+        json!(d.and_then(|d| d.size_bytes()).unwrap_or(0)),
+    );
+    change.insert("StreamViewType".into(), json!("NEW_AND_OLD_IMAGES"));
+    json!({
+        "eventID": r.event_id().unwrap_or_default(),
+        "eventName": r.event_name().map(|e| e.as_str()).unwrap_or_default(),
+        "eventVersion": "1.1",
+        "eventSource": "aws:dynamodb",
+        "awsRegion": r.aws_region().unwrap_or("us-east-1"),
+        "eventSourceARN": arn,
+        "dynamodb": change,
+    })
+}
+
+impl Poller {
+    /// Polls the streams of `arns`; `checkpoint_file` (if any) keeps positions across restarts.
+    pub fn new(client: Client, arns: Vec<String>, checkpoint_file: Option<PathBuf>) -> Self {
+        let checkpoints = checkpoint_file
+            .as_ref()
+            .and_then(|f| std::fs::read_to_string(f).ok())
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or_default();
+        Poller {
+            client,
+            sources: arns
+                .into_iter()
+                .map(|arn| StreamSource {
+                    arn,
+                    iterators: BTreeMap::new(),
+                })
+                .collect(),
+            checkpoints,
+            checkpoint_file,
+            batch_size: 100,
+        }
+    }
+
+    async fn discover(&mut self) -> Result<(), String> {
+        for src in &mut self.sources {
+            let mut start = None;
+            loop {
+                let out = self
+                    .client
+                    .describe_stream()
+                    .stream_arn(&src.arn)
+                    .set_exclusive_start_shard_id(start)
+                    .send()
+                    .await
+                    .map_err(|e| {
+                        format!(
+                            "describing stream {}: {}",
+                            src.arn,
+                            aws_sdk_dynamodbstreams::error::DisplayErrorContext(&e)
+                        )
+                    })?;
+                let Some(desc) = out.stream_description() else {
+                    break;
+                };
+                for shard in desc.shards() {
+                    let Some(id) = shard.shard_id() else { continue };
+                    if src.iterators.contains_key(id) {
+                        continue;
+                    }
+                    let (kind, seq) = match self.checkpoints.get(id) {
+                        Some(seq) => (ShardIteratorType::AfterSequenceNumber, Some(seq.clone())),
+                        None => (ShardIteratorType::TrimHorizon, None),
+                    };
+                    let it = self
+                        .client
+                        .get_shard_iterator()
+                        .stream_arn(&src.arn)
+                        .shard_id(id)
+                        .shard_iterator_type(kind)
+                        .set_sequence_number(seq)
+                        .send()
+                        .await
+                        .map_err(|e| {
+                            format!(
+                                "iterator for {id}: {}",
+                                aws_sdk_dynamodbstreams::error::DisplayErrorContext(&e)
+                            )
+                        })?;
+                    src.iterators
+                        .insert(id.to_owned(), it.shard_iterator().map(str::to_owned));
+                }
+                start = desc.last_evaluated_shard_id().map(str::to_owned);
+                if start.is_none() {
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn save(&self) {
+        if let Some(f) = &self.checkpoint_file {
+            let tmp = f.with_extension("tmp");
+            let text = serde_json::to_string_pretty(&self.checkpoints).unwrap_or_default();
+            if std::fs::write(&tmp, text)
+                .and_then(|()| std::fs::rename(&tmp, f))
+                .is_err()
+            {
+                warn!(file = %f.display(), "could not save stream checkpoints");
+            }
+        }
+    }
+
+    /// One pass over every shard: reads what is there (all of it, batch by batch) and delivers
+    /// it. Returns how many records were delivered. A batch with failures is retried from its
+    /// first failed record on the next pass.
+    pub async fn poll_once<F, Fut>(&mut self, deliver: &F) -> Result<usize, String>
+    where
+        F: Fn(Event) -> Fut,
+        Fut: std::future::Future<Output = DynamoDbEventResponse>,
+    {
+        self.discover().await?;
+        let mut delivered = 0;
+        for si in 0..self.sources.len() {
+            let arn = self.sources[si].arn.clone();
+            let shards: Vec<String> = self.sources[si].iterators.keys().cloned().collect();
+            for shard in shards {
+                // GetRecords may answer empty while records lie further on in the shard: only
+                // consecutive empty answers mean caught up.
+                let mut empty = 0;
+                while let Some(Some(iterator)) = self.sources[si].iterators.get(&shard).cloned() {
+                    let out = match self
+                        .client
+                        .get_records()
+                        .shard_iterator(&iterator)
+                        .limit(self.batch_size)
+                        .send()
+                        .await
+                    {
+                        Ok(o) => o,
+                        Err(e) => {
+                            // An expired iterator: start again from the checkpoint.
+                            warn!(shard, error = %aws_sdk_dynamodbstreams::error::DisplayErrorContext(&e), "reading the shard failed; re-opening it from its checkpoint");
+                            self.sources[si].iterators.remove(&shard);
+                            break;
+                        }
+                    };
+                    let records = out.records();
+                    if records.is_empty() {
+                        // A closed shard has no next iterator: it is forgotten.
+                        self.sources[si]
+                            .iterators
+                            .insert(shard.clone(), out.next_shard_iterator().map(str::to_owned));
+                        empty += 1;
+                        if empty >= 3 {
+                            break;
+                        }
+                        continue;
+                    }
+                    empty = 0;
+                    let event_json = json!({"Records": records.iter().map(|r| lambda_record(&arn, r)).collect::<Vec<_>>()});
+                    let event: Event = serde_json::from_value(event_json)
+                        .map_err(|e| format!("building the stream event: {e}"))?;
+                    let response = deliver(event).await;
+                    let failed: Vec<&str> = response
+                        .batch_item_failures
+                        .iter()
+                        .filter_map(|f| f.item_identifier.as_deref())
+                        .collect();
+                    let seqs: Vec<&str> = records
+                        .iter()
+                        .filter_map(|r| r.dynamodb().and_then(|d| d.sequence_number()))
+                        .collect();
+                    match seqs.iter().position(|s| failed.contains(s)) {
+                        None => {
+                            delivered += records.len();
+                            if let Some(last) = seqs.last() {
+                                self.checkpoints.insert(shard.clone(), (*last).to_owned());
+                                self.save();
+                            }
+                            self.sources[si].iterators.insert(
+                                shard.clone(),
+                                out.next_shard_iterator().map(str::to_owned),
+                            );
+                        }
+                        Some(first_failed) => {
+                            // Keep what went through, redeliver from the first failure next pass.
+                            delivered += first_failed;
+                            if first_failed > 0 {
+                                self.checkpoints
+                                    .insert(shard.clone(), seqs[first_failed - 1].to_owned());
+                                self.save();
+                            }
+                            self.sources[si].iterators.remove(&shard);
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        Ok(delivered)
+    }
+
+    /// Polls forever, every `every` when idle.
+    pub async fn run<F, Fut>(mut self, every: Duration, deliver: F)
+    where
+        F: Fn(Event) -> Fut,
+        Fut: std::future::Future<Output = DynamoDbEventResponse>,
+    {
+        loop {
+            match self.poll_once(&deliver).await {
+                Ok(n) if n > 0 => continue,
+                Ok(_) => {}
+                Err(e) => warn!(error = %e, "stream polling failed; retrying"),
+            }
+            tokio::time::sleep(every).await; // the streams API has no long poll
+        }
+    }
+}
+
+/// The stream ARN of a table.
+pub async fn stream_arn(client: &aws_sdk_dynamodb::Client, table: &str) -> Result<String, String> {
+    let out = client
+        .describe_table()
+        .table_name(table)
+        .send()
+        .await
+        .map_err(|e| {
+            format!(
+                "describing {table}: {}",
+                aws_sdk_dynamodb::error::DisplayErrorContext(&e)
+            )
+        })?;
+    out.table()
+        .and_then(|t| t.latest_stream_arn())
+        .map(str::to_owned)
+        .ok_or_else(|| format!("table {table} has no stream"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_maps_in_images_are_repaired_and_nothing_else_changes() {
+        let body = br#"{"Records":[{"dynamodb":{"NewImage":{"txFence":{},"n":{"N":"0.10"},"m":{"M":{"e":{},"k":{"M":{}}}},"l":{"L":[{}]}}}}]}"#;
+        let fixed: Value =
+            serde_json::from_slice(&repair_records(body).expect("repaired")).expect("json");
+        let image = &fixed["Records"][0]["dynamodb"]["NewImage"];
+        assert_eq!(image["txFence"], json!({"M": {}}));
+        assert_eq!(image["m"], json!({"M": {"e": {"M": {}}, "k": {"M": {}}}}));
+        assert_eq!(image["l"], json!({"L": [{"M": {}}]}));
+        assert_eq!(image["n"]["N"], "0.10");
+        assert_eq!(
+            repair_records(br#"{"Records":[{"dynamodb":{"NewImage":{"a":{"S":"x"}}}}]}"#),
+            None
+        );
+    }
+
+    #[test]
+    fn base64_matches_the_standard_alphabet() {
+        assert_eq!(base64(b"hello"), "aGVsbG8=");
+        assert_eq!(base64(b"hi"), "aGk=");
+        assert_eq!(base64(b"abc"), "YWJj");
+    }
+}
+
+/// A streams client for a local endpoint (the same dummy credentials and region as
+/// `twopc_dynamo::client`, so it sees the same tables), with [`RepairEmptyMaps`].
+pub async fn local_client(endpoint: &str) -> Client {
+    use aws_config::{BehaviorVersion, Region};
+    let sdk = aws_config::defaults(BehaviorVersion::latest())
+        .region(Region::new("us-east-1"))
+        .credentials_provider(aws_sdk_dynamodbstreams::config::Credentials::new(
+            "local",
+            "local",
+            None,
+            None,
+            "dynamodb-local",
+        ))
+        .endpoint_url(endpoint)
+        .load()
+        .await;
+    let config = aws_sdk_dynamodbstreams::config::Builder::from(&sdk)
+        .interceptor(RepairEmptyMaps)
+        .build();
+    Client::from_conf(config)
+}
+
+/// DynamoDB Local 3.3.0 writes an empty map attribute into stream records as `{}` instead of
+/// `{"M": {}}`, which the SDK (rightly) refuses to parse, failing the whole `GetRecords`. This
+/// interceptor rewrites such values in the images of a `GetRecords` answer before it is read.
+/// Real DynamoDB Streams never send `{}`, so there it changes nothing.
+#[derive(Debug)]
+pub struct RepairEmptyMaps;
+
+impl aws_smithy_runtime_api::client::interceptors::Intercept for RepairEmptyMaps {
+    fn name(&self) -> &'static str {
+        "RepairEmptyMaps"
+    }
+
+    fn modify_before_deserialization(
+        &self,
+        context: &mut aws_smithy_runtime_api::client::interceptors::context::BeforeDeserializationInterceptorContextMut<'_>,
+        _: &aws_smithy_runtime_api::client::runtime_components::RuntimeComponents,
+        _: &mut aws_smithy_types::config_bag::ConfigBag,
+    ) -> Result<(), aws_smithy_runtime_api::box_error::BoxError> {
+        // The body is still a stream here: wrap it so that it is repaired once read whole.
+        let body = context.response_mut().body_mut();
+        let inner = std::mem::replace(body, aws_smithy_types::body::SdkBody::taken());
+        *body = aws_smithy_types::body::SdkBody::from_body_1_x(Repaired {
+            inner,
+            buf: Vec::new(),
+            done: false,
+        });
+        Ok(())
+    }
+}
+
+/// A response body read whole, then handed on repaired.
+struct Repaired {
+    inner: aws_smithy_types::body::SdkBody,
+    buf: Vec<u8>,
+    done: bool,
+}
+
+impl http_body::Body for Repaired {
+    type Data = bytes::Bytes;
+    type Error = aws_smithy_types::body::Error;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, Self::Error>>> {
+        use std::task::Poll;
+        let this = self.get_mut();
+        if this.done {
+            return Poll::Ready(None);
+        }
+        loop {
+            match std::pin::Pin::new(&mut this.inner).poll_frame(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Some(Ok(frame))) => {
+                    if let Ok(data) = frame.into_data() {
+                        this.buf.extend_from_slice(&data);
+                    }
+                }
+                Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e))),
+                Poll::Ready(None) => {
+                    this.done = true;
+                    let whole = std::mem::take(&mut this.buf);
+                    let out = repair_records(&whole).unwrap_or(whole);
+                    return Poll::Ready(Some(Ok(http_body::Frame::data(bytes::Bytes::from(out)))));
+                }
+            }
+        }
+    }
+}
+
+/// The repaired `GetRecords` body, if anything needed repair.
+pub fn repair_records(body: &[u8]) -> Option<Vec<u8>> {
+    fn fix(v: &mut Value) -> bool {
+        let Value::Object(m) = v else { return false };
+        if m.is_empty() {
+            m.insert("M".into(), Value::Object(Map::new()));
+            return true;
+        }
+        let mut changed = false;
+        if let Some(Value::Object(inner)) = m.get_mut("M") {
+            for item in inner.values_mut() {
+                changed |= fix(item);
+            }
+        }
+        if let Some(Value::Array(items)) = m.get_mut("L") {
+            for item in items {
+                changed |= fix(item);
+            }
+        }
+        changed
+    }
+    let mut doc: Value = serde_json::from_slice(body).ok()?;
+    let mut changed = false;
+    for record in doc.get_mut("Records")?.as_array_mut()? {
+        let Some(change) = record.get_mut("dynamodb") else {
+            continue;
+        };
+        for image in ["Keys", "NewImage", "OldImage"] {
+            if let Some(Value::Object(attrs)) = change.get_mut(image) {
+                for v in attrs.values_mut() {
+                    changed |= fix(v);
+                }
+            }
+        }
+    }
+    changed.then(|| serde_json::to_vec(&doc).ok()).flatten()
+}
+
+/// Pushes through a local gateway's management API (`POST {url}/@connections/{id}`) with the
+/// same SDK client code the Lambda uses.
+pub async fn local_push(url: &str) -> crate::sinks::ApiGatewayPush {
+    use aws_config::{BehaviorVersion, Region};
+    let sdk = aws_config::defaults(BehaviorVersion::latest())
+        .region(Region::new("us-east-1"))
+        .credentials_provider(aws_sdk_dynamodbstreams::config::Credentials::new(
+            "local",
+            "local",
+            None,
+            None,
+            "local-gateway",
+        ))
+        .endpoint_url(url)
+        .load()
+        .await;
+    crate::sinks::ApiGatewayPush::new(aws_sdk_apigatewaymanagement::Client::new(&sdk))
+}

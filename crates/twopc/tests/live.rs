@@ -1,0 +1,206 @@
+//! The live side of the local stack, end to end: WebSocket subscribers receive committed
+//! changes and outcomes pushed by the stream processor through the gateway's management API;
+//! rows reach the data lake files; malformed subscriptions get an error frame; a gone connection
+//! is answered 410; a token guards `$connect` when configured.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{Serve, call, free_port, interrupt, start, temp_dir, transfer};
+use futures::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::Message;
+use twopc_core::ids::TxId;
+
+type Ws =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+async fn open(serve: &Serve, query: &str) -> Result<Ws, tokio_tungstenite::tungstenite::Error> {
+    let url = format!("{}/ws{query}", serve.url.replacen("http", "ws", 1));
+    tokio_tungstenite::connect_async(url)
+        .await
+        .map(|(ws, _)| ws)
+}
+
+async fn next_json(ws: &mut Ws) -> Value {
+    loop {
+        let msg = tokio::time::timeout(Duration::from_secs(20), ws.next())
+            .await
+            .expect("a message within 20 s")
+            .expect("open")
+            .expect("frame");
+        if let Message::Text(t) = msg {
+            return serde_json::from_str(&t).expect("json frame");
+        }
+    }
+}
+
+/// Reads frames until one matches, or fails after 20 s.
+async fn until(ws: &mut Ws, what: impl Fn(&Value) -> bool) -> Value {
+    loop {
+        let v = next_json(ws).await;
+        if what(&v) {
+            return v;
+        }
+    }
+}
+
+async fn send(ws: &mut Ws, v: Value) {
+    ws.send(Message::Text(v.to_string().into()))
+        .await
+        .expect("send");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subscribers_receive_commits_and_outcomes_and_rows_reach_the_lake() {
+    let endpoint = twopc_tests::endpoint();
+    let prefix = format!("w{}-", &TxId::random().as_str()[..8]);
+    let data = temp_dir("live");
+    let lake = data.join("lake");
+    let lake_arg = lake.display().to_string();
+    let serve = start(
+        &data,
+        free_port(),
+        &[
+            "--dynamodb-endpoint",
+            &endpoint,
+            "--table-prefix",
+            &prefix,
+            "--lake-dir",
+            &lake_arg,
+        ],
+    )
+    .await;
+
+    let mut alice = open(&serve, "").await.expect("connect");
+    send(&mut alice, json!({"action": "subscribe", "entities": [{"participant": "accounts", "key": {"id": "alice"}}]})).await;
+    assert_eq!(next_json(&mut alice).await["type"], "subscribed");
+    let mut everything = open(&serve, "").await.expect("connect");
+    send(&mut everything, json!({"action": "subscribe", "all": true})).await;
+    assert_eq!(next_json(&mut everything).await["type"], "subscribed");
+
+    // A malformed message is answered, and the connection stays usable.
+    send(
+        &mut everything,
+        json!({"action": "subscribe", "transactions": ["not-an-id"]}),
+    )
+    .await;
+    let err = next_json(&mut everything).await;
+    assert_eq!(
+        (err["type"].as_str(), err["code"].as_str()),
+        (Some("error"), Some("invalid_subscription")),
+        "{err}"
+    );
+
+    let (status, body) = call(
+        &serve.url,
+        "POST",
+        "/transactions",
+        None,
+        Some(transfer("alice", "bob", 10, 5_000)),
+    )
+    .await
+    .expect("commit");
+    assert_eq!(status, 200, "{body}");
+    let tx = body["txId"].as_str().expect("txId").to_owned();
+
+    let pushed = until(&mut alice, |v| v["type"] == "entity.committed").await;
+    assert_eq!(
+        (
+            pushed["participant"].as_str(),
+            &pushed["key"],
+            pushed["txId"].as_str()
+        ),
+        (Some("accounts"), &json!({"id": "alice"}), Some(tx.as_str()))
+    );
+    assert_eq!(pushed["item"]["balance"], json!(90));
+    let outcome = until(&mut everything, |v| v["type"] == "transaction.completed").await;
+    assert_eq!(
+        (outcome["txId"].as_str(), outcome["status"].as_str()),
+        (Some(tx.as_str()), Some("COMMITTED"))
+    );
+
+    // The rows land in the lake, partitioned by day.
+    let until_time = Instant::now() + Duration::from_secs(20);
+    loop {
+        let mut text = String::new();
+        for day in std::fs::read_dir(&lake).into_iter().flatten().flatten() {
+            assert!(
+                day.file_name().to_string_lossy().starts_with("dt="),
+                "{:?}",
+                day.file_name()
+            );
+            for file in std::fs::read_dir(day.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                text.push_str(&std::fs::read_to_string(file.path()).unwrap_or_default());
+            }
+        }
+        let rows: Vec<Value> = text
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .filter(|r: &Value| r["txId"] == json!(tx))
+            .collect();
+        if rows.iter().filter(|r| r["type"] == "item").count() == 2
+            && rows.iter().any(|r| r["type"] == "transaction")
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < until_time,
+            "rows of {tx} did not reach the lake: {rows:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await; // polling files written by another process
+    }
+
+    // The management API answers 410 for a connection that does not exist.
+    let (status, _) = call(
+        &serve.url,
+        "POST",
+        "/@connections/nobody",
+        None,
+        Some(json!({"x": 1})),
+    )
+    .await
+    .expect("post");
+    assert_eq!(status, 410);
+
+    // The live page is served.
+    let (status, _) = call(&serve.url, "GET", "/", None, None)
+        .await
+        .expect("page");
+    assert_eq!(status, 200);
+    assert!(interrupt(serve).await.success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_configured_token_guards_websocket_connections() {
+    let endpoint = twopc_tests::endpoint();
+    let prefix = format!("k{}-", &TxId::random().as_str()[..8]);
+    let data = temp_dir("token");
+    let serve = start(
+        &data,
+        free_port(),
+        &[
+            "--dynamodb-endpoint",
+            &endpoint,
+            "--table-prefix",
+            &prefix,
+            "--ws-token",
+            "s3cret",
+        ],
+    )
+    .await;
+    assert!(open(&serve, "").await.is_err(), "no token: refused");
+    assert!(
+        open(&serve, "?token=wrong").await.is_err(),
+        "wrong token: refused"
+    );
+    let mut ws = open(&serve, "?token=s3cret").await.expect("right token");
+    send(&mut ws, json!({"action": "subscribe", "all": true})).await;
+    assert_eq!(next_json(&mut ws).await["type"], "subscribed");
+    assert!(interrupt(serve).await.success());
+}

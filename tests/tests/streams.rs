@@ -1,0 +1,270 @@
+//! The stream processor fed with records read from DynamoDB Local's real streams after real
+//! transactions: commits become data-lake rows and messages, aborts do not; a failed delivery
+//! is redelivered, nothing is skipped; a gone WebSocket connection is forgotten.
+
+use std::sync::Mutex;
+
+use serde_json::{Value, json};
+use twopc_core::request::KeySchema;
+use twopc_core::status::TxStatus;
+use twopc_dynamo::connections::DynamoConnections;
+use twopc_dynamo::tables::{TableKind, TableSpec, ensure_table};
+use twopc_fanout::detect::{TableRole, Tables};
+use twopc_fanout::poll::{Poller, local_client, stream_arn};
+use twopc_fanout::ports::{Lake, Push, PushError, SinkError, Subscriptions};
+use twopc_fanout::processor::Processor;
+use twopc_tests::{World, endpoint, transfer};
+
+#[derive(Default)]
+struct MemoryLake {
+    rows: Mutex<Vec<Value>>,
+    fail_next: Mutex<bool>,
+}
+
+impl Lake for &MemoryLake {
+    async fn put(&self, rows: &[Value]) -> Result<Vec<usize>, SinkError> {
+        let mut fail = self.fail_next.lock().expect("lock");
+        if *fail {
+            *fail = false;
+            return Err(SinkError {
+                message: "injected lake failure".into(),
+                retryable: true,
+            });
+        }
+        self.rows.lock().expect("lock").extend(rows.iter().cloned());
+        Ok(vec![])
+    }
+}
+
+struct NoSubscribers;
+
+impl Subscriptions for NoSubscribers {
+    async fn subscribers(&self, _: &[String]) -> Result<Vec<String>, SinkError> {
+        Ok(vec![])
+    }
+    async fn forget(&self, _: &str) -> Result<(), SinkError> {
+        Ok(())
+    }
+}
+
+/// Every connection is gone.
+struct AllGone(Mutex<Vec<String>>);
+
+impl Push for &AllGone {
+    async fn post(&self, connection_id: &str, _: &str) -> Result<(), PushError> {
+        self.0.lock().expect("lock").push(connection_id.to_owned());
+        Err(PushError::Gone)
+    }
+}
+
+fn tables(w: &World) -> Tables {
+    [
+        (w.tx_table.clone(), TableRole::Transactions),
+        (
+            w.accounts.clone(),
+            TableRole::Participant {
+                participant: "accounts".into(),
+                key: KeySchema::string_hash("id"),
+            },
+        ),
+        (
+            w.wallets.clone(),
+            TableRole::Participant {
+                participant: "wallets".into(),
+                key: KeySchema::string_hash("id"),
+            },
+        ),
+    ]
+    .into()
+}
+
+async fn poller(w: &World) -> Poller {
+    let mut arns = vec![];
+    for t in [&w.tx_table, &w.accounts, &w.wallets] {
+        arns.push(stream_arn(&w.client, t).await.expect("stream"));
+    }
+    Poller::new(local_client(&endpoint()).await, arns, None)
+}
+
+async fn bank(w: &World) {
+    w.seed("accounts", "alice", json!({"balance": 100})).await;
+    w.seed("wallets", "bob", json!({"balance": 0})).await;
+}
+
+fn rows_of<'a>(rows: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    rows.iter().filter(|r| r["type"] == kind).collect()
+}
+
+#[tokio::test]
+async fn commits_from_the_real_stream_become_rows_and_aborts_do_not() {
+    let w = World::new().await;
+    bank(&w).await;
+    let committed = w
+        .coordinator
+        .submit(&transfer("alice", "bob", 10), None)
+        .await
+        .expect("commit");
+    let aborted = w
+        .coordinator
+        .submit(&transfer("alice", "bob", 1_000), None)
+        .await
+        .expect("abort");
+    assert_eq!(
+        (committed.status, aborted.status),
+        (TxStatus::Committed, TxStatus::Aborted)
+    );
+
+    let lake = MemoryLake::default();
+    let gone = AllGone(Mutex::default());
+    let processor = &Processor::new(tables(&w), &lake, NoSubscribers, &gone);
+    let mut poller = poller(&w).await;
+    let delivered = poller
+        .poll_once(&|e| async move { processor.handle(&e).await })
+        .await
+        .expect("poll");
+    assert!(
+        delivered >= 8,
+        "seed, prepares, commits, aborts and record writes: got {delivered}"
+    );
+
+    let rows = lake.rows.lock().expect("lock").clone();
+    let items = rows_of(&rows, "item");
+    assert_eq!(
+        items.len(),
+        2,
+        "one row per committed item change: {items:#?}"
+    );
+    for row in &items {
+        assert_eq!(row["txId"], json!(committed.tx_id.as_str()));
+        assert_eq!(row["version"], json!(1));
+        assert_eq!(
+            row["eventId"],
+            json!(format!(
+                "{}/{}/{}",
+                committed.tx_id,
+                row["participant"].as_str().unwrap_or(""),
+                row["key"]
+            ))
+        );
+    }
+    let alice = items
+        .iter()
+        .find(|r| r["participant"] == "accounts")
+        .expect("alice row");
+    assert_eq!(alice["item"], json!({"id": "alice", "balance": 90}));
+    let outcomes: Vec<(Value, Value)> = rows_of(&rows, "transaction")
+        .iter()
+        .map(|r| (r["txId"].clone(), r["status"].clone()))
+        .collect();
+    assert_eq!(outcomes.len(), 2, "{outcomes:?}");
+    assert!(outcomes.contains(&(json!(committed.tx_id.as_str()), json!("COMMITTED"))));
+    assert!(outcomes.contains(&(json!(aborted.tx_id.as_str()), json!("ABORTED"))));
+    assert!(
+        items
+            .iter()
+            .all(|r| r["txId"] != json!(aborted.tx_id.as_str())),
+        "an abort is never a committed change"
+    );
+
+    // Nothing new: a second pass delivers nothing.
+    assert_eq!(
+        poller
+            .poll_once(&|e| async move { processor.handle(&e).await })
+            .await
+            .expect("poll"),
+        0
+    );
+}
+
+#[tokio::test]
+async fn a_failed_lake_delivery_is_redelivered_not_skipped() {
+    let w = World::new().await;
+    bank(&w).await;
+    let committed = w
+        .coordinator
+        .submit(&transfer("alice", "bob", 10), None)
+        .await
+        .expect("commit");
+    let lake = MemoryLake {
+        fail_next: Mutex::new(true),
+        ..Default::default()
+    };
+    let gone = AllGone(Mutex::default());
+    let processor = &Processor::new(tables(&w), &lake, NoSubscribers, &gone);
+    let mut poller = poller(&w).await;
+    poller
+        .poll_once(&|e| async move { processor.handle(&e).await })
+        .await
+        .expect("first pass");
+    poller
+        .poll_once(&|e| async move { processor.handle(&e).await })
+        .await
+        .expect("second pass");
+    poller
+        .poll_once(&|e| async move { processor.handle(&e).await })
+        .await
+        .expect("third pass");
+    let rows = lake.rows.lock().expect("lock").clone();
+    let items: Vec<_> = rows_of(&rows, "item")
+        .into_iter()
+        .filter(|r| r["txId"] == json!(committed.tx_id.as_str()))
+        .collect();
+    assert_eq!(
+        items.len(),
+        2,
+        "both committed changes arrive after the failure: {rows:#?}"
+    );
+}
+
+#[tokio::test]
+async fn a_gone_connection_is_forgotten() {
+    let w = World::new().await;
+    bank(&w).await;
+    let table = format!("{}-connections", w.tx_table);
+    ensure_table(
+        &w.client,
+        &TableSpec {
+            name: table.clone(),
+            kind: TableKind::Connections,
+        },
+    )
+    .await
+    .expect("table");
+    let connections = DynamoConnections::new(w.client.clone(), &table, 7_200);
+    connections
+        .subscribe("ghost", &["all".to_owned()], 1)
+        .await
+        .expect("subscribe");
+    assert_eq!(
+        connections
+            .subscribers(&["all".to_owned()])
+            .await
+            .expect("subs"),
+        vec!["ghost".to_owned()]
+    );
+
+    w.coordinator
+        .submit(&transfer("alice", "bob", 10), None)
+        .await
+        .expect("commit");
+    let lake = MemoryLake::default();
+    let gone = AllGone(Mutex::default());
+    let processor = &Processor::new(tables(&w), &lake, connections.clone(), &gone);
+    let mut poller = poller(&w).await;
+    poller
+        .poll_once(&|e| async move { processor.handle(&e).await })
+        .await
+        .expect("poll");
+    assert!(
+        gone.0.lock().expect("lock").contains(&"ghost".to_owned()),
+        "the push was tried"
+    );
+    assert!(
+        connections
+            .subscribers(&["all".to_owned()])
+            .await
+            .expect("subs")
+            .is_empty(),
+        "a gone connection is deleted"
+    );
+}
