@@ -58,7 +58,6 @@ async fn subscribers_receive_commits_and_outcomes_and_rows_reach_the_lake() {
     let prefix = format!("w{}-", &TxId::random().as_str()[..8]);
     let data = temp_dir("live");
     let lake = data.join("lake");
-    let lake_arg = lake.display().to_string();
     let serve = start(
         &data,
         free_port(),

@@ -40,6 +40,8 @@ pub async fn start(data_dir: &Path, port: u16, extra: &[&str]) -> Serve {
         .arg(data_dir)
         .arg("--sweep-interval-ms")
         .arg("200")
+        .arg("--lake-dir") // keep the data lake in the test's own folder
+        .arg(data_dir.join("lake"))
         .args(extra)
         .env("RUST_LOG", "warn")
         .env_remove("TWOPC_DYNAMODB_ENDPOINT") // tests say which DynamoDB with flags
