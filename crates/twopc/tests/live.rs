@@ -57,18 +57,11 @@ async fn subscribers_receive_commits_and_outcomes_and_rows_reach_the_lake() {
     let endpoint = twopc_tests::endpoint();
     let prefix = format!("w{}-", &TxId::random().as_str()[..8]);
     let data = temp_dir("live");
-    let lake = data.join("lake");
+    let lake = data.join("lake"); // where common::start points serve's data lake
     let serve = start(
         &data,
         free_port(),
-        &[
-            "--dynamodb-endpoint",
-            &endpoint,
-            "--table-prefix",
-            &prefix,
-            "--lake-dir",
-            &lake_arg,
-        ],
+        &["--dynamodb-endpoint", &endpoint, "--table-prefix", &prefix],
     )
     .await;
 
