@@ -233,8 +233,17 @@ impl Poller {
                     {
                         Ok(o) => o,
                         Err(e) => {
-                            // An expired iterator: start again from the checkpoint.
-                            warn!(shard, error = %aws_sdk_dynamodbstreams::error::DisplayErrorContext(&e), "reading the shard failed; re-opening it from its checkpoint");
+                            // An expired iterator, or (DynamoDB Local) a shard with nothing in it
+                            // yet: start again from the checkpoint.
+                            let routine = e.as_service_error().is_some_and(|s| {
+                                s.is_trimmed_data_access_exception()
+                                    || s.is_expired_iterator_exception()
+                            });
+                            if routine {
+                                tracing::debug!(shard, "re-opening the shard iterator");
+                            } else {
+                                warn!(shard, error = %aws_sdk_dynamodbstreams::error::DisplayErrorContext(&e), "reading the shard failed; re-opening it from its checkpoint");
+                            }
                             self.sources[si].iterators.remove(&shard);
                             break;
                         }
