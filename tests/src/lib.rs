@@ -1,6 +1,7 @@
 //! Test harness: a fresh set of tables per test on the DynamoDB Local that `make test` started
 //! (`TWOPC_DYNAMODB_ENDPOINT`), the real adapters, and the coordinator over the `direct`
-//! transport with a clock the test moves by hand.
+//! transport with a clock the test moves by hand. [`lambda`] serves a function's binary through
+//! `cargo lambda watch`, for the `lambda` transport's end-to-end tests.
 
 use std::collections::BTreeMap;
 
@@ -16,6 +17,8 @@ use twopc_core::request::{KeySchema, Limits, ServiceConfig};
 use twopc_core::sweeper::{LockTable, SweepConfig, Sweeper};
 use twopc_dynamo::tables::{TableKind, TableSpec, ensure_table};
 use twopc_dynamo::{DynamoItems, DynamoTxLog};
+
+pub mod lambda;
 
 /// The participant logic as wired in tests.
 pub type TestParticipant = Participant<DynamoItems, DynamoTxLog, ManualClock>;

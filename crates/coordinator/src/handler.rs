@@ -16,6 +16,7 @@ use serde_json::Value;
 use tracing::{Instrument, Span, error, info};
 use twopc_core::api::{self, Answer};
 use twopc_core::ids::TxId;
+use twopc_core::request::check_idempotency_key;
 use twopc_runtime::LiveCoordinator;
 use twopc_runtime::telemetry::{Metrics, record_tx, tx_span};
 
@@ -148,6 +149,9 @@ async fn submit(app: &App, req: &ApiGatewayProxyRequest, span: &Span) -> Answer 
         Err(refusal) => return refusal,
     };
     if let Some(k) = key {
+        if let Err(e) = check_idempotency_key(k) {
+            return api::refused(&e);
+        }
         // Known before anything is written: every line of this transaction carries it.
         record_tx(span, &TxId::for_idempotency_key(k));
     }

@@ -17,11 +17,14 @@
 //! - [`ports`]: the lake, the subscriptions and the push channel, as traits; [`sinks`]: the
 //!   local file lake and API Gateway's `PostToConnection`.
 //! - `poll` (feature `poller`): the local stand-in for Lambda's stream event source mapping.
+//! - `firehose` (feature `firehose`): the data lake in AWS, with partial-failure retries.
 //! - [`connections`]: the WebSocket routes (`$connect`, `$disconnect`, `subscribe`).
 #![warn(missing_docs)]
 
 pub mod connections;
 pub mod detect;
+#[cfg(feature = "firehose")]
+pub mod firehose;
 #[cfg(feature = "poller")]
 pub mod poll;
 pub mod ports;

@@ -51,6 +51,18 @@ pub mod var {
     /// Set by Lambda: the function's name (the default coordinator id).
     pub const FUNCTION_NAME: &str = "AWS_LAMBDA_FUNCTION_NAME";
 
+    /// The stream processor's tables as JSON: table → `"transactions"` or
+    /// `{"participant": NAME, "key": {...}}` (stream-processor).
+    pub const STREAM_TABLES: &str = "TWOPC_STREAM_TABLES";
+    /// The Firehose delivery stream of the data lake (stream-processor).
+    pub const DELIVERY_STREAM: &str = "TWOPC_DELIVERY_STREAM";
+    /// The WebSocket subscriptions table (stream-processor, connections).
+    pub const CONNECTIONS_TABLE: &str = "TWOPC_CONNECTIONS_TABLE";
+    /// The WebSocket API's management endpoint (stream-processor).
+    pub const WEBSOCKET_ENDPOINT: &str = "TWOPC_WEBSOCKET_ENDPOINT";
+    /// When set, WebSocket `$connect` requires `?token=` equal to it (connections).
+    pub const WS_TOKEN: &str = "TWOPC_WS_TOKEN";
+
     /// Every variable the functions read (for documentation and the template check).
     pub const ALL: &[&str] = &[
         TRANSACTIONS_TABLE,
@@ -70,6 +82,11 @@ pub mod var {
         SWEEP_CONCURRENCY,
         METRICS_NAMESPACE,
         LOG,
+        STREAM_TABLES,
+        DELIVERY_STREAM,
+        CONNECTIONS_TABLE,
+        WEBSOCKET_ENDPOINT,
+        WS_TOKEN,
     ];
 }
 

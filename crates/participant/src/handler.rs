@@ -1,0 +1,263 @@
+//! The handler: a [`ParticipantCall`] in, the participant logic's reply out.
+//!
+//! A failure is a function error whose `errorType` says what the caller can do
+//! (`Retryable`, `Undetermined`, `Invalid`, `Fatal`: see `twopc_runtime::errors`); the handler
+//! never panics on a request.
+
+use lambda_runtime::{Diagnostic, LambdaEvent};
+use serde_json::Value;
+use tracing::{Instrument, error, info};
+use twopc_core::model::ParticipantCall;
+use twopc_core::ports::PortError;
+use twopc_runtime::LiveParticipant;
+use twopc_runtime::errors::ErrorKind;
+use twopc_runtime::telemetry::tx_span;
+
+/// What the handler needs, built once in `main`.
+pub struct App {
+    /// The participant logic.
+    pub participant: LiveParticipant,
+    /// The table this function serves.
+    pub table: String,
+}
+
+/// A failed call, classified.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct CallError {
+    /// What the caller can do.
+    pub kind: ErrorKind,
+    /// What happened.
+    pub message: String,
+}
+
+impl From<CallError> for Diagnostic {
+    fn from(e: CallError) -> Diagnostic {
+        Diagnostic {
+            error_type: e.kind.name().to_owned(),
+            error_message: e.message,
+        }
+    }
+}
+
+impl From<PortError> for CallError {
+    fn from(e: PortError) -> CallError {
+        // The cause chain, for people: the SDK error stays in the log line below.
+        let mut message = e.to_string();
+        let mut cause = std::error::Error::source(&e);
+        while let Some(c) = cause {
+            // SDK errors repeat their source's text in their own: keep each text once.
+            let text = c.to_string();
+            if !message.contains(&text) {
+                message.push_str(": ");
+                message.push_str(&text);
+            }
+            cause = c.source();
+        }
+        CallError {
+            kind: ErrorKind::of(&e),
+            message,
+        }
+    }
+}
+
+/// Handles one call.
+pub async fn handle(app: &App, event: LambdaEvent<Value>) -> Result<Value, CallError> {
+    let (payload, ctx) = event.into_parts();
+    let call = ParticipantCall::from_json(payload).map_err(|m| {
+        error!(request_id = %ctx.request_id, problem = %m, "not a participant call");
+        CallError {
+            kind: ErrorKind::Invalid,
+            message: format!(
+                "the event is not a participant call ({m}); expected {{\"action\": \"prepare\"|\"commit\"|\"abort\", \"request\": {{...}}}}"
+            ),
+        }
+    })?;
+    let tx = match &call {
+        ParticipantCall::Prepare(r) => &r.tx_id,
+        ParticipantCall::Commit(r) | ParticipantCall::Abort(r) => &r.tx_id,
+    };
+    let span = tx_span(Some(tx), &ctx.request_id);
+    let action = call.action();
+    async {
+        let reply = match &call {
+            ParticipantCall::Prepare(r) => app
+                .participant
+                .prepare(&app.table, r)
+                .await
+                .map(serde_json::to_value),
+            ParticipantCall::Commit(r) => app
+                .participant
+                .commit(&app.table, r)
+                .await
+                .map(serde_json::to_value),
+            ParticipantCall::Abort(r) => app
+                .participant
+                .abort(&app.table, r)
+                .await
+                .map(serde_json::to_value),
+        };
+        match reply {
+            Ok(Ok(v)) => {
+                info!(action, table = %app.table, reply = %v, "answered");
+                Ok(v)
+            }
+            Ok(Err(e)) => Err(CallError {
+                kind: ErrorKind::Fatal,
+                message: format!("the {action} reply could not be encoded: {e}"),
+            }),
+            Err(e) => {
+                error!(action, table = %app.table, error = ?e, "call failed");
+                Err(CallError::from(e))
+            }
+        }
+    }
+    .instrument(span)
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lambda_runtime::Context;
+    use serde_json::json;
+    use twopc_core::model::{CompleteReply, PrepareReply, Vote, VoteReason};
+    use twopc_runtime::Clients;
+    use twopc_runtime::config::{Config, Role, var};
+
+    const PREPARE: &str = include_str!("../../../events/participant-prepare.json");
+    const COMMIT: &str = include_str!("../../../events/participant-commit.json");
+    const ABORT: &str = include_str!("../../../events/participant-abort.json");
+
+    fn json(text: &str) -> Value {
+        serde_json::from_str(text).expect("json")
+    }
+
+    async fn app(tx_table: &str, table: &str, endpoint: &str) -> App {
+        let env = |name: &str| match name {
+            var::TRANSACTIONS_TABLE => Some(tx_table.to_owned()),
+            var::PARTICIPANT_TABLE => Some(table.to_owned()),
+            var::DYNAMODB_ENDPOINT => Some(endpoint.to_owned()),
+            _ => None,
+        };
+        let config = Config::from_lookup(Role::Participant, env).expect("config");
+        let clients = Clients::load(&config).await;
+        App {
+            participant: twopc_runtime::participant(&config, &clients),
+            table: config.participant_table().to_owned(),
+        }
+    }
+
+    async fn call(app: &App, event: Value) -> Result<Value, CallError> {
+        handle(app, LambdaEvent::new(event, Context::default())).await
+    }
+
+    #[test]
+    fn the_sample_events_round_trip_through_the_participant_call() {
+        for (text, action) in [(PREPARE, "prepare"), (COMMIT, "commit"), (ABORT, "abort")] {
+            let call = ParticipantCall::from_json(json(text)).expect("a participant call");
+            assert_eq!(call.action(), action);
+            assert_eq!(call.to_json(), json(text), "{action} does not round-trip");
+        }
+    }
+
+    #[tokio::test]
+    async fn the_sample_prepare_and_commit_apply_the_operation_once() {
+        let w = twopc_tests::World::new().await;
+        w.seed("accounts", "alice", json!({"balance": 100})).await;
+        let app = app(&w.tx_table, &w.accounts, &twopc_tests::endpoint()).await;
+
+        let vote: PrepareReply =
+            serde_json::from_value(call(&app, json(PREPARE)).await.expect("prepare"))
+                .expect("a vote");
+        assert_eq!(vote.vote, Vote::Yes);
+        assert!(
+            w.item("accounts", "alice")
+                .await
+                .expect("item")
+                .lock
+                .is_some()
+        );
+
+        let done: CompleteReply =
+            serde_json::from_value(call(&app, json(COMMIT)).await.expect("commit"))
+                .expect("a reply");
+        assert_eq!(done, CompleteReply::Done);
+        assert_eq!(
+            w.attr("accounts", "alice", "balance").await.as_deref(),
+            Some("0")
+        );
+
+        // A redelivered commit changes nothing; a late prepare is fenced out.
+        let again: CompleteReply =
+            serde_json::from_value(call(&app, json(COMMIT)).await.expect("commit"))
+                .expect("a reply");
+        assert_eq!(again, CompleteReply::AlreadyDone);
+        let late: PrepareReply =
+            serde_json::from_value(call(&app, json(PREPARE)).await.expect("prepare"))
+                .expect("a vote");
+        assert!(
+            matches!(
+                late.vote,
+                Vote::No {
+                    reason: VoteReason::Fenced,
+                    ..
+                }
+            ),
+            "{late:?}"
+        );
+        assert_eq!(
+            w.attr("accounts", "alice", "balance").await.as_deref(),
+            Some("0")
+        );
+    }
+
+    #[tokio::test]
+    async fn the_sample_abort_releases_the_lock_without_applying() {
+        let w = twopc_tests::World::new().await;
+        w.seed("accounts", "alice", json!({"balance": 100})).await;
+        let app = app(&w.tx_table, &w.accounts, &twopc_tests::endpoint()).await;
+        call(&app, json(PREPARE)).await.expect("prepare");
+        let done: CompleteReply =
+            serde_json::from_value(call(&app, json(ABORT)).await.expect("abort")).expect("a reply");
+        assert_eq!(done, CompleteReply::Done);
+        let item = w.item("accounts", "alice").await.expect("item");
+        assert_eq!(item.lock, None);
+        assert_eq!(
+            w.attr("accounts", "alice", "balance").await.as_deref(),
+            Some("100")
+        );
+    }
+
+    #[tokio::test]
+    async fn malformed_events_are_invalid_function_errors() {
+        let app = app("tx", "accounts", "http://127.0.0.1:9").await;
+        for event in [
+            json!({}),
+            json!({"action": "explode", "request": {}}),
+            json!({"action": "prepare", "request": {"txId": "nope"}}),
+        ] {
+            let e = call(&app, event.clone()).await.expect_err("refused");
+            assert_eq!(e.kind, ErrorKind::Invalid, "{event}: {e}");
+            let d = Diagnostic::from(e);
+            assert_eq!(d.error_type, "Invalid");
+            assert!(
+                d.error_message.contains("participant call"),
+                "{}",
+                d.error_message
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_missing_table_is_a_classified_function_error_not_a_panic() {
+        let w = twopc_tests::World::new().await;
+        let app = app(&w.tx_table, "no-such-table", &twopc_tests::endpoint()).await;
+        let e = call(&app, json(PREPARE)).await.expect_err("fails");
+        assert_eq!(e.kind, ErrorKind::Fatal, "{e}");
+        assert!(
+            e.message.contains("ResourceNotFound") || e.message.contains("non-existent"),
+            "{e}"
+        );
+    }
+}

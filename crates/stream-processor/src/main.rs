@@ -1,0 +1,16 @@
+//! The stream-processor function: `main` wires configuration, logs and clients once.
+
+use lambda_runtime::{Error, run, service_fn};
+use stream_processor::{Config, handle, processor};
+use twopc_runtime::telemetry::init_tracing;
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    init_tracing();
+    let config =
+        Config::from_lookup(|v| std::env::var(v).ok()).expect("stream-processor configuration");
+    let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    let processor = processor(&config, &sdk);
+    let processor = &processor;
+    run(service_fn(move |event| handle(processor, event))).await
+}

@@ -1,0 +1,231 @@
+//! The handler: a scheduled event in, one recovery pass, its report out.
+
+use std::time::Instant;
+
+use aws_lambda_events::eventbridge::EventBridgeEvent;
+use lambda_runtime::{Diagnostic, LambdaEvent};
+use serde_json::Value;
+use tracing::{Instrument, error, info, info_span};
+use twopc_core::ports::PortError;
+use twopc_core::sweeper::SweepReport;
+use twopc_runtime::LiveSweeper;
+use twopc_runtime::errors::ErrorKind;
+use twopc_runtime::telemetry::Metrics;
+
+/// What the handler needs, built once in `main`.
+pub struct App {
+    /// The recovery pass.
+    pub sweeper: LiveSweeper,
+    /// Where recoveries are counted.
+    pub metrics: Metrics,
+}
+
+/// A pass that could not run (the transactions table or a lock index could not be read). Its
+/// `errorType` says what the caller can do; the next scheduled run tries again.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct SweepError {
+    /// What the caller can do.
+    pub kind: ErrorKind,
+    /// What happened.
+    pub message: String,
+}
+
+impl From<SweepError> for Diagnostic {
+    fn from(e: SweepError) -> Diagnostic {
+        Diagnostic {
+            error_type: e.kind.name().to_owned(),
+            error_message: e.message,
+        }
+    }
+}
+
+impl From<PortError> for SweepError {
+    fn from(e: PortError) -> SweepError {
+        SweepError {
+            kind: ErrorKind::of(&e),
+            message: format!("sweep failed: {e}"),
+        }
+    }
+}
+
+/// Runs one pass. The event's content does not matter: any schedule (or a manual invoke)
+/// triggers a pass.
+pub async fn handle(
+    app: &App,
+    event: LambdaEvent<EventBridgeEvent<Value>>,
+) -> Result<SweepReport, SweepError> {
+    let (scheduled, ctx) = event.into_parts();
+    let span = info_span!(
+        "sweep",
+        requestId = %ctx.request_id,
+        scheduledAt = scheduled.time.map(|t| t.to_rfc3339()).unwrap_or_default()
+    );
+    async {
+        let started = Instant::now();
+        match app.sweeper.run().await {
+            Ok(report) => {
+                let recovered = (report.aborted + report.rolled_forward) as u64;
+                app.metrics
+                    .recovered(recovered, started.elapsed().as_millis() as u64);
+                info!(
+                    report = %serde_json::to_value(&report).unwrap_or_default(),
+                    "sweep report"
+                );
+                Ok(report)
+            }
+            Err(e) => {
+                error!(error = ?e, "sweep could not run");
+                Err(SweepError::from(e))
+            }
+        }
+    }
+    .instrument(span)
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    use lambda_runtime::Context;
+    use serde_json::json;
+    use twopc_core::coordinator::Coordinator;
+    use twopc_core::direct::DirectTransport;
+    use twopc_core::fault::{FaultPoint, Faults};
+    use twopc_core::ids::TxId;
+    use twopc_core::participant::{Participant, ParticipantConfig};
+    use twopc_core::ports::{Clock, ManualClock, SystemClock, TxLog};
+    use twopc_core::status::TxStatus;
+    use twopc_dynamo::DynamoItems;
+    use twopc_runtime::Clients;
+    use twopc_runtime::config::{Config, Role, var};
+    use twopc_tests::{World, transfer};
+
+    const SCHEDULE: &str = include_str!("../../../events/sweeper-schedule.json");
+
+    struct CrashAt(FaultPoint);
+
+    impl Faults for CrashAt {
+        fn fire(&self, point: FaultPoint) -> bool {
+            point == self.0
+        }
+    }
+
+    /// Runs `body` through a coordinator whose clock is an hour behind and that dies before
+    /// deciding: to the sweeper (on the real clock) the transaction is long overdue, with both
+    /// items locked.
+    async fn abandoned_an_hour_ago(w: &World, body: &Value) -> TxId {
+        let past = ManualClock::new(SystemClock.now_ms() - 3_600_000);
+        let participant = Participant::new(
+            DynamoItems::new(w.client.clone()),
+            w.log.clone(),
+            past.clone(),
+            ParticipantConfig::default(),
+        );
+        let c = Coordinator::new(
+            w.log.clone(),
+            DirectTransport::new(participant),
+            past,
+            w.coordinator.config().clone(),
+        )
+        .with_faults(Arc::new(CrashAt(FaultPoint::BeforeDecide)));
+        let key = format!("abandoned-{}", TxId::random());
+        c.submit(body, Some(&key)).await.expect_err("crashes");
+        TxId::for_idempotency_key(&key)
+    }
+
+    fn schedule() -> EventBridgeEvent<Value> {
+        serde_json::from_str(SCHEDULE).expect("a scheduled event")
+    }
+
+    async fn app(w: &World, endpoint: &str) -> App {
+        let lock_tables = json!({
+            w.accounts.clone(): {"hash": {"name": "id", "type": "S"}},
+            w.wallets.clone(): {"hash": {"name": "id", "type": "S"}},
+        })
+        .to_string();
+        let env = |name: &str| match name {
+            var::TRANSACTIONS_TABLE => Some(w.tx_table.clone()),
+            var::LOCK_TABLES => Some(lock_tables.clone()),
+            var::DYNAMODB_ENDPOINT => Some(endpoint.to_owned()),
+            _ => None,
+        };
+        let config = Config::from_lookup(Role::Sweeper, env).expect("config");
+        let clients = Clients::load(&config).await;
+        App {
+            sweeper: twopc_runtime::sweeper(&config, &clients),
+            metrics: Metrics::in_memory("sweeper"),
+        }
+    }
+
+    #[test]
+    fn the_sample_event_round_trips_through_the_eventbridge_type() {
+        let e = schedule();
+        assert_eq!(e.detail_type, "Scheduled Event");
+        assert_eq!(e.source, "aws.events");
+        let again: EventBridgeEvent<Value> =
+            serde_json::from_value(serde_json::to_value(&e).expect("serialize"))
+                .expect("deserialize");
+        assert_eq!(again.time, e.time);
+        assert_eq!(again.resources, e.resources);
+        assert_eq!(again.detail, e.detail);
+    }
+
+    #[tokio::test]
+    async fn a_scheduled_run_finishes_a_transaction_its_coordinator_abandoned() {
+        // GIVEN a transaction whose coordinator crashed after locking both items, long past
+        // its deadline (the harness's clock)
+        let w = World::new().await;
+        w.seed("accounts", "alice", json!({"balance": 100})).await;
+        w.seed("wallets", "bob", json!({"balance": 0})).await;
+        let crashed = abandoned_an_hour_ago(&w, &transfer("alice", "bob", 30)).await;
+        assert!(
+            w.item("accounts", "alice")
+                .await
+                .expect("alice")
+                .lock
+                .is_some()
+        );
+        let app = app(&w, &twopc_tests::endpoint()).await;
+
+        // WHEN the schedule fires
+        let report = handle(&app, LambdaEvent::new(schedule(), Context::default()))
+            .await
+            .expect("a report");
+
+        // THEN it was aborted everywhere and counted
+        assert_eq!(report.found, 1, "{report:?}");
+        assert_eq!(report.aborted, 1, "{report:?}");
+        let record = w.log.get(&crashed).await.expect("read").expect("record");
+        assert_eq!(record.status, TxStatus::Aborted);
+        for (s, id) in [("accounts", "alice"), ("wallets", "bob")] {
+            assert_eq!(w.item(s, id).await.expect("item").lock, None, "{s}/{id}");
+        }
+        assert_eq!(
+            w.attr("accounts", "alice", "balance").await.as_deref(),
+            Some("100")
+        );
+        let metrics = app.metrics.lines();
+        assert_eq!(metrics[0]["Recovered"], 1);
+        // The report is what the function returns: JSON with camelCase fields.
+        let v = serde_json::to_value(&report).expect("json");
+        assert_eq!(v["aborted"], 1);
+        assert!(v.get("failedTxIds").is_some(), "{v}");
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_transactions_table_is_a_classified_function_error() {
+        let w = World::new().await;
+        let app = app(&w, "http://127.0.0.1:9").await;
+        let e = handle(&app, LambdaEvent::new(schedule(), Context::default()))
+            .await
+            .expect_err("cannot run");
+        // The DynamoDB adapter cannot tell a refused connection from a lost answer.
+        assert_eq!(e.kind, ErrorKind::Undetermined, "{e}");
+        let d = Diagnostic::from(e);
+        assert_eq!(d.error_type, "Undetermined");
+        assert!(d.error_message.contains("sweep failed"), "{d:?}");
+    }
+}

@@ -1,0 +1,24 @@
+//! The sweeper function: one recovery pass per scheduled event. `main` wires configuration,
+//! logs and clients once; the handler is the library's [`sweeper::handler`].
+// The runtime's future nests the recovery pass's, which nests the protocol's: its layout is
+// deeper than rustc's default query limit.
+#![recursion_limit = "256"]
+
+use lambda_runtime::{Error, run, service_fn};
+use sweeper::handler::{self, App};
+use twopc_runtime::Clients;
+use twopc_runtime::config::{Config, Role};
+use twopc_runtime::telemetry::{Metrics, init_tracing};
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    init_tracing();
+    let config = Config::from_env(Role::Sweeper).expect("sweeper configuration");
+    let clients = Clients::load(&config).await;
+    let app = App {
+        sweeper: twopc_runtime::sweeper(&config, &clients),
+        metrics: Metrics::new(&config.metrics_namespace, "sweeper"),
+    };
+    let app = &app;
+    run(service_fn(move |event| handler::handle(app, event))).await
+}

@@ -1,0 +1,460 @@
+//! `template.yaml` against the code: its tables, indexes and attributes are the ones
+//! `twopc_dynamo::tables` creates; its environment variables are the ones
+//! `twopc_runtime::config` reads, with values the configuration accepts; its functions point
+//! at crates that exist.
+//!
+//! The template is read as text, line by line (no YAML crate: CloudFormation's `!Ref`/`!Sub`
+//! tags trip most of them). The layout it relies on is the template's own: two-space
+//! indentation, resources at level 1, one `key: value` per line.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use twopc_core::model::Target;
+use twopc_core::request::{KeySchema, KeyType};
+use twopc_dynamo::tables::{
+    DEADLINE_ATTR, EXPIRE_ATTR, LOCK_EXPIRES_ATTR, LOCK_INDEX, LOCK_SHARD_ATTR, PENDING_ATTR,
+    PENDING_INDEX, TX_KEY,
+};
+use twopc_runtime::config::{Config, Role, var};
+
+const TEMPLATE: &str = include_str!("../../template.yaml");
+
+fn indent(line: &str) -> usize {
+    line.len() - line.trim_start().len()
+}
+
+fn is_content(line: &str) -> bool {
+    let t = line.trim();
+    !t.is_empty() && !t.starts_with('#')
+}
+
+/// The lines of a top-level section's entry (`Resources:` → `  Name:`), without its header.
+fn block<'a>(section: &str, name: &str) -> Vec<&'a str> {
+    let lines: Vec<&str> = TEMPLATE.lines().collect();
+    let start = lines
+        .iter()
+        .position(|l| *l == format!("{section}:"))
+        .unwrap_or_else(|| panic!("no {section} section"));
+    let header = format!("  {name}:");
+    let from = lines[start..]
+        .iter()
+        .position(|l| *l == header)
+        .map(|i| start + i + 1)
+        .unwrap_or_else(|| panic!("no {section}.{name} in template.yaml"));
+    lines[from..]
+        .iter()
+        .take_while(|l| !is_content(l) || indent(l) > 2)
+        .copied()
+        .filter(|l| is_content(l))
+        .collect()
+}
+
+/// `key: value` pairs of a block, in order (a leading `- ` is dropped).
+fn pairs<'a>(lines: &[&'a str]) -> Vec<(&'a str, &'a str)> {
+    lines
+        .iter()
+        .filter_map(|l| {
+            let t = l.trim().trim_start_matches("- ");
+            let (k, v) = t.split_once(':')?;
+            Some((k.trim(), v.trim()))
+        })
+        .collect()
+}
+
+fn value<'a>(lines: &[&'a str], key: &str) -> Option<&'a str> {
+    pairs(lines)
+        .into_iter()
+        .find(|(k, _)| *k == key)
+        .map(|(_, v)| v)
+}
+
+/// The resources of a type.
+fn resources_of(kind: &str) -> Vec<String> {
+    let type_line = format!("Type: {kind}");
+    let lines: Vec<&str> = TEMPLATE.lines().collect();
+    let mut names = vec![];
+    let mut current = None;
+    let mut in_resources = false;
+    for l in &lines {
+        if indent(l) == 0 && is_content(l) {
+            in_resources = *l == "Resources:";
+            continue;
+        }
+        if in_resources && indent(l) == 2 && is_content(l) {
+            current = l.trim().strip_suffix(':').map(str::to_owned);
+        }
+        if in_resources && indent(l) == 4 && l.trim() == type_line {
+            names.extend(current.clone());
+        }
+    }
+    names
+}
+
+/// What a table definition says.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Table {
+    attributes: BTreeMap<String, String>,
+    key: Vec<(String, String)>,
+    indexes: BTreeMap<String, Vec<(String, String)>>,
+    projections: Vec<String>,
+    ttl: Option<(String, String)>,
+    stream: Option<String>,
+    billing: Option<String>,
+}
+
+fn table(name: &str) -> Table {
+    let lines = block("Resources", name);
+    let p = pairs(&lines);
+    let mut t = Table::default();
+    let mut index: Option<String> = None;
+    for (i, (k, v)) in p.iter().enumerate() {
+        let next = p.get(i + 1).copied().unwrap_or_default();
+        match (*k, next.0) {
+            ("AttributeName", "AttributeType") => {
+                t.attributes.insert((*v).into(), next.1.into());
+            }
+            ("AttributeName", "KeyType") => {
+                let element = ((*v).to_owned(), next.1.to_owned());
+                match &index {
+                    Some(ix) => t.indexes.entry(ix.clone()).or_default().push(element),
+                    None => t.key.push(element),
+                }
+            }
+            ("AttributeName", "Enabled") => t.ttl = Some(((*v).into(), next.1.into())),
+            ("IndexName", _) => index = Some((*v).into()),
+            ("ProjectionType", _) => t.projections.push((*v).into()),
+            ("StreamViewType", _) => t.stream = Some((*v).into()),
+            ("BillingMode", _) => t.billing = Some((*v).into()),
+            _ => {}
+        }
+    }
+    t
+}
+
+fn element(name: &str, key_type: &str) -> (String, String) {
+    (name.to_owned(), key_type.to_owned())
+}
+
+#[test]
+fn the_transactions_table_is_the_one_the_adapters_use() {
+    let t = table("TransactionsTable");
+    assert_eq!(
+        t.attributes,
+        [(TX_KEY, "S"), (PENDING_ATTR, "S"), (DEADLINE_ATTR, "N")]
+            .map(|(a, b)| (a.to_owned(), b.to_owned()))
+            .into()
+    );
+    assert_eq!(t.key, [element(TX_KEY, "HASH")]);
+    assert_eq!(
+        t.indexes,
+        [(
+            PENDING_INDEX.to_owned(),
+            vec![
+                element(PENDING_ATTR, "HASH"),
+                element(DEADLINE_ATTR, "RANGE")
+            ]
+        )]
+        .into()
+    );
+    assert_eq!(t.projections, ["ALL"]);
+    assert_eq!(t.ttl, Some((EXPIRE_ATTR.to_owned(), "true".to_owned())));
+    assert_eq!(t.stream.as_deref(), Some("NEW_AND_OLD_IMAGES"));
+    assert_eq!(t.billing.as_deref(), Some("PAY_PER_REQUEST"));
+}
+
+#[test]
+fn every_participant_table_carries_the_lock_index() {
+    let participants: Vec<String> = resources_of("AWS::DynamoDB::Table")
+        .into_iter()
+        .filter(|n| n != "TransactionsTable" && n != "ConnectionsTable")
+        .collect();
+    assert_eq!(participants, ["AccountsTable", "WalletsTable"]);
+    for name in participants {
+        let t = table(&name);
+        assert_eq!(
+            t.attributes,
+            [
+                ("id", "S"),
+                (LOCK_SHARD_ATTR, "S"),
+                (LOCK_EXPIRES_ATTR, "N")
+            ]
+            .map(|(a, b)| (a.to_owned(), b.to_owned()))
+            .into(),
+            "{name}"
+        );
+        assert_eq!(t.key, [element("id", "HASH")], "{name}");
+        assert_eq!(
+            t.indexes,
+            [(
+                LOCK_INDEX.to_owned(),
+                vec![
+                    element(LOCK_SHARD_ATTR, "HASH"),
+                    element(LOCK_EXPIRES_ATTR, "RANGE")
+                ]
+            )]
+            .into(),
+            "{name}"
+        );
+        assert_eq!(t.projections, ["ALL"], "{name}");
+        assert_eq!(t.ttl, None, "{name}");
+        assert_eq!(t.stream.as_deref(), Some("NEW_AND_OLD_IMAGES"), "{name}");
+        assert_eq!(t.billing.as_deref(), Some("PAY_PER_REQUEST"), "{name}");
+    }
+}
+
+#[test]
+fn policies_name_only_indexes_that_exist() {
+    let named: BTreeSet<&str> = TEMPLATE
+        .split("/index/")
+        .skip(1)
+        .map(|rest| rest.split(['"', '\n', ' ']).next().unwrap_or_default())
+        .collect();
+    assert_eq!(
+        named,
+        [
+            PENDING_INDEX,
+            LOCK_INDEX,
+            twopc_dynamo::tables::BY_CONNECTION_INDEX
+        ]
+        .into()
+    );
+}
+
+/// Environment variables set anywhere in the template: the keys of `Variables:` blocks.
+fn variables_set() -> BTreeMap<String, Vec<String>> {
+    let mut found: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let lines: Vec<&str> = TEMPLATE.lines().collect();
+    let mut owner = String::new();
+    for (i, l) in lines.iter().enumerate() {
+        if indent(l) == 2 && is_content(l) {
+            owner = l.trim().trim_end_matches(':').to_owned();
+        }
+        if l.trim() == "Variables:" {
+            let depth = indent(l);
+            for v in lines[i + 1..]
+                .iter()
+                .filter(|v| is_content(v))
+                .take_while(|v| indent(v) > depth)
+                .filter(|v| indent(v) == depth + 2)
+            {
+                if let Some((k, _)) = v.trim().split_once(':') {
+                    found.entry(k.to_owned()).or_default().push(owner.clone());
+                }
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn every_environment_variable_is_one_the_configuration_reads() {
+    let set = variables_set();
+    for name in set.keys() {
+        assert!(
+            var::ALL.contains(&name.as_str()),
+            "template.yaml sets {name}, which twopc_runtime::config::var does not define"
+        );
+    }
+    let owners = |v: &str| set.get(v).cloned().unwrap_or_default();
+    assert_eq!(owners(var::TRANSACTIONS_TABLE), ["Function"], "in Globals");
+    assert_eq!(owners(var::SERVICES), ["CoordinatorFunction"]);
+    assert_eq!(
+        owners(var::PARTICIPANT_TABLE),
+        ["AccountsParticipantFunction", "WalletsParticipantFunction"]
+    );
+    assert_eq!(owners(var::LOCK_TABLES), ["SweeperFunction"]);
+    assert_eq!(owners(var::STREAM_TABLES), ["StreamProcessorFunction"]);
+    assert_eq!(owners(var::DELIVERY_STREAM), ["StreamProcessorFunction"]);
+    assert_eq!(
+        owners(var::CONNECTIONS_TABLE),
+        ["StreamProcessorFunction", "ConnectionsFunction"]
+    );
+}
+
+#[test]
+fn the_connections_table_matches_the_adapter() {
+    use twopc_dynamo::tables::{BY_CONNECTION_INDEX, CONNECTION_ATTR, TOPIC_ATTR};
+    let t = table("ConnectionsTable");
+    assert_eq!(
+        t.attributes,
+        [(TOPIC_ATTR, "S"), (CONNECTION_ATTR, "S")]
+            .map(|(a, b)| (a.to_owned(), b.to_owned()))
+            .into()
+    );
+    assert_eq!(
+        t.key,
+        [
+            element(TOPIC_ATTR, "HASH"),
+            element(CONNECTION_ATTR, "RANGE")
+        ]
+    );
+    assert_eq!(
+        t.indexes,
+        [(
+            BY_CONNECTION_INDEX.to_owned(),
+            vec![
+                element(CONNECTION_ATTR, "HASH"),
+                element(TOPIC_ATTR, "RANGE")
+            ]
+        )]
+        .into()
+    );
+    assert_eq!(t.ttl, Some((EXPIRE_ATTR.to_owned(), "true".to_owned())));
+}
+
+#[test]
+fn the_stream_processor_reads_every_stream_with_item_failures_reported() {
+    let lines = block("Resources", "StreamProcessorFunction");
+    let text = lines.join("\n");
+    for table in ["TransactionsTable", "AccountsTable", "WalletsTable"] {
+        assert!(
+            text.contains(&format!("!GetAtt {table}.StreamArn")),
+            "no stream mapping for {table}"
+        );
+    }
+    assert_eq!(text.matches("ReportBatchItemFailures").count(), 3);
+    assert_eq!(text.matches("BisectBatchOnFunctionError: true").count(), 3);
+    assert_eq!(
+        text.matches("Destination: !GetAtt StreamFailuresQueue.Arn")
+            .count(),
+        3
+    );
+}
+
+/// A `NAME: !Sub >-` folded value, its `${...}` replaced by `sub`.
+fn folded_sub(resource: &str, name: &str, sub: impl Fn(&str) -> String) -> String {
+    let lines = block("Resources", resource);
+    let start = lines
+        .iter()
+        .position(|l| l.trim() == format!("{name}: !Sub >-"))
+        .unwrap_or_else(|| panic!("{resource} sets no folded {name}"));
+    let depth = indent(lines[start]);
+    let text = lines[start + 1..]
+        .iter()
+        .take_while(|l| indent(l) > depth)
+        .map(|l| l.trim())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut out = String::new();
+    let mut rest = text.as_str();
+    while let Some(i) = rest.find("${") {
+        out.push_str(&rest[..i]);
+        let end = rest[i..].find('}').expect("closing brace") + i;
+        out.push_str(&sub(&rest[i + 2..end]));
+        rest = &rest[end + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
+#[test]
+fn the_coordinators_services_are_accepted_by_the_configuration() {
+    let services = folded_sub("CoordinatorFunction", var::SERVICES, |r| {
+        let function = r.strip_suffix(".Arn").expect("a function ARN");
+        assert!(resources_of("AWS::Serverless::Function").contains(&function.to_owned()));
+        format!("arn:aws:lambda:us-east-1:123456789012:function:{function}")
+    });
+    let env = |name: &str| match name {
+        var::TRANSACTIONS_TABLE => Some("tx".to_owned()),
+        var::SERVICES => Some(services.clone()),
+        _ => None,
+    };
+    let config = Config::from_lookup(Role::Coordinator, env).expect("the template's services");
+    assert_eq!(
+        config.services.keys().collect::<Vec<_>>(),
+        ["accounts", "wallets"]
+    );
+    for (name, s) in &config.services {
+        assert!(matches!(s.target, Target::Lambda { .. }), "{name}");
+        assert_eq!(s.key, KeySchema::string_hash("id"), "{name}");
+    }
+}
+
+#[test]
+fn the_sweepers_lock_tables_are_accepted_by_the_configuration() {
+    let tables = folded_sub("SweeperFunction", var::LOCK_TABLES, |r| {
+        assert!(resources_of("AWS::DynamoDB::Table").contains(&r.to_owned()));
+        r.to_owned()
+    });
+    let env = |name: &str| match name {
+        var::TRANSACTIONS_TABLE => Some("tx".to_owned()),
+        var::LOCK_TABLES => Some(tables.clone()),
+        _ => None,
+    };
+    let config = Config::from_lookup(Role::Sweeper, env).expect("the template's lock tables");
+    let names: Vec<&str> = config
+        .lock_tables
+        .iter()
+        .map(|t| t.table.as_str())
+        .collect();
+    assert_eq!(names, ["AccountsTable", "WalletsTable"]);
+    for t in &config.lock_tables {
+        assert_eq!(t.key.hash.kind, KeyType::S);
+    }
+}
+
+#[test]
+fn every_function_is_built_from_a_crate_of_the_workspace() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let functions = resources_of("AWS::Serverless::Function");
+    assert_eq!(
+        functions,
+        [
+            "CoordinatorFunction",
+            "AccountsParticipantFunction",
+            "WalletsParticipantFunction",
+            "SweeperFunction",
+            "StreamProcessorFunction",
+            "ConnectionsFunction"
+        ]
+    );
+    for f in functions {
+        let lines = block("Resources", &f);
+        assert_eq!(
+            value(&lines, "BuildMethod"),
+            Some("rust-cargolambda"),
+            "{f}"
+        );
+        let binary = value(&lines, "Binary").unwrap_or_else(|| panic!("{f}: no Binary"));
+        let code = value(&lines, "CodeUri").unwrap_or_else(|| panic!("{f}: no CodeUri"));
+        assert_eq!(code, format!("crates/{binary}"), "{f}");
+        let manifest = std::fs::read_to_string(root.join(code).join("Cargo.toml"))
+            .unwrap_or_else(|e| panic!("{f}: {code}/Cargo.toml: {e}"));
+        assert!(
+            manifest.contains(&format!("name = \"{binary}\"")),
+            "{f}: {code} is not package {binary}"
+        );
+        assert!(
+            root.join(code).join("src/main.rs").exists(),
+            "{f}: no binary"
+        );
+    }
+    let globals = block("Globals", "Function");
+    assert_eq!(value(&globals, "Runtime"), Some("provided.al2023"));
+    assert_eq!(value(&globals, "Architectures"), Some("[arm64]"));
+    assert_eq!(value(&globals, "Handler"), Some("bootstrap"));
+}
+
+#[test]
+fn the_api_requires_iam_and_exposes_only_the_coordinator() {
+    let api = block("Resources", "TransactionsApi");
+    assert_eq!(value(&api, "DefaultAuthorizer"), Some("AWS_IAM"));
+    let with_api_events: Vec<String> = resources_of("AWS::Serverless::Function")
+        .into_iter()
+        .filter(|f| pairs(&block("Resources", f)).contains(&("Type", "Api")))
+        .collect();
+    assert_eq!(with_api_events, ["CoordinatorFunction"]);
+    let routes: Vec<(&str, &str)> = {
+        let p = pairs(&block("Resources", "CoordinatorFunction"));
+        p.iter()
+            .zip(p.iter().skip(1))
+            .filter(|((k, _), (k2, _))| *k == "Path" && *k2 == "Method")
+            .map(|((_, path), (_, method))| (*path, *method))
+            .collect()
+    };
+    assert_eq!(
+        routes,
+        [("/transactions", "post"), ("/transactions/{id}", "get")]
+    );
+}
