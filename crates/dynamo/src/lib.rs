@@ -24,9 +24,11 @@ pub use txlog::DynamoTxLog;
 use aws_config::{BehaviorVersion, Region};
 use aws_sdk_dynamodb::config::Credentials;
 
-/// A DynamoDB client: the default AWS configuration chain, or, with `endpoint`, a local
-/// endpoint (DynamoDB Local) with static dummy credentials.
-pub async fn client(endpoint: Option<&str>) -> aws_sdk_dynamodb::Client {
+/// The AWS configuration: the default chain, or, with `endpoint`, a local endpoint (DynamoDB
+/// Local, the local WebSocket gateway, moto) with a fixed region and static dummy credentials.
+/// DynamoDB Local keeps one database per access key and region, so every local client built from
+/// this sees the same tables.
+pub async fn sdk_config(endpoint: Option<&str>) -> aws_config::SdkConfig {
     let mut loader = aws_config::defaults(BehaviorVersion::latest());
     if let Some(url) = endpoint {
         loader = loader
@@ -37,8 +39,13 @@ pub async fn client(endpoint: Option<&str>) -> aws_sdk_dynamodb::Client {
                 "local",
                 None,
                 None,
-                "dynamodb-local",
+                "local-endpoint",
             ));
     }
-    aws_sdk_dynamodb::Client::new(&loader.load().await)
+    loader.load().await
+}
+
+/// A DynamoDB client over [`sdk_config`].
+pub async fn client(endpoint: Option<&str>) -> aws_sdk_dynamodb::Client {
+    aws_sdk_dynamodb::Client::new(&sdk_config(endpoint).await)
 }

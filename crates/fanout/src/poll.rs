@@ -368,26 +368,15 @@ mod tests {
     }
 }
 
-/// A streams client for a local endpoint (the same dummy credentials and region as
-/// `twopc_dynamo::client`, so it sees the same tables), with [`RepairEmptyMaps`].
+/// A streams client for a local endpoint (`twopc_dynamo::sdk_config`: it sees the same tables
+/// as the DynamoDB client), with [`RepairEmptyMaps`].
 pub async fn local_client(endpoint: &str) -> Client {
-    use aws_config::{BehaviorVersion, Region};
-    let sdk = aws_config::defaults(BehaviorVersion::latest())
-        .region(Region::new("us-east-1"))
-        .credentials_provider(aws_sdk_dynamodbstreams::config::Credentials::new(
-            "local",
-            "local",
-            None,
-            None,
-            "dynamodb-local",
-        ))
-        .endpoint_url(endpoint)
-        .load()
-        .await;
-    let config = aws_sdk_dynamodbstreams::config::Builder::from(&sdk)
-        .interceptor(RepairEmptyMaps)
-        .build();
-    Client::from_conf(config)
+    let sdk = twopc_dynamo::sdk_config(Some(endpoint)).await;
+    Client::from_conf(
+        aws_sdk_dynamodbstreams::config::Builder::from(&sdk)
+            .interceptor(RepairEmptyMaps)
+            .build(),
+    )
 }
 
 /// DynamoDB Local 3.3.0 writes an empty map attribute into stream records as `{}` instead of
@@ -501,18 +490,6 @@ pub fn repair_records(body: &[u8]) -> Option<Vec<u8>> {
 /// Pushes through a local gateway's management API (`POST {url}/@connections/{id}`) with the
 /// same SDK client code the Lambda uses.
 pub async fn local_push(url: &str) -> crate::sinks::ApiGatewayPush {
-    use aws_config::{BehaviorVersion, Region};
-    let sdk = aws_config::defaults(BehaviorVersion::latest())
-        .region(Region::new("us-east-1"))
-        .credentials_provider(aws_sdk_dynamodbstreams::config::Credentials::new(
-            "local",
-            "local",
-            None,
-            None,
-            "local-gateway",
-        ))
-        .endpoint_url(url)
-        .load()
-        .await;
+    let sdk = twopc_dynamo::sdk_config(Some(url)).await;
     crate::sinks::ApiGatewayPush::new(aws_sdk_apigatewaymanagement::Client::new(&sdk))
 }
