@@ -69,6 +69,18 @@ check: ## Formatting and lints, as CI runs them
 fmt: ## Format the code
 	cargo fmt --all
 
+# make bench: release build, a DynamoDB Local of its own, the whole bench (~5 minutes on 2 cores), report in
+# bench/results/ (latest.md, latest.svg, latest.json). BENCH_ARGS passes options (twopc-bench --help).
+.PHONY: bench bench-quick
+bench: ddb-tools ## Measure the coordinator against native TransactWriteItems, a serial driver and UpdateItem; report in bench/results/
+	@export TWOPC_BENCH_STARTED=$$(date +%s.%N); \
+	cargo build --release --locked -p twopc-bench; \
+	$(DDB) run ./target/release/twopc-bench --out bench/results $(BENCH_ARGS)
+
+bench-quick: ddb-tools ## A seconds-long bench with the same shape (debug build); report in target/bench-quick/
+	cargo build --locked -p twopc-bench
+	$(DDB) run ./target/debug/twopc-bench --quick --out target/bench-quick $(BENCH_ARGS)
+
 ddb-start: tools ## Start DynamoDB Local for development (prints its URL; export it as TWOPC_DYNAMODB_ENDPOINT)
 	@$(DDB) start
 

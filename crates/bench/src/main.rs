@@ -1,0 +1,220 @@
+//! `twopc-bench`: runs the benchmark against DynamoDB Local and writes the report.
+//!
+//! ```text
+//! twopc-bench [--quick] [--endpoint URL] [--out DIR] [--measure-secs S]
+//!             [--burst-rate R] [--burst-seconds S] [--no-burst]
+//!             [--systems native,coordinator,serial,unit] [--workloads uniform2,hot8,...]
+//!             [--concurrency 1,8,32] [--accounts N]
+//! ```
+//!
+//! The filters run a part of the bench (to profile one system, say); `make bench` runs it all.
+//!
+//! The endpoint defaults to `TWOPC_DYNAMODB_ENDPOINT` (set by `infra/dynamodb-local.sh run`);
+//! the report goes to `bench/results/` (`latest.md`, `latest.svg`, `latest.json`).
+//! `TWOPC_BENCH_STARTED` (epoch seconds, set by `make bench`) lets the report state the wall
+//! time of the whole `make bench`. Exit status 1 if any correctness check failed.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use twopc_bench::config::BenchConfig;
+use twopc_bench::report;
+use twopc_bench::systems::System;
+use twopc_bench::workload::{Contention, Workload};
+
+const USAGE: &str = "usage: twopc-bench [--quick] [--endpoint URL] [--out DIR] [--measure-secs S] \
+                     [--burst-rate R] [--burst-seconds S] [--no-burst] [--systems native,coordinator,serial,unit] \
+                     [--workloads uniform2,uniform8,hot2,hot8] [--concurrency 1,8,32] [--accounts N]";
+
+struct Args {
+    config: BenchConfig,
+    out: PathBuf,
+}
+
+fn parse(args: impl Iterator<Item = String>) -> Result<Args, String> {
+    let args: Vec<String> = args.collect();
+    let value = |i: usize| {
+        args.get(i + 1)
+            .cloned()
+            .ok_or_else(|| format!("{} needs a value\n{USAGE}", args[i]))
+    };
+    let number = |i: usize| -> Result<f64, String> {
+        value(i)?
+            .parse::<f64>()
+            .ok()
+            .filter(|x| x.is_finite() && *x > 0.0)
+            .ok_or_else(|| format!("{} needs a positive number\n{USAGE}", args[i]))
+    };
+    let endpoint = match args.iter().position(|a| a == "--endpoint") {
+        Some(i) => value(i)?,
+        None => std::env::var("TWOPC_DYNAMODB_ENDPOINT").map_err(|_| {
+            format!(
+                "no DynamoDB endpoint: pass --endpoint URL or set TWOPC_DYNAMODB_ENDPOINT \
+                 (`make bench` starts DynamoDB Local and sets it)\n{USAGE}"
+            )
+        })?,
+    };
+    let mut config = if args.iter().any(|a| a == "--quick") {
+        BenchConfig::quick(&endpoint)
+    } else {
+        BenchConfig::full(&endpoint)
+    };
+    let mut out = PathBuf::from("bench/results");
+    let mut i = 0;
+    while i < args.len() {
+        match args[i].as_str() {
+            "--quick" => {}
+            "--endpoint" => i += 1,
+            "--out" => {
+                out = PathBuf::from(value(i)?);
+                i += 1;
+            }
+            "--measure-secs" => {
+                config.measure = Duration::from_secs_f64(number(i)?);
+                i += 1;
+            }
+            "--burst-rate" => {
+                let rate = number(i)? as u32;
+                if let Some(b) = config.burst.as_mut() {
+                    b.rate = rate.max(1);
+                }
+                i += 1;
+            }
+            "--burst-seconds" => {
+                let secs = number(i)?;
+                if let Some(b) = config.burst.as_mut() {
+                    b.seconds = secs;
+                }
+                i += 1;
+            }
+            "--no-burst" => config.burst = None,
+            "--accounts" => {
+                config.accounts = number(i)? as u32;
+                i += 1;
+            }
+            "--systems" => {
+                config.systems = value(i)?
+                    .split(',')
+                    .map(|n| {
+                        System::from_name(n).ok_or_else(|| {
+                            format!("unknown system {n:?}: native, coordinator, serial, unit")
+                        })
+                    })
+                    .collect::<Result<_, _>>()?;
+                i += 1;
+            }
+            "--concurrency" => {
+                config.concurrency = value(i)?
+                    .split(',')
+                    .map(|n| {
+                        n.parse()
+                            .ok()
+                            .filter(|c| *c > 0)
+                            .ok_or_else(|| format!("bad concurrency {n:?}"))
+                    })
+                    .collect::<Result<_, _>>()?;
+                i += 1;
+            }
+            "--workloads" => {
+                config.workloads = value(i)?
+                    .split(',')
+                    .map(parse_workload)
+                    .collect::<Result<_, _>>()?;
+                i += 1;
+            }
+            "-h" | "--help" => return Err(USAGE.to_owned()),
+            other => return Err(format!("unknown argument {other:?}\n{USAGE}")),
+        }
+        i += 1;
+    }
+    Ok(Args { config, out })
+}
+
+/// `uniform2`, `hot8`, ...
+fn parse_workload(text: &str) -> Result<Workload, String> {
+    let bad = || format!("bad workload {text:?}: uniform2, uniform8, hot2, hot8, ...");
+    let (contention, n) = if let Some(n) = text.strip_prefix("uniform") {
+        (Contention::Uniform, n)
+    } else if let Some(n) = text.strip_prefix("hot") {
+        (Contention::Hot, n)
+    } else {
+        return Err(bad());
+    };
+    let participants: usize = n.parse().map_err(|_| bad())?;
+    if participants < 2 || !participants.is_multiple_of(2) {
+        return Err(bad());
+    }
+    Ok(Workload {
+        contention,
+        participants,
+    })
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let args = match parse(std::env::args().skip(1)) {
+        Ok(a) => a,
+        Err(message) => {
+            eprintln!("{message}");
+            return ExitCode::from(2);
+        }
+    };
+    eprintln!(
+        "twopc-bench: {} run against {}",
+        args.config.mode, args.config.endpoint
+    );
+    let progress = |line: &str| eprintln!("  {line}");
+    let mut report = match twopc_bench::run(&args.config, &progress).await {
+        Ok(r) => r,
+        Err(e) => {
+            let mut msg = e.to_string();
+            let mut source = std::error::Error::source(&e);
+            while let Some(s) = source {
+                msg.push_str(": ");
+                msg.push_str(&s.to_string());
+                source = s.source();
+            }
+            eprintln!("twopc-bench: {msg}");
+            return ExitCode::from(2);
+        }
+    };
+    report.make_wall = std::env::var("TWOPC_BENCH_STARTED")
+        .ok()
+        .and_then(|s| s.parse::<f64>().ok())
+        .and_then(|t0| {
+            let now = SystemTime::now().duration_since(UNIX_EPOCH).ok()?;
+            now.checked_sub(Duration::from_secs_f64(t0))
+        });
+    if let Err(e) = report::write(&report, &args.out) {
+        eprintln!(
+            "twopc-bench: {e}: {}",
+            std::error::Error::source(&e).map_or(String::new(), |s| s.to_string())
+        );
+        return ExitCode::from(2);
+    }
+    for t in report::targets(&report) {
+        eprintln!(
+            "  target {:<55} {:<28} {:<12} {}",
+            t.what,
+            t.goal,
+            match t.met {
+                Some(true) => "met",
+                Some(false) => "MISSED",
+                None => "-",
+            },
+            t.measured
+        );
+    }
+    eprintln!(
+        "twopc-bench: report in {} ({:.0} s)",
+        args.out.join("latest.md").display(),
+        report.wall.as_secs_f64()
+    );
+    if report.all_checks_pass() {
+        ExitCode::SUCCESS
+    } else {
+        eprintln!("twopc-bench: CORRECTNESS CHECKS FAILED (see the report)");
+        ExitCode::from(1)
+    }
+}

@@ -1,0 +1,540 @@
+//! The systems compared, each doing the same transfer with the same conditions:
+//!
+//! - [`System::Coordinator`]: this project's coordinator over the `direct` transport (the
+//!   participant logic runs in-process: the protocol's own cost, no Lambda hop);
+//! - [`System::Native`]: one `TransactWriteItems` with the same updates and conditions — what a
+//!   user whose items all live in one account and region would pick instead;
+//! - [`System::Serial`]: the seed's shape — prepare one participant after another, then commit
+//!   one after another — built from the same participant and log code, driven serially here
+//!   (not a change to the core);
+//! - [`System::Unit`]: one plain conditional `UpdateItem`, the engine's unit of work.
+//!
+//! A transfer that aborts because an item was busy (`conflict` vote, `TransactionConflict`
+//! cancellation) is retried as a new transaction after a short random backoff, up to
+//! [`crate::config::BenchConfig::max_attempts`] attempts, the same for every system.
+
+use std::collections::{BTreeMap, HashMap};
+use std::error::Error as StdError;
+use std::fmt;
+use std::time::Duration;
+
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::error::DisplayErrorContext;
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem, Update};
+use rand::Rng;
+use serde_json::Value;
+use twopc_core::coordinator::{Coordinator, CoordinatorConfig};
+use twopc_core::direct::DirectTransport;
+use twopc_core::ids::TxId;
+use twopc_core::model::{
+    CompleteRequest, ParticipantEntry, PrepareReply, PrepareRequest, Target, TxRecord, Vote,
+    VoteReason,
+};
+use twopc_core::participant::{Participant, ParticipantConfig};
+use twopc_core::ports::{Clock, Created, Swapped, SystemClock, TxLog};
+use twopc_core::request::{KeySchema, Limits, ServiceConfig, TxRequest};
+use twopc_core::status::{Decision, TxStatus};
+use twopc_dynamo::{DynamoItems, DynamoTxLog};
+
+use crate::BenchError;
+use crate::tables::Tables;
+use crate::timing::{StepTimes, TimedLog, TimedTransport};
+use crate::workload::{Transfer, account_id};
+
+/// The participant logic as the bench wires it.
+pub type BenchParticipant = Participant<DynamoItems, DynamoTxLog, SystemClock>;
+/// The coordinator as the bench wires it: `direct` transport, its ports timed.
+pub type BenchCoordinator = Coordinator<
+    TimedLog<DynamoTxLog>,
+    TimedTransport<DirectTransport<DynamoItems, DynamoTxLog, SystemClock>>,
+    SystemClock,
+>;
+
+/// A system under test.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum System {
+    /// `TransactWriteItems`.
+    Native,
+    /// This coordinator, `direct` transport.
+    Coordinator,
+    /// Sequential prepare, then sequential commit.
+    Serial,
+    /// One conditional `UpdateItem`.
+    Unit,
+}
+
+impl System {
+    /// The transfer systems, in the order each workload runs them.
+    pub const TRANSFER: [System; 3] = [System::Native, System::Coordinator, System::Serial];
+
+    /// The system of a short name.
+    pub fn from_name(name: &str) -> Option<System> {
+        [
+            System::Native,
+            System::Coordinator,
+            System::Serial,
+            System::Unit,
+        ]
+        .into_iter()
+        .find(|s| s.name().eq_ignore_ascii_case(name) || (name == "unit" && *s == System::Unit))
+    }
+
+    /// Short name.
+    pub fn name(self) -> &'static str {
+        match self {
+            System::Native => "native",
+            System::Coordinator => "coordinator",
+            System::Serial => "serial",
+            System::Unit => "UpdateItem",
+        }
+    }
+
+    /// Sequential round trips before the client's answer for an N-participant transaction
+    /// that commits, derived from the protocol: native and unit 1; the coordinator begin,
+    /// prepare (all at once), decide, complete (all at once), finalize = 5; the serial driver
+    /// begin, N prepares, decide, N commits, finalize = 2N + 3.
+    pub fn critical_path(self, participants: usize) -> usize {
+        match self {
+            System::Native | System::Unit => 1,
+            System::Coordinator => 5,
+            System::Serial => 2 * participants + 3,
+        }
+    }
+}
+
+impl fmt::Display for System {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// How one transfer ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Applied.
+    Committed,
+    /// Aborted because an item was busy, on every attempt.
+    Conflict,
+    /// Aborted for another reason (a condition failed: not expected with the seeded balances).
+    Refused(String),
+    /// Decided but not finished (a record left `COMMITTING`/`ABORTING`): counts as a failure.
+    Unfinished(String),
+    /// An error.
+    Failed(String),
+}
+
+/// A transfer's end and how many attempts it took.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Done {
+    /// The end.
+    pub outcome: Outcome,
+    /// Attempts (transactions) used.
+    pub attempts: u32,
+}
+
+/// Runs transfers of one system against one cell's tables.
+pub struct Driver {
+    system: System,
+    client: Client,
+    tables: Tables,
+    coordinator: BenchCoordinator,
+    serial: Serial,
+    timeout_ms: u64,
+    max_attempts: u32,
+}
+
+/// The services named in transfer requests: `accounts` and `wallets`, reached `direct`.
+pub fn services(tables: &Tables) -> BTreeMap<String, ServiceConfig> {
+    [("accounts", &tables.accounts), ("wallets", &tables.wallets)]
+        .into_iter()
+        .map(|(name, table)| {
+            (
+                name.to_owned(),
+                ServiceConfig {
+                    target: Target::Direct {
+                        table: table.clone(),
+                    },
+                    key: KeySchema::string_hash("id"),
+                },
+            )
+        })
+        .collect()
+}
+
+impl Driver {
+    /// Wires `system` over `tables`.
+    pub fn new(
+        system: System,
+        client: Client,
+        tables: Tables,
+        timeout_ms: u64,
+        max_attempts: u32,
+        times: StepTimes,
+    ) -> Driver {
+        let log = DynamoTxLog::new(client.clone(), &tables.tx);
+        let participant = Participant::new(
+            DynamoItems::new(client.clone()),
+            log.clone(),
+            SystemClock,
+            ParticipantConfig::default(),
+        );
+        let config = CoordinatorConfig {
+            id: "twopc-bench".into(),
+            services: services(&tables),
+            limits: Limits::default(),
+        };
+        let serial = Serial {
+            log: log.clone(),
+            participant: participant.clone(),
+            config: config.clone(),
+        };
+        let coordinator = Coordinator::new(
+            TimedLog::new(log, times.clone()),
+            TimedTransport::new(DirectTransport::new(participant), times),
+            SystemClock,
+            config,
+        );
+        Driver {
+            system,
+            client,
+            tables,
+            coordinator,
+            serial,
+            timeout_ms,
+            max_attempts: max_attempts.max(1),
+        }
+    }
+
+    /// The system.
+    pub fn system(&self) -> System {
+        self.system
+    }
+
+    /// The transaction log (for the audit of unfinished records).
+    pub fn log(&self) -> &DynamoTxLog {
+        &self.serial.log
+    }
+
+    /// Runs one transfer to its end, retrying conflicts.
+    pub async fn transfer(&self, t: &Transfer) -> Done {
+        let body = matches!(self.system, System::Coordinator | System::Serial)
+            .then(|| t.request(self.timeout_ms));
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let outcome = self.attempt(t, body.as_ref()).await;
+            if outcome != Outcome::Conflict || attempts >= self.max_attempts {
+                return Done { outcome, attempts };
+            }
+            // Jittered exponential backoff: 0..2^attempts ms.
+            let ms = rand::rng().random_range(0..=1u64 << attempts);
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+        }
+    }
+
+    async fn attempt(&self, t: &Transfer, body: Option<&Value>) -> Outcome {
+        match (self.system, body) {
+            (System::Coordinator, Some(body)) => match self.coordinator.submit(body, None).await {
+                Ok(record) => classify(&record),
+                Err(e) => Outcome::Failed(chain(&e)),
+            },
+            (System::Serial, Some(body)) => match self.serial.run(body).await {
+                Ok(record) => classify(&record),
+                Err(e) => Outcome::Failed(chain(&e)),
+            },
+            (System::Native, _) => self.native(t).await,
+            (System::Unit, _) => self.unit(t).await,
+            (_, None) => Outcome::Failed("no request body".into()),
+        }
+    }
+
+    async fn native(&self, t: &Transfer) -> Outcome {
+        let tx = TxId::random().to_string();
+        let legs = t
+            .debits
+            .iter()
+            .map(|k| (&self.tables.accounts, *k, true))
+            .chain(t.credits.iter().map(|k| (&self.tables.wallets, *k, false)));
+        let mut request = self.client.transact_write_items();
+        for (table, k, debit) in legs {
+            let update = match leg(table, k, t.amount, debit, &tx) {
+                Ok(u) => u,
+                Err(e) => return Outcome::Failed(e),
+            };
+            request = request.transact_items(TransactWriteItem::builder().update(update).build());
+        }
+        match request.send().await {
+            Ok(_) => Outcome::Committed,
+            Err(e) => match e.as_service_error() {
+                Some(TransactWriteItemsError::TransactionCanceledException(c)) => {
+                    let codes: Vec<&str> = c
+                        .cancellation_reasons()
+                        .iter()
+                        .filter_map(|r| r.code())
+                        .filter(|c| *c != "None")
+                        .collect();
+                    if codes.contains(&"TransactionConflict") {
+                        Outcome::Conflict
+                    } else {
+                        Outcome::Refused(codes.join(","))
+                    }
+                }
+                Some(TransactWriteItemsError::TransactionInProgressException(_)) => {
+                    Outcome::Conflict
+                }
+                _ => Outcome::Failed(DisplayErrorContext(&e).to_string()),
+            },
+        }
+    }
+
+    async fn unit(&self, t: &Transfer) -> Outcome {
+        let Some(k) = t.credits.first() else {
+            return Outcome::Failed("a unit write needs one key".into());
+        };
+        let (names, values) = expression(i128::from(t.amount), None, None);
+        let r = self
+            .client
+            .update_item()
+            .table_name(&self.tables.accounts)
+            .key("id", AttributeValue::S(account_id(*k)))
+            .update_expression("SET #b = #b + :d, #v = if_not_exists(#v, :z) + :one")
+            .condition_expression("attribute_exists(#id)")
+            .set_expression_attribute_names(Some(names))
+            .set_expression_attribute_values(Some(values))
+            .send()
+            .await;
+        match r {
+            Ok(_) => Outcome::Committed,
+            Err(e) => match e.as_service_error() {
+                Some(UpdateItemError::ConditionalCheckFailedException(_)) => {
+                    Outcome::Refused("ConditionalCheckFailed".into())
+                }
+                _ => Outcome::Failed(DisplayErrorContext(&e).to_string()),
+            },
+        }
+    }
+}
+
+/// Names and values of a native update: `#b` balance, `#v` txVersion, `#l` lastTx, `#id`.
+fn expression(
+    delta: i128,
+    require: Option<u64>,
+    tx: Option<&str>,
+) -> (HashMap<String, String>, HashMap<String, AttributeValue>) {
+    let mut names = HashMap::from([
+        ("#id".to_owned(), "id".to_owned()),
+        ("#b".to_owned(), "balance".to_owned()),
+        ("#v".to_owned(), "txVersion".to_owned()),
+    ]);
+    let mut values = HashMap::from([
+        (":d".to_owned(), AttributeValue::N(delta.to_string())),
+        (":z".to_owned(), AttributeValue::N("0".into())),
+        (":one".to_owned(), AttributeValue::N("1".into())),
+    ]);
+    if let Some(a) = require {
+        values.insert(":a".into(), AttributeValue::N(a.to_string()));
+    }
+    if let Some(tx) = tx {
+        names.insert("#l".into(), "lastTx".into());
+        values.insert(":tx".into(), AttributeValue::S(tx.into()));
+    }
+    (names, values)
+}
+
+/// One leg of the native transaction: the coordinator's commit writes (balance, txVersion,
+/// lastTx) under the coordinator's prepare conditions (item exists; a debit keeps the balance
+/// non-negative).
+fn leg(table: &str, k: u32, amount: u64, debit: bool, tx: &str) -> Result<Update, String> {
+    let delta = if debit {
+        -i128::from(amount)
+    } else {
+        i128::from(amount)
+    };
+    let (names, values) = expression(delta, debit.then_some(amount), Some(tx));
+    let condition = if debit {
+        "attribute_exists(#id) AND #b >= :a"
+    } else {
+        "attribute_exists(#id)"
+    };
+    Update::builder()
+        .table_name(table)
+        .key("id", AttributeValue::S(account_id(k)))
+        .update_expression("SET #b = #b + :d, #v = if_not_exists(#v, :z) + :one, #l = :tx")
+        .condition_expression(condition)
+        .set_expression_attribute_names(Some(names))
+        .set_expression_attribute_values(Some(values))
+        .build()
+        .map_err(|e| e.to_string())
+}
+
+/// Reads a transfer's end off its record.
+fn classify(record: &TxRecord) -> Outcome {
+    match record.status {
+        TxStatus::Committed => Outcome::Committed,
+        TxStatus::Aborted => {
+            let mut reasons = record.votes.iter().filter_map(|v| match v {
+                Vote::No { reason, .. } => Some(*reason),
+                Vote::Yes => None,
+            });
+            if reasons.clone().any(|r| r == VoteReason::Conflict) {
+                Outcome::Conflict
+            } else {
+                Outcome::Refused(reasons.next().map_or("none", |r| r.code()).to_owned())
+            }
+        }
+        other => Outcome::Unfinished(format!("transaction {} left {other}", record.tx_id)),
+    }
+}
+
+/// An error and its sources, on one line.
+fn chain(e: &(dyn StdError + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    out
+}
+
+/// The seed's driver: the same records, participant logic and conditional writes as the
+/// coordinator, one request at a time. A `no` vote stops the prepares; the participants asked so
+/// far are then aborted, one after another.
+struct Serial {
+    log: DynamoTxLog,
+    participant: BenchParticipant,
+    config: CoordinatorConfig,
+}
+
+impl Serial {
+    async fn run(&self, body: &Value) -> Result<TxRecord, BenchError> {
+        let request = TxRequest::parse(body, &self.config.services, &self.config.limits)
+            .map_err(|e| BenchError::Check(format!("serial driver: {e}")))?;
+        let now = SystemClock.now_ms();
+        let tx_id = TxId::random();
+        let record = TxRecord {
+            tx_id: tx_id.clone(),
+            status: TxStatus::Preparing,
+            participants: request
+                .participants
+                .iter()
+                .map(|p| ParticipantEntry {
+                    participant: p.participant.clone(),
+                    target: p.service.target.clone(),
+                    key: p.key.clone(),
+                    op: p.op.clone(),
+                })
+                .collect(),
+            votes: vec![],
+            deadline: now + request.timeout_ms,
+            created_at: now,
+            updated_at: now,
+            idempotency_key: None,
+            request_hash: request.hash(),
+            begun_by: format!("{}/{}", self.config.id, TxId::random()),
+            attempts: 0,
+            retry_after: None,
+        };
+        if let Created::Exists(_) = self.log.create(&record).await? {
+            return Err(BenchError::Check(format!("transaction id {tx_id} taken")));
+        }
+        let mut votes = vec![];
+        let mut prunes = vec![];
+        for p in &record.participants {
+            let req = PrepareRequest {
+                tx_id: tx_id.clone(),
+                deadline: record.deadline,
+                key: p.key.clone(),
+                op: p.op.clone(),
+                coordinator: self.config.id.clone(),
+            };
+            let reply = match self.participant.prepare(table(&p.target)?, &req).await {
+                Ok(reply) => reply,
+                Err(e) => PrepareReply {
+                    vote: Vote::no(VoteReason::Unreachable, e.to_string()),
+                    prune: vec![],
+                },
+            };
+            let yes = reply.vote.is_yes();
+            votes.push(reply.vote);
+            prunes.push(reply.prune);
+            if !yes {
+                break;
+            }
+        }
+        let ours = if votes.len() == record.participants.len() && votes.iter().all(Vote::is_yes) {
+            Decision::Commit
+        } else {
+            Decision::Abort
+        };
+        let decided = match self
+            .log
+            .transition(
+                &tx_id,
+                TxStatus::Preparing,
+                TxStatus::deciding(ours),
+                Some(&votes),
+                SystemClock.now_ms(),
+            )
+            .await?
+        {
+            Swapped::Done(r) | Swapped::Lost(Some(r)) => *r,
+            Swapped::Lost(None) => {
+                return Err(BenchError::Check(format!("record {tx_id} vanished")));
+            }
+        };
+        let Some(decision) = decided.status.decision() else {
+            return Err(BenchError::Check(format!("record {tx_id} still undecided")));
+        };
+        if decided.status.is_terminal() {
+            return Ok(decided);
+        }
+        // Someone else's decision (a resolver's abort) reaches every participant.
+        let (asked, hints) = if decision == ours {
+            (votes.len(), prunes)
+        } else {
+            (record.participants.len(), vec![])
+        };
+        for (i, p) in record.participants.iter().take(asked).enumerate() {
+            let req = CompleteRequest {
+                tx_id: tx_id.clone(),
+                deadline: record.deadline,
+                key: p.key.clone(),
+                op: p.op.clone(),
+                prune: hints.get(i).cloned().unwrap_or_default(),
+            };
+            let t = table(&p.target)?;
+            let reply = match decision {
+                Decision::Commit => self.participant.commit(t, &req).await,
+                Decision::Abort => self.participant.abort(t, &req).await,
+            };
+            if !reply.is_ok_and(|r| r.acknowledged()) {
+                return Ok(decided); // left for the sweeper, as the coordinator does
+            }
+        }
+        match self
+            .log
+            .transition(
+                &tx_id,
+                decided.status,
+                TxStatus::finishing(decision),
+                None,
+                SystemClock.now_ms(),
+            )
+            .await?
+        {
+            Swapped::Done(r) | Swapped::Lost(Some(r)) => Ok(*r),
+            Swapped::Lost(None) => Err(BenchError::Check(format!("record {tx_id} vanished"))),
+        }
+    }
+}
+
+fn table(target: &Target) -> Result<&str, BenchError> {
+    match target {
+        Target::Direct { table } => Ok(table),
+        other => Err(BenchError::Check(format!("not a direct target: {other:?}"))),
+    }
+}

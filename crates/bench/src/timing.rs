@@ -1,0 +1,208 @@
+//! A timing breakdown of the coordinator's steps, taken at its ports: the coordinator is generic
+//! over its transaction log and transport, so the bench wraps both (no change to the core) and
+//! adds up the wall time each step takes. At concurrency 1 this is the latency breakdown of a
+//! transaction: begin, prepare (per participant, sent together), decide, commit (per
+//! participant, together), finalize.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use twopc_core::ids::TxId;
+use twopc_core::model::{
+    CompleteReply, CompleteRequest, PrepareReply, PrepareRequest, Target, TxRecord, Vote,
+};
+use twopc_core::ports::{Created, PortError, Swapped, Transport, TransportError, TxLog};
+use twopc_core::status::TxStatus;
+
+/// The steps told apart.
+pub const STEPS: [&str; 8] = [
+    "begin (PutItem)",
+    "prepare (UpdateItem)",
+    "decide (UpdateItem)",
+    "commit (UpdateItem)",
+    "abort",
+    "finalize (UpdateItem)",
+    "read record (GetItem)",
+    "other",
+];
+
+#[derive(Debug, Default)]
+struct Slots {
+    calls: [AtomicU64; STEPS.len()],
+    nanos: [AtomicU64; STEPS.len()],
+}
+
+/// Shared counters of the wrappers.
+#[derive(Clone, Debug, Default)]
+pub struct StepTimes(Arc<Slots>);
+
+/// Calls and total wall time per step.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Steps {
+    /// Calls per step ([`STEPS`] order).
+    pub calls: [u64; STEPS.len()],
+    /// Wall time per step.
+    pub total: [Duration; STEPS.len()],
+}
+
+impl StepTimes {
+    fn add(&self, step: usize, started: Instant) {
+        let ns = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.0.calls[step].fetch_add(1, Ordering::Relaxed);
+        self.0.nanos[step].fetch_add(ns, Ordering::Relaxed);
+    }
+
+    /// The counters now.
+    pub fn snapshot(&self) -> Steps {
+        let mut s = Steps::default();
+        for i in 0..STEPS.len() {
+            s.calls[i] = self.0.calls[i].load(Ordering::Relaxed);
+            s.total[i] = Duration::from_nanos(self.0.nanos[i].load(Ordering::Relaxed));
+        }
+        s
+    }
+}
+
+impl Steps {
+    /// `self - earlier`.
+    pub fn since(&self, earlier: &Steps) -> Steps {
+        let mut s = Steps::default();
+        for i in 0..STEPS.len() {
+            s.calls[i] = self.calls[i].saturating_sub(earlier.calls[i]);
+            s.total[i] = self.total[i].saturating_sub(earlier.total[i]);
+        }
+        s
+    }
+
+    /// `self + other`.
+    pub fn plus(&self, other: &Steps) -> Steps {
+        let mut s = *self;
+        for i in 0..STEPS.len() {
+            s.calls[i] += other.calls[i];
+            s.total[i] += other.total[i];
+        }
+        s
+    }
+
+    /// Mean wall time of one call of step `i`.
+    pub fn mean(&self, i: usize) -> Option<Duration> {
+        u32::try_from(self.calls[i])
+            .ok()
+            .filter(|n| *n > 0)
+            .map(|n| self.total[i] / n)
+    }
+}
+
+/// A [`TxLog`] that times its calls.
+#[derive(Clone, Debug)]
+pub struct TimedLog<L> {
+    inner: L,
+    times: StepTimes,
+}
+
+impl<L> TimedLog<L> {
+    /// Wraps `inner`.
+    pub fn new(inner: L, times: StepTimes) -> Self {
+        TimedLog { inner, times }
+    }
+}
+
+impl<L: TxLog> TxLog for TimedLog<L> {
+    async fn create(&self, record: &TxRecord) -> Result<Created, PortError> {
+        let t = Instant::now();
+        let r = self.inner.create(record).await;
+        self.times.add(0, t);
+        r
+    }
+
+    async fn get(&self, tx: &TxId) -> Result<Option<TxRecord>, PortError> {
+        let t = Instant::now();
+        let r = self.inner.get(tx).await;
+        self.times.add(6, t);
+        r
+    }
+
+    async fn transition(
+        &self,
+        tx: &TxId,
+        from: TxStatus,
+        to: TxStatus,
+        votes: Option<&[Vote]>,
+        now: u64,
+    ) -> Result<Swapped, PortError> {
+        let t = Instant::now();
+        let r = self.inner.transition(tx, from, to, votes, now).await;
+        self.times.add(if to.is_terminal() { 5 } else { 2 }, t);
+        r
+    }
+
+    async fn create_aborted(&self, tx: &TxId, now: u64) -> Result<Created, PortError> {
+        let t = Instant::now();
+        let r = self.inner.create_aborted(tx, now).await;
+        self.times.add(7, t);
+        r
+    }
+
+    async fn overdue(&self, now: u64, limit: usize) -> Result<Vec<TxRecord>, PortError> {
+        self.inner.overdue(now, limit).await
+    }
+
+    async fn note_failed_attempt(
+        &self,
+        tx: &TxId,
+        retry_after: u64,
+        now: u64,
+    ) -> Result<(), PortError> {
+        self.inner.note_failed_attempt(tx, retry_after, now).await
+    }
+}
+
+/// A [`Transport`] that times its calls.
+#[derive(Clone, Debug)]
+pub struct TimedTransport<T> {
+    inner: T,
+    times: StepTimes,
+}
+
+impl<T> TimedTransport<T> {
+    /// Wraps `inner`.
+    pub fn new(inner: T, times: StepTimes) -> Self {
+        TimedTransport { inner, times }
+    }
+}
+
+impl<T: Transport> Transport for TimedTransport<T> {
+    async fn prepare(
+        &self,
+        target: &Target,
+        req: &PrepareRequest,
+    ) -> Result<PrepareReply, TransportError> {
+        let t = Instant::now();
+        let r = self.inner.prepare(target, req).await;
+        self.times.add(1, t);
+        r
+    }
+
+    async fn commit(
+        &self,
+        target: &Target,
+        req: &CompleteRequest,
+    ) -> Result<CompleteReply, TransportError> {
+        let t = Instant::now();
+        let r = self.inner.commit(target, req).await;
+        self.times.add(3, t);
+        r
+    }
+
+    async fn abort(
+        &self,
+        target: &Target,
+        req: &CompleteRequest,
+    ) -> Result<CompleteReply, TransportError> {
+        let t = Instant::now();
+        let r = self.inner.abort(target, req).await;
+        self.times.add(4, t);
+        r
+    }
+}
