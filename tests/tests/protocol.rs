@@ -571,31 +571,10 @@ async fn stale_fence_entries_are_pruned_by_later_commits() {
 async fn stuck_owner(w: &World, status: TxStatus) -> TxRecord {
     let tx = TxId::random();
     let now = w.clock.now_ms();
-    let body = transfer("alice", "bob", 10);
+    let mut body = transfer("alice", "bob", 10);
+    body["timeoutMs"] = json!(1_000);
     let req = w.coordinator.validate(&body).expect("valid");
-    let record = TxRecord {
-        tx_id: tx.clone(),
-        status: TxStatus::Preparing,
-        participants: req
-            .participants
-            .iter()
-            .map(|p| twopc_core::model::ParticipantEntry {
-                participant: p.participant.clone(),
-                target: p.service.target.clone(),
-                key: p.key.clone(),
-                op: p.op.clone(),
-            })
-            .collect(),
-        votes: vec![],
-        deadline: now + 1_000,
-        created_at: now,
-        updated_at: now,
-        idempotency_key: None,
-        request_hash: req.hash(),
-        begun_by: "owner".into(),
-        attempts: 0,
-        retry_after: None,
-    };
+    let record = req.begin(tx.clone(), None, "owner".into(), now);
     w.log.create(&record).await.expect("create");
     for (i, table) in [(0, &w.accounts), (1, &w.wallets)] {
         let p = &record.participants[i];

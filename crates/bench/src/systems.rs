@@ -29,8 +29,7 @@ use twopc_core::coordinator::{Coordinator, CoordinatorConfig};
 use twopc_core::direct::DirectTransport;
 use twopc_core::ids::TxId;
 use twopc_core::model::{
-    CompleteRequest, ParticipantEntry, PrepareReply, PrepareRequest, Target, TxRecord, Vote,
-    VoteReason,
+    CompleteRequest, PrepareReply, PrepareRequest, Target, TxRecord, Vote, VoteReason,
 };
 use twopc_core::participant::{Participant, ParticipantConfig};
 use twopc_core::ports::{Clock, Created, Swapped, SystemClock, TxLog};
@@ -415,29 +414,12 @@ impl Serial {
             .map_err(|e| BenchError::Check(format!("serial driver: {e}")))?;
         let now = SystemClock.now_ms();
         let tx_id = TxId::random();
-        let record = TxRecord {
-            tx_id: tx_id.clone(),
-            status: TxStatus::Preparing,
-            participants: request
-                .participants
-                .iter()
-                .map(|p| ParticipantEntry {
-                    participant: p.participant.clone(),
-                    target: p.service.target.clone(),
-                    key: p.key.clone(),
-                    op: p.op.clone(),
-                })
-                .collect(),
-            votes: vec![],
-            deadline: now + request.timeout_ms,
-            created_at: now,
-            updated_at: now,
-            idempotency_key: None,
-            request_hash: request.hash(),
-            begun_by: format!("{}/{}", self.config.id, TxId::random()),
-            attempts: 0,
-            retry_after: None,
-        };
+        let record = request.begin(
+            tx_id.clone(),
+            None,
+            format!("{}/{}", self.config.id, TxId::random()),
+            now,
+        );
         if let Created::Exists(_) = self.log.create(&record).await? {
             return Err(BenchError::Check(format!("transaction id {tx_id} taken")));
         }

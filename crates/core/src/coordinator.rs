@@ -12,8 +12,7 @@ use tracing::{error, info, warn};
 use crate::fault::{FaultPoint, Faults, NoFaults};
 use crate::ids::TxId;
 use crate::model::{
-    CompleteReply, CompleteRequest, ParticipantEntry, PrepareReply, PrepareRequest, TxRecord, Vote,
-    VoteReason,
+    CompleteReply, CompleteRequest, PrepareReply, PrepareRequest, TxRecord, Vote, VoteReason,
 };
 use crate::ports::{Clock, Created, PortError, Swapped, Transport, TxLog};
 use crate::request::{Limits, RequestError, ServiceConfig, TxRequest, check_idempotency_key};
@@ -136,29 +135,8 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
         let request = self.validate(body)?;
         let now = self.clock.now_ms();
         let tx_id = idempotency_key.map_or_else(TxId::random, TxId::for_idempotency_key);
-        let record = TxRecord {
-            tx_id: tx_id.clone(),
-            status: TxStatus::Preparing,
-            participants: request
-                .participants
-                .iter()
-                .map(|p| ParticipantEntry {
-                    participant: p.participant.clone(),
-                    target: p.service.target.clone(),
-                    key: p.key.clone(),
-                    op: p.op.clone(),
-                })
-                .collect(),
-            votes: vec![],
-            deadline: now + request.timeout_ms,
-            created_at: now,
-            updated_at: now,
-            idempotency_key: idempotency_key.map(str::to_owned),
-            request_hash: request.hash(),
-            begun_by: format!("{}/{}", self.config.id, TxId::random()),
-            attempts: 0,
-            retry_after: None,
-        };
+        let begun_by = format!("{}/{}", self.config.id, TxId::random());
+        let record = request.begin(tx_id.clone(), idempotency_key, begun_by, now);
         let unavailable = |source| SubmitError::Unavailable {
             tx_id: Some(tx_id.clone()),
             source,

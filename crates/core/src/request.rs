@@ -8,8 +8,10 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use crate::decimal::Decimal;
-use crate::model::{Key, Target};
+use crate::ids::TxId;
+use crate::model::{Key, ParticipantEntry, Target, TxRecord};
 use crate::op::{OpError, Operation};
+use crate::status::TxStatus;
 
 /// The type of a key attribute.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -240,6 +242,39 @@ impl TxRequest {
             participants,
             timeout_ms,
         })
+    }
+
+    /// The record that begins this transaction: `PREPARING`, deadline `now + timeout`.
+    pub fn begin(
+        &self,
+        tx_id: TxId,
+        idempotency_key: Option<&str>,
+        begun_by: String,
+        now: u64,
+    ) -> TxRecord {
+        TxRecord {
+            tx_id,
+            status: TxStatus::Preparing,
+            participants: self
+                .participants
+                .iter()
+                .map(|p| ParticipantEntry {
+                    participant: p.participant.clone(),
+                    target: p.service.target.clone(),
+                    key: p.key.clone(),
+                    op: p.op.clone(),
+                })
+                .collect(),
+            votes: vec![],
+            deadline: now + self.timeout_ms,
+            created_at: now,
+            updated_at: now,
+            idempotency_key: idempotency_key.map(str::to_owned),
+            request_hash: self.hash(),
+            begun_by,
+            attempts: 0,
+            retry_after: None,
+        }
     }
 
     /// A hash of the request's meaning (canonical JSON): an idempotency key replayed with

@@ -257,6 +257,19 @@ pub async fn sweep(common: &Common) -> Result<u8, Failure> {
     Ok(EXIT_OK)
 }
 
+/// Prints one item row of `/local/items` (`{"item": ..., "lockedBy": ...}`).
+fn print_item(row: &Value) {
+    let lock = row
+        .get("lockedBy")
+        .and_then(Value::as_str)
+        .map(|t| format!("  [locked by {t}]"))
+        .unwrap_or_default();
+    println!(
+        "{}{lock}",
+        row.get("item").map(Value::to_string).unwrap_or_default()
+    );
+}
+
 /// `twopc items <participant>` / `twopc accounts`.
 pub async fn items(common: &Common, participant: &str) -> Result<u8, Failure> {
     let (status, body) = call(
@@ -281,15 +294,7 @@ pub async fn items(common: &Common, participant: &str) -> Result<u8, Failure> {
         .into_iter()
         .flatten()
     {
-        let lock = row
-            .get("lockedBy")
-            .and_then(Value::as_str)
-            .map(|t| format!("  [locked by {t}]"))
-            .unwrap_or_default();
-        println!(
-            "{}{lock}",
-            row.get("item").map(Value::to_string).unwrap_or_default()
-        );
+        print_item(row);
     }
     Ok(EXIT_OK)
 }
@@ -315,15 +320,7 @@ pub async fn get(common: &Common, participant: &str, id: &str) -> Result<u8, Fai
     if common.json {
         println!("{body}");
     } else {
-        let lock = body
-            .get("lockedBy")
-            .and_then(Value::as_str)
-            .map(|t| format!("  [locked by {t}]"))
-            .unwrap_or_default();
-        println!(
-            "{}{lock}",
-            body.get("item").map(Value::to_string).unwrap_or_default()
-        );
+        print_item(&body);
     }
     Ok(EXIT_OK)
 }
