@@ -50,6 +50,11 @@ pub struct BenchConfig {
     pub warmup: Duration,
     /// Measured part of each cell (all its slices together).
     pub measure: Duration,
+    /// A slice's window is extended until at least this many transfers committed in it, so a
+    /// slow system on a loaded machine still yields latencies (throughput uses the real window).
+    pub min_in_window: usize,
+    /// How long a slice's window may be extended for `min_in_window`.
+    pub max_extension: Duration,
     /// Slices per cell: the systems of one workload and concurrency take turns this many times.
     pub slices: u32,
     /// Mixed load run once before everything, unmeasured (DynamoDB Local's JIT).
@@ -103,6 +108,8 @@ impl BenchConfig {
             warmup: Duration::from_millis(200),
             measure: Duration::from_millis(3600),
             slices: 3,
+            min_in_window: 10,
+            max_extension: Duration::from_secs(20),
             engine_warmup: Duration::from_secs(6),
             burst: Some(Burst {
                 rate: 1000,
@@ -134,6 +141,7 @@ impl BenchConfig {
             warmup: Duration::from_millis(50),
             measure: Duration::from_millis(400),
             slices: 2,
+            min_in_window: 3,
             engine_warmup: Duration::from_millis(300),
             burst: Some(Burst {
                 rate: 200,

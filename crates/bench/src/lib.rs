@@ -586,27 +586,23 @@ impl Bench<'_> {
         self.cells += 1;
         let seed = self.config.seed ^ self.cells;
         let before = self.start_costs();
-        let (t0, samples) = load::closed_loop(
+        let run = load::closed_loop(
             driver,
             self.keys(),
             workload,
             concurrency,
-            warmup + measure,
+            (warmup, measure),
+            (self.config.min_in_window, self.config.max_extension),
             seed,
         )
         .await?;
         let costs = self.end_costs(before);
-        let (from, to) = (t0 + warmup, t0 + warmup + measure);
-        let tally = Tally::of(&samples);
+        let tally = Tally::of(&run.samples);
         self.expect(system, workload.contention, &tally)?;
         Ok(Slice {
-            latencies: samples
-                .iter()
-                .filter(|s| s.done.outcome == Outcome::Committed && s.end >= from && s.end < to)
-                .map(Sample::latency)
-                .collect(),
+            latencies: run.window_latencies(),
             tally,
-            window: measure,
+            window: run.window.1.saturating_duration_since(run.window.0),
             costs,
         })
     }

@@ -3,6 +3,7 @@
 //! queue, and are served by a pool; latency runs from the scheduled arrival, so queueing counts).
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use rand::SeedableRng;
@@ -10,7 +11,7 @@ use rand::rngs::SmallRng;
 use tokio::sync::{Mutex, mpsc};
 
 use crate::BenchError;
-use crate::systems::{Done, Driver};
+use crate::systems::{Done, Driver, Outcome};
 use crate::workload::{KeyGen, Transfer, Workload};
 
 /// One transfer as measured.
@@ -35,27 +36,63 @@ impl Sample {
     }
 }
 
-/// Keeps `concurrency` transfers in flight from now until `until` has passed; returns when the
-/// last one has ended.
+/// What one closed-loop run measured.
+pub struct ClosedLoop {
+    /// Every transfer, warm-up and tail included.
+    pub samples: Vec<Sample>,
+    /// The measured window: transfers committed with an end inside it count.
+    pub window: (Instant, Instant),
+}
+
+impl ClosedLoop {
+    /// Latencies of the transfers committed inside the window.
+    pub fn window_latencies(&self) -> Vec<Duration> {
+        let (from, to) = self.window;
+        self.samples
+            .iter()
+            .filter(|s| s.done.outcome == Outcome::Committed && s.end >= from && s.end < to)
+            .map(Sample::latency)
+            .collect()
+    }
+}
+
+/// Keeps `concurrency` transfers in flight for `warmup + measure`, and longer if fewer than
+/// `min_in_window` transfers committed after the warm-up (a loaded machine or a slow system
+/// must still yield latencies, not an empty window; the window then grows, and throughput is
+/// computed over its real length). Gives up extending after `max_extension`. Returns when the
+/// last transfer has ended.
 pub async fn closed_loop(
     driver: Arc<Driver>,
     keys: KeyGen,
     workload: Workload,
     concurrency: usize,
-    until: Duration,
+    (warmup, measure): (Duration, Duration),
+    (min_in_window, max_extension): (usize, Duration),
     seed: u64,
-) -> Result<(Instant, Vec<Sample>), BenchError> {
+) -> Result<ClosedLoop, BenchError> {
     let t0 = Instant::now();
-    let stop = t0 + until;
+    let from = t0 + warmup;
+    let stop = from + measure;
+    let give_up = stop + max_extension;
+    let in_window = Arc::new(AtomicUsize::new(0));
     let workers: Vec<_> = (0..concurrency)
         .map(|w| {
-            let driver = driver.clone();
+            let (driver, in_window) = (driver.clone(), in_window.clone());
             tokio::spawn(async move {
                 let mut rng = SmallRng::seed_from_u64(seed ^ ((w as u64) << 32));
                 let mut out = vec![];
-                while Instant::now() < stop {
+                loop {
+                    let now = Instant::now();
+                    let short = in_window.load(Ordering::Relaxed) < min_in_window;
+                    if now >= stop && !(short && now < give_up) {
+                        break;
+                    }
                     let t = keys.transfer(&mut rng, workload);
-                    out.push(run_one(&driver, &t, Instant::now()).await);
+                    let sample = run_one(&driver, &t, now).await;
+                    if sample.done.outcome == Outcome::Committed && sample.end >= from {
+                        in_window.fetch_add(1, Ordering::Relaxed);
+                    }
+                    out.push(sample);
                 }
                 out
             })
@@ -68,7 +105,21 @@ pub async fn closed_loop(
                 .map_err(|e| BenchError::Check(format!("worker: {e}")))?,
         );
     }
-    Ok((t0, samples))
+    // The window closes at `stop`, or just after the `min_in_window`-th commit if that came later.
+    let mut ends: Vec<Instant> = samples
+        .iter()
+        .filter(|s| s.done.outcome == Outcome::Committed && s.end >= from)
+        .map(|s| s.end)
+        .collect();
+    ends.sort_unstable();
+    let to = match ends.get(min_in_window.saturating_sub(1)) {
+        Some(&end) if min_in_window > 0 && end >= stop => end + Duration::from_nanos(1),
+        _ => stop,
+    };
+    Ok(ClosedLoop {
+        samples,
+        window: (from, to),
+    })
 }
 
 async fn run_one(driver: &Driver, t: &Transfer, start: Instant) -> Sample {
