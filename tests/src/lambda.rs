@@ -231,6 +231,7 @@ impl LocalFunction {
         let probe = CompleteRequest {
             tx_id: TxId::random(),
             deadline: 0,
+            began: 0,
             key: [(
                 "id".to_owned(),
                 serde_json::Value::String(format!("readiness-{}", TxId::random())),
@@ -238,7 +239,7 @@ impl LocalFunction {
             .into(),
             op: Operation::from_json("op", &serde_json::json!({"remove": ["probe"]}))
                 .expect("a valid operation"),
-            prune: vec![],
+            prune: None,
         };
         let call = transport.abort(&target, &probe);
         tokio::pin!(call);

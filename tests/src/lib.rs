@@ -60,6 +60,11 @@ pub struct World {
 impl World {
     /// New tables with a unique prefix.
     pub async fn new() -> World {
+        World::with_participant_config(ParticipantConfig::default()).await
+    }
+
+    /// New tables with a unique prefix; the participant logic tuned by `config`.
+    pub async fn with_participant_config(config: ParticipantConfig) -> World {
         let client = twopc_dynamo::client(Some(&endpoint())).await;
         let prefix = format!("t{}", &TxId::random().as_str()[..8]);
         let tx_table = format!("{prefix}-transactions");
@@ -88,7 +93,7 @@ impl World {
             DynamoItems::new(client.clone()),
             log.clone(),
             clock.clone(),
-            ParticipantConfig::default(),
+            config,
         );
         let services: BTreeMap<String, ServiceConfig> = [
             (

@@ -11,7 +11,7 @@ use twopc_core::model::{
     TxRecord, Vote, VoteReason,
 };
 use twopc_core::op::Operation;
-use twopc_core::participant::Resolution;
+use twopc_core::participant::{ParticipantConfig, Resolution};
 use twopc_core::ports::{
     Clock, ParticipantStore, PrepareWrite, Swapped, Transport, TransportError, TxLog,
 };
@@ -26,6 +26,7 @@ fn prepare_req(tx: &TxId, deadline: u64, id: &str, o: Value) -> PrepareRequest {
     PrepareRequest {
         tx_id: tx.clone(),
         deadline,
+        began: began(deadline),
         key: key(id),
         op: op(o),
         coordinator: "test".into(),
@@ -36,10 +37,16 @@ fn complete_req(tx: &TxId, deadline: u64, id: &str, o: Value) -> CompleteRequest
     CompleteRequest {
         tx_id: tx.clone(),
         deadline,
+        began: began(deadline),
         key: key(id),
         op: op(o),
-        prune: vec![],
+        prune: None,
     }
+}
+
+/// The begin time the request helpers give a transaction with this deadline.
+fn began(deadline: u64) -> u64 {
+    deadline.saturating_sub(5_000)
 }
 
 fn reason(reply: &PrepareReply) -> Option<VoteReason> {
@@ -357,7 +364,7 @@ async fn commit_after_abort_is_reported_as_a_violation_not_applied() {
 // ---------------------------------------------------------------- the fence
 
 #[tokio::test]
-async fn commit_finding_neither_lock_nor_fence_entry_within_retention_is_a_violation() {
+async fn commit_finding_neither_lock_nor_fence_entry_above_the_horizon_is_a_violation() {
     let w = World::new().await;
     bank(&w).await;
     let tx = TxId::random();
@@ -440,6 +447,7 @@ async fn late_prepare_after_commit_is_refused_by_the_fence() {
     let late = PrepareRequest {
         tx_id: rec.tx_id.clone(),
         deadline: rec.deadline,
+        began: rec.created_at,
         key: p.key.clone(),
         op: p.op.clone(),
         coordinator: "late".into(),
@@ -472,6 +480,7 @@ async fn late_prepare_after_abort_is_refused_by_the_fence() {
         let late = PrepareRequest {
             tx_id: rec.tx_id.clone(),
             deadline: rec.deadline,
+            began: rec.created_at,
             key: p.key.clone(),
             op: p.op.clone(),
             coordinator: "late".into(),
@@ -564,6 +573,201 @@ async fn stale_fence_entries_are_pruned_by_later_commits() {
     assert!(alice.fence.contains_key(&second.tx_id));
 }
 
+// ---------------------------------------------------------------- the fence horizon
+
+/// A fence of four entries, so that a handful of transfers fills it.
+async fn small_fence_world() -> World {
+    let w = World::with_participant_config(ParticipantConfig {
+        fence_capacity: 4,
+        ..ParticipantConfig::default()
+    })
+    .await;
+    bank(&w).await;
+    w
+}
+
+/// `n` committed transfers alice -> bob of 1 each, one millisecond apart.
+async fn transfers(w: &World, n: usize) -> Vec<TxRecord> {
+    let mut out = vec![];
+    for _ in 0..n {
+        w.clock.advance(1);
+        let rec = w
+            .coordinator
+            .submit(&transfer("alice", "bob", 1), None)
+            .await
+            .expect("submit");
+        assert_eq!(rec.status, TxStatus::Committed);
+        out.push(rec);
+    }
+    out
+}
+
+/// The prepare and the commit that `rec` sent to its first participant.
+fn first_participant_messages(rec: &TxRecord) -> (PrepareRequest, CompleteRequest) {
+    let p = &rec.participants[0];
+    (
+        PrepareRequest {
+            tx_id: rec.tx_id.clone(),
+            deadline: rec.deadline,
+            began: rec.created_at,
+            key: p.key.clone(),
+            op: p.op.clone(),
+            coordinator: "late".into(),
+        },
+        CompleteRequest {
+            tx_id: rec.tx_id.clone(),
+            deadline: rec.deadline,
+            began: rec.created_at,
+            key: p.key.clone(),
+            op: p.op.clone(),
+            prune: None,
+        },
+    )
+}
+
+#[tokio::test]
+async fn a_hot_items_fence_stays_within_capacity_and_still_refuses_every_ended_transaction() {
+    let w = small_fence_world().await;
+    let done = transfers(&w, 12).await;
+    let alice = w.item("accounts", "alice").await.expect("alice");
+    assert!(alice.fence.len() <= 4, "fence grew: {:?}", alice.fence);
+    assert!(
+        alice.horizon >= done[0].created_at,
+        "evicting entries raises the horizon over them: {}",
+        alice.horizon
+    );
+    // Every ended transaction is refused, by its entry or by the horizon, and its re-driven
+    // commit applies nothing.
+    for rec in &done {
+        let (late, again) = first_participant_messages(rec);
+        let reply = w
+            .participant
+            .prepare(&w.accounts, &late)
+            .await
+            .expect("late prepare");
+        assert_eq!(reason(&reply), Some(VoteReason::Fenced), "{}", rec.tx_id);
+        assert_eq!(
+            w.participant
+                .commit(&w.accounts, &again)
+                .await
+                .expect("commit"),
+            CompleteReply::AlreadyDone
+        );
+    }
+    assert_eq!(
+        w.attr("accounts", "alice", "balance").await.as_deref(),
+        Some("88"),
+        "12 transfers, each applied once"
+    );
+    assert_unlocked(&w).await;
+}
+
+#[tokio::test]
+async fn an_abort_that_finds_the_fence_full_raises_the_horizon_instead_of_growing_it() {
+    let w = small_fence_world().await;
+    transfers(&w, 4).await;
+    let before = w.item("accounts", "alice").await.expect("alice");
+    assert_eq!(before.fence.len(), 4, "full: {:?}", before.fence);
+    // A transaction that never reached alice aborts there (no lock: the lock-free path).
+    w.clock.advance(1);
+    let tx = TxId::random();
+    let mut abort = complete_req(
+        &tx,
+        w.clock.now_ms() + 5_000,
+        "alice",
+        json!({"add": {"balance": -1}}),
+    );
+    abort.began = w.clock.now_ms();
+    let reply = w
+        .participant
+        .abort(&w.accounts, &abort)
+        .await
+        .expect("abort");
+    assert!(reply.acknowledged(), "{reply:?}");
+    let after = w.item("accounts", "alice").await.expect("alice");
+    assert_eq!(after.fence, before.fence, "no entry added to a full fence");
+    assert_eq!(after.horizon, abort.began);
+    // Its prepare, landing late, is refused.
+    let mut late = prepare_req(
+        &tx,
+        abort.deadline,
+        "alice",
+        json!({"add": {"balance": -1}}),
+    );
+    late.began = abort.began;
+    let vote = w
+        .participant
+        .prepare(&w.accounts, &late)
+        .await
+        .expect("late prepare");
+    assert_eq!(reason(&vote), Some(VoteReason::Fenced));
+    // A repeated abort has nothing left to do and writes nothing.
+    assert_eq!(
+        w.participant
+            .abort(&w.accounts, &abort)
+            .await
+            .expect("again"),
+        CompleteReply::AlreadyDone
+    );
+    assert_eq!(w.item("accounts", "alice").await.expect("alice"), after);
+}
+
+#[tokio::test]
+async fn a_commit_never_lowers_a_horizon_raised_after_its_prepare() {
+    let w = small_fence_world().await;
+    transfers(&w, 4).await;
+    // T prepares on the full fence: its commit is to evict the oldest entry, horizon h1.
+    w.clock.advance(1);
+    let t = TxId::random();
+    let o = json!({"add": {"balance": -5}});
+    let deadline = w.clock.now_ms() + 5_000;
+    let mut prep = prepare_req(&t, deadline, "alice", o.clone());
+    prep.began = w.clock.now_ms();
+    let vote = w
+        .participant
+        .prepare(&w.accounts, &prep)
+        .await
+        .expect("prepare");
+    assert_eq!(vote.vote, Vote::Yes);
+    let prune = vote.prune.clone().expect("a full fence is pruned");
+    // Meanwhile X, which began later, aborts on alice without a lock: the fence is full, so
+    // X raises the horizon above h1.
+    w.clock.advance(1);
+    let x = TxId::random();
+    let mut abort_x = complete_req(&x, deadline, "alice", o.clone());
+    abort_x.began = w.clock.now_ms();
+    assert!(abort_x.began > prune.horizon);
+    assert!(
+        w.participant
+            .abort(&w.accounts, &abort_x)
+            .await
+            .expect("abort X")
+            .acknowledged()
+    );
+    // T's commit with its prune hint must not lower the horizon X raised.
+    let mut commit = complete_req(&t, deadline, "alice", o);
+    commit.began = prep.began;
+    commit.prune = Some(prune);
+    assert_eq!(
+        w.participant
+            .commit(&w.accounts, &commit)
+            .await
+            .expect("commit"),
+        CompleteReply::Done
+    );
+    let alice = w.item("accounts", "alice").await.expect("alice");
+    assert_eq!(alice.horizon, abort_x.began, "horizon kept");
+    assert_eq!(
+        alice.fence.get(&t).map(|e| e.outcome),
+        Some(FenceOutcome::Committed)
+    );
+    assert_eq!(
+        w.attr("accounts", "alice", "balance").await.as_deref(),
+        Some("91"),
+        "4 transfers of 1 and T's 5, each once"
+    );
+}
+
 // ---------------------------------------------------------------- the lock rule
 
 /// An owner transaction T1 with a record in `status`, holding locks on alice (-10) and bob (+10)
@@ -581,6 +785,7 @@ async fn stuck_owner(w: &World, status: TxStatus) -> TxRecord {
         let r = PrepareRequest {
             tx_id: tx.clone(),
             deadline: record.deadline,
+            began: record.created_at,
             key: p.key.clone(),
             op: p.op.clone(),
             coordinator: "owner".into(),
@@ -812,6 +1017,7 @@ async fn expired_lock_whose_owner_never_began_gets_an_aborted_record() {
     let lock = Lock {
         tx_id: ghost.clone(),
         expires_at: w.clock.now_ms() + 1_000,
+        began: w.clock.now_ms(),
         op: op(json!({"add": {"balance": -50}})),
         coordinator: "ghost".into(),
     };

@@ -136,6 +136,7 @@ async fn sweeper_clears_an_orphan_lock_left_by_a_late_prepare() {
     let req = PrepareRequest {
         tx_id: tx.clone(),
         deadline: now + 1_000,
+        began: now,
         key: twopc_tests::key("zed"),
         op,
         coordinator: "late".into(),

@@ -429,16 +429,14 @@ impl Serial {
             let req = PrepareRequest {
                 tx_id: tx_id.clone(),
                 deadline: record.deadline,
+                began: record.created_at,
                 key: p.key.clone(),
                 op: p.op.clone(),
                 coordinator: self.config.id.clone(),
             };
             let reply = match self.participant.prepare(table(&p.target)?, &req).await {
                 Ok(reply) => reply,
-                Err(e) => PrepareReply {
-                    vote: Vote::no(VoteReason::Unreachable, e.to_string()),
-                    prune: vec![],
-                },
+                Err(e) => PrepareReply::no(VoteReason::Unreachable, e.to_string()),
             };
             let yes = reply.vote.is_yes();
             votes.push(reply.vote);
@@ -484,9 +482,10 @@ impl Serial {
             let req = CompleteRequest {
                 tx_id: tx_id.clone(),
                 deadline: record.deadline,
+                began: record.created_at,
                 key: p.key.clone(),
                 op: p.op.clone(),
-                prune: hints.get(i).cloned().unwrap_or_default(),
+                prune: hints.get(i).cloned().flatten(),
             };
             let t = table(&p.target)?;
             let reply = match decision {

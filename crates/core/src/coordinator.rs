@@ -12,7 +12,7 @@ use tracing::{error, info, warn};
 use crate::fault::{FaultPoint, Faults, NoFaults};
 use crate::ids::TxId;
 use crate::model::{
-    CompleteReply, CompleteRequest, PrepareReply, PrepareRequest, TxRecord, Vote, VoteReason,
+    CompleteReply, CompleteRequest, PrepareReply, PrepareRequest, Prune, TxRecord, Vote, VoteReason,
 };
 use crate::ports::{Clock, Created, PortError, Swapped, Transport, TxLog};
 use crate::request::{Limits, RequestError, ServiceConfig, TxRequest, check_idempotency_key};
@@ -173,7 +173,7 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
             .map_err(SubmitError::Crashed)?;
 
         // 4-5. Complete everywhere, then finalize.
-        let prunes: Vec<Vec<TxId>> = if decided.status.decision() == Some(decision) {
+        let prunes: Vec<Option<Prune>> = if decided.status.decision() == Some(decision) {
             replies.into_iter().map(|r| r.prune).collect()
         } else {
             vec![]
@@ -255,6 +255,7 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
             let req = PrepareRequest {
                 tx_id: record.tx_id.clone(),
                 deadline: record.deadline,
+                began: record.created_at,
                 key: p.key.clone(),
                 op: p.op.clone(),
                 coordinator: self.config.id.clone(),
@@ -263,7 +264,7 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
                 Ok(r) => r,
                 Err(e) => {
                     warn!(tx_id = %record.tx_id, participant = %p.participant, error = %e, "prepare failed: counting it as a no");
-                    PrepareReply { vote: Vote::no(VoteReason::Unreachable, e.to_string()), prune: vec![] }
+                    PrepareReply::no(VoteReason::Unreachable, e.to_string())
                 }
             };
             self.check(FaultPoint::AfterPrepare(i))?;
@@ -323,7 +324,7 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
     async fn complete(
         &self,
         record: TxRecord,
-        prunes: &[Vec<TxId>],
+        prunes: &[Option<Prune>],
     ) -> Result<TxRecord, RecoverError> {
         let Some(decision) = record.status.decision() else {
             return Ok(record);
@@ -337,9 +338,10 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
                 let req = CompleteRequest {
                     tx_id: record.tx_id.clone(),
                     deadline: record.deadline,
+                    began: record.created_at,
                     key: p.key.clone(),
                     op: p.op.clone(),
-                    prune: prunes.get(i).cloned().unwrap_or_default(),
+                    prune: prunes.get(i).cloned().flatten(),
                 };
                 let reply = match decision {
                     Decision::Commit => self.transport.commit(&p.target, &req).await,

@@ -2,7 +2,8 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
 use crate::ids::TxId;
@@ -107,6 +108,9 @@ pub struct Lock {
     /// When the owner's deadline passes (epoch ms). Past it, a newcomer may *resolve* the
     /// owner (DESIGN.md, the lock rule); it never frees the lock by itself.
     pub expires_at: u64,
+    /// When the owner began (epoch ms, its record's `createdAt`): orders it against the
+    /// item's fence horizon.
+    pub began: u64,
     /// The pending operation, applied at commit.
     pub op: Operation,
     /// Who prepared it (for people reading the item).
@@ -129,7 +133,11 @@ pub struct FenceEntry {
     /// The outcome.
     #[serde(rename = "o")]
     pub outcome: FenceOutcome,
-    /// When the entry may be pruned (epoch ms).
+    /// When the transaction began (epoch ms): removing the entry raises the item's horizon to
+    /// at least this.
+    #[serde(rename = "b")]
+    pub began: u64,
+    /// When the entry is stale (epoch ms): a later write removes it unless the fence has room.
     #[serde(rename = "x")]
     pub expires_at: u64,
 }
@@ -141,6 +149,10 @@ pub struct ItemState {
     pub lock: Option<Lock>,
     /// Recent transaction outcomes on the item.
     pub fence: BTreeMap<TxId, FenceEntry>,
+    /// The fence horizon (`txFenceHorizon`, 0 when absent): every transaction whose entry was
+    /// removed began at or before it, and a prepare of a transaction that began at or before
+    /// it is refused. See "The fence horizon" in `docs/architecture.md`.
+    pub horizon: u64,
     /// A placeholder locked by a creating prepare: readers treat it as absent.
     pub placeholder: bool,
     /// The business attributes (protocol attributes removed).
@@ -203,6 +215,8 @@ pub struct PrepareRequest {
     pub tx_id: TxId,
     /// Its deadline (epoch ms): a prepare arriving later is refused.
     pub deadline: u64,
+    /// When it began (epoch ms, the record's `createdAt`).
+    pub began: u64,
     /// The item.
     pub key: Key,
     /// The operation to hold in the lock.
@@ -211,16 +225,54 @@ pub struct PrepareRequest {
     pub coordinator: String,
 }
 
-/// A participant's answer to prepare.
+/// What the lock holder's commit or abort removes from the item's fence, in the same write,
+/// and the horizon it sets (computed at prepare from the fence the lock was taken over; see
+/// [`crate::participant::plan_prune`]).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Prune {
+    /// The entries to remove.
+    pub ids: Vec<TxId>,
+    /// The item's horizon after the write: at least the `began` of every removed entry.
+    pub horizon: u64,
+}
+
+/// A participant's answer to prepare.
+///
+/// `Deserialize` is written by hand: `#[serde(flatten)]` buffers the content, and with
+/// `arbitrary_precision` a buffered number no longer reads as `u64`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PrepareReply {
     /// The vote.
     #[serde(flatten)]
     pub vote: Vote,
-    /// Fence entries found stale while preparing: commit or abort prunes them in the same write.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub prune: Vec<TxId>,
+    /// What to prune from the fence with the commit or abort (a `yes` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prune: Option<Prune>,
+}
+
+impl PrepareReply {
+    /// A `no` vote.
+    pub fn no(reason: VoteReason, message: impl Into<String>) -> PrepareReply {
+        PrepareReply {
+            vote: Vote::no(reason, message),
+            prune: None,
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for PrepareReply {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut v = Value::deserialize(d)?;
+        let prune = match v.as_object_mut().and_then(|o| o.remove("prune")) {
+            None | Some(Value::Null) => None,
+            Some(p) => Some(serde_json::from_value(p).map_err(D::Error::custom)?),
+        };
+        Ok(PrepareReply {
+            vote: serde_json::from_value(v).map_err(D::Error::custom)?,
+            prune,
+        })
+    }
 }
 
 /// Commit or abort, as sent to a participant. The operation comes from the durable record (or
@@ -232,13 +284,15 @@ pub struct CompleteRequest {
     pub tx_id: TxId,
     /// Its deadline (epoch ms): the fence entry outlives it.
     pub deadline: u64,
+    /// When it began (epoch ms, the record's `createdAt`).
+    pub began: u64,
     /// The item.
     pub key: Key,
     /// The operation of the record.
     pub op: Operation,
-    /// Stale fence entries to prune in the same write (a hint; may be empty).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub prune: Vec<TxId>,
+    /// What to prune from the fence in the same write (from the prepare's reply; may be absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prune: Option<Prune>,
 }
 
 /// A participant's answer to commit or abort.
@@ -335,7 +389,7 @@ mod tests {
     fn participant_calls_round_trip_with_exact_numbers() {
         let v: Value = serde_json::from_str(
             r#"{"action": "commit", "request": {"txId": "0b6f6c1e-3f0e-4c3a-9a53-1f2d3c4b5a69",
-                "deadline": 1700000000000, "key": {"id": "alice"},
+                "deadline": 1700000000000, "began": 1699999995000, "key": {"id": "alice"},
                 "op": {"add": {"balance": 12345678901234567890123456789012345678}}}}"#,
         )
         .expect("json");
@@ -359,13 +413,22 @@ mod tests {
 
     #[test]
     fn replies_round_trip() {
-        let r = PrepareReply {
-            vote: Vote::no(VoteReason::Conflict, "held"),
-            prune: vec![TxId::random()],
+        let no = PrepareReply::no(VoteReason::Conflict, "held");
+        let yes = PrepareReply {
+            vote: Vote::Yes,
+            prune: Some(Prune {
+                ids: vec![TxId::random()],
+                horizon: 1_700_000_000_123,
+            }),
         };
-        let back: PrepareReply =
-            serde_json::from_value(serde_json::to_value(&r).expect("ser")).expect("de");
-        assert_eq!(back, r);
+        for r in [no, yes] {
+            let text = serde_json::to_string(&r).expect("ser");
+            let back: PrepareReply = serde_json::from_str(&text).expect("de from text");
+            assert_eq!(back, r);
+            let back: PrepareReply =
+                serde_json::from_value(serde_json::to_value(&r).expect("ser")).expect("de");
+            assert_eq!(back, r);
+        }
         let c = CompleteReply::Violation {
             message: "x".into(),
         };

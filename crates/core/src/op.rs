@@ -25,6 +25,7 @@ pub const PROTOCOL_ATTRIBUTES: &[&str] = &[
     "lockExpiresAt",
     "lockShard",
     "txFence",
+    "txFenceHorizon",
     "txVersion",
     "lastTx",
     "txPlaceholder",

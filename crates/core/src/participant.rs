@@ -8,12 +8,14 @@
 //! the owner's coordinator's or the sweeper's job (see `docs/architecture.md`), so a participant
 //! needs no transport to other services.
 
-use tracing::{error, warn};
+use tracing::{error, info, warn};
 
 use crate::ids::TxId;
+use std::collections::BTreeMap;
+
 use crate::model::{
-    CompleteReply, CompleteRequest, FenceOutcome, ItemState, Key, Lock, PrepareReply,
-    PrepareRequest, TxRecord, Vote, VoteReason,
+    CompleteReply, CompleteRequest, FenceEntry, FenceOutcome, ItemState, Key, Lock, PrepareReply,
+    PrepareRequest, Prune, TxRecord, Vote, VoteReason,
 };
 use crate::op::Condition;
 use crate::ports::{
@@ -22,12 +24,22 @@ use crate::ports::{
 use crate::status::TxStatus;
 
 /// Tunables of the participant logic.
+///
+/// Neither fence setting bears on safety: whenever an entry is removed, the item's horizon
+/// rises to cover its transaction (see "The fence horizon" in `docs/architecture.md`). They
+/// trade item size against refusing a live transaction's slow prepare.
 #[derive(Clone, Debug)]
 pub struct ParticipantConfig {
-    /// How long a fence entry outlives its transaction's deadline: covers clock skew between
-    /// whoever checks deadlines. A prepare later than deadline + this margin is refused by the
-    /// deadline check alone, so the entry is no longer needed.
+    /// How long past its transaction's deadline a fence entry is kept when the fence has room
+    /// for it. Sized to the clock skew between coordinators and participants: a prepare can
+    /// only be refused by the horizon a stale entry raised if its transaction began before one
+    /// whose deadline plus this margin had passed.
     pub fence_margin_ms: u64,
+    /// Most entries a fence keeps after a commit or abort that prunes (a lock-free abort may add
+    /// one past it until the next). Bounds the item's size: an entry takes ~90 bytes, so the
+    /// default costs at most ~3 KB. A prepare is refused by the horizon only if more than this
+    /// many transactions that began after its own ended on the item before it landed.
+    pub fence_capacity: usize,
     /// How many expired owners one prepare resolves before it gives up with `conflict`.
     pub max_resolutions: usize,
 }
@@ -35,7 +47,8 @@ pub struct ParticipantConfig {
 impl Default for ParticipantConfig {
     fn default() -> Self {
         ParticipantConfig {
-            fence_margin_ms: 120_000,
+            fence_margin_ms: 10_000,
+            fence_capacity: 32,
             max_resolutions: 3,
         }
     }
@@ -88,13 +101,11 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
         let lock = Lock {
             tx_id: req.tx_id.clone(),
             expires_at: req.deadline,
+            began: req.began,
             op: req.op.clone(),
             coordinator: req.coordinator.clone(),
         };
-        let no = |reason, msg: String| PrepareReply {
-            vote: Vote::no(reason, msg),
-            prune: vec![],
-        };
+        let no = |reason, msg: String| PrepareReply::no(reason, msg);
         for attempt in 0..=self.config.max_resolutions {
             let now = self.clock.now_ms();
             if now >= req.deadline {
@@ -107,14 +118,16 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
                 ));
             }
             let item = match self.store.prepare(table, &req.key, &lock).await? {
-                PrepareWrite::Locked { fence } => {
-                    let stale = fence
-                        .iter()
-                        .filter(|(id, e)| e.expires_at < now && **id != req.tx_id)
-                        .map(|(id, _)| id.clone());
+                PrepareWrite::Locked { fence, horizon } => {
                     return Ok(PrepareReply {
                         vote: Vote::Yes,
-                        prune: stale.collect(),
+                        prune: plan_prune(
+                            &fence,
+                            horizon,
+                            &req.tx_id,
+                            now,
+                            self.config.fence_capacity,
+                        ),
                     });
                 }
                 PrepareWrite::Refused(None) => {
@@ -152,18 +165,28 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
         table: &str,
         req: &CompleteRequest,
     ) -> Result<CompleteReply, PortError> {
-        let until = self.fence_until(req.deadline);
-        let write = self
-            .store
-            .commit(table, &req.key, &req.tx_id, &req.op, until, &req.prune)
-            .await?;
-        let item = match write {
-            CompleteWrite::Done => return Ok(CompleteReply::Done),
-            CompleteWrite::Refused(None) if req.op.delete => {
-                // Our delete took the item and its fence with it.
-                return Ok(CompleteReply::AlreadyDone);
+        let entry = self.entry(FenceOutcome::Committed, req);
+        let mut prune = req.prune.as_ref();
+        let item = loop {
+            let write = self
+                .store
+                .commit(table, &req.key, &req.tx_id, &req.op, entry, prune)
+                .await?;
+            match write {
+                CompleteWrite::Done => return Ok(CompleteReply::Done),
+                CompleteWrite::Refused(None) if req.op.delete => {
+                    // Our delete took the item and its fence with it.
+                    return Ok(CompleteReply::AlreadyDone);
+                }
+                // Still ours: the horizon rose past the prune's since our prepare (a lock-free
+                // abort of a full fence). Commit without pruning rather than lower it.
+                CompleteWrite::Refused(Some(item))
+                    if prune.is_some() && holds(&item, &req.tx_id) =>
+                {
+                    prune = None;
+                }
+                CompleteWrite::Refused(item) => break item,
             }
-            CompleteWrite::Refused(item) => item,
         };
         let found = item
             .as_deref()
@@ -177,16 +200,12 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
                 &req.tx_id,
                 "commit of a transaction this item recorded as aborted",
             ),
-            // The entry may have been pruned: entries outlive the deadline by the margin only
-            // (they exist to refuse late prepares). A decided commit's lock is removed by
-            // nobody but its own commit, so once pruning is possible, "no lock and no entry"
-            // means applied; before that it can only be a violation.
-            None if item.is_some()
-                && self.clock.now_ms()
-                    > req.deadline.saturating_add(self.config.fence_margin_ms) =>
-            {
-                warn!(tx_id = %req.tx_id, table, key = %show_key(&req.key),
-                    "retried commit past the fence retention: lock gone and entry pruned, taking it as applied");
+            // The entry may have been pruned, and then the horizon covers the transaction. A
+            // decided commit's lock is removed by nobody but its own commit, so "no lock, no
+            // entry, covered by the horizon" means applied; uncovered, it is a violation.
+            None if item.as_deref().is_some_and(|i| req.began <= i.horizon) => {
+                info!(tx_id = %req.tx_id, table, key = %show_key(&req.key),
+                    "retried commit: lock gone and entry pruned under the horizon, so it was applied");
                 CompleteReply::AlreadyDone
             }
             None => {
@@ -214,12 +233,13 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
         table: &str,
         req: &CompleteRequest,
     ) -> Result<CompleteReply, PortError> {
-        let until = self.fence_until(req.deadline);
+        let entry = self.entry(FenceOutcome::Aborted, req);
+        let mut prune = req.prune.as_ref();
         // A prepare may land between our writes; each round settles one such race.
         for _ in 0..4 {
             let item = match self
                 .store
-                .abort(table, &req.key, &req.tx_id, until, &req.prune)
+                .abort(table, &req.key, &req.tx_id, entry, prune)
                 .await?
             {
                 CompleteWrite::Done => return Ok(CompleteReply::Done),
@@ -240,12 +260,25 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
                 }
                 None => {}
             }
-            if item.lock.as_ref().is_some_and(|l| l.tx_id == req.tx_id) {
-                continue; // our prepare landed after the refused write: abort again
+            if holds(&item, &req.tx_id) {
+                // Our prepare landed after the refused write, or the horizon rose past the
+                // prune's since our prepare: abort again, without pruning.
+                prune = None;
+                continue;
+            }
+            if req.began <= item.horizon {
+                // No prepare of ours can land here any more: nothing to fence.
+                return Ok(CompleteReply::AlreadyDone);
             }
             match self
                 .store
-                .fence_aborted(table, &req.key, &req.tx_id, until)
+                .fence_aborted(
+                    table,
+                    &req.key,
+                    &req.tx_id,
+                    entry,
+                    self.config.fence_capacity,
+                )
                 .await?
             {
                 CompleteWrite::Done => return Ok(CompleteReply::Done),
@@ -358,18 +391,60 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
         }
     }
 
-    fn fence_until(&self, deadline: u64) -> u64 {
-        self.clock.now_ms().max(deadline) + self.config.fence_margin_ms
+    /// The fence entry a commit or abort of `req` writes.
+    fn entry(&self, outcome: FenceOutcome, req: &CompleteRequest) -> FenceEntry {
+        FenceEntry {
+            outcome,
+            began: req.began,
+            expires_at: self.clock.now_ms().max(req.deadline) + self.config.fence_margin_ms,
+        }
     }
+}
+
+/// What the lock holder's commit or abort prunes from the fence it found when its prepare took
+/// the lock (pure): every stale entry (past its `expires_at`), and the oldest entries (by
+/// `began`) beyond `capacity - 1`, leaving room for its own. The horizon rises to the latest
+/// `began` removed, so no prepare of a removed transaction can ever land again. `None`: nothing
+/// to prune.
+pub fn plan_prune(
+    fence: &BTreeMap<TxId, FenceEntry>,
+    horizon: u64,
+    holder: &TxId,
+    now: u64,
+    capacity: usize,
+) -> Option<Prune> {
+    let mut others: Vec<(&TxId, &FenceEntry)> =
+        fence.iter().filter(|(id, _)| *id != holder).collect();
+    // Newest first: those are the ones whose prepares may still be in flight.
+    others.sort_by(|a, b| b.1.began.cmp(&a.1.began).then_with(|| a.0.cmp(b.0)));
+    let room = capacity.saturating_sub(1);
+    let (mut kept, mut ids, mut new_horizon) = (0, vec![], horizon);
+    for (id, e) in others {
+        if e.expires_at < now || kept >= room {
+            ids.push(id.clone());
+            new_horizon = new_horizon.max(e.began);
+        } else {
+            kept += 1;
+        }
+    }
+    (!ids.is_empty()).then_some(Prune {
+        ids,
+        horizon: new_horizon,
+    })
+}
+
+fn holds(item: &ItemState, tx: &TxId) -> bool {
+    item.lock.as_ref().is_some_and(|l| &l.tx_id == tx)
 }
 
 fn complete_request(owner: &Lock, key: &Key) -> CompleteRequest {
     CompleteRequest {
         tx_id: owner.tx_id.clone(),
         deadline: owner.expires_at,
+        began: owner.began,
         key: key.clone(),
         op: owner.op.clone(),
-        prune: vec![],
+        prune: None,
     }
 }
 
@@ -404,6 +479,15 @@ pub fn classify_refusal(item: &ItemState, lock: &Lock, now: u64) -> Refusal {
         return Refusal::Vote(
             VoteReason::Fenced,
             format!("transaction {} already {outcome} on this item", lock.tx_id),
+        );
+    }
+    if item.lock.as_ref().is_none_or(|o| o.tx_id != lock.tx_id) && lock.began <= item.horizon {
+        return Refusal::Vote(
+            VoteReason::Fenced,
+            format!(
+                "transaction {} began at or before this item's fence horizon ({} ms): it ended here already, or more than the fence's capacity of later transactions ended here before this prepare",
+                lock.tx_id, item.horizon
+            ),
         );
     }
     if let Some(owner) = item.lock.as_ref().filter(|o| o.tx_id != lock.tx_id) {
@@ -473,6 +557,7 @@ mod tests {
         Lock {
             tx_id: tx.clone(),
             expires_at,
+            began: expires_at - 5,
             op: Operation::from_json("op", &op).expect("op"),
             coordinator: "t".into(),
         }
@@ -486,11 +571,104 @@ mod tests {
             tx.clone(),
             FenceEntry {
                 outcome: FenceOutcome::Committed,
+                began: 1,
                 expires_at: 10,
             },
         );
         let r = classify_refusal(&item, &lock(&tx, 100, json!({"add": {"b": 1}})), 5);
         assert!(matches!(r, Refusal::Vote(VoteReason::Fenced, _)), "{r:?}");
+    }
+
+    #[test]
+    fn the_horizon_refuses_a_prepare_that_began_at_or_before_it_unless_the_lock_is_its_own() {
+        let tx = TxId::random();
+        let mine = lock(&tx, 100, json!({"add": {"b": 1}})); // began 95
+        let mut item = ItemState {
+            horizon: 95,
+            ..Default::default()
+        };
+        let r = classify_refusal(&item, &mine, 5);
+        assert!(
+            matches!(&r, Refusal::Vote(VoteReason::Fenced, m) if m.contains("horizon")),
+            "{r:?}"
+        );
+        item.horizon = 94;
+        assert!(
+            !matches!(
+                classify_refusal(&item, &mine, 5),
+                Refusal::Vote(VoteReason::Fenced, _)
+            ),
+            "a transaction that began after the horizon is not fenced by it"
+        );
+        item.horizon = 99;
+        item.lock = Some(mine.clone());
+        assert!(
+            !matches!(
+                classify_refusal(&item, &mine, 5),
+                Refusal::Vote(VoteReason::Fenced, _)
+            ),
+            "a retried prepare finding its own lock is not fenced by a horizon raised meanwhile"
+        );
+    }
+
+    fn fence(entries: &[(u64, u64)]) -> (Vec<TxId>, BTreeMap<TxId, FenceEntry>) {
+        let ids: Vec<TxId> = entries.iter().map(|_| TxId::random()).collect();
+        let map = ids
+            .iter()
+            .zip(entries)
+            .map(|(id, &(began, expires_at))| {
+                (
+                    id.clone(),
+                    FenceEntry {
+                        outcome: FenceOutcome::Committed,
+                        began,
+                        expires_at,
+                    },
+                )
+            })
+            .collect();
+        (ids, map)
+    }
+
+    #[test]
+    fn prune_removes_stale_entries_and_raises_the_horizon_to_the_latest_removed() {
+        // (began, expires_at); now = 100
+        let (ids, f) = fence(&[(10, 50), (30, 99), (40, 200), (20, 300)]);
+        let me = TxId::random();
+        let p = plan_prune(&f, 5, &me, 100, 32).expect("something to prune");
+        let mut want = vec![ids[0].clone(), ids[1].clone()];
+        want.sort();
+        let mut got = p.ids.clone();
+        got.sort();
+        assert_eq!(got, want);
+        assert_eq!(p.horizon, 30, "the latest began among removed entries");
+        // Nothing stale, room enough: nothing to do.
+        assert_eq!(plan_prune(&f, 5, &me, 0, 32), None);
+        // A horizon already above the removed entries stays.
+        assert_eq!(plan_prune(&f, 77, &me, 100, 32).expect("prune").horizon, 77);
+    }
+
+    #[test]
+    fn prune_keeps_the_newest_entries_within_capacity_and_never_its_own() {
+        let (ids, mut f) = fence(&[(10, 500), (40, 500), (20, 500), (30, 500)]);
+        let me = TxId::random();
+        f.insert(
+            me.clone(),
+            FenceEntry {
+                outcome: FenceOutcome::Aborted,
+                began: 1,
+                expires_at: 0,
+            },
+        );
+        // Capacity 3: room for two others besides the holder's own entry.
+        let p = plan_prune(&f, 0, &me, 100, 3).expect("over capacity");
+        let mut got = p.ids.clone();
+        got.sort();
+        let mut want = vec![ids[0].clone(), ids[2].clone()]; // began 10 and 20
+        want.sort();
+        assert_eq!(got, want);
+        assert_eq!(p.horizon, 20);
+        assert!(!p.ids.contains(&me));
     }
 
     #[test]

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::ids::TxId;
 use crate::model::{
     CompleteReply, CompleteRequest, FenceEntry, ItemState, Key, Lock, PrepareReply, PrepareRequest,
-    Target, TxRecord, Vote,
+    Prune, Target, TxRecord, Vote,
 };
 use crate::op::Operation;
 use crate::request::KeySchema;
@@ -169,8 +169,10 @@ pub trait TxLog: Send + Sync {
 pub enum PrepareWrite {
     /// Locked (or already locked by this transaction).
     Locked {
-        /// The item's fence after the write: its stale entries are pruned by the commit/abort.
+        /// The item's fence after the write: the commit/abort prunes it.
         fence: BTreeMap<TxId, FenceEntry>,
+        /// The item's fence horizon (0 when none).
+        horizon: u64,
     },
     /// The condition failed; the item as it was (None: no such item).
     Refused(Option<Box<ItemState>>),
@@ -187,9 +189,10 @@ pub enum CompleteWrite {
 
 /// Participant items, in any table.
 pub trait ParticipantStore: Send + Sync {
-    /// One conditional write: lock the item for `lock.tx_id` if it is unlocked or already ours,
-    /// the fence has no entry for the transaction, the op's `require` holds (and, for a
-    /// creating op, the item is absent: a placeholder is written).
+    /// One conditional write: lock the item for `lock.tx_id` if it is already ours, or if it is
+    /// unlocked and the transaction began after the fence horizon; and the fence has no entry
+    /// for the transaction, the op's `require` holds (and, for a creating op, the item is
+    /// absent: a placeholder is written).
     fn prepare(
         &self,
         table: &str,
@@ -197,38 +200,40 @@ pub trait ParticipantStore: Send + Sync {
         lock: &Lock,
     ) -> impl Future<Output = Result<PrepareWrite, PortError>> + Send;
 
-    /// One conditional write: apply `op`, release the lock, write the `committed` fence entry
-    /// (expiring at `fence_until`), prune `prune` — only if the lock is `tx`'s.
+    /// One conditional write: apply `op`, release the lock, write `entry` (`committed`) into
+    /// the fence, carry out `prune` — only if the lock is `tx`'s.
     fn commit(
         &self,
         table: &str,
         key: &Key,
         tx: &TxId,
         op: &Operation,
-        fence_until: u64,
-        prune: &[TxId],
+        entry: FenceEntry,
+        prune: Option<&Prune>,
     ) -> impl Future<Output = Result<CompleteWrite, PortError>> + Send;
 
-    /// One conditional write: release the lock (delete a placeholder) and write the `aborted`
-    /// fence entry — only if the lock is `tx`'s.
+    /// One conditional write: release the lock (delete a placeholder), write `entry`
+    /// (`aborted`) into the fence, carry out `prune` — only if the lock is `tx`'s.
     fn abort(
         &self,
         table: &str,
         key: &Key,
         tx: &TxId,
-        fence_until: u64,
-        prune: &[TxId],
+        entry: FenceEntry,
+        prune: Option<&Prune>,
     ) -> impl Future<Output = Result<CompleteWrite, PortError>> + Send;
 
-    /// Writes an `aborted` fence entry on an existing item that `tx` does not hold, so a late
-    /// prepare is refused. Refused if the item is absent, already fenced for `tx`, or now
-    /// locked by `tx`.
+    /// Fences `tx` out of an existing item it does not hold, so a late prepare is refused: one
+    /// conditional write of `entry` (`aborted`) if the fence has fewer than `capacity` entries,
+    /// else one that raises the horizon to `entry.began`. Refused if the item is absent,
+    /// already fenced for `tx` (entry or horizon), or now locked by `tx`.
     fn fence_aborted(
         &self,
         table: &str,
         key: &Key,
         tx: &TxId,
-        fence_until: u64,
+        entry: FenceEntry,
+        capacity: usize,
     ) -> impl Future<Output = Result<CompleteWrite, PortError>> + Send;
 
     /// Removes `tx`'s lock without applying anything (a stale duplicate of a committed owner).

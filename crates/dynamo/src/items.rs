@@ -3,7 +3,9 @@
 //! Item layout (besides the business attributes, untouched in shape):
 //! - `lock` `{txId, expiresAt, op, coordinator}` while a transaction holds the item, with
 //!   `lockShard`/`lockExpiresAt` beside it for the sparse `locks-by-expiry` index;
-//! - `txFence` `{<txId>: {o: committed|aborted, x: expiry}}`: recent outcomes on this item;
+//! - `txFence` `{<txId>: {o: committed|aborted, b: began, x: stale after}}`: recent outcomes on
+//!   this item, and `txFenceHorizon`: every transaction whose entry was removed began at or
+//!   before it, and no prepare of such a transaction may lock the item;
 //! - `txVersion` (bumped by each commit) and `lastTx`, for stream consumers;
 //! - `txPlaceholder` on an item a creating prepare locked: it holds only key, lock and fence.
 
@@ -13,7 +15,7 @@ use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
 use serde_json::Value;
 use twopc_core::ids::TxId;
-use twopc_core::model::{FenceEntry, FenceOutcome, ItemState, Key, Lock};
+use twopc_core::model::{FenceEntry, FenceOutcome, ItemState, Key, Lock, Prune};
 use twopc_core::op::{Condition, Operation, PROTOCOL_ATTRIBUTES};
 use twopc_core::ports::{CompleteWrite, ParticipantStore, PortError, PrepareWrite};
 use twopc_core::request::KeySchema;
@@ -25,6 +27,7 @@ use crate::tables::{INDEX_SHARDS, LOCK_EXPIRES_ATTR, LOCK_INDEX, LOCK_SHARD_ATTR
 
 const LOCK: &str = "lock";
 const FENCE: &str = "txFence";
+const HORIZON: &str = "txFenceHorizon";
 const VERSION: &str = "txVersion";
 const LAST_TX: &str = "lastTx";
 const PLACEHOLDER: &str = "txPlaceholder";
@@ -55,6 +58,12 @@ pub fn item_state(item: &Item) -> Result<ItemState, PortError> {
             .map_err(|e| bad(format!("txFence: {e}")))?,
         None => BTreeMap::new(),
     };
+    let horizon = match attrs.remove(HORIZON) {
+        Some(v) => v
+            .as_u64()
+            .ok_or_else(|| bad(format!("txFenceHorizon is not a whole number: {v}")))?,
+        None => 0,
+    };
     let placeholder = attrs.remove(PLACEHOLDER).is_some();
     for name in PROTOCOL_ATTRIBUTES {
         if !["txVersion", "lastTx"].contains(name) {
@@ -64,6 +73,7 @@ pub fn item_state(item: &Item) -> Result<ItemState, PortError> {
     Ok(ItemState {
         lock,
         fence,
+        horizon,
         placeholder,
         attributes: attrs.into_iter().collect(),
     })
@@ -77,18 +87,23 @@ fn first_key_name(key: &Key) -> &str {
     key.keys().next().map_or("", String::as_str)
 }
 
-fn entry(outcome: FenceOutcome, until: u64) -> AttributeValue {
-    let o = match outcome {
+fn entry(e: &FenceEntry) -> AttributeValue {
+    let o = match e.outcome {
         FenceOutcome::Committed => "committed",
         FenceOutcome::Aborted => "aborted",
     };
     AttributeValue::M(
         [
             ("o".to_owned(), AttributeValue::S(o.into())),
-            ("x".to_owned(), AttributeValue::N(until.to_string())),
+            ("b".to_owned(), AttributeValue::N(e.began.to_string())),
+            ("x".to_owned(), AttributeValue::N(e.expires_at.to_string())),
         ]
         .into(),
     )
+}
+
+fn number(n: u64) -> AttributeValue {
+    AttributeValue::N(n.to_string())
 }
 
 /// `#lock.#txId = :tx`
@@ -97,17 +112,36 @@ fn owned_by(e: &mut Expr, tx: &TxId) -> String {
     format!("{path} = {}", e.value(AttributeValue::S(tx.to_string())))
 }
 
-/// Removes the lock and its index attributes, and prunes stale fence entries.
-fn release_clauses(e: &mut Expr, tx: &TxId, prune: &[TxId]) -> Vec<String> {
+/// A lock holder's release: `tx` holds the lock; the lock and its index attributes go, and the
+/// fence is pruned with the horizon raised, never lowered (the write is then also conditional
+/// on the horizon being at most the new one: a lock-free abort may have raised it).
+struct Release {
+    set: Vec<String>,
+    remove: Vec<String>,
+    condition: String,
+}
+
+fn release_clauses(e: &mut Expr, tx: &TxId, prune: Option<&Prune>) -> Release {
     let mut remove = vec![
         e.name(LOCK),
         e.name(LOCK_EXPIRES_ATTR),
         e.name(LOCK_SHARD_ATTR),
     ];
-    for p in prune.iter().filter(|p| *p != tx) {
-        remove.push(e.path(&[FENCE, p.as_str()]));
+    let mut set = vec![];
+    let mut condition = owned_by(e, tx);
+    if let Some(p) = prune {
+        for id in p.ids.iter().filter(|id| *id != tx) {
+            remove.push(e.path(&[FENCE, id.as_str()]));
+        }
+        let (h, v) = (e.name(HORIZON), e.value(number(p.horizon)));
+        set.push(format!("{h} = {v}"));
+        condition = format!("{condition} AND (attribute_not_exists({h}) OR {h} <= {v})");
     }
-    remove
+    Release {
+        set,
+        remove,
+        condition,
+    }
 }
 
 fn require_clause(e: &mut Expr, name: &str, cond: &Condition) -> String {
@@ -235,22 +269,24 @@ impl DynamoItems {
         table: &str,
         key: &Key,
         tx: &TxId,
-        fence: Option<AttributeValue>,
-        prune: &[TxId],
+        fence: Option<&FenceEntry>,
+        prune: Option<&Prune>,
     ) -> Result<CompleteWrite, PortError> {
         let mut e = Expr::new();
-        let remove = release_clauses(&mut e, tx, prune);
-        let mut set = vec![];
-        if let Some(entry) = fence {
+        let Release {
+            mut set,
+            remove,
+            condition,
+        } = release_clauses(&mut e, tx, prune);
+        if let Some(f) = fence {
             set.push(format!(
                 "{} = {}",
                 e.path(&[FENCE, tx.as_str()]),
-                e.value(entry)
+                e.value(entry(f))
             ));
         }
         let condition = format!(
-            "{} AND attribute_not_exists({})",
-            owned_by(&mut e, tx),
+            "{condition} AND attribute_not_exists({})",
             e.name(PLACEHOLDER)
         );
         let w = Write::Update {
@@ -301,12 +337,18 @@ impl ParticipantStore for DynamoItems {
                 e.name(LOCK_SHARD_ATTR),
                 e.value(AttributeValue::S(shard_of(lock.tx_id.as_str(), "L")))
             ),
-            // Commit and abort write `txFence.<tx>`, which needs the map to exist.
+            // Commit and abort write `txFence.<tx>`, which needs the map to exist; the horizon
+            // is written too, so that the reply carries both.
             format!(
                 "{fence} = if_not_exists({fence}, {})",
                 e.value(AttributeValue::M(Default::default()))
             ),
         ];
+        let horizon = e.name(HORIZON);
+        set.push(format!(
+            "{horizon} = if_not_exists({horizon}, {})",
+            e.value(number(0))
+        ));
         let k = e.name(first_key_name(key));
         let ph = e.name(PLACEHOLDER);
         let mine = owned_by(&mut e, &lock.tx_id);
@@ -321,7 +363,10 @@ impl ParticipantStore for DynamoItems {
             conds.push(format!(
                 "attribute_exists({k}) AND attribute_not_exists({ph})"
             ));
-            conds.push(format!("(attribute_not_exists({lock_name}) OR {mine})"));
+            let began = e.value(number(lock.began));
+            conds.push(format!(
+                "((attribute_not_exists({lock_name}) AND (attribute_not_exists({horizon}) OR {horizon} < {began})) OR {mine})"
+            ));
         }
         conds.push(format!(
             "attribute_not_exists({})",
@@ -353,16 +398,11 @@ impl ParticipantStore for DynamoItems {
             .await?
         {
             Outcome::Written(attrs) => {
-                let fence = match attrs.as_ref().and_then(|a| a.get(FENCE)) {
-                    Some(f) => {
-                        let v = from_attr(f)
-                            .map_err(|err| corrupt("reading txFence", err.to_string()))?;
-                        serde_json::from_value(v)
-                            .map_err(|err| corrupt("reading txFence", err.to_string()))?
-                    }
-                    None => BTreeMap::new(),
-                };
-                Ok(PrepareWrite::Locked { fence })
+                let state = item_state(&attrs.unwrap_or_default())?;
+                Ok(PrepareWrite::Locked {
+                    fence: state.fence,
+                    horizon: state.horizon,
+                })
             }
             Outcome::Refused(item) => Ok(PrepareWrite::Refused(
                 item.as_ref().map(item_state).transpose()?.map(Box::new),
@@ -376,8 +416,8 @@ impl ParticipantStore for DynamoItems {
         key: &Key,
         tx: &TxId,
         op: &Operation,
-        fence_until: u64,
-        prune: &[TxId],
+        fence: FenceEntry,
+        prune: Option<&Prune>,
     ) -> Result<CompleteWrite, PortError> {
         let mut e = Expr::new();
         let ctx = || format!("committing {tx} in {table}");
@@ -391,8 +431,11 @@ impl ParticipantStore for DynamoItems {
                 Outcome::Refused(item) => Self::refused(item),
             };
         }
-        let mut set = vec![];
-        let mut remove = release_clauses(&mut e, tx, prune);
+        let Release {
+            mut set,
+            mut remove,
+            condition,
+        } = release_clauses(&mut e, tx, prune);
         for (name, v) in &op.set {
             set.push(format!("{} = {}", e.name(name), e.value(to_attr(v))));
         }
@@ -432,9 +475,8 @@ impl ParticipantStore for DynamoItems {
         set.push(format!(
             "{} = {}",
             e.path(&[FENCE, tx.as_str()]),
-            e.value(entry(FenceOutcome::Committed, fence_until))
+            e.value(entry(&fence))
         ));
-        let condition = owned_by(&mut e, tx);
         let w = Write::Update {
             update: update_expression(&set, &remove),
             condition,
@@ -451,17 +493,10 @@ impl ParticipantStore for DynamoItems {
         table: &str,
         key: &Key,
         tx: &TxId,
-        fence_until: u64,
-        prune: &[TxId],
+        fence: FenceEntry,
+        prune: Option<&Prune>,
     ) -> Result<CompleteWrite, PortError> {
-        self.release(
-            table,
-            key,
-            tx,
-            Some(entry(FenceOutcome::Aborted, fence_until)),
-            prune,
-        )
-        .await
+        self.release(table, key, tx, Some(&fence), prune).await
     }
 
     async fn fence_aborted(
@@ -469,56 +504,78 @@ impl ParticipantStore for DynamoItems {
         table: &str,
         key: &Key,
         tx: &TxId,
-        fence_until: u64,
+        fence: FenceEntry,
+        capacity: usize,
     ) -> Result<CompleteWrite, PortError> {
-        // Two shapes: add an entry to an existing fence map, or create the map with it.
-        for create_map in [false, true] {
+        // Three shapes: add the entry to a fence with room; create the fence with it; or, the
+        // fence being full, raise the horizon to the transaction's begin instead.
+        #[derive(PartialEq)]
+        enum Shape {
+            Add,
+            Create,
+            Raise,
+        }
+        let mut shape = Shape::Add;
+        loop {
             let mut e = Expr::new();
             let k = e.name(first_key_name(key));
-            let fence = e.name(FENCE);
+            let map = e.name(FENCE);
+            let horizon = e.name(HORIZON);
             let lock = e.name(LOCK);
             let lock_tx = e.path(&[LOCK, "txId"]);
             let txv = e.value(AttributeValue::S(tx.to_string()));
-            let not_ours = format!("(attribute_not_exists({lock}) OR {lock_tx} <> {txv})");
-            let (set, condition) = if create_map {
-                let map = AttributeValue::M(
-                    [(tx.to_string(), entry(FenceOutcome::Aborted, fence_until))].into(),
-                );
-                (
-                    format!("{fence} = {}", e.value(map)),
+            let path = e.path(&[FENCE, tx.as_str()]);
+            let began = e.value(number(fence.began));
+            // Exists, not ours, not fenced yet (no entry, horizon below its begin).
+            let base = format!(
+                "attribute_exists({k}) AND (attribute_not_exists({lock}) OR {lock_tx} <> {txv}) AND attribute_not_exists({path}) AND (attribute_not_exists({horizon}) OR {horizon} < {began})"
+            );
+            let (set, condition) = match shape {
+                Shape::Add => (
+                    format!("{path} = {}", e.value(entry(&fence))),
                     format!(
-                        "attribute_exists({k}) AND attribute_not_exists({fence}) AND {not_ours}"
+                        "{base} AND attribute_exists({map}) AND size({map}) < {}",
+                        e.value(number(capacity as u64))
                     ),
-                )
-            } else {
-                let path = e.path(&[FENCE, tx.as_str()]);
-                (
+                ),
+                Shape::Create => (
                     format!(
-                        "{path} = {}",
-                        e.value(entry(FenceOutcome::Aborted, fence_until))
+                        "{map} = {}",
+                        e.value(AttributeValue::M([(tx.to_string(), entry(&fence))].into()))
                     ),
-                    format!(
-                        "attribute_exists({k}) AND attribute_exists({fence}) AND attribute_not_exists({path}) AND {not_ours}"
-                    ),
-                )
+                    format!("{base} AND attribute_not_exists({map})"),
+                ),
+                Shape::Raise => (format!("{horizon} = {began}"), base),
             };
             let w = Write::Update {
                 update: format!("SET {set}"),
                 condition,
                 returns: ReturnValue::None,
             };
-            match self
+            let (has_map, refused) = match self
                 .write(table, key, e, w, || format!("fencing out {tx} in {table}"))
                 .await?
             {
                 Outcome::Written(_) => return Ok(CompleteWrite::Done),
-                Outcome::Refused(Some(item)) if !create_map && !item.contains_key(FENCE) => {
-                    continue;
-                }
-                Outcome::Refused(item) => return Self::refused(item),
+                Outcome::Refused(None) => return Ok(CompleteWrite::Refused(None)),
+                Outcome::Refused(Some(item)) => (item.contains_key(FENCE), item_state(&item)?),
+            };
+            let fenced = refused.fence.contains_key(tx) || fence.began <= refused.horizon;
+            let ours = refused.lock.as_ref().is_some_and(|l| &l.tx_id == tx);
+            let next = if fenced || ours {
+                None
+            } else if !has_map && shape == Shape::Add {
+                Some(Shape::Create)
+            } else if refused.fence.len() >= capacity && shape != Shape::Raise {
+                Some(Shape::Raise)
+            } else {
+                None
+            };
+            match next {
+                Some(s) => shape = s,
+                None => return Ok(CompleteWrite::Refused(Some(Box::new(refused)))),
             }
         }
-        Ok(CompleteWrite::Refused(None))
     }
 
     async fn drop_lock(
@@ -527,7 +584,7 @@ impl ParticipantStore for DynamoItems {
         key: &Key,
         tx: &TxId,
     ) -> Result<CompleteWrite, PortError> {
-        self.release(table, key, tx, None, &[]).await
+        self.release(table, key, tx, None, None).await
     }
 
     async fn expired_locks(

@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 use serde_json::{Map, Number, Value};
+use twopc_core::op::PROTOCOL_ATTRIBUTES;
 use twopc_core::request::KeySchema;
 
 /// A table the processor knows.
@@ -70,16 +71,6 @@ pub enum Detected {
     },
 }
 
-const PROTOCOL: &[&str] = &[
-    "lock",
-    "lockExpiresAt",
-    "lockShard",
-    "txFence",
-    "txVersion",
-    "lastTx",
-    "txPlaceholder",
-];
-
 fn committed_ids(image: Option<&Map<String, Value>>) -> Vec<&str> {
     image
         .and_then(|i| i.get("txFence"))
@@ -96,7 +87,7 @@ fn committed_ids(image: Option<&Map<String, Value>>) -> Vec<&str> {
 fn business(image: &Map<String, Value>) -> Map<String, Value> {
     image
         .iter()
-        .filter(|(k, _)| !PROTOCOL.contains(&k.as_str()))
+        .filter(|(k, _)| !PROTOCOL_ATTRIBUTES.contains(&k.as_str()))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect()
 }

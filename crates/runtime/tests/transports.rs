@@ -122,6 +122,7 @@ fn prepare() -> PrepareRequest {
     PrepareRequest {
         tx_id: TxId::random(),
         deadline: 1_900_000_000_000,
+        began: 1_899_999_995_000,
         key: [("id".to_owned(), json!("alice"))].into(),
         op: Operation::from_json(
             "op",
@@ -137,9 +138,10 @@ fn complete() -> CompleteRequest {
     CompleteRequest {
         tx_id: p.tx_id,
         deadline: p.deadline,
+        began: p.began,
         key: p.key,
         op: p.op,
-        prune: vec![],
+        prune: None,
     }
 }
 
@@ -340,16 +342,19 @@ fn service(url: &str) -> Target {
 #[tokio::test]
 async fn http_posts_each_action_to_its_path_with_the_request_as_json() {
     let (url, mut seen) = serve(vec![
-        ok(json!({"vote": "yes", "prune": []})),
+        ok(json!({"vote": "yes", "prune": {"ids": [], "horizon": 1_899_999_990_000_u64}})),
         ok(json!({"result": "done"})),
         ok(json!({"result": "alreadyDone"})),
     ])
     .await;
     let t = HttpTransport::new(Duration::from_secs(5));
     let req = prepare();
+    let reply = t.prepare(&service(&url), &req).await.expect("vote");
+    assert_eq!(reply.vote, Vote::Yes);
     assert_eq!(
-        t.prepare(&service(&url), &req).await.expect("vote").vote,
-        Vote::Yes
+        reply.prune.map(|p| p.horizon),
+        Some(1_899_999_990_000),
+        "the prune hint's number survives the transport"
     );
     assert_eq!(
         t.commit(&service(&url), &complete()).await.expect("done"),
