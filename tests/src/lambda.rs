@@ -240,6 +240,7 @@ impl LocalFunction {
             op: Operation::from_json("op", &serde_json::json!({"remove": ["probe"]}))
                 .expect("a valid operation"),
             prune: None,
+            refused: false,
         };
         let call = transport.abort(&target, &probe);
         tokio::pin!(call);

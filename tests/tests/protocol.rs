@@ -41,6 +41,7 @@ fn complete_req(tx: &TxId, deadline: u64, id: &str, o: Value) -> CompleteRequest
         key: key(id),
         op: op(o),
         prune: None,
+        refused: false,
     }
 }
 
@@ -621,6 +622,7 @@ fn first_participant_messages(rec: &TxRecord) -> (PrepareRequest, CompleteReques
             key: p.key.clone(),
             op: p.op.clone(),
             prune: None,
+            refused: false,
         },
     )
 }
@@ -766,6 +768,79 @@ async fn a_commit_never_lowers_a_horizon_raised_after_its_prepare() {
         Some("91"),
         "4 transfers of 1 and T's 5, each once"
     );
+}
+
+#[tokio::test]
+async fn an_abort_hinted_refused_still_releases_a_lock_its_duplicate_prepare_took() {
+    // The hint says this item voted no, but a duplicate of the prepare locked it since: the
+    // abort fences first, finds its own lock, and releases it.
+    let w = World::new().await;
+    bank(&w).await;
+    let tx = TxId::random();
+    let deadline = w.clock.now_ms() + 5_000;
+    let o = json!({"add": {"balance": -10}});
+    let vote = w
+        .participant
+        .prepare(&w.accounts, &prepare_req(&tx, deadline, "alice", o.clone()))
+        .await
+        .expect("duplicate prepare");
+    assert_eq!(vote.vote, Vote::Yes);
+    let mut abort = complete_req(&tx, deadline, "alice", o);
+    abort.refused = true;
+    let reply = w
+        .participant
+        .abort(&w.accounts, &abort)
+        .await
+        .expect("abort");
+    assert_eq!(reply, CompleteReply::Done);
+    let alice = w.item("accounts", "alice").await.expect("alice");
+    assert_eq!(alice.lock, None);
+    assert_eq!(
+        alice.fence.get(&tx).map(|e| e.outcome),
+        Some(FenceOutcome::Aborted)
+    );
+    assert_eq!(
+        w.attr("accounts", "alice", "balance").await.as_deref(),
+        Some("100")
+    );
+}
+
+#[tokio::test]
+async fn an_abort_hinted_refused_fences_an_item_another_transaction_holds() {
+    let w = World::new().await;
+    bank(&w).await;
+    let holder = TxId::random();
+    let deadline = w.clock.now_ms() + 5_000;
+    let o = json!({"add": {"balance": -10}});
+    w.participant
+        .prepare(
+            &w.accounts,
+            &prepare_req(&holder, deadline, "alice", o.clone()),
+        )
+        .await
+        .expect("holder prepare");
+    let tx = TxId::random();
+    let mut abort = complete_req(&tx, deadline, "alice", o.clone());
+    abort.refused = true;
+    assert_eq!(
+        w.participant
+            .abort(&w.accounts, &abort)
+            .await
+            .expect("abort"),
+        CompleteReply::Done
+    );
+    let alice = w.item("accounts", "alice").await.expect("alice");
+    assert_eq!(alice.lock.map(|l| l.tx_id), Some(holder));
+    assert_eq!(
+        alice.fence.get(&tx).map(|e| e.outcome),
+        Some(FenceOutcome::Aborted)
+    );
+    let late = w
+        .participant
+        .prepare(&w.accounts, &prepare_req(&tx, deadline, "alice", o))
+        .await
+        .expect("late prepare");
+    assert_eq!(reason(&late), Some(VoteReason::Fenced));
 }
 
 // ---------------------------------------------------------------- the lock rule

@@ -486,6 +486,7 @@ impl Serial {
                 key: p.key.clone(),
                 op: p.op.clone(),
                 prune: hints.get(i).cloned().flatten(),
+                refused: decision == ours && votes.get(i).is_some_and(Vote::refused),
             };
             let t = table(&p.target)?;
             let reply = match decision {

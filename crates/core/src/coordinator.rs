@@ -342,6 +342,7 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
                     key: p.key.clone(),
                     op: p.op.clone(),
                     prune: prunes.get(i).cloned().flatten(),
+                    refused: record.votes.get(i).is_some_and(Vote::refused),
                 };
                 let reply = match decision {
                     Decision::Commit => self.transport.commit(&p.target, &req).await,

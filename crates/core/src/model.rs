@@ -97,6 +97,12 @@ impl Vote {
     pub fn is_yes(&self) -> bool {
         matches!(self, Vote::Yes)
     }
+
+    /// Whether the participant itself refused (a `no` for any reason but `unreachable`): its
+    /// prepare took no lock, as far as that answer goes.
+    pub fn refused(&self) -> bool {
+        matches!(self, Vote::No { reason, .. } if *reason != VoteReason::Unreachable)
+    }
 }
 
 /// The lock a prepared transaction holds on an item.
@@ -293,6 +299,10 @@ pub struct CompleteRequest {
     /// What to prune from the fence in the same write (from the prepare's reply; may be absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prune: Option<Prune>,
+    /// This item answered the prepare with a `no` (a hint for abort: fence first, since the lock
+    /// is most likely not ours; a duplicate prepare that locked it since is still released).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub refused: bool,
 }
 
 /// A participant's answer to commit or abort.

@@ -235,13 +235,29 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
     ) -> Result<CompleteReply, PortError> {
         let entry = self.entry(FenceOutcome::Aborted, req);
         let mut prune = req.prune.as_ref();
+        // Whose write comes first: the lock holder's release, unless this item refused the
+        // prepare (then the lock is most likely someone else's or nobody's, and fencing
+        // first saves the release's refused write).
+        let mut release = !req.refused;
         // A prepare may land between our writes; each round settles one such race.
         for _ in 0..4 {
-            let item = match self
-                .store
-                .abort(table, &req.key, &req.tx_id, entry, prune)
-                .await?
-            {
+            let write = if release {
+                self.store
+                    .abort(table, &req.key, &req.tx_id, entry, prune)
+                    .await?
+            } else {
+                release = true;
+                self.store
+                    .fence_aborted(
+                        table,
+                        &req.key,
+                        &req.tx_id,
+                        entry,
+                        self.config.fence_capacity,
+                    )
+                    .await?
+            };
+            let item = match write {
                 CompleteWrite::Done => return Ok(CompleteReply::Done),
                 // No item: nothing is locked, and a late prepare of a non-creating op finds
                 // nothing to lock; a late creating one leaves an orphan its resolver removes.
@@ -445,6 +461,7 @@ fn complete_request(owner: &Lock, key: &Key) -> CompleteRequest {
         key: key.clone(),
         op: owner.op.clone(),
         prune: None,
+        refused: false,
     }
 }
 

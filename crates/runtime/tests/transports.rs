@@ -142,6 +142,7 @@ fn complete() -> CompleteRequest {
         key: p.key,
         op: p.op,
         prune: None,
+        refused: false,
     }
 }
 
