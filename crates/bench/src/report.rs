@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
+use twopc_core::participant::ParticipantConfig;
 
 use crate::counter::OPERATIONS;
 use crate::stats::ms;
@@ -311,8 +312,8 @@ pub fn markdown(r: &Report, now: SystemTime) -> String {
     let _ = writeln!(
         md,
         "Each row: one system, one workload, `conc` transfers in flight. The systems of a row \
-         group take turns {} times ({:.1} s each after {:.1} s unmeasured), so a change in the \
-         machine's load (other processes share its 2 cores) reaches them alike; the figures add \
+         group take turns {} times ({:.1} s each after {:.1} s unmeasured, longer if fewer \
+         than {} transfers committed in it), so a change in the machine's load (other processes share its 2 cores) reaches them alike; the figures add \
          their slices up. Throughput and latency (of committed transfers, retries included) come \
          from the measured windows; requests, bytes, CPU and memory from whole slices. `× \
          native` compares with the native row of the same group. A transfer aborted by a \
@@ -321,6 +322,7 @@ pub fn markdown(r: &Report, now: SystemTime) -> String {
         cfg.slices,
         cfg.measure.as_secs_f64() / f64::from(cfg.slices.max(1)),
         cfg.warmup.as_secs_f64(),
+        cfg.min_in_window,
         cfg.max_attempts
     );
     let _ = writeln!(
@@ -382,11 +384,12 @@ pub fn markdown(r: &Report, now: SystemTime) -> String {
         let _ = writeln!(
             md,
             "\nLargest fence seen: {f} entries on one item after `{}` {} at concurrency {} \
-             (entries live ≥ {} s; see NOTES.md).",
+             (a pruning write keeps at most {}; aborts that meet a locked item may add entries \
+             until the next; see NOTES.md).",
             c.workload,
             c.system,
             c.concurrency,
-            (cfg.timeout_ms + 120_000) / 1000
+            ParticipantConfig::default().fence_capacity
         );
     }
 
