@@ -574,6 +574,43 @@ async fn stale_fence_entries_are_pruned_by_later_commits() {
     assert!(alice.fence.contains_key(&second.tx_id));
 }
 
+// ---------------------------------------------------------------- the transactions table
+
+#[tokio::test]
+async fn a_status_swap_returns_exactly_the_record_it_stored_without_reading_it_back() {
+    let w = World::new().await;
+    let req = w
+        .coordinator
+        .validate(&transfer("alice", "bob", 10))
+        .expect("valid");
+    let mut record = req.begin(TxId::random(), None, "test".into(), w.clock.now_ms());
+    w.log.create(&record).await.expect("create");
+    let votes = [Vote::Yes, Vote::no(VoteReason::Condition, "short")];
+    for (to, votes) in [
+        (TxStatus::Aborting, Some(&votes[..])),
+        (TxStatus::Aborted, None),
+    ] {
+        w.clock.advance(7);
+        let Swapped::Done(moved) = w
+            .log
+            .transition(&record, to, votes, w.clock.now_ms())
+            .await
+            .expect("swap")
+        else {
+            panic!("lost the swap to {to}");
+        };
+        let stored = w
+            .log
+            .get(&record.tx_id)
+            .await
+            .expect("get")
+            .expect("record");
+        assert_eq!(*moved, stored, "after the swap to {to}");
+        record = stored;
+    }
+    assert_eq!(record.votes, votes.to_vec());
+}
+
 // ---------------------------------------------------------------- the fence horizon
 
 /// A fence of four entries, so that a handful of transfers fills it.
@@ -885,7 +922,7 @@ async fn stuck_owner(w: &World, status: TxStatus) -> TxRecord {
     for to in path {
         match w
             .log
-            .transition(&tx, record.status, *to, None, now)
+            .transition(&record, *to, None, now)
             .await
             .expect("swap")
         {
@@ -1158,16 +1195,17 @@ impl Transport for ResolverWinsRace<'_> {
                 .clock
                 .advance(req.deadline - self.world.clock.now_ms() + 1);
             let now = self.world.clock.now_ms();
+            let record = self
+                .world
+                .log
+                .get(&req.tx_id)
+                .await
+                .expect("get")
+                .expect("the record");
             let swap = self
                 .world
                 .log
-                .transition(
-                    &req.tx_id,
-                    TxStatus::Preparing,
-                    TxStatus::Aborting,
-                    None,
-                    now,
-                )
+                .transition(&record, TxStatus::Aborting, None, now)
                 .await
                 .expect("resolver swap");
             assert!(matches!(swap, Swapped::Done(_)));

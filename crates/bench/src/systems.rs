@@ -453,8 +453,7 @@ impl Serial {
         let decided = match self
             .log
             .transition(
-                &tx_id,
-                TxStatus::Preparing,
+                &record,
                 TxStatus::deciding(ours),
                 Some(&votes),
                 SystemClock.now_ms(),
@@ -500,8 +499,7 @@ impl Serial {
         match self
             .log
             .transition(
-                &tx_id,
-                decided.status,
+                &decided,
                 TxStatus::finishing(decision),
                 None,
                 SystemClock.now_ms(),

@@ -125,14 +125,13 @@ impl<L: TxLog> TxLog for TimedLog<L> {
 
     async fn transition(
         &self,
-        tx: &TxId,
-        from: TxStatus,
+        record: &TxRecord,
         to: TxStatus,
         votes: Option<&[Vote]>,
         now: u64,
     ) -> Result<Swapped, PortError> {
         let t = Instant::now();
-        let r = self.inner.transition(tx, from, to, votes, now).await;
+        let r = self.inner.transition(record, to, votes, now).await;
         self.times.add(if to.is_terminal() { 5 } else { 2 }, t);
         r
     }

@@ -195,13 +195,7 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
             TxStatus::Preparing if now > record.deadline => {
                 match self
                     .log
-                    .transition(
-                        &record.tx_id,
-                        TxStatus::Preparing,
-                        TxStatus::Aborting,
-                        None,
-                        now,
-                    )
+                    .transition(&record, TxStatus::Aborting, None, now)
                     .await?
                 {
                     Swapped::Done(r) | Swapped::Lost(Some(r)) => *r,
@@ -283,11 +277,7 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
         let to = TxStatus::deciding(decision);
         for _ in 0..3 {
             let now = self.clock.now_ms();
-            match self
-                .log
-                .transition(&record.tx_id, TxStatus::Preparing, to, Some(votes), now)
-                .await
-            {
+            match self.log.transition(record, to, Some(votes), now).await {
                 Ok(Swapped::Done(r)) => return Ok(*r),
                 Ok(Swapped::Lost(Some(r))) if r.status != TxStatus::Preparing => {
                     if r.status.decision() != Some(decision) {
@@ -370,11 +360,7 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
             .map_err(RecoverError::Crashed)?;
         let done = TxStatus::finishing(decision);
         let now = self.clock.now_ms();
-        match self
-            .log
-            .transition(&record.tx_id, record.status, done, None, now)
-            .await?
-        {
+        match self.log.transition(&record, done, None, now).await? {
             Swapped::Done(r) => Ok(*r),
             Swapped::Lost(Some(r)) if r.status == done => Ok(*r),
             Swapped::Lost(other) => Err(other

@@ -213,6 +213,25 @@ pub struct TxRecord {
     pub retry_after: Option<u64>,
 }
 
+impl TxRecord {
+    /// The record as a successful status swap to `to` leaves it (what [`TxLog::transition`]
+    /// writes, computed here instead of read back).
+    ///
+    /// [`TxLog::transition`]: crate::ports::TxLog::transition
+    pub fn moved(&self, to: TxStatus, votes: Option<&[Vote]>, now: u64) -> TxRecord {
+        let mut r = self.clone();
+        r.status = to;
+        r.updated_at = now;
+        if let Some(v) = votes {
+            r.votes = v.to_vec();
+        }
+        if to.is_terminal() {
+            r.retry_after = None;
+        }
+        r
+    }
+}
+
 /// Prepare, as sent to a participant.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -346,13 +346,7 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
             // coordinator decided first, we follow its decision instead.
             match self
                 .log
-                .transition(
-                    &record.tx_id,
-                    TxStatus::Preparing,
-                    TxStatus::Aborting,
-                    None,
-                    now,
-                )
+                .transition(&record, TxStatus::Aborting, None, now)
                 .await?
             {
                 Swapped::Done(r) => *r,

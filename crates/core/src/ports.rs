@@ -115,7 +115,7 @@ pub enum Created {
 /// Result of a compare-and-swap on a record's status.
 #[derive(Debug)]
 pub enum Swapped {
-    /// The status is now the new one.
+    /// The status is now the new one: the record as the swap left it.
     Done(Box<TxRecord>),
     /// Someone else moved it first: the record as it is (None if it does not exist).
     Lost(Option<Box<TxRecord>>),
@@ -129,12 +129,13 @@ pub trait TxLog: Send + Sync {
     /// Reads a record (strongly consistent).
     fn get(&self, tx: &TxId) -> impl Future<Output = Result<Option<TxRecord>, PortError>> + Send;
 
-    /// Moves `from` → `to` if the status is still `from`; records `votes` when given. A
-    /// terminal `to` takes the record out of the recovery index and sets its expiry.
+    /// Moves `record` from its status to `to` if the stored status is still the record's;
+    /// records `votes` when given. A terminal `to` takes the record out of the recovery index
+    /// and sets its expiry. On success the record is not read back: `Swapped::Done` carries
+    /// [`TxRecord::moved`] of the one given.
     fn transition(
         &self,
-        tx: &TxId,
-        from: TxStatus,
+        record: &TxRecord,
         to: TxStatus,
         votes: Option<&[Vote]>,
         now: u64,

@@ -1,7 +1,7 @@
 //! The transactions table as the core's [`TxLog`].
 
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
 use serde_json::Value;
 use twopc_core::ids::TxId;
 use twopc_core::model::{TxRecord, Vote};
@@ -143,12 +143,12 @@ impl TxLog for DynamoTxLog {
 
     async fn transition(
         &self,
-        tx: &TxId,
-        from: TxStatus,
+        record: &TxRecord,
         to: TxStatus,
         votes: Option<&[Vote]>,
         now: u64,
     ) -> Result<Swapped, PortError> {
+        let (tx, from) = (&record.tx_id, record.status);
         if !from.can_move_to(to) {
             return Err(PortError::Invalid {
                 context: format!("transaction {tx}"),
@@ -196,15 +196,11 @@ impl TxLog for DynamoTxLog {
             .condition_expression(cond)
             .set_expression_attribute_names(e.names())
             .set_expression_attribute_values(e.values())
-            .return_values(ReturnValue::AllNew)
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send()
             .await;
         match result {
-            Ok(out) => {
-                let item = out.attributes().ok_or_else(|| corrupt("status swap", "no attributes returned"))?;
-                Ok(Swapped::Done(Box::new(record_from_item(item)?)))
-            }
+            Ok(_) => Ok(Swapped::Done(Box::new(record.moved(to, votes, now)))),
             Err(err) => match err.as_service_error() {
                 Some(aws_sdk_dynamodb::operation::update_item::UpdateItemError::ConditionalCheckFailedException(c)) => {
                     Ok(Swapped::Lost(c.item().map(record_from_item).transpose()?.map(Box::new)))
