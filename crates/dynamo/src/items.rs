@@ -338,7 +338,7 @@ impl ParticipantStore for DynamoItems {
                 e.value(AttributeValue::S(shard_of(lock.tx_id.as_str(), "L")))
             ),
             // Commit and abort write `txFence.<tx>`, which needs the map to exist; the horizon
-            // is written too, so that the reply carries both.
+            // is set too (to itself), so that the reply carries both.
             format!(
                 "{fence} = if_not_exists({fence}, {})",
                 e.value(AttributeValue::M(Default::default()))
@@ -389,7 +389,10 @@ impl ParticipantStore for DynamoItems {
         let w = Write::Update {
             update: update_expression(&set, &[]),
             condition: conds.join(" AND "),
-            returns: ReturnValue::UpdatedNew,
+            // The old values of what this write sets: the fence and the horizon as they were
+            // (prepare changes neither), without the lock it just wrote (absent before, unless
+            // a retried prepare) or anything else.
+            returns: ReturnValue::UpdatedOld,
         };
         match self
             .write(table, key, e, w, || {
