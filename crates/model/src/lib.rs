@@ -1,7 +1,7 @@
 //! # twopc-model — the protocol of DESIGN.md §3, model-checked
 //!
 //! A [stateright] model of the two-phase commit that `crates/core` implements: conditional locks
-//! carrying the transaction id and an expiry, per-item fence entries, the status
+//! carrying the transaction id and an expiry, per-item fence entries and fence horizon, the status
 //! compare-and-swap `PREPARING → COMMITTING | ABORTING → COMMITTED | ABORTED`, the lock rule for
 //! expired locks, the sweeper, coordinator crashes, and late, duplicated and reordered messages.
 //! The checker explores every reachable state (breadth-first) and checks named properties in
@@ -14,10 +14,11 @@
 //! | --- | --- | --- |
 //! | [`state::Status`], `TxState::record` | the transaction record | `status::TxStatus`, `ports::TxLog` |
 //! | [`state::Coordinator`] | the coordinator's progress through `submit` | `coordinator::Coordinator::submit` |
-//! | [`state::ItemState`] | one item: `lock`, `txFence`, the applied operation (`txVersion`) | `model::ItemState`, `dynamo::items` |
-//! | [`state::Clock`] | deadline = the locks' `expiresAt`; deadline + fence margin | `ParticipantConfig::fence_margin_ms` |
+//! | [`state::ItemState`] | one item: `lock`, `txFence`, `txFenceHorizon`, the applied operation (`txVersion`) | `model::ItemState`, `dynamo::items` |
+//! | [`state::Tx`] order | transactions ordered by `began` (`T0` began first) | `Lock::began`, `FenceEntry::began`, the record's `createdAt` |
+//! | [`state::Clock`] | deadline = the locks' `expiresAt` | `TxRecord::deadline` |
 //! | [`participant::prepare`], [`participant::commit`], [`participant::abort`], [`participant::drop_stale_lock`] | one conditional write each | `participant::Participant::{prepare, commit, abort}`, `ParticipantStore` |
-//! | [`participant::prune_committed_entry`], `Action::Prune` | a later write pruning an expired fence entry | the `prune` list of `ParticipantStore::{commit, abort}` |
+//! | [`participant::Upkeep`]: `Prune`, `Raise` | the lock holder's release removing other entries and raising the horizon over them; a lock-free abort of a full fence raising the horizon instead of writing its entry | the `prune` of `ParticipantStore::{commit, abort}` (`participant::plan_prune`), `ParticipantStore::fence_aborted` |
 //! | [`participant::resolution`] | the lock rule's table | `Participant::resolve` / `follow` |
 //! | [`model::Action`] | one request, delivery or passing of time | — |
 //! | `Action::SweepAbort/SweepComplete/SweepFinalize` | the sweeper's overdue records | `sweeper::Sweeper::run` → `Coordinator::recover` on `TxLog::overdue` |
@@ -26,8 +27,8 @@
 //!
 //! ## What is checked
 //!
-//! Exhaustively for 2 transactions × 2 items (and 2 × 3, and 3 × 2 on demand), every transaction
-//! touching every item, so they contend on all of them (see `tests/check.rs`). Safety,
+//! Exhaustively for 2 transactions × 2 items (and 2 × 3; 3 × 1 and 3 × 2 on demand), every
+//! transaction touching every item, so they contend on all of them (see `tests/check.rs`). Safety,
 //! `Property::always`:
 //! - [`model::ATOMICITY`]: never applied on one item and aborted on another; `COMMITTED` means
 //!   applied everywhere; abort-decided means applied nowhere; and once no step is left, a
@@ -58,26 +59,44 @@
 //!   ones to trust.
 //!
 //! `Property::sometimes` examples (commit, abort, both commit, a crashed coordinator's commit
-//! finished by the sweeper, a late prepare meeting the fence, a commit still being driven after
-//! its fence entry was pruned) show that the space is not vacuous; a test also checks that every
-//! kind of step, and every case of the lock rule but two, changes some state (the two: a lock
-//! of a missing owner, and a stale lock of a `COMMITTED` owner, which the baseline never
-//! produces).
+//! finished by the sweeper, a late prepare meeting the fence, a late prepare refused by the
+//! horizon alone, a commit still being driven after its fence entry was pruned) show that the
+//! space is not vacuous; a test also checks that every kind of step (pruning by a lock holder's
+//! release and a lock-free abort raising the horizon included), and every case of the lock rule
+//! but two, changes some state (the two: a lock of a missing owner, and a stale lock of a
+//! `COMMITTED` owner, which the baseline never produces).
 //!
 //! ## The buggy variants
 //!
-//! - [`Variant::BlindTakeover`]: a prepare overwrites an expired lock. Breaks atomicity: a
-//!   transaction decides to commit, its deadline passes, a newcomer takes one of its locks, and
-//!   its commit there finds neither its lock nor its fence entry. Within the fence retention
-//!   that is reported as a violation (so "no violation reported" breaks too); past it, the
-//!   retention rule takes it as applied and the transaction is finalized `COMMITTED` with that
-//!   item never applied: silently. Liveness holds in this variant (everything ends, wrongly).
+//! - [`Variant::BlindTakeover`]: a prepare overwrites an expired lock. A transaction decides to
+//!   commit, its deadline passes, a newcomer takes one of its locks, and its commit there finds
+//!   neither its lock nor its fence entry. With 2 transactions nothing can raise that item's
+//!   horizon over the victim, so the commit is reported as a violation ("no violation reported"
+//!   breaks) and never acknowledged: with every message lost, the sweeper cannot finish the
+//!   victim ("the sweeper alone finishes" breaks); in the full model the victim's own late
+//!   prepare may re-lock the item and finish it. With a third transaction that prunes the
+//!   newcomer's entry (raising the horizon over the victim), the commit is answered "already
+//!   done" and the victim is finalized `COMMITTED` with that item never applied: atomicity
+//!   breaks, silently (a scripted 3 × 1 test, and an exhaustive one on demand).
 //! - [`Variant::NoFence`]: no fence entries, and a commit/abort that finds its lock gone assumes
 //!   it was done. Breaks "no operation applied twice" (a duplicate prepare re-locks an item its
 //!   transaction already committed, and a retried commit or the sweeper applies it again) and
 //!   "no lock outlives its transaction" (a prepare landing after the abort locks the item for an
 //!   `ABORTED` transaction until a resolver clears it). Atomicity (all or nothing) and liveness
 //!   survive.
+//! - [`Variant::NoHorizon`]: entries are pruned at any time, but prepare does not check the
+//!   horizon (the old design's pruning, with its time bound on late prepares gone). Breaks the
+//!   same two properties as no fence at all: a lock holder prunes a committed transaction's
+//!   entry, that transaction's late duplicate prepare re-locks the item, and its retried commit
+//!   applies again.
+//! - [`Variant::StaleHorizon`]: the lock holder's pruning release writes the horizon computed
+//!   from what its prepare read, unconditionally, so a lock-free abort's raise made while it held
+//!   the lock is undone. Needs 3 transactions (the holder, the pruned one, a later-begun aborted
+//!   one whose prepare is still in flight) and then breaks exactly "no lock outlives its
+//!   transaction": the aborted transaction's late prepare locks the item, an orphan lock that the
+//!   lock rule removes once it expires (its abort is done, so nothing is ever applied). The real
+//!   release is conditional on `horizon <= :h` and releases without pruning otherwise, which the
+//!   correct model's never-lowered horizon covers.
 //!
 //! ## Abstractions (what the model leaves out, and why that is sound)
 //!
@@ -89,19 +108,36 @@
 //!   finished.
 //! - **Late prepare writes.** The participant checks the deadline *before* its write, so the
 //!   write can land after the deadline (slow or retried request). The model checks the deadline
-//!   when the prepares are sent and lets a prepare sent in time land until the deadline plus the
-//!   fence margin, [`state::Clock::PastMargin`]. That bound is the assumption fence pruning
-//!   relies on; the model assumes it and cannot check it.
-//! - **Fence pruning.** Past the margin, a transaction's `committed` entries may be pruned at
-//!   any time (`Action::Prune`), and a commit that then finds neither its lock nor its entry is
-//!   answered "already done" (`Participant::commit`, the retention rule of
-//!   `docs/architecture.md`); the correct protocol keeps every property with both. `aborted`
-//!   entries are not pruned: with no prepare able to land, dropping one changes no decision, and
-//!   an abort re-sent afterwards would write it back, making the graph cyclic for nothing.
-//! - **Time.** No clock values: per transaction, two marks passed nondeterministically (deadline,
-//!   deadline + margin), one global clock: no skew between the coordinator's, the participants'
-//!   and the sweeper's clocks (the margin exists to absorb it; the model cannot test that it
-//!   does).
+//!   when the prepares are sent and lets a prepare sent in time land at any later moment, with no
+//!   bound: nothing in the model (or the real system) limits how late a write may land.
+//! - **The fence horizon.** Transactions are ordered by index as by `began` (set once at begin,
+//!   carried by every message, stored in the lock and the entries). Each item has a horizon
+//!   (initially below every transaction); prepare also requires `began > horizon` unless the lock
+//!   is already its own. A lock holder's commit or abort may remove *any* other transactions'
+//!   entries, committed or aborted, at any time ([`participant::Upkeep::Prune`]: every subset
+//!   is a separate step, so every pruning policy of `plan_prune` is covered, and whoever writes
+//!   the release prunes, the coordinator, a resolver or the sweeper, where the real code prunes
+//!   only in the coordinator's, from its prepare's reply: more behaviours), raising the horizon
+//!   to the latest `began` removed; the horizon is never lowered (the real release is
+//!   conditional on it). A commit that finds neither its lock nor its entry is "already done" if
+//!   the horizon covers it (its entry was pruned after it applied: a decided commit's lock is
+//!   removed by nobody but that commit), else a violation. An abort that finds neither is
+//!   "already done" without a write if the horizon covers it (no prepare of it can land), else it
+//!   writes its `aborted` entry or, the fence being full, raises the horizon to its `began`
+//!   ([`participant::Upkeep::Raise`], a separate step whenever the fence has an entry: full for
+//!   some capacity ≥ 1, so every capacity is covered). Pruned `aborted` entries are never written
+//!   back (a re-sent abort is answered by the horizon), so the graph stays acyclic, which a test
+//!   checks. Safety of pruning therefore depends on no clock and no bound on late writes; the
+//!   price is availability, not checked here: a live transaction's slow prepare is refused once
+//!   a later-begun transaction's entry was pruned or its abort raised the horizon, and it aborts.
+//! - **Time.** No clock values: per transaction one mark passed nondeterministically (the
+//!   deadline), one global clock: no skew between the coordinator's, the participants' and the
+//!   sweeper's clocks. The fence margin (`ParticipantConfig::fence_margin_ms`) is not modelled:
+//!   it no longer bears on safety. In the real code it only decides which entries the holder
+//!   prunes first (those past their transaction's deadline plus the margin) and so trades item
+//!   size against refusing a live transaction's slow prepare; the model prunes any entry at any
+//!   time, which covers every margin. Clock skew in `began` only reorders transactions, and
+//!   equal `began`s (not modelled) are refused by `began <= horizon` (more refusals, never fewer).
 //! - **Resolution is one step per write**, with the read of the owner's record folded into the
 //!   write that follows it. Sound because a record's decision never changes once made and each
 //!   item write is conditional on the lock's owner, so acting on a stale read of a decided record
@@ -112,9 +148,15 @@
 //!   each transaction's operation. Business refusals (`require` failing) are a no vote, which the
 //!   coordinator's "abort at any time" already covers. Placeholders (`put`) and deletes are not
 //!   modelled, nor is the idempotency key (one submit per transaction).
-//! - **Size.** 2 × 2 and 2 × 3 are checked by every test run. 3 × 2 (28,546,265 states, every
-//!   property holds, about 7 minutes in release on one core) is an ignored test: `cargo test -p
-//!   twopc-model --release -- --ignored`. Every transaction touches every item.
+//! - **Items that disappear.** A committed delete removes the item with its fence and horizon,
+//!   and a creating prepare needs only the item to be absent; neither is modelled (see
+//!   "Operations"). The horizon's promise that no prepare of a covered transaction lands again
+//!   holds only while the item exists.
+//! - **Size.** 2 × 2 and 2 × 3 are checked by every test run (and the two 3-transaction
+//!   counterexamples replayed as scripts). 3 × 1 (1,417,419 states for the correct protocol;
+//!   the stale-horizon and blind-takeover variants too) and 3 × 2 (18,175,265 states, every
+//!   property holds, about 3.5 minutes in release on one core) are ignored tests: `cargo test
+//!   -p twopc-model --release -- --ignored`. Every transaction touches every item.
 //!
 //! [stateright]: https://docs.rs/stateright
 #![warn(missing_docs)]

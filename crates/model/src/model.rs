@@ -6,9 +6,9 @@
 
 use stateright::{Model, Property};
 
-use crate::participant::{self, Reply, Resolution, Variant, Vote};
+use crate::participant::{self, Reply, Resolution, Upkeep, Variant, Vote};
 use crate::state::{
-    Applied, Clock, Coordinator, Decision, Fence, Item, ItemState, State, Status, Tx,
+    Applied, Clock, Coordinator, Decision, Fence, Item, ItemState, State, Status, Tx, covers,
 };
 
 /// Property: a transaction is never applied on one item and aborted on another, a transaction
@@ -52,9 +52,13 @@ pub const COMMIT_FINISHED_WITHOUT_COORDINATOR: &str =
 /// Example wanted: a prepare still in flight faces an item that already carries its
 /// transaction's fence entry: only the fence keeps it out.
 pub const LATE_PREPARE_MEETS_FENCE: &str = "a late prepare meets the fence";
+/// Example wanted: a prepare still in flight, of a decided transaction, faces an unlocked item that
+/// has no entry for it (pruned, or never written) and whose horizon covers it: only the horizon
+/// keeps it out.
+pub const LATE_PREPARE_REFUSED_BY_HORIZON: &str = "a late prepare is refused by the horizon";
 /// Example wanted: a transaction is still `COMMITTING` (so its commit may be re-driven) on an item
 /// that applied it and whose `committed` fence entry has been pruned: the case where a commit
-/// finding neither lock nor entry is taken as applied.
+/// finding neither lock nor entry is answered by the horizon.
 pub const COMMIT_OUTLIVES_ITS_FENCE_ENTRY: &str =
     "a commit is still being driven after its fence entry was pruned";
 /// Property: an item is locked only by a transaction whose record is not terminal. DESIGN.md,
@@ -84,24 +88,23 @@ pub enum Action {
     Crash(Tx),
     /// Network: a prepare reaches the item (first copy, a duplicate, or a late one).
     DeliverPrepare(Tx, Item),
-    /// Network: a commit or abort reaches the item (first copy, a duplicate, or a late one).
-    DeliverComplete(Tx, Item),
-    /// Time passes the transaction's next mark: its deadline (and its locks' `expiresAt`), then
-    /// the deadline plus the fence margin.
+    /// Network: a commit or abort reaches the item (first copy, a duplicate, or a late one), with
+    /// the fence upkeep its write carries out.
+    DeliverComplete(Tx, Item, Upkeep),
+    /// Time passes the transaction's deadline (and its locks' `expiresAt`).
     Expire(Tx),
     /// A resolver on an item whose lock expired follows the lock rule one write (a newcomer's
-    /// prepare, or the sweeper walking the lock-expiry index).
-    Resolve(Item),
+    /// prepare, or the sweeper walking the lock-expiry index); a commit or abort it writes for
+    /// the owner carries out the upkeep.
+    Resolve(Item, Upkeep),
     /// Sweeper (`Coordinator::recover` on an overdue record): `PREPARING` past deadline →
     /// `ABORTING`.
     SweepAbort(Tx),
-    /// Sweeper: send the recorded decision to one item of an overdue decided record.
-    SweepComplete(Tx, Item),
+    /// Sweeper: send the recorded decision to one item of an overdue decided record, with the
+    /// fence upkeep its write carries out.
+    SweepComplete(Tx, Item, Upkeep),
     /// Sweeper: finalize an overdue decided record whose items are all finished.
     SweepFinalize(Tx),
-    /// A later write to the item (another transaction's commit or abort) prunes this
-    /// transaction's `committed` fence entry, once its deadline plus the margin has passed.
-    Prune(Tx, Item),
 }
 
 /// The protocol with `TXS` transactions over `ITEMS` items, every transaction touching every
@@ -148,6 +151,17 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
         (0..ITEMS).map(|i| Item(i as u8))
     }
 
+    /// The fence upkeeps a commit or abort may carry out: `Raise` for one sent for `sender` (it
+    /// may find no lock), `Prune` of every set of other transactions. A resolver's write
+    /// (`sender` `None`: the lock's owner) always holds the lock, so never raises.
+    pub fn upkeeps(sender: Option<Tx>) -> impl Iterator<Item = Upkeep> + Clone {
+        let others = (1u8..1 << TXS)
+            .filter(move |mask| sender.is_none_or(|t| mask & (1 << t.0) == 0))
+            .map(Upkeep::Prune);
+        let raise = sender.map(|_| Upkeep::Raise);
+        [Upkeep::Plain].into_iter().chain(raise).chain(others)
+    }
+
     /// Every step that exists in principle, in a fixed order (stateright replays paths by the
     /// index of the action). Whether it does anything in a state is [`Self::step`]'s business.
     pub fn all_actions() -> impl Iterator<Item = Action> {
@@ -167,15 +181,18 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
         });
         let per_tx_item = Self::txs().flat_map(|t| {
             Self::items().flat_map(move |i| {
-                [
-                    Action::DeliverPrepare(t, i),
-                    Action::DeliverComplete(t, i),
-                    Action::SweepComplete(t, i),
-                    Action::Prune(t, i),
-                ]
+                let upkeeps = Self::upkeeps(Some(t));
+                std::iter::once(Action::DeliverPrepare(t, i))
+                    .chain(
+                        upkeeps
+                            .clone()
+                            .map(move |u| Action::DeliverComplete(t, i, u)),
+                    )
+                    .chain(upkeeps.map(move |u| Action::SweepComplete(t, i, u)))
             })
         });
-        let per_item = Self::items().map(Action::Resolve);
+        let per_item =
+            Self::items().flat_map(|i| Self::upkeeps(None).map(move |u| Action::Resolve(i, u)));
         per_tx.chain(per_tx_item).chain(per_item)
     }
 
@@ -190,36 +207,38 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
             Action::Finalize(t) => self.finalize(state, t),
             Action::Crash(t) => crash(state, t),
             Action::DeliverPrepare(t, i) => self.deliver_prepare(state, t, i),
-            Action::DeliverComplete(t, i) => self.deliver_complete(state, t, i),
+            Action::DeliverComplete(t, i, u) => self.deliver_complete(state, t, i, u),
             Action::Expire(t) => expire(state, t),
-            Action::Resolve(i) => self.resolve(state, i),
+            Action::Resolve(i, u) => self.resolve(state, i, u),
             Action::SweepAbort(t) => sweep_abort(state, t),
-            Action::SweepComplete(t, i) => self.sweep_complete(state, t, i),
+            Action::SweepComplete(t, i, u) => self.sweep_complete(state, t, i, u),
             Action::SweepFinalize(t) => self.sweep_finalize(state, t),
-            Action::Prune(t, i) => self.prune(state, t, i),
         }
     }
 
     /// Whether every item is finished for `tx` under `decision`.
     fn all_finished(&self, state: &State<TXS, ITEMS>, tx: Tx, decision: Decision) -> bool {
-        let clock = state.tx(tx).clock;
         state
             .items
             .iter()
-            .all(|item| participant::finished(self.variant, *item, tx, decision, clock))
+            .all(|item| participant::finished(self.variant, *item, tx, decision))
     }
 
-    /// Runs commit or abort of `tx` on `item` and records a violation answer.
+    /// Runs commit or abort of `tx` on `item` and records a violation answer. An upkeep that does
+    /// not apply makes it no step (the `Plain` one is the step).
     fn complete_on(
         &self,
         mut state: State<TXS, ITEMS>,
         tx: Tx,
         item: Item,
         decision: Decision,
+        upkeep: Upkeep,
     ) -> State<TXS, ITEMS> {
-        let clock = state.tx(tx).clock;
+        if !participant::upkeep_applies(self.variant, state.item(item), tx, decision, upkeep) {
+            return state;
+        }
         let (after, reply) =
-            participant::complete(self.variant, *state.item(item), tx, decision, clock);
+            participant::complete(self.variant, *state.item(item), tx, decision, upkeep);
         *state.item_mut(item) = after;
         if reply == Reply::Violation {
             state.violation_reported = true;
@@ -250,9 +269,8 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
     }
 
     fn deliver_prepare(&self, mut state: State<TXS, ITEMS>, t: Tx, i: Item) -> State<TXS, ITEMS> {
-        let tx = state.tx(t);
-        if !tx.prepares_in_flight || tx.clock == Clock::PastMargin {
-            return state; // never sent in time, or too late to land at all
+        if !state.tx(t).prepares_in_flight {
+            return state; // never sent in time
         }
         let deadlines = state.deadlines_passed();
         let (after, vote) = participant::prepare(self.variant, *state.item(i), t, &deadlines);
@@ -265,14 +283,20 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
         state
     }
 
-    fn deliver_complete(&self, state: State<TXS, ITEMS>, t: Tx, i: Item) -> State<TXS, ITEMS> {
+    fn deliver_complete(
+        &self,
+        state: State<TXS, ITEMS>,
+        t: Tx,
+        i: Item,
+        upkeep: Upkeep,
+    ) -> State<TXS, ITEMS> {
         match state.tx(t).completes_in_flight {
-            Some(d) => self.complete_on(state, t, i, d),
+            Some(d) => self.complete_on(state, t, i, d, upkeep),
             None => state,
         }
     }
 
-    fn resolve(&self, mut state: State<TXS, ITEMS>, i: Item) -> State<TXS, ITEMS> {
+    fn resolve(&self, mut state: State<TXS, ITEMS>, i: Item, upkeep: Upkeep) -> State<TXS, ITEMS> {
         let Some(owner) = state.item(i).lock else {
             return state;
         };
@@ -282,8 +306,12 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
         match participant::resolution(state.tx(owner).record) {
             Resolution::RecordAborted => state.tx_mut(owner).record = Some(Status::Aborted),
             Resolution::DecideAbort => state.tx_mut(owner).record = Some(Status::Aborting),
-            Resolution::RollForward => return self.complete_on(state, owner, i, Decision::Commit),
-            Resolution::AbortHere => return self.complete_on(state, owner, i, Decision::Abort),
+            Resolution::RollForward => {
+                return self.complete_on(state, owner, i, Decision::Commit, upkeep);
+            }
+            Resolution::AbortHere => {
+                return self.complete_on(state, owner, i, Decision::Abort, upkeep);
+            }
             Resolution::DropStale => {
                 *state.item_mut(i) = participant::drop_stale_lock(*state.item(i), owner);
             }
@@ -291,17 +319,15 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
         state
     }
 
-    fn prune(&self, mut state: State<TXS, ITEMS>, t: Tx, i: Item) -> State<TXS, ITEMS> {
-        if self.variant.fences() {
-            let clock = state.tx(t).clock;
-            *state.item_mut(i) = participant::prune_committed_entry(*state.item(i), t, clock);
-        }
-        state
-    }
-
-    fn sweep_complete(&self, state: State<TXS, ITEMS>, t: Tx, i: Item) -> State<TXS, ITEMS> {
+    fn sweep_complete(
+        &self,
+        state: State<TXS, ITEMS>,
+        t: Tx,
+        i: Item,
+        upkeep: Upkeep,
+    ) -> State<TXS, ITEMS> {
         match overdue_decision(&state, t) {
-            Some(d) => self.complete_on(state, t, i, d),
+            Some(d) => self.complete_on(state, t, i, d, upkeep),
             None => state,
         }
     }
@@ -349,10 +375,12 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
                 .flat_map(|t| {
                     [Action::Expire(t), Action::SweepAbort(t)]
                         .into_iter()
-                        .chain(Self::items().map(move |i| Action::SweepComplete(t, i)))
+                        .chain(
+                            Self::items().map(move |i| Action::SweepComplete(t, i, Upkeep::Plain)),
+                        )
                         .chain([Action::SweepFinalize(t)])
                 })
-                .chain(Self::items().map(Action::Resolve))
+                .chain(Self::items().map(|i| Action::Resolve(i, Upkeep::Plain)))
         };
         for _round in 0..(4 * (TXS + ITEMS) + 4) {
             let before = s;
@@ -480,10 +508,7 @@ fn expire<const TXS: usize, const ITEMS: usize>(
     let tx = state.tx_mut(t);
     // A deadline exists once the record is written.
     if tx.record.is_some() {
-        tx.clock = match tx.clock {
-            Clock::BeforeDeadline => Clock::PastDeadline,
-            Clock::PastDeadline | Clock::PastMargin => Clock::PastMargin,
-        };
+        tx.clock = Clock::PastDeadline;
     }
     state
 }
@@ -625,11 +650,24 @@ fn late_prepare_meets_fence<const TXS: usize, const ITEMS: usize>(
     state: &State<TXS, ITEMS>,
 ) -> bool {
     M::<TXS, ITEMS>::txs().any(|t| {
-        let tx = state.tx(t);
-        tx.prepares_in_flight
-            && tx.clock != Clock::PastMargin
-            && state.items.iter().any(|i| i.fence[t.ix()].is_some())
+        state.tx(t).prepares_in_flight && state.items.iter().any(|i| i.fence[t.ix()].is_some())
     })
+}
+
+fn late_prepare_refused_by_horizon<const TXS: usize, const ITEMS: usize>(
+    model: &M<TXS, ITEMS>,
+    state: &State<TXS, ITEMS>,
+) -> bool {
+    model.variant.checks_horizon()
+        && M::<TXS, ITEMS>::txs().any(|t| {
+            let tx = state.tx(t);
+            tx.prepares_in_flight
+                && tx.record.and_then(Status::decision).is_some()
+                && state
+                    .items
+                    .iter()
+                    .any(|i| i.lock.is_none() && i.fence[t.ix()].is_none() && covers(i.horizon, t))
+        })
 }
 
 fn commit_outlives_its_fence_entry<const TXS: usize, const ITEMS: usize>(
@@ -694,6 +732,10 @@ impl<const TXS: usize, const ITEMS: usize> Model for TwoPhaseCommit<TXS, ITEMS> 
                 commit_finished_without_coordinator,
             ),
             Property::sometimes(LATE_PREPARE_MEETS_FENCE, late_prepare_meets_fence),
+            Property::sometimes(
+                LATE_PREPARE_REFUSED_BY_HORIZON,
+                late_prepare_refused_by_horizon,
+            ),
             Property::sometimes(
                 COMMIT_OUTLIVES_ITS_FENCE_ENTRY,
                 commit_outlives_its_fence_entry,

@@ -4,12 +4,12 @@
 //! conditions of `twopc_dynamo::items::DynamoItems`; the [`Variant`] switches in the two
 //! mistakes the model is meant to catch.
 
-use crate::state::{Clock, Decision, Fence, ItemState, Status, Tx};
+use crate::state::{Decision, Fence, ItemState, Status, Tx, covers};
 
 /// Which protocol the model runs: the real one, or one with a known mistake put back in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Variant {
-    /// The protocol of DESIGN.md §3 as `crates/core` implements it.
+    /// The protocol of DESIGN.md §3 as `crates/core` implements it, with the fence horizon.
     Correct,
     /// A prepare that meets an expired lock overwrites it (a blind conditional write on
     /// `expiresAt < now`) instead of resolving the owner. DESIGN.md, "The lock rule": this loses
@@ -20,12 +20,76 @@ pub enum Variant {
     /// condition means already committed"). Only the deadline check stands between a late
     /// prepare and the item.
     NoFence,
+    /// Fence entries are pruned at any time (and the horizon kept), but prepare does not check
+    /// the horizon: pruning then relies on no prepare landing late, which nothing bounds.
+    NoHorizon,
+    /// The lock holder's pruning release writes the horizon it computed from the fence its
+    /// prepare read (the horizon then, raised over the entries it removes) *unconditionally*,
+    /// instead of only if the item's horizon is not above it (`release_clauses` in
+    /// `crates/dynamo`: `horizon <= :h`, else the participant releases without pruning). A
+    /// lock-free abort that raised the horizon meanwhile is undone.
+    StaleHorizon,
 }
 
 impl Variant {
-    /// Whether items keep a fence.
+    /// Whether items keep a fence (entries and horizon).
     pub fn fences(self) -> bool {
         self != Variant::NoFence
+    }
+
+    /// Whether prepare refuses a transaction the horizon covers.
+    pub fn checks_horizon(self) -> bool {
+        !matches!(self, Variant::NoFence | Variant::NoHorizon)
+    }
+}
+
+/// The fence upkeep a write may carry out besides its own effect: a choice the model leaves
+/// open (every choice is a separate step), so that every pruning policy and every fence
+/// capacity of the real code is one of the behaviours checked. Only a write to which the upkeep
+/// [`applies`](upkeep_applies) is a step; the others are the `Plain` step's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Upkeep {
+    /// None.
+    Plain,
+    /// The lock holder's commit or abort also removes the fence entries of these transactions
+    /// (one bit per transaction index, each with an entry, never the holder's own), committed or
+    /// aborted, whenever, and raises the horizon to the latest of them (the `prune` of
+    /// `ParticipantStore::{commit, abort}`, planned by `participant::plan_prune` from the fence
+    /// its prepare read; entries only leave the fence by the holder's own release, so they are
+    /// still there).
+    Prune(u8),
+    /// A lock-free abort that would write its `aborted` entry raises the horizon to its
+    /// transaction instead, as `fence_aborted` does when the fence is full. Applies whenever the
+    /// fence has an entry: full for some capacity (≥ 1), so every capacity is covered.
+    Raise,
+}
+
+/// Whether `upkeep` does something in the write of `decision` for `tx` to `item`: `Plain`
+/// always; `Prune` only in the lock holder's release, naming only other transactions that have
+/// an entry; `Raise` only in a lock-free abort that fences `tx` out of a non-empty fence.
+pub fn upkeep_applies<const TXS: usize>(
+    variant: Variant,
+    item: &ItemState<TXS>,
+    tx: Tx,
+    decision: Decision,
+    upkeep: Upkeep,
+) -> bool {
+    match upkeep {
+        Upkeep::Plain => true,
+        Upkeep::Prune(mask) => {
+            variant.fences()
+                && item.lock == Some(tx)
+                && mask & (1 << tx.0) == 0
+                && (0..TXS).all(|u| mask & (1 << u) == 0 || item.fence[u].is_some())
+        }
+        Upkeep::Raise => {
+            variant.fences()
+                && decision == Decision::Abort
+                && item.lock != Some(tx)
+                && item.fence[tx.ix()].is_none()
+                && !covers(item.horizon, tx)
+                && item.fence.iter().any(Option::is_some)
+        }
     }
 }
 
@@ -34,7 +98,7 @@ impl Variant {
 pub enum Vote {
     /// Locked for the transaction (now, or already by an earlier copy of this prepare).
     Yes,
-    /// Refused: deadline passed, fenced, or locked by another transaction.
+    /// Refused: deadline passed, fenced (entry or horizon), or locked by another transaction.
     No,
 }
 
@@ -56,15 +120,16 @@ impl Reply {
     }
 }
 
-/// Prepare `tx` on `item`: one conditional write that sets the lock if the item is unlocked or
-/// already locked by `tx` and the fence has no entry for `tx` (`DynamoItems::prepare`). A lock of
-/// another transaction is a `No` here even when expired: resolving its owner is the separate step
-/// [`resolution`], after which a redelivered prepare can lock.
+/// Prepare `tx` on `item`: one conditional write that sets the lock if the item is already
+/// locked by `tx`, or unlocked and `tx` is not covered by the horizon; and the fence has no
+/// entry for `tx` (`DynamoItems::prepare`). A lock of another transaction is a `No` here even
+/// when expired: resolving its owner is the separate step [`resolution`], after which a
+/// redelivered prepare can lock.
 ///
 /// The deadline is not checked here. `Participant::prepare` checks it *before* sending this
 /// write, so the write itself can land after the deadline (a slow or retried request); the model
 /// therefore applies the check when the prepares are sent (see `Action::SendPrepares`) and lets a
-/// prepare sent in time land at any later moment.
+/// prepare sent in time land at any later moment, with no bound.
 ///
 /// `deadline_passed[t]` says whether transaction `t`'s deadline (and lock) has expired; only the
 /// [`Variant::BlindTakeover`] variant reads it, for the lock holder.
@@ -77,46 +142,76 @@ pub fn prepare<const TXS: usize>(
     if variant.fences() && item.fence[tx.ix()].is_some() {
         return (item, Vote::No);
     }
+    let take = |mut item: ItemState<TXS>| {
+        if variant.checks_horizon() && covers(item.horizon, tx) {
+            return (item, Vote::No);
+        }
+        item.lock = Some(tx);
+        if variant == Variant::StaleHorizon {
+            item.horizon_at_lock = item.horizon;
+        }
+        (item, Vote::Yes)
+    };
     match item.lock {
-        None => (
-            ItemState {
-                lock: Some(tx),
-                ..item
-            },
-            Vote::Yes,
-        ),
+        None => take(item),
         Some(owner) if owner == tx => (item, Vote::Yes),
-        Some(owner) if variant == Variant::BlindTakeover && deadline_passed[owner.ix()] => (
-            ItemState {
-                lock: Some(tx),
-                ..item
-            },
-            Vote::Yes,
-        ),
+        Some(owner) if variant == Variant::BlindTakeover && deadline_passed[owner.ix()] => {
+            take(item)
+        }
         Some(_) => (item, Vote::No),
     }
 }
 
+/// The lock holder's release (`release_clauses`): remove the lock, write `outcome` as `tx`'s
+/// fence entry, and carry out `upkeep`'s pruning: remove the named other entries and raise the
+/// horizon to the latest of them. The horizon is never lowered ([`Variant::StaleHorizon`] aside:
+/// it writes the horizon computed from the one its prepare read).
+fn release<const TXS: usize>(
+    variant: Variant,
+    mut item: ItemState<TXS>,
+    tx: Tx,
+    outcome: Fence,
+    upkeep: Upkeep,
+) -> ItemState<TXS> {
+    item.lock = None;
+    if variant.fences() {
+        item.fence[tx.ix()] = Some(outcome);
+        if let Upkeep::Prune(mask) = upkeep {
+            let mut latest = None;
+            for (u, entry) in item.fence.iter_mut().enumerate() {
+                if u != tx.ix() && mask & (1 << u) != 0 && entry.take().is_some() {
+                    latest = Some(Tx(u as u8));
+                }
+            }
+            if latest.is_some() {
+                let from = match variant {
+                    Variant::StaleHorizon => item.horizon_at_lock,
+                    _ => item.horizon,
+                };
+                item.horizon = from.max(latest);
+            }
+        }
+    }
+    item.horizon_at_lock = None;
+    item
+}
+
 /// Commit `tx` on `item`: if the lock is `tx`'s, apply the operation, release the lock and write
-/// the `committed` fence entry in one conditional write. Otherwise read the refusal
-/// (`Participant::commit`): a `committed` entry → already done; an `aborted` entry → a protocol
-/// violation; no entry → a violation while `tx`'s entries cannot have been pruned yet, but
-/// "already done" once `clock` is past the deadline plus the fence margin (entries are pruned
-/// then, and a decided commit's lock is removed by nobody but that commit: the rule of
-/// `docs/architecture.md`, "A re-driven commit past the fence's retention is taken as applied").
+/// the `committed` fence entry in one conditional write, pruning as `upkeep` says. Otherwise
+/// read the refusal (`Participant::commit`): a `committed` entry → already done; an `aborted`
+/// entry → a protocol violation; no entry → "already done" if the horizon covers `tx` (its entry
+/// was pruned after it applied: a decided commit's lock is removed by nobody but that commit),
+/// else a violation.
 pub fn commit<const TXS: usize>(
     variant: Variant,
     mut item: ItemState<TXS>,
     tx: Tx,
-    clock: Clock,
+    upkeep: Upkeep,
 ) -> (ItemState<TXS>, Reply) {
     let t = tx.ix();
     if item.lock == Some(tx) {
-        item.lock = None;
+        item = release(variant, item, tx, Fence::Committed, upkeep);
         item.applied[t] = item.applied[t].bump();
-        if variant.fences() {
-            item.fence[t] = Some(Fence::Committed);
-        }
         return (item, Reply::Done);
     }
     if !variant.fences() {
@@ -125,27 +220,30 @@ pub fn commit<const TXS: usize>(
     }
     match item.fence[t] {
         Some(Fence::Committed) => (item, Reply::AlreadyDone),
-        None if clock == Clock::PastMargin => (item, Reply::AlreadyDone),
+        None if covers(item.horizon, tx) => (item, Reply::AlreadyDone),
         Some(Fence::Aborted) | None => (item, Reply::Violation),
     }
 }
 
-/// Abort `tx` on `item`: if the lock is `tx`'s, release it and write the `aborted` fence entry.
-/// If not, an `aborted` entry means already done, a `committed` one is a violation, and no entry
-/// gets an `aborted` entry written anyway (`fence_aborted`), so that a prepare arriving later is
-/// refused — whoever else holds the lock keeps it (`Participant::abort`).
+/// Abort `tx` on `item`: if the lock is `tx`'s, release it and write the `aborted` fence entry,
+/// pruning as `upkeep` says. If not, an `aborted` entry means already done, a `committed` one
+/// is a violation, a horizon covering `tx` means already done with nothing written (no prepare
+/// of `tx` can lock the item), and otherwise the abort fences `tx` out (`fence_aborted`) so that
+/// a prepare arriving later is refused: it writes the `aborted` entry, or, with
+/// [`Upkeep::Raise`] (the fence is full), raises the horizon to `tx` (above the old one, or it
+/// would cover `tx`). Whoever else holds the lock keeps it (`Participant::abort`).
 pub fn abort<const TXS: usize>(
     variant: Variant,
     mut item: ItemState<TXS>,
     tx: Tx,
+    upkeep: Upkeep,
 ) -> (ItemState<TXS>, Reply) {
     let t = tx.ix();
     if item.lock == Some(tx) {
-        item.lock = None;
-        if variant.fences() {
-            item.fence[t] = Some(Fence::Aborted);
-        }
-        return (item, Reply::Done);
+        return (
+            release(variant, item, tx, Fence::Aborted, upkeep),
+            Reply::Done,
+        );
     }
     if !variant.fences() {
         return (item, Reply::AlreadyDone);
@@ -153,8 +251,13 @@ pub fn abort<const TXS: usize>(
     match item.fence[t] {
         Some(Fence::Aborted) => (item, Reply::AlreadyDone),
         Some(Fence::Committed) => (item, Reply::Violation),
+        None if covers(item.horizon, tx) => (item, Reply::AlreadyDone),
         None => {
-            item.fence[t] = Some(Fence::Aborted);
+            if upkeep == Upkeep::Raise {
+                item.horizon = Some(tx);
+            } else {
+                item.fence[t] = Some(Fence::Aborted);
+            }
             (item, Reply::Done)
         }
     }
@@ -165,6 +268,7 @@ pub fn abort<const TXS: usize>(
 pub fn drop_stale_lock<const TXS: usize>(mut item: ItemState<TXS>, tx: Tx) -> ItemState<TXS> {
     if item.lock == Some(tx) {
         item.lock = None;
+        item.horizon_at_lock = None;
     }
     item
 }
@@ -175,44 +279,27 @@ pub fn complete<const TXS: usize>(
     item: ItemState<TXS>,
     tx: Tx,
     decision: Decision,
-    clock: Clock,
+    upkeep: Upkeep,
 ) -> (ItemState<TXS>, Reply) {
     match decision {
-        Decision::Commit => commit(variant, item, tx, clock),
-        Decision::Abort => abort(variant, item, tx),
+        Decision::Commit => commit(variant, item, tx, upkeep),
+        Decision::Abort => abort(variant, item, tx, upkeep),
     }
 }
 
 /// Whether `item` is finished for `tx` under `decision`: sending the commit or abort again would
 /// change nothing and be acknowledged. A finished item stays finished in the correct protocol (a
-/// fence entry blocks a new lock while one could land, and a pruned `committed` entry is answered
-/// "already done"), so "every item acknowledged" in `Coordinator::complete` is the same as "every
-/// item is finished now".
+/// fence entry or the horizon, which never drops, blocks a new lock; a pruned `committed` entry
+/// leaves the horizon covering it, which a retried commit answers "already done"), so "every
+/// item acknowledged" in `Coordinator::complete` is the same as "every item is finished now".
 pub fn finished<const TXS: usize>(
     variant: Variant,
     item: ItemState<TXS>,
     tx: Tx,
     decision: Decision,
-    clock: Clock,
 ) -> bool {
-    let (after, reply) = complete(variant, item, tx, decision, clock);
+    let (after, reply) = complete(variant, item, tx, decision, Upkeep::Plain);
     after == item && reply.acknowledged()
-}
-
-/// Prune `tx`'s `committed` fence entry, as a later write to the item does once the entry has
-/// expired (deadline plus margin; `ParticipantStore::commit`/`abort` with a `prune` list).
-/// `aborted` entries are not pruned in the model: no prepare can land any more, so dropping
-/// one changes no decision, while a re-sent abort would write it back and make the state graph
-/// cyclic for nothing.
-pub fn prune_committed_entry<const TXS: usize>(
-    mut item: ItemState<TXS>,
-    tx: Tx,
-    clock: Clock,
-) -> ItemState<TXS> {
-    if clock == Clock::PastMargin && item.fence[tx.ix()] == Some(Fence::Committed) {
-        item.fence[tx.ix()] = None;
-    }
-    item
 }
 
 /// What a resolver standing on an item does about its expired lock's owner, from the owner's
@@ -251,7 +338,8 @@ mod tests {
 
     const T0: Tx = Tx(0);
     const T1: Tx = Tx(1);
-    const LIVE: Clock = Clock::BeforeDeadline;
+    const PLAIN: Upkeep = Upkeep::Plain;
+    const PRUNE_ALL: Upkeep = Upkeep::Prune(0b11);
     const NO_DEADLINE_PASSED: [bool; 2] = [false, false];
 
     fn free() -> ItemState<2> {
@@ -278,24 +366,27 @@ mod tests {
     #[test]
     fn late_prepare_after_commit_or_abort_is_fenced_out() {
         for decision in [Decision::Commit, Decision::Abort] {
-            let (done, _) = complete(Variant::Correct, locked_by(T0), T0, decision, LIVE);
+            let (done, _) = complete(Variant::Correct, locked_by(T0), T0, decision, PLAIN);
             assert_eq!(
                 prepare(Variant::Correct, done, T0, &NO_DEADLINE_PASSED),
                 (done, Vote::No)
             );
         }
-        // An abort that found no lock still fences: the prepare that lands afterwards is refused.
-        let (fenced, reply) = abort(Variant::Correct, free(), T0);
-        assert_eq!(reply, Reply::Done);
-        assert_eq!(
-            prepare(Variant::Correct, fenced, T0, &NO_DEADLINE_PASSED).1,
-            Vote::No
-        );
+        // An abort that found no lock still fences: the prepare that lands afterwards is refused,
+        // by the entry or by the raised horizon.
+        for upkeep in [PLAIN, Upkeep::Raise] {
+            let (fenced, reply) = abort(Variant::Correct, free(), T0, upkeep);
+            assert_eq!(reply, Reply::Done);
+            assert_eq!(
+                prepare(Variant::Correct, fenced, T0, &NO_DEADLINE_PASSED).1,
+                Vote::No
+            );
+        }
     }
 
     #[test]
     fn without_a_fence_a_late_prepare_locks_again() {
-        let (done, _) = commit(Variant::NoFence, locked_by(T0), T0, LIVE);
+        let (done, _) = commit(Variant::NoFence, locked_by(T0), T0, PLAIN);
         assert_eq!(
             prepare(Variant::NoFence, done, T0, &NO_DEADLINE_PASSED).1,
             Vote::Yes
@@ -321,13 +412,13 @@ mod tests {
 
     #[test]
     fn commit_applies_once_and_a_retry_is_already_done() {
-        let (item, reply) = commit(Variant::Correct, locked_by(T0), T0, LIVE);
+        let (item, reply) = commit(Variant::Correct, locked_by(T0), T0, PLAIN);
         assert_eq!(reply, Reply::Done);
         assert_eq!(item.applied[0], Applied::Once);
         assert_eq!(item.fence[0], Some(Fence::Committed));
         assert_eq!(item.lock, None);
         assert_eq!(
-            commit(Variant::Correct, item, T0, LIVE),
+            commit(Variant::Correct, item, T0, PLAIN),
             (item, Reply::AlreadyDone)
         );
     }
@@ -336,38 +427,158 @@ mod tests {
     fn commit_without_lock_or_fence_entry_is_a_violation() {
         let other = locked_by(T1);
         assert_eq!(
-            commit(Variant::Correct, other, T0, LIVE),
+            commit(Variant::Correct, other, T0, PLAIN),
             (other, Reply::Violation)
         );
-        let (aborted, _) = abort(Variant::Correct, free(), T0);
+        let (aborted, _) = abort(Variant::Correct, free(), T0, PLAIN);
         assert_eq!(
-            commit(Variant::Correct, aborted, T0, LIVE).1,
+            commit(Variant::Correct, aborted, T0, PLAIN).1,
             Reply::Violation
         );
     }
 
     #[test]
-    fn commit_past_the_fence_retention_takes_a_missing_entry_as_applied() {
-        let (done, _) = commit(Variant::Correct, locked_by(T0), T0, LIVE);
-        let pruned = prune_committed_entry(done, T0, Clock::PastMargin);
-        assert_eq!(pruned.fence[0], None);
+    fn the_holders_release_prunes_other_entries_and_raises_the_horizon_over_them() {
+        // T0 committed; T1 takes the lock, and its abort prunes T0's entry (never its own).
+        let (done, _) = commit(Variant::Correct, locked_by(T0), T0, PLAIN);
+        let (held, _) = prepare(Variant::Correct, done, T1, &NO_DEADLINE_PASSED);
+        let (pruned, reply) = abort(Variant::Correct, held, T1, PRUNE_ALL);
+        assert_eq!(reply, Reply::Done);
+        assert_eq!(pruned.fence, [None, Some(Fence::Aborted)]);
+        assert_eq!(pruned.horizon, Some(T0));
         assert_eq!(pruned.applied[0], Applied::Once);
+        // T0's retried commit is answered by the horizon, its late prepare refused by it.
         assert_eq!(
-            commit(Variant::Correct, pruned, T0, Clock::PastMargin),
+            commit(Variant::Correct, pruned, T0, PLAIN),
             (pruned, Reply::AlreadyDone)
         );
-        // Within the retention nothing may have pruned it: still a violation.
         assert_eq!(
-            commit(Variant::Correct, pruned, T0, Clock::PastDeadline).1,
-            Reply::Violation
+            prepare(Variant::Correct, pruned, T0, &NO_DEADLINE_PASSED),
+            (pruned, Vote::No)
         );
-        // And nothing is pruned before the margin has passed.
-        assert_eq!(prune_committed_entry(done, T0, Clock::PastDeadline), done);
+        // Without the horizon check, the late prepare locks the item again.
+        assert_eq!(
+            prepare(Variant::NoHorizon, pruned, T0, &NO_DEADLINE_PASSED).1,
+            Vote::Yes
+        );
+        // A write that does not hold the lock prunes nothing.
+        let other = locked_by(T1);
+        let (fenced, _) = abort(Variant::Correct, other, T0, PRUNE_ALL);
+        assert_eq!(fenced.fence, [Some(Fence::Aborted), None]);
+        assert_eq!(fenced.horizon, None);
+    }
+
+    #[test]
+    fn a_lock_free_abort_under_the_horizon_writes_nothing() {
+        let item = ItemState {
+            horizon: Some(T1),
+            ..free()
+        };
+        assert_eq!(
+            abort(Variant::Correct, item, T0, PLAIN),
+            (item, Reply::AlreadyDone)
+        );
+        // Above it, the raise lifts the horizon to the transaction.
+        let low = ItemState {
+            horizon: Some(T0),
+            ..free()
+        };
+        let (raised, reply) = abort(Variant::Correct, low, T1, Upkeep::Raise);
+        assert_eq!(
+            (raised.horizon, raised.fence, reply),
+            (Some(T1), [None, None], Reply::Done)
+        );
+    }
+
+    #[test]
+    fn a_stale_horizon_release_undoes_a_raise_made_while_it_held_the_lock() {
+        // Three transactions: T0 ended here (entry), T1 takes the lock, T2's lock-free abort
+        // raises the horizon to T2, and T1's release prunes T0's entry.
+        const T2: Tx = Tx(2);
+        let mut item = ItemState::<3>::new();
+        item.fence[0] = Some(Fence::Committed);
+        let none_passed = [false; 3];
+        for (variant, after) in [
+            (Variant::Correct, Some(T2)),
+            (Variant::StaleHorizon, Some(T0)),
+        ] {
+            let (held, _) = prepare(variant, item, T1, &none_passed);
+            let (raised, _) = abort(variant, held, T2, Upkeep::Raise);
+            assert_eq!(raised.horizon, Some(T2));
+            let (released, _) = commit(variant, raised, T1, Upkeep::Prune(0b001));
+            assert_eq!(released.fence, [None, Some(Fence::Committed), None]);
+            assert_eq!(released.horizon, after, "{variant:?}");
+            // The stale write re-admits the aborted T2's late prepare.
+            let vote = prepare(variant, released, T2, &none_passed).1;
+            assert_eq!(vote == Vote::Yes, variant == Variant::StaleHorizon);
+        }
+    }
+
+    #[test]
+    fn an_upkeep_is_a_step_only_where_it_does_something() {
+        let c = Variant::Correct;
+        let mut held = locked_by(T0);
+        held.fence[1] = Some(Fence::Aborted);
+        let commit = Decision::Commit;
+        // Prune: the holder's release, naming only others that have an entry.
+        assert!(upkeep_applies(c, &held, T0, commit, Upkeep::Prune(0b10)));
+        assert!(!upkeep_applies(c, &held, T0, commit, Upkeep::Prune(0b11)));
+        assert!(!upkeep_applies(
+            c,
+            &locked_by(T0),
+            T0,
+            commit,
+            Upkeep::Prune(0b10)
+        ));
+        assert!(!upkeep_applies(
+            c,
+            &held,
+            T1,
+            Decision::Abort,
+            Upkeep::Prune(0b01)
+        ));
+        assert!(!upkeep_applies(
+            Variant::NoFence,
+            &held,
+            T0,
+            commit,
+            Upkeep::Prune(0b10)
+        ));
+        // Raise: a lock-free abort fencing its transaction out of a fence with an entry.
+        let mut other_entry = free();
+        other_entry.fence[0] = Some(Fence::Committed);
+        assert!(upkeep_applies(
+            c,
+            &other_entry,
+            T1,
+            Decision::Abort,
+            Upkeep::Raise
+        ));
+        assert!(!upkeep_applies(
+            c,
+            &free(),
+            T1,
+            Decision::Abort,
+            Upkeep::Raise
+        ));
+        assert!(!upkeep_applies(c, &other_entry, T1, commit, Upkeep::Raise));
+        let covered = ItemState {
+            horizon: Some(T1),
+            ..other_entry
+        };
+        assert!(!upkeep_applies(
+            c,
+            &covered,
+            T1,
+            Decision::Abort,
+            Upkeep::Raise
+        ));
+        assert!(upkeep_applies(c, &free(), T1, commit, Upkeep::Plain));
     }
 
     #[test]
     fn abort_leaves_another_transactions_lock_alone() {
-        let (item, reply) = abort(Variant::Correct, locked_by(T1), T0);
+        let (item, reply) = abort(Variant::Correct, locked_by(T1), T0, PLAIN);
         assert_eq!(reply, Reply::Done);
         assert_eq!(item.lock, Some(T1));
         assert_eq!(item.fence, [Some(Fence::Aborted), None]);
@@ -394,21 +605,14 @@ mod tests {
 
     #[test]
     fn finished_means_a_resend_changes_nothing() {
-        let (done, _) = commit(Variant::Correct, locked_by(T0), T0, LIVE);
-        assert!(finished(Variant::Correct, done, T0, Decision::Commit, LIVE));
+        let (done, _) = commit(Variant::Correct, locked_by(T0), T0, PLAIN);
+        assert!(finished(Variant::Correct, done, T0, Decision::Commit));
         assert!(!finished(
             Variant::Correct,
             locked_by(T0),
             T0,
-            Decision::Commit,
-            LIVE
+            Decision::Commit
         ));
-        assert!(!finished(
-            Variant::Correct,
-            free(),
-            T0,
-            Decision::Abort,
-            LIVE
-        ));
+        assert!(!finished(Variant::Correct, free(), T0, Decision::Abort));
     }
 }

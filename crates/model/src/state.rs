@@ -93,9 +93,9 @@ pub enum Decision {
     Abort,
 }
 
-/// A fence entry: what an item recorded about a transaction (`FenceOutcome`). `committed`
-/// entries may be pruned once the transaction is past its deadline plus the margin; `aborted`
-/// ones are kept (see the crate docs, "Fence pruning").
+/// A fence entry: what an item recorded about a transaction (`FenceOutcome`). Either kind may be
+/// pruned at any time by the lock holder's commit or abort, which raises the item's horizon over
+/// it (see the crate docs, "The fence horizon").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Fence {
     /// Committed here: a late prepare is refused; a retried commit is answered done.
@@ -131,6 +131,17 @@ impl Applied {
     }
 }
 
+/// An item's fence horizon (`txFenceHorizon`): the latest-begun transaction it covers, `None`
+/// (the real code's 0) below every transaction. Transactions are ordered by index as by their
+/// `began`: `T0` began before `T1`, and so on, so `Option<Tx>`'s order (`None` first) is the
+/// horizon's order.
+pub type Horizon = Option<Tx>;
+
+/// Whether `horizon` covers `tx` (`tx.began <= horizon`): no prepare of `tx` may lock the item.
+pub fn covers(horizon: Horizon, tx: Tx) -> bool {
+    horizon.is_some_and(|h| tx <= h)
+}
+
 /// One participant item (`twopc_core::model::ItemState`, protocol attributes only).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ItemState<const TXS: usize> {
@@ -139,6 +150,14 @@ pub struct ItemState<const TXS: usize> {
     pub lock: Option<Tx>,
     /// The fence: one entry per transaction at most.
     pub fence: [Option<Fence>; TXS],
+    /// The fence horizon: every transaction whose entry was removed is covered by it, and a
+    /// prepare of a covered transaction is refused. Never lowered in the correct protocol.
+    pub horizon: Horizon,
+    /// The horizon as the holder's prepare read it when it took the lock, from which the holder
+    /// computes the horizon its pruning release writes. Kept only by
+    /// [`crate::participant::Variant::StaleHorizon`] (the one variant whose release writes that
+    /// value unconditionally); always `None` otherwise, so it costs the others no states.
+    pub horizon_at_lock: Horizon,
     /// Applications of each transaction's operation (the business effect, `txVersion`).
     pub applied: [Applied; TXS],
 }
@@ -149,6 +168,8 @@ impl<const TXS: usize> ItemState<TXS> {
         ItemState {
             lock: None,
             fence: [None; TXS],
+            horizon: None,
+            horizon_at_lock: None,
             applied: [Applied::Never; TXS],
         }
     }
@@ -187,20 +208,19 @@ pub enum Coordinator<const ITEMS: usize> {
     Crashed,
 }
 
-/// Time, as far as one transaction can tell: the model has no clock values, only the two marks
-/// the protocol's decisions read.
+/// Time, as far as one transaction can tell: the model has no clock values, only the one mark
+/// the protocol's decisions read. (The fence margin, `ParticipantConfig::fence_margin_ms`, is
+/// not a mark: it only decides which entries the real code prunes first, and the model prunes
+/// any entry at any time.)
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Clock {
     /// Before the deadline: the locks are live, the record is not overdue.
     BeforeDeadline,
     /// Past the deadline: the locks expired (a newcomer may resolve the owner), the record is
     /// overdue (the sweeper picks it up), a prepare arriving now is refused by the participant's
-    /// deadline check — but a prepare that passed the check earlier may still land.
+    /// deadline check — but a prepare that passed the check earlier may still land, at any
+    /// later time.
     PastDeadline,
-    /// Past the deadline plus the fence margin (`ParticipantConfig::fence_margin_ms`): no prepare
-    /// of the transaction can land any more. This is the bound on late writes that pruning fence
-    /// entries relies on.
-    PastMargin,
 }
 
 /// Everything about one transaction that is not on the items.
