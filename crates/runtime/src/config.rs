@@ -44,6 +44,13 @@ pub mod var {
     pub const SWEEP_MAX_LOCKS: &str = "TWOPC_SWEEP_MAX_LOCKS";
     /// How many transactions one sweep drives at once.
     pub const SWEEP_CONCURRENCY: &str = "TWOPC_SWEEP_CONCURRENCY";
+    /// Most entries an item's fence keeps after a pruning write (participant logic: every
+    /// function that runs it). Default 32; at least 1. Liveness only, see
+    /// `ParticipantConfig::fence_capacity`.
+    pub const FENCE_CAPACITY: &str = "TWOPC_FENCE_CAPACITY";
+    /// How long past its deadline a fence entry is kept when the fence has room, in ms.
+    /// Default 10000. Liveness only, see `ParticipantConfig::fence_margin_ms`.
+    pub const FENCE_MARGIN_MS: &str = "TWOPC_FENCE_MARGIN_MS";
     /// The CloudWatch namespace of the EMF metrics.
     pub const METRICS_NAMESPACE: &str = "TWOPC_METRICS_NAMESPACE";
     /// The log filter (`tracing-subscriber` directives, e.g. `info,twopc_core=debug`).
@@ -80,6 +87,8 @@ pub mod var {
         SWEEP_MAX_TRANSACTIONS,
         SWEEP_MAX_LOCKS,
         SWEEP_CONCURRENCY,
+        FENCE_CAPACITY,
+        FENCE_MARGIN_MS,
         METRICS_NAMESPACE,
         LOG,
         STREAM_TABLES,
@@ -259,6 +268,26 @@ impl Config {
             });
         }
         let max_body_bytes = number(&get, var::MAX_BODY_BYTES, DEFAULT_MAX_BODY_BYTES)?;
+        let participant_defaults = ParticipantConfig::default();
+        let participant = ParticipantConfig {
+            fence_capacity: number(
+                &get,
+                var::FENCE_CAPACITY,
+                participant_defaults.fence_capacity,
+            )?,
+            fence_margin_ms: number(
+                &get,
+                var::FENCE_MARGIN_MS,
+                participant_defaults.fence_margin_ms,
+            )?,
+            ..participant_defaults
+        };
+        if participant.fence_capacity == 0 {
+            return Err(ConfigError::Invalid {
+                var: var::FENCE_CAPACITY,
+                problem: "must be at least 1 (the entry of the transaction that writes it)".into(),
+            });
+        }
         let coordinator_id = get(var::COORDINATOR_ID)
             .or_else(|| get(var::FUNCTION_NAME))
             .unwrap_or_else(|| "twopc-coordinator".to_owned());
@@ -282,7 +311,7 @@ impl Config {
             max_body_bytes,
             metrics_namespace: get(var::METRICS_NAMESPACE)
                 .unwrap_or_else(|| DEFAULT_METRICS_NAMESPACE.to_owned()),
-            participant: ParticipantConfig::default(),
+            participant,
         })
     }
 
@@ -537,9 +566,25 @@ mod tests {
                 (var::MAX_PARTICIPANTS, "4"),
                 (var::CALL_TIMEOUT_MS, "250"),
                 (var::COORDINATOR_ID, "me"),
+                (var::FENCE_CAPACITY, "8"),
             ]),
         )
         .expect("valid");
+        assert_eq!(c.participant.fence_capacity, 8);
+        assert_eq!(
+            c.participant.fence_margin_ms,
+            ParticipantConfig::default().fence_margin_ms
+        );
+        let e = Config::from_lookup(
+            Role::Participant,
+            lookup(&[
+                (var::TRANSACTIONS_TABLE, "tx"),
+                (var::PARTICIPANT_TABLE, "accounts"),
+                (var::FENCE_CAPACITY, "0"),
+            ]),
+        )
+        .expect_err("a fence of no entries");
+        assert!(e.to_string().contains(var::FENCE_CAPACITY), "{e}");
         let tables: Vec<&str> = c.lock_tables.iter().map(|t| t.table.as_str()).collect();
         assert_eq!(tables, ["accounts", "wallets"]);
         assert_eq!(c.lock_tables[0].key, KeySchema::string_hash("id"));
