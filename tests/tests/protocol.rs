@@ -7,8 +7,8 @@ use serde_json::{Value, json};
 use twopc_core::coordinator::SubmitError;
 use twopc_core::ids::TxId;
 use twopc_core::model::{
-    CompleteReply, CompleteRequest, FenceOutcome, Lock, PrepareReply, PrepareRequest, Target,
-    TxRecord, Vote, VoteReason,
+    CompleteReply, CompleteRequest, FenceOutcome, ItemState, Lock, PrepareReply, PrepareRequest,
+    Target, TxRecord, Vote, VoteReason,
 };
 use twopc_core::op::Operation;
 use twopc_core::participant::{ParticipantConfig, Resolution};
@@ -60,6 +60,21 @@ fn reason(reply: &PrepareReply) -> Option<VoteReason> {
 async fn bank(w: &World) {
     w.seed("accounts", "alice", json!({"balance": 100})).await;
     w.seed("wallets", "bob", json!({"balance": 0})).await;
+}
+
+/// The item is a tombstone: unlocked, no business attributes, absent to readers.
+async fn assert_tombstone(w: &World, service: &str, id: &str) -> ItemState {
+    let item = w
+        .item(service, id)
+        .await
+        .unwrap_or_else(|| panic!("{service}/{id}: no tombstone"));
+    assert!(
+        item.tombstone,
+        "{service}/{id} is not a tombstone: {item:?}"
+    );
+    assert_eq!(item.lock, None);
+    assert_eq!(twopc_dynamo::items::business_view(&item), None);
+    item
 }
 
 async fn assert_unlocked(w: &World) {
@@ -181,7 +196,7 @@ async fn conflicting_live_lock_votes_conflict() {
 }
 
 #[tokio::test]
-async fn put_creates_an_item_and_an_aborted_put_leaves_nothing() {
+async fn put_creates_an_item_and_an_aborted_put_leaves_only_a_tombstone() {
     let w = World::new().await;
     bank(&w).await;
     let create = |id: &str, need: i64| {
@@ -209,10 +224,7 @@ async fn put_creates_an_item_and_an_aborted_put_leaves_nothing() {
         .await
         .expect("submit");
     assert_eq!(rec.status, TxStatus::Aborted);
-    assert!(
-        w.item("wallets", "dave").await.is_none(),
-        "the placeholder must be gone"
-    );
+    assert_tombstone(&w, "wallets", "dave").await;
 
     let again = w
         .coordinator
@@ -233,13 +245,129 @@ async fn put_creates_an_item_and_an_aborted_put_leaves_nothing() {
 }
 
 #[tokio::test]
-async fn delete_removes_the_item_on_commit() {
+async fn delete_leaves_a_tombstone_that_reads_as_absent_and_a_put_can_take() {
     let w = World::new().await;
     bank(&w).await;
     let body = json!({"participants": [{"participant": "wallets", "key": {"id": "bob"}, "op": {"delete": true, "require": {"balance": {"eq": 0}}}}]});
     let rec = w.coordinator.submit(&body, None).await.expect("submit");
     assert_eq!(rec.status, TxStatus::Committed);
-    assert!(w.item("wallets", "bob").await.is_none());
+    let bob = assert_tombstone(&w, "wallets", "bob").await;
+    assert_eq!(
+        bob.fence.get(&rec.tx_id).map(|e| e.outcome),
+        Some(FenceOutcome::Committed)
+    );
+    assert_eq!(bob.attributes.get("txVersion"), Some(&json!(1)));
+    // Anything but a put finds no item.
+    let add = json!({"participants": [{"participant": "wallets", "key": {"id": "bob"}, "op": {"add": {"balance": 1}}}]});
+    let rec = w.coordinator.submit(&add, None).await.expect("submit");
+    assert_eq!(rec.status, TxStatus::Aborted);
+    assert!(
+        matches!(
+            &rec.votes[0],
+            Vote::No {
+                reason: VoteReason::NotFound,
+                ..
+            }
+        ),
+        "{:?}",
+        rec.votes
+    );
+    // A put creates it again, over the tombstone.
+    w.clock.advance(1);
+    let put = json!({"participants": [{"participant": "wallets", "key": {"id": "bob"}, "op": {"put": {"balance": 7}}}]});
+    let rec = w.coordinator.submit(&put, None).await.expect("submit");
+    assert_eq!(rec.status, TxStatus::Committed);
+    let bob = w.item("wallets", "bob").await.expect("bob");
+    assert!(!bob.tombstone && !bob.placeholder, "{bob:?}");
+    assert_eq!(
+        w.attr("wallets", "bob", "balance").await.as_deref(),
+        Some("7")
+    );
+}
+
+#[tokio::test]
+async fn a_late_duplicate_prepare_of_a_put_cannot_recreate_an_item_deleted_since() {
+    // T' creates carol; its coordinator dies before finalizing (COMMITTING); T deletes carol;
+    // a duplicate of T''s prepare lands late; the sweeper re-drives T''s commit. Before
+    // tombstones the duplicate re-created carol and the commit applied the put twice.
+    let w = World::new().await;
+    bank(&w).await;
+    let put = json!({"put": {"balance": 5}});
+    let tp = TxId::random();
+    let deadline = w.clock.now_ms() + 5_000;
+    let prep = prepare_req(&tp, deadline, "carol", put.clone());
+    assert!(
+        w.participant
+            .prepare(&w.wallets, &prep)
+            .await
+            .expect("prepare")
+            .vote
+            .is_yes()
+    );
+    let commit = complete_req(&tp, deadline, "carol", put);
+    assert_eq!(
+        w.participant
+            .commit(&w.wallets, &commit)
+            .await
+            .expect("commit"),
+        CompleteReply::Done
+    );
+    w.clock.advance(1);
+    let delete = json!({"participants": [{"participant": "wallets", "key": {"id": "carol"}, "op": {"delete": true}}]});
+    let rec = w.coordinator.submit(&delete, None).await.expect("delete");
+    assert_eq!(rec.status, TxStatus::Committed);
+    let late = w
+        .participant
+        .prepare(&w.wallets, &prep)
+        .await
+        .expect("late prepare");
+    assert_eq!(reason(&late), Some(VoteReason::Fenced));
+    assert_eq!(
+        w.participant
+            .commit(&w.wallets, &commit)
+            .await
+            .expect("re-driven commit"),
+        CompleteReply::AlreadyDone
+    );
+    assert_tombstone(&w, "wallets", "carol").await;
+}
+
+#[tokio::test]
+async fn an_aborted_create_leaves_a_tombstone_that_refuses_its_late_prepare() {
+    let w = World::new().await;
+    bank(&w).await;
+    let put = json!({"put": {"balance": 5}});
+    let tx = TxId::random();
+    let deadline = w.clock.now_ms() + 5_000;
+    let prep = prepare_req(&tx, deadline, "erin", put.clone());
+    assert!(
+        w.participant
+            .prepare(&w.wallets, &prep)
+            .await
+            .expect("prepare")
+            .vote
+            .is_yes()
+    );
+    let abort = complete_req(&tx, deadline, "erin", put);
+    assert_eq!(
+        w.participant
+            .abort(&w.wallets, &abort)
+            .await
+            .expect("abort"),
+        CompleteReply::Done
+    );
+    let erin = assert_tombstone(&w, "wallets", "erin").await;
+    assert_eq!(
+        erin.fence.get(&tx).map(|e| e.outcome),
+        Some(FenceOutcome::Aborted)
+    );
+    let late = w
+        .participant
+        .prepare(&w.wallets, &prep)
+        .await
+        .expect("late prepare");
+    assert_eq!(reason(&late), Some(VoteReason::Fenced));
+    assert_tombstone(&w, "wallets", "erin").await;
 }
 
 // ---------------------------------------------------------------- duplicate delivery

@@ -161,6 +161,10 @@ pub struct ItemState {
     pub horizon: u64,
     /// A placeholder locked by a creating prepare: readers treat it as absent.
     pub placeholder: bool,
+    /// What a committed delete (or an aborted create) leaves: the key, the fence and the
+    /// horizon, so that late prepares stay refused. Readers treat it as absent; a creating
+    /// prepare may take it.
+    pub tombstone: bool,
     /// The business attributes (protocol attributes removed).
     pub attributes: BTreeMap<String, Value>,
 }

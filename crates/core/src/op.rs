@@ -29,6 +29,7 @@ pub const PROTOCOL_ATTRIBUTES: &[&str] = &[
     "txVersion",
     "lastTx",
     "txPlaceholder",
+    "txTombstone",
 ];
 
 /// Most attributes one operation may name in all (keeps expressions far below DynamoDB's 4 KB).

@@ -514,6 +514,20 @@ pub fn classify_refusal(item: &ItemState, lock: &Lock, now: u64) -> Refusal {
             ),
         );
     }
+    if item.tombstone {
+        return if lock.op.creates() {
+            // A creating prepare may take a tombstone; refused, it met a race.
+            Refusal::Vote(
+                VoteReason::Conflict,
+                "the deleted item changed while preparing".to_owned(),
+            )
+        } else {
+            Refusal::Vote(
+                VoteReason::NotFound,
+                "no such item (it was deleted)".to_owned(),
+            )
+        };
+    }
     if lock.op.creates() {
         return Refusal::Vote(
             VoteReason::Condition,

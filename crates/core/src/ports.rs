@@ -193,7 +193,8 @@ pub trait ParticipantStore: Send + Sync {
     /// One conditional write: lock the item for `lock.tx_id` if it is already ours, or if it is
     /// unlocked and the transaction began after the fence horizon; and the fence has no entry
     /// for the transaction, the op's `require` holds (and, for a creating op, the item is
-    /// absent: a placeholder is written).
+    /// absent or a tombstone: a placeholder is written). A non-creating op on a tombstone is
+    /// refused.
     fn prepare(
         &self,
         table: &str,
@@ -202,7 +203,8 @@ pub trait ParticipantStore: Send + Sync {
     ) -> impl Future<Output = Result<PrepareWrite, PortError>> + Send;
 
     /// One conditional write: apply `op`, release the lock, write `entry` (`committed`) into
-    /// the fence, carry out `prune` — only if the lock is `tx`'s.
+    /// the fence, carry out `prune` — only if the lock is `tx`'s. A delete leaves a tombstone
+    /// (key, fence, horizon), never nothing.
     fn commit(
         &self,
         table: &str,
@@ -213,7 +215,7 @@ pub trait ParticipantStore: Send + Sync {
         prune: Option<&Prune>,
     ) -> impl Future<Output = Result<CompleteWrite, PortError>> + Send;
 
-    /// One conditional write: release the lock (delete a placeholder), write `entry`
+    /// One conditional write: release the lock (a placeholder becomes a tombstone), write `entry`
     /// (`aborted`) into the fence, carry out `prune` — only if the lock is `tx`'s.
     fn abort(
         &self,

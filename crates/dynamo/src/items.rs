@@ -7,7 +7,10 @@
 //!   this item, and `txFenceHorizon`: every transaction whose entry was removed began at or
 //!   before it, and no prepare of such a transaction may lock the item;
 //! - `txVersion` (bumped by each commit) and `lastTx`, for stream consumers;
-//! - `txPlaceholder` on an item a creating prepare locked: it holds only key, lock and fence.
+//! - `txPlaceholder` on an item a creating prepare locked: it holds only key, lock and fence;
+//! - `txTombstone` on what a committed delete or an aborted create leaves: key, fence, horizon
+//!   (and `txVersion`, `lastTx`), so late prepares stay refused; readers see no item, and a
+//!   creating prepare may take it.
 
 use std::collections::BTreeMap;
 
@@ -31,6 +34,7 @@ const HORIZON: &str = "txFenceHorizon";
 const VERSION: &str = "txVersion";
 const LAST_TX: &str = "lastTx";
 const PLACEHOLDER: &str = "txPlaceholder";
+const TOMBSTONE: &str = "txTombstone";
 
 /// Participant items in any table, through one DynamoDB client.
 #[derive(Clone, Debug)]
@@ -65,6 +69,7 @@ pub fn item_state(item: &Item) -> Result<ItemState, PortError> {
         None => 0,
     };
     let placeholder = attrs.remove(PLACEHOLDER).is_some();
+    let tombstone = attrs.remove(TOMBSTONE).is_some();
     for name in PROTOCOL_ATTRIBUTES {
         if !["txVersion", "lastTx"].contains(name) {
             attrs.remove(*name);
@@ -75,6 +80,7 @@ pub fn item_state(item: &Item) -> Result<ItemState, PortError> {
         fence,
         horizon,
         placeholder,
+        tombstone,
         attributes: attrs.into_iter().collect(),
     })
 }
@@ -153,15 +159,11 @@ fn require_clause(e: &mut Expr, name: &str, cond: &Condition) -> String {
     }
 }
 
-enum Write {
-    Update {
-        update: String,
-        condition: String,
-        returns: ReturnValue,
-    },
-    Delete {
-        condition: String,
-    },
+/// One conditional `UpdateItem`.
+struct Write {
+    update: String,
+    condition: String,
+    returns: ReturnValue,
 }
 
 enum Outcome {
@@ -178,57 +180,30 @@ impl DynamoItems {
         w: Write,
         context: impl Fn() -> String,
     ) -> Result<Outcome, PortError> {
-        match w {
-            Write::Update {
-                update,
-                condition,
-                returns,
-            } => {
-                let r = self
-                    .client
-                    .update_item()
-                    .table_name(table)
-                    .set_key(Some(key_item(key)))
-                    .update_expression(update)
-                    .condition_expression(condition)
-                    .set_expression_attribute_names(e.names())
-                    .set_expression_attribute_values(e.values())
-                    .return_values(returns)
-                    .return_values_on_condition_check_failure(
-                        ReturnValuesOnConditionCheckFailure::AllOld,
-                    )
-                    .send()
-                    .await;
-                match r {
-                    Ok(out) => Ok(Outcome::Written(out.attributes)),
-                    Err(err) => match err.as_service_error() {
-                        Some(aws_sdk_dynamodb::operation::update_item::UpdateItemError::ConditionalCheckFailedException(c)) => Ok(Outcome::Refused(c.item.clone())),
-                        _ => Err(classify(context(), err)),
-                    },
-                }
-            }
-            Write::Delete { condition } => {
-                let r = self
-                    .client
-                    .delete_item()
-                    .table_name(table)
-                    .set_key(Some(key_item(key)))
-                    .condition_expression(condition)
-                    .set_expression_attribute_names(e.names())
-                    .set_expression_attribute_values(e.values())
-                    .return_values_on_condition_check_failure(
-                        ReturnValuesOnConditionCheckFailure::AllOld,
-                    )
-                    .send()
-                    .await;
-                match r {
-                    Ok(_) => Ok(Outcome::Written(None)),
-                    Err(err) => match err.as_service_error() {
-                        Some(aws_sdk_dynamodb::operation::delete_item::DeleteItemError::ConditionalCheckFailedException(c)) => Ok(Outcome::Refused(c.item.clone())),
-                        _ => Err(classify(context(), err)),
-                    },
-                }
-            }
+        let Write {
+            update,
+            condition,
+            returns,
+        } = w;
+        let r = self
+            .client
+            .update_item()
+            .table_name(table)
+            .set_key(Some(key_item(key)))
+            .update_expression(update)
+            .condition_expression(condition)
+            .set_expression_attribute_names(e.names())
+            .set_expression_attribute_values(e.values())
+            .return_values(returns)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match r {
+            Ok(out) => Ok(Outcome::Written(out.attributes)),
+            Err(err) => match err.as_service_error() {
+                Some(aws_sdk_dynamodb::operation::update_item::UpdateItemError::ConditionalCheckFailedException(c)) => Ok(Outcome::Refused(c.item.clone())),
+                _ => Err(classify(context(), err)),
+            },
         }
     }
 
@@ -238,32 +213,8 @@ impl DynamoItems {
         ))
     }
 
-    /// Deletes `tx`'s placeholder (abort of a creating op, or a stale duplicate of one).
-    async fn delete_placeholder(
-        &self,
-        table: &str,
-        key: &Key,
-        tx: &TxId,
-    ) -> Result<CompleteWrite, PortError> {
-        let mut e = Expr::new();
-        let condition = format!(
-            "{} AND attribute_exists({})",
-            owned_by(&mut e, tx),
-            e.name(PLACEHOLDER)
-        );
-        match self
-            .write(table, key, e, Write::Delete { condition }, || {
-                format!("deleting the placeholder of {tx} in {table}")
-            })
-            .await?
-        {
-            Outcome::Written(_) => Ok(CompleteWrite::Done),
-            Outcome::Refused(item) => Self::refused(item),
-        }
-    }
-
-    /// Releases `tx`'s lock on a real item (optionally writing a fence entry); falls back to
-    /// deleting the item when it is `tx`'s placeholder.
+    /// Releases `tx`'s lock (optionally writing its fence entry, pruning as planned). A real
+    /// item stays; `tx`'s placeholder becomes a tombstone, keeping its fence and horizon.
     async fn release(
         &self,
         table: &str,
@@ -272,44 +223,156 @@ impl DynamoItems {
         fence: Option<&FenceEntry>,
         prune: Option<&Prune>,
     ) -> Result<CompleteWrite, PortError> {
-        let mut e = Expr::new();
-        let Release {
-            mut set,
-            remove,
-            condition,
-        } = release_clauses(&mut e, tx, prune);
-        if let Some(f) = fence {
-            set.push(format!(
-                "{} = {}",
-                e.path(&[FENCE, tx.as_str()]),
-                e.value(entry(f))
-            ));
-        }
-        let condition = format!(
-            "{condition} AND attribute_not_exists({})",
-            e.name(PLACEHOLDER)
-        );
-        let w = Write::Update {
-            update: update_expression(&set, &remove),
-            condition,
-            returns: ReturnValue::None,
-        };
-        match self
-            .write(table, key, e, w, || {
-                format!("releasing the lock of {tx} in {table}")
-            })
-            .await?
-        {
-            Outcome::Written(_) => Ok(CompleteWrite::Done),
-            Outcome::Refused(Some(item)) => {
-                let state = item_state(&item)?;
-                if state.placeholder && state.lock.as_ref().is_some_and(|l| &l.tx_id == tx) {
-                    return self.delete_placeholder(table, key, tx).await;
-                }
-                Ok(CompleteWrite::Refused(Some(Box::new(state))))
+        let mut placeholder = false;
+        loop {
+            let mut e = Expr::new();
+            let Release {
+                mut set,
+                mut remove,
+                condition,
+            } = release_clauses(&mut e, tx, prune);
+            if let Some(f) = fence {
+                set.push(format!(
+                    "{} = {}",
+                    e.path(&[FENCE, tx.as_str()]),
+                    e.value(entry(f))
+                ));
             }
-            Outcome::Refused(None) => Ok(CompleteWrite::Refused(None)),
+            let ph = e.name(PLACEHOLDER);
+            let condition = if placeholder {
+                remove.push(ph.clone());
+                set.push(format!(
+                    "{} = {}",
+                    e.name(TOMBSTONE),
+                    e.value(AttributeValue::Bool(true))
+                ));
+                format!("{condition} AND attribute_exists({ph})")
+            } else {
+                format!("{condition} AND attribute_not_exists({ph})")
+            };
+            let w = Write {
+                update: update_expression(&set, &remove),
+                condition,
+                returns: ReturnValue::None,
+            };
+            match self
+                .write(table, key, e, w, || {
+                    format!("releasing the lock of {tx} in {table}")
+                })
+                .await?
+            {
+                Outcome::Written(_) => return Ok(CompleteWrite::Done),
+                Outcome::Refused(Some(item)) => {
+                    let state = item_state(&item)?;
+                    let ours = state.lock.as_ref().is_some_and(|l| &l.tx_id == tx);
+                    if ours && state.placeholder != placeholder {
+                        placeholder = state.placeholder;
+                        continue;
+                    }
+                    return Ok(CompleteWrite::Refused(Some(Box::new(state))));
+                }
+                Outcome::Refused(None) => return Ok(CompleteWrite::Refused(None)),
+            }
         }
+    }
+
+    /// Commits `tx`'s delete: the item becomes a tombstone (key, fence with `tx`'s entry,
+    /// horizon, `txVersion` + 1), so a late prepare of an earlier transaction is still refused.
+    /// Read, then replace conditional on the lock and on the fence being as read (only
+    /// lock-free aborts can change it meanwhile: then read again).
+    async fn bury(
+        &self,
+        table: &str,
+        key: &Key,
+        tx: &TxId,
+        fence: &FenceEntry,
+        prune: Option<&Prune>,
+    ) -> Result<CompleteWrite, PortError> {
+        let ctx = || format!("committing the delete of {tx} in {table}");
+        for _ in 0..4 {
+            let Some(item) = self
+                .client
+                .get_item()
+                .table_name(table)
+                .set_key(Some(key_item(key)))
+                .consistent_read(true)
+                .send()
+                .await
+                .map_err(|err| classify(ctx(), err))?
+                .item
+            else {
+                return Ok(CompleteWrite::Refused(None));
+            };
+            let state = item_state(&item)?;
+            if state.lock.as_ref().is_none_or(|l| &l.tx_id != tx) {
+                return Ok(CompleteWrite::Refused(Some(Box::new(state))));
+            }
+            let mut entries = match item.get(FENCE) {
+                Some(AttributeValue::M(m)) => m.clone(),
+                _ => Default::default(),
+            };
+            let mut horizon = state.horizon;
+            if let Some(p) = prune {
+                for id in &p.ids {
+                    entries.remove(id.as_str());
+                }
+                horizon = horizon.max(p.horizon);
+            }
+            let read_size = state.fence.len();
+            entries.insert(tx.to_string(), entry(fence));
+            let version = match item.get(VERSION) {
+                Some(AttributeValue::N(n)) => n
+                    .parse::<u64>()
+                    .map_err(|_| corrupt(ctx(), format!("txVersion is not a whole number: {n}")))?,
+                _ => 0,
+            };
+            let mut tomb = key_item(key);
+            tomb.insert(TOMBSTONE.into(), AttributeValue::Bool(true));
+            tomb.insert(FENCE.into(), AttributeValue::M(entries));
+            tomb.insert(HORIZON.into(), number(horizon));
+            tomb.insert(VERSION.into(), number(version + 1));
+            tomb.insert(LAST_TX.into(), AttributeValue::S(tx.to_string()));
+            let mut e = Expr::new();
+            let (f, h) = (e.name(FENCE), e.name(HORIZON));
+            let same_fence = if item.contains_key(FENCE) {
+                format!("size({f}) = {}", e.value(number(read_size as u64)))
+            } else {
+                format!("attribute_not_exists({f})")
+            };
+            let same_horizon = if item.contains_key(HORIZON) {
+                format!("{h} = {}", e.value(number(state.horizon)))
+            } else {
+                format!("attribute_not_exists({h})")
+            };
+            let condition = format!(
+                "{} AND {same_fence} AND {same_horizon}",
+                owned_by(&mut e, tx)
+            );
+            let r = self
+                .client
+                .put_item()
+                .table_name(table)
+                .set_item(Some(tomb))
+                .condition_expression(condition)
+                .set_expression_attribute_names(e.names())
+                .set_expression_attribute_values(e.values())
+                .return_values_on_condition_check_failure(
+                    ReturnValuesOnConditionCheckFailure::AllOld,
+                )
+                .send()
+                .await;
+            match r {
+                Ok(_) => return Ok(CompleteWrite::Done),
+                Err(err) => match err.as_service_error() {
+                    Some(aws_sdk_dynamodb::operation::put_item::PutItemError::ConditionalCheckFailedException(_)) => continue,
+                    _ => return Err(classify(ctx(), err)),
+                },
+            }
+        }
+        Err(PortError::Retryable {
+            context: ctx(),
+            source: "the item's fence kept changing under the delete".into(),
+        })
     }
 }
 
@@ -354,14 +417,20 @@ impl ParticipantStore for DynamoItems {
         let mine = owned_by(&mut e, &lock.tx_id);
         let lock_name = e.name(LOCK);
         let mut conds = vec![];
+        let tomb = e.name(TOMBSTONE);
+        let mut remove = vec![];
         if op.creates() {
+            // Absent, or a tombstone (never locked) the transaction began after, or already
+            // our placeholder.
             set.push(format!("{ph} = {}", e.value(AttributeValue::Bool(true))));
+            remove.push(tomb.clone());
+            let began = e.value(number(lock.began));
             conds.push(format!(
-                "(attribute_not_exists({k}) OR (attribute_exists({ph}) AND {mine}))"
+                "(attribute_not_exists({k}) OR (attribute_exists({tomb}) AND attribute_not_exists({lock_name}) AND (attribute_not_exists({horizon}) OR {horizon} < {began})) OR (attribute_exists({ph}) AND {mine}))"
             ));
         } else {
             conds.push(format!(
-                "attribute_exists({k}) AND attribute_not_exists({ph})"
+                "attribute_exists({k}) AND attribute_not_exists({ph}) AND attribute_not_exists({tomb})"
             ));
             let began = e.value(number(lock.began));
             conds.push(format!(
@@ -386,8 +455,8 @@ impl ParticipantStore for DynamoItems {
             }
             conds.push(require_clause(&mut e, name, cond));
         }
-        let w = Write::Update {
-            update: update_expression(&set, &[]),
+        let w = Write {
+            update: update_expression(&set, &remove),
             condition: conds.join(" AND "),
             // The old values of what this write sets: the fence and the horizon as they were
             // (prepare changes neither), without the lock it just wrote (absent before, unless
@@ -425,14 +494,7 @@ impl ParticipantStore for DynamoItems {
         let mut e = Expr::new();
         let ctx = || format!("committing {tx} in {table}");
         if op.delete {
-            let condition = owned_by(&mut e, tx);
-            return match self
-                .write(table, key, e, Write::Delete { condition }, ctx)
-                .await?
-            {
-                Outcome::Written(_) => Ok(CompleteWrite::Done),
-                Outcome::Refused(item) => Self::refused(item),
-            };
+            return self.bury(table, key, tx, &fence, prune).await;
         }
         let Release {
             mut set,
@@ -480,7 +542,7 @@ impl ParticipantStore for DynamoItems {
             e.path(&[FENCE, tx.as_str()]),
             e.value(entry(&fence))
         ));
-        let w = Write::Update {
+        let w = Write {
             update: update_expression(&set, &remove),
             condition,
             returns: ReturnValue::None,
@@ -550,7 +612,7 @@ impl ParticipantStore for DynamoItems {
                 ),
                 Shape::Raise => (format!("{horizon} = {began}"), base),
             };
-            let w = Write::Update {
+            let w = Write {
                 update: format!("SET {set}"),
                 condition,
                 returns: ReturnValue::None,
@@ -665,7 +727,8 @@ impl ParticipantStore for DynamoItems {
     }
 }
 
-/// The business view of an item: protocol attributes removed; a placeholder reads as absent.
+/// The business view of an item: protocol attributes removed; a placeholder or a tombstone
+/// reads as absent.
 pub fn business_view(state: &ItemState) -> Option<BTreeMap<String, Value>> {
-    (!state.placeholder).then(|| state.attributes.clone())
+    (!state.placeholder && !state.tombstone).then(|| state.attributes.clone())
 }

@@ -134,18 +134,23 @@ pub fn detect(change: &Change, tables: &Tables) -> Option<Detected> {
                 let tx = committed_ids(Some(new))
                     .into_iter()
                     .find(|t| !before.contains(t))?;
+                // A committed delete leaves a tombstone carrying the delete's entry.
+                let deleted = new.contains_key("txTombstone");
                 Some(Detected::ItemCommitted {
                     tx_id: tx.to_owned(),
                     participant: participant.clone(),
                     key: key_of(new, key),
-                    item: Some(business(new)),
+                    item: (!deleted).then(|| business(new)),
                     version: new.get("txVersion").cloned().unwrap_or(Value::Null),
                     committed_at: change.at_ms,
                 })
             }
             (Some(old), None) => {
-                // A removal: a committed delete removes the item its lock held; an abort of a
-                // creating prepare removes a placeholder. Anything else is not ours.
+                // A removal of an item its lock held (a committed delete before deletes left
+                // tombstones). A placeholder's or a tombstone's removal is not a commit.
+                if old.contains_key("txTombstone") {
+                    return None;
+                }
                 if old.contains_key("txPlaceholder") {
                     return None;
                 }
@@ -315,6 +320,38 @@ mod tests {
             detect(&change("acc", Some(placeholder), None), &tables()),
             None
         );
+    }
+
+    #[test]
+    fn a_committed_delete_leaves_a_tombstone_and_is_a_commit_without_item() {
+        let old =
+            json!({"id": "a", "balance": 0, "txVersion": 4, "lock": {"txId": "T"}, "txFence": {}});
+        let new = json!({"id": "a", "txTombstone": true, "txVersion": 5, "lastTx": "T", "txFence": {"T": {"o": "committed", "b": 1, "x": 9}}});
+        match detect(&change("acc", Some(old), Some(new.clone())), &tables()) {
+            Some(Detected::ItemCommitted {
+                tx_id,
+                item: None,
+                version,
+                ..
+            }) => {
+                assert_eq!(tx_id, "T");
+                assert_eq!(version, json!(5));
+            }
+            other => panic!("{other:?}"),
+        }
+        // An aborted create leaves a tombstone too: not a commit; nor is a tombstone's removal.
+        let placeholder =
+            json!({"id": "p", "lock": {"txId": "U"}, "txPlaceholder": true, "txFence": {}});
+        let buried = json!({"id": "p", "txTombstone": true, "txFence": {"U": {"o": "aborted", "b": 1, "x": 9}}});
+        assert_eq!(
+            detect(
+                &change("acc", Some(placeholder), Some(buried.clone())),
+                &tables()
+            ),
+            None
+        );
+        assert_eq!(detect(&change("acc", Some(new), None), &tables()), None);
+        assert_eq!(detect(&change("acc", Some(buried), None), &tables()), None);
     }
 
     #[test]

@@ -4,9 +4,10 @@
 //! into what analysts and browsers should see, and nothing else:
 //! - [`detect`]: pure commit detection. A participant item's change is a commit of `T` when the
 //!   write added `T`'s `committed` fence entry (the commit write releases the lock and adds the
-//!   entry in one conditional update), or removed a non-placeholder item locked by `T` (a
-//!   committed `delete`). Prepares (lock added), aborts (lock removed with an `aborted` entry,
-//!   placeholders deleted) and fence-only writes are not commits. A transactions-table change is
+//!   entry in one conditional update); when the new image is a tombstone, that commit was a
+//!   `delete` (no item). Prepares (lock added), aborts (lock removed with an `aborted` entry,
+//!   placeholders buried as tombstones) and fence-only writes are not commits. A
+//!   transactions-table change is
 //!   an outcome when `status` becomes `COMMITTED` or `ABORTED`.
 //! - [`rows`]: data-lake rows (`eventId, txId, participant, key, item, version, committedAt`; one
 //!   per transaction outcome too) with ids that make duplicates detectable, and the WebSocket
