@@ -285,6 +285,21 @@ async fn delete_leaves_a_tombstone_that_reads_as_absent_and_a_put_can_take() {
     );
 }
 
+/// A new transaction's `put` of wallet `id`, prepared: its prepare and its commit/abort request.
+async fn prepared_put(w: &World, id: &str) -> (PrepareRequest, CompleteRequest) {
+    let put = json!({"put": {"balance": 5}});
+    let tx = TxId::random();
+    let deadline = w.clock.now_ms() + 5_000;
+    let prep = prepare_req(&tx, deadline, id, put.clone());
+    let vote = w
+        .participant
+        .prepare(&w.wallets, &prep)
+        .await
+        .expect("prepare");
+    assert_eq!(vote.vote, Vote::Yes);
+    (prep, complete_req(&tx, deadline, id, put))
+}
+
 #[tokio::test]
 async fn a_late_duplicate_prepare_of_a_put_cannot_recreate_an_item_deleted_since() {
     // T' creates carol; its coordinator dies before finalizing (COMMITTING); T deletes carol;
@@ -292,19 +307,7 @@ async fn a_late_duplicate_prepare_of_a_put_cannot_recreate_an_item_deleted_since
     // tombstones the duplicate re-created carol and the commit applied the put twice.
     let w = World::new().await;
     bank(&w).await;
-    let put = json!({"put": {"balance": 5}});
-    let tp = TxId::random();
-    let deadline = w.clock.now_ms() + 5_000;
-    let prep = prepare_req(&tp, deadline, "carol", put.clone());
-    assert!(
-        w.participant
-            .prepare(&w.wallets, &prep)
-            .await
-            .expect("prepare")
-            .vote
-            .is_yes()
-    );
-    let commit = complete_req(&tp, deadline, "carol", put);
+    let (prep, commit) = prepared_put(&w, "carol").await;
     assert_eq!(
         w.participant
             .commit(&w.wallets, &commit)
@@ -336,19 +339,8 @@ async fn a_late_duplicate_prepare_of_a_put_cannot_recreate_an_item_deleted_since
 async fn an_aborted_create_leaves_a_tombstone_that_refuses_its_late_prepare() {
     let w = World::new().await;
     bank(&w).await;
-    let put = json!({"put": {"balance": 5}});
-    let tx = TxId::random();
-    let deadline = w.clock.now_ms() + 5_000;
-    let prep = prepare_req(&tx, deadline, "erin", put.clone());
-    assert!(
-        w.participant
-            .prepare(&w.wallets, &prep)
-            .await
-            .expect("prepare")
-            .vote
-            .is_yes()
-    );
-    let abort = complete_req(&tx, deadline, "erin", put);
+    let (prep, abort) = prepared_put(&w, "erin").await;
+    let tx = prep.tx_id.clone();
     assert_eq!(
         w.participant
             .abort(&w.wallets, &abort)

@@ -239,14 +239,13 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
         // prepare (then the lock is most likely someone else's or nobody's, and fencing
         // first saves the release's refused write).
         let mut release = !req.refused;
-        // A prepare may land between our writes; each round settles one such race.
-        for _ in 0..4 {
+        // A prepare may land between our writes; each write settles one such race.
+        for _ in 0..6 {
             let write = if release {
                 self.store
                     .abort(table, &req.key, &req.tx_id, entry, prune)
                     .await?
             } else {
-                release = true;
                 self.store
                     .fence_aborted(
                         table,
@@ -277,29 +276,18 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
                 None => {}
             }
             if holds(&item, &req.tx_id) {
-                // Our prepare landed after the refused write, or the horizon rose past the
-                // prune's since our prepare: abort again, without pruning.
+                // Our prepare holds the lock (it landed after a refused write), or the horizon
+                // rose past the prune's since our prepare: release, without pruning.
                 prune = None;
+                release = true;
                 continue;
             }
             if req.began <= item.horizon {
                 // No prepare of ours can land here any more: nothing to fence.
                 return Ok(CompleteReply::AlreadyDone);
             }
-            match self
-                .store
-                .fence_aborted(
-                    table,
-                    &req.key,
-                    &req.tx_id,
-                    entry,
-                    self.config.fence_capacity,
-                )
-                .await?
-            {
-                CompleteWrite::Done => return Ok(CompleteReply::Done),
-                CompleteWrite::Refused(_) => continue,
-            }
+            // Someone else's lock, or none: fence the transaction out.
+            release = false;
         }
         Err(PortError::Retryable {
             context: format!("abort of {} on {table}", req.tx_id),

@@ -207,6 +207,25 @@ impl DynamoItems {
         }
     }
 
+    /// The raw item (strongly consistent read).
+    async fn get(
+        &self,
+        table: &str,
+        key: &Key,
+        context: impl Fn() -> String,
+    ) -> Result<Option<Item>, PortError> {
+        Ok(self
+            .client
+            .get_item()
+            .table_name(table)
+            .set_key(Some(key_item(key)))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|err| classify(context(), err))?
+            .item)
+    }
+
     fn refused(item: Option<Item>) -> Result<CompleteWrite, PortError> {
         Ok(CompleteWrite::Refused(
             item.as_ref().map(item_state).transpose()?.map(Box::new),
@@ -290,17 +309,7 @@ impl DynamoItems {
     ) -> Result<CompleteWrite, PortError> {
         let ctx = || format!("committing the delete of {tx} in {table}");
         for _ in 0..4 {
-            let Some(item) = self
-                .client
-                .get_item()
-                .table_name(table)
-                .set_key(Some(key_item(key)))
-                .consistent_read(true)
-                .send()
-                .await
-                .map_err(|err| classify(ctx(), err))?
-                .item
-            else {
+            let Some(item) = self.get(table, key, ctx).await? else {
                 return Ok(CompleteWrite::Refused(None));
             };
             let state = item_state(&item)?;
@@ -714,16 +723,11 @@ impl ParticipantStore for DynamoItems {
     }
 
     async fn read(&self, table: &str, key: &Key) -> Result<Option<ItemState>, PortError> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(table)
-            .set_key(Some(key_item(key)))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(|err| classify(format!("reading an item of {table}"), err))?;
-        out.item().map(item_state).transpose()
+        self.get(table, key, || format!("reading an item of {table}"))
+            .await?
+            .as_ref()
+            .map(item_state)
+            .transpose()
     }
 }
 
