@@ -175,7 +175,8 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
             match write {
                 CompleteWrite::Done => return Ok(CompleteReply::Done),
                 CompleteWrite::Refused(None) if req.op.delete => {
-                    // Our delete took the item and its fence with it.
+                    // Our prepare locked the item and only our delete could consume that lock;
+                    // it left a tombstone, which someone outside the protocol removed since.
                     return Ok(CompleteReply::AlreadyDone);
                 }
                 // Still ours: the horizon rose past the prune's since our prepare (a lock-free
@@ -258,8 +259,12 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
             };
             let item = match write {
                 CompleteWrite::Done => return Ok(CompleteReply::Done),
-                // No item: nothing is locked, and a late prepare of a non-creating op finds
-                // nothing to lock; a late creating one leaves an orphan its resolver removes.
+                // No item: nothing is locked and nothing fences us out. A late prepare of ours
+                // finds nothing to lock, unless someone creates the item first (or ours is a
+                // creating op): then it leaves an orphan lock, which the lock rule removes once
+                // it expires, applying nothing (its record is aborted). Accepted: fencing a key
+                // that does not exist would take a write and leave a tombstone for every
+                // failed transaction naming a missing key (docs/architecture.md).
                 CompleteWrite::Refused(None) => return Ok(CompleteReply::AlreadyDone),
                 CompleteWrite::Refused(Some(item)) => item,
             };

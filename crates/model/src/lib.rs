@@ -3,7 +3,8 @@
 //! A [stateright] model of the two-phase commit that `crates/core` implements: conditional locks
 //! carrying the transaction id and an expiry, per-item fence entries and fence horizon, the status
 //! compare-and-swap `PREPARING → COMMITTING | ABORTING → COMMITTED | ABORTED`, the lock rule for
-//! expired locks, the sweeper, coordinator crashes, and late, duplicated and reordered messages.
+//! expired locks, the sweeper, coordinator crashes, late, duplicated and reordered messages, and
+//! operations that create (`put`, through a placeholder) and delete (leaving a tombstone) items.
 //! The checker explores every reachable state (breadth-first) and checks named properties in
 //! each. Dev only: nothing in the product depends on it, and it depends on nothing but
 //! stateright.
@@ -14,22 +15,29 @@
 //! | --- | --- | --- |
 //! | [`state::Status`], `TxState::record` | the transaction record | `status::TxStatus`, `ports::TxLog` |
 //! | [`state::Coordinator`] | the coordinator's progress through `submit` | `coordinator::Coordinator::submit` |
-//! | [`state::ItemState`] | one item: `lock`, `txFence`, `txFenceHorizon`, the applied operation (`txVersion`) | `model::ItemState`, `dynamo::items` |
+//! | [`state::ItemState`] | one item: `lock`, `txFence`, `txFenceHorizon`, its shape, the applied operations (`txVersion`) | `model::ItemState`, `dynamo::items` |
+//! | [`state::Shape`] | absent, real, placeholder (`txPlaceholder`), tombstone (`txTombstone`) | `ItemState::{placeholder, tombstone}`, `dynamo::items` (module docs) |
+//! | [`state::Op`], `TwoPhaseCommit::ops` | what each transaction does to each item: update, `put` (creates), `delete` | `op::Operation` (`creates`, `delete`) |
 //! | [`state::Tx`] order | transactions ordered by `began` (`T0` began first) | `Lock::began`, `FenceEntry::began`, the record's `createdAt` |
 //! | [`state::Clock`] | deadline = the locks' `expiresAt` | `TxRecord::deadline` |
-//! | [`participant::prepare`], [`participant::commit`], [`participant::abort`], [`participant::drop_stale_lock`] | one conditional write each | `participant::Participant::{prepare, commit, abort}`, `ParticipantStore` |
+//! | [`participant::prepare`], [`participant::commit`], [`participant::abort`], [`participant::drop_stale_lock`] | one conditional write each (a committed delete's tombstone included) | `participant::Participant::{prepare, commit, abort}`, `ParticipantStore`, `DynamoItems::{prepare, commit, bury, release, fence_aborted}` |
 //! | [`participant::Upkeep`]: `Prune`, `Raise` | the lock holder's release removing other entries and raising the horizon over them; a lock-free abort of a full fence raising the horizon instead of writing its entry | the `prune` of `ParticipantStore::{commit, abort}` (`participant::plan_prune`), `ParticipantStore::fence_aborted` |
 //! | [`participant::resolution`] | the lock rule's table | `Participant::resolve` / `follow` |
 //! | [`model::Action`] | one request, delivery or passing of time | — |
 //! | `Action::SweepAbort/SweepComplete/SweepFinalize` | the sweeper's overdue records | `sweeper::Sweeper::run` → `Coordinator::recover` on `TxLog::overdue` |
 //! | `Action::Resolve` | a newcomer meeting an expired lock, or the sweeper walking the lock-expiry index | `Participant::resolve` (from `prepare`, and from `Sweeper::run`) |
-//! | [`Variant`] | the correct protocol, or a known mistake put back | — |
+//! | [`Variant`] | the correct protocol, a known mistake put back, or a proposed change | — |
 //!
 //! ## What is checked
 //!
 //! Exhaustively for 2 transactions × 2 items (and 2 × 3; 3 × 1 and 3 × 2 on demand), every
-//! transaction touching every item, so they contend on all of them (see `tests/check.rs`). Safety,
-//! `Property::always`:
+//! transaction updating every item, all of which exist, so they contend on all of them (see
+//! `tests/check.rs`). Then creating and deleting, in their own configurations
+//! ([`TwoPhaseCommit::with_ops`]): `T0` puts and `T1` deletes one item that starts absent; `T0`
+//! puts item 0 (absent) and updates item 1, `T1` deletes item 0 and updates item 1; every pair
+//! of operations (update, put, delete) of 2 transactions on one item that starts absent, real
+//! or a tombstone (27 configurations); on demand, put / delete / put and five more
+//! 3-transaction configurations on one item. Safety, `Property::always`:
 //! - [`model::ATOMICITY`]: never applied on one item and aborted on another; `COMMITTED` means
 //!   applied everywhere; abort-decided means applied nowhere; and once no step is left, a
 //!   commit-decided transaction has applied everywhere (DESIGN.md invariant "Atomicity").
@@ -60,11 +68,34 @@
 //!
 //! `Property::sometimes` examples (commit, abort, both commit, a crashed coordinator's commit
 //! finished by the sweeper, a late prepare meeting the fence, a late prepare refused by the
-//! horizon alone, a commit still being driven after its fence entry was pruned) show that the
-//! space is not vacuous; a test also checks that every kind of step (pruning by a lock holder's
-//! release and a lock-free abort raising the horizon included), and every case of the lock rule
-//! but two, changes some state (the two: a lock of a missing owner, and a stale lock of a
-//! `COMMITTED` owner, which the baseline never produces).
+//! horizon alone, a commit still being driven after its fence entry was pruned; with creates and
+//! deletes also a put creating an item, a delete leaving a tombstone, a late prepare of a put
+//! refused by a tombstone) show that the space is not vacuous; a test also checks that every
+//! kind of step (pruning by a lock holder's release and a lock-free abort raising the horizon
+//! included), and every case of the lock rule but two, changes some state (the two: a lock of a
+//! missing owner, and a stale lock of a `COMMITTED` owner, which the baseline never produces,
+//! and which creates and deletes do not produce either: the tombstone keeps the fence).
+//!
+//! ## Creates and deletes: what the check found
+//!
+//! With tombstones, every property holds for creates and deletes, in every configuration
+//! checked, but one: **no lock outlives its transaction**. Nothing is applied twice, or without
+//! a commit decision, or on one item and not another; no violation is reported; everything
+//! ends. The exception needs an item that starts absent and gets created: an abort that finds
+//! no item writes nothing (`release` and `fence_aborted` both answer `Refused(None)`, taken as
+//! "already done"), so nothing fences the aborted transaction out of the item once someone
+//! creates it. Trace (`T0` puts, `T1` deletes, the item absent): `T1` begins and sends its
+//! prepare, which is delayed; `T1` decides abort, its abort finds no item, `T1` is finalized
+//! `ABORTED`; `T0` creates the item and commits; `T1`'s prepare lands: the item is real, `T1`
+//! has no entry and the horizon does not cover it, so it locks the item for an `ABORTED`
+//! transaction. The same happens to a put whose own abort found no item (its late prepare
+//! writes a placeholder for an `ABORTED` transaction), as the comment in
+//! `Participant::abort` says of creating ops; of non-creating ones it says the late prepare
+//! "finds nothing to lock", which holds only while nobody creates the item. The harm is
+//! availability only: the orphan lock blocks the item until the aborted transaction's deadline,
+//! and then the lock rule aborts it there (its record is `ABORTED`), applying nothing. The
+//! [`Variant::AbortBuriesAbsent`] change (an abort that finds no item writes a tombstone with
+//! its `aborted` entry) removes it: every property holds, in every configuration above.
 //!
 //! ## The buggy variants
 //!
@@ -97,6 +128,22 @@
 //!   lock rule removes once it expires (its abort is done, so nothing is ever applied). The real
 //!   release is conditional on `horizon <= :h` and releases without pruning otherwise, which the
 //!   correct model's never-lowered horizon covers.
+//! - [`Variant::DeleteRemoves`]: the design before tombstones: a committed delete removes the
+//!   item with its fence and horizon, an aborted create (or a dropped stale lock) deletes its
+//!   placeholder. Breaks "no operation applied twice": `T0` puts the item and commits there,
+//!   its coordinator crashes before finalizing (the record stays `COMMITTING`); `T1` deletes
+//!   the item; a late duplicate of `T0`'s prepare finds no item and recreates it as `T0`'s
+//!   placeholder; the sweeper re-drives `T0`'s commit, which finds its lock and applies the put
+//!   again, undoing `T1`'s delete. Also breaks "no violation reported" (a retried commit of the
+//!   put finds no item, or a retried delete finds the item recreated with a fresh fence), "the
+//!   sweeper alone finishes" (with every message lost, `T0`'s commit on the missing item is a
+//!   violation forever and `T0` stays `COMMITTING`), and "no lock outlives its transaction"
+//!   (a `COMMITTED` put's late prepare recreates its placeholder: the stale lock the lock rule
+//!   drops, which the tombstone design never produces). Atomicity and "every transaction ends"
+//!   survive.
+//! - [`Variant::AbortBuriesAbsent`]: not a mistake, a proposed change (see "Creates and
+//!   deletes" above): a lock-free abort that finds no item writes a tombstone carrying its
+//!   `aborted` entry. Every property holds.
 //!
 //! ## Abstractions (what the model leaves out, and why that is sound)
 //!
@@ -144,19 +191,35 @@
 //!   does the same as acting on a fresh one.
 //! - **Resolvers and the sweeper** may act on any expired lock or overdue record at any time, more
 //!   often than the real ones (which need a newcomer or a schedule): more behaviours, not fewer.
-//! - **Operations** have no content: the model tracks whether and how often each item applied
-//!   each transaction's operation. Business refusals (`require` failing) are a no vote, which the
-//!   coordinator's "abort at any time" already covers. Placeholders (`put`) and deletes are not
-//!   modelled, nor is the idempotency key (one submit per transaction).
-//! - **Items that disappear.** A committed delete removes the item with its fence and horizon,
-//!   and a creating prepare needs only the item to be absent; neither is modelled (see
-//!   "Operations"). The horizon's promise that no prepare of a covered transaction lands again
-//!   holds only while the item exists.
+//! - **Operations** have no content, only a kind ([`state::Op`]): an update (`add`, `set`,
+//!   `remove`), a `put` or a `delete`; the model tracks whether and how often each item applied
+//!   each transaction's operation (an observer's record, kept even if the item is removed). Each
+//!   transaction applies one operation per item, fixed by the configuration. Business refusals
+//!   (`require` failing, an `add` to a non-number) are a no vote, which the coordinator's "abort
+//!   at any time" already covers; so is the distinction between `notFound`, `condition` and
+//!   `conflict`. Attribute values, readers (who see nothing of a placeholder or a tombstone) and
+//!   the stream are not modelled, nor is the idempotency key (one submit per transaction).
+//! - **Items that appear and disappear.** An item is absent, real, a placeholder or a tombstone
+//!   ([`state::Shape`]), and the protocol never removes one: a committed delete and an aborted
+//!   create leave a tombstone with the fence and the horizon, so the horizon's promise (no
+//!   prepare of a covered transaction locks the item again) holds for the key's whole life. A
+//!   creating prepare takes an absent item, a tombstone whose horizon is below its transaction,
+//!   or its own placeholder; it writes a placeholder that keeps the tombstone's fence and
+//!   horizon. Deleting a tombstone for good (a TTL, a cleanup job) is not modelled: it would be
+//!   [`Variant::DeleteRemoves`]' hazard again unless no prepare of a transaction the tombstone
+//!   fences can still land. Keys are independent items; a key that starts absent has no history
+//!   (nobody prepared there), which is the real case of a key never written.
 //! - **Size.** 2 × 2 and 2 × 3 are checked by every test run (and the two 3-transaction
-//!   counterexamples replayed as scripts). 3 × 1 (1,417,419 states for the correct protocol;
-//!   the stale-horizon and blind-takeover variants too) and 3 × 2 (18,175,265 states, every
-//!   property holds, about 3.5 minutes in release on one core) are ignored tests: `cargo test
-//!   -p twopc-model --release -- --ignored`. Every transaction touches every item.
+//!   counterexamples replayed as scripts), and so are the 2-transaction configurations with
+//!   creates and deletes (7,363 states for put/delete on one item, 31,315 for the 2 × 2 one,
+//!   27 more of 1,764 to 11,389 states each, for the correct protocol and the proposed
+//!   change). 3 × 1 (1,417,419 states for the correct protocol; the stale-horizon and
+//!   blind-takeover variants too), 3 × 2 (18,175,265 states, every property holds, about 3
+//!   minutes in release on one core), and put / delete / put on one item
+//!   (1,163,906 states; 1,350,202 with [`Variant::DeleteRemoves`]) with five more
+//!   3-transaction configurations of creates and deletes (about a million states each, a few
+//!   seconds each in release) are ignored tests: `cargo test -p twopc-model --release --
+//!   --ignored`. Every transaction touches every item.
 //!
 //! [stateright]: https://docs.rs/stateright
 #![warn(missing_docs)]

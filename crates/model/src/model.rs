@@ -8,7 +8,8 @@ use stateright::{Model, Property};
 
 use crate::participant::{self, Reply, Resolution, Upkeep, Variant, Vote};
 use crate::state::{
-    Applied, Clock, Coordinator, Decision, Fence, Item, ItemState, State, Status, Tx, covers,
+    Applied, Clock, Coordinator, Decision, Fence, Item, ItemState, Op, Shape, State, Status, Tx,
+    covers,
 };
 
 /// Property: a transaction is never applied on one item and aborted on another, a transaction
@@ -61,9 +62,18 @@ pub const LATE_PREPARE_REFUSED_BY_HORIZON: &str = "a late prepare is refused by 
 /// finding neither lock nor entry is answered by the horizon.
 pub const COMMIT_OUTLIVES_ITS_FENCE_ENTRY: &str =
     "a commit is still being driven after its fence entry was pruned";
+/// Example wanted (configurations with a `put`): a committed `put` made its item real.
+pub const PUT_CREATES_AN_ITEM: &str = "a put creates an item";
+/// Example wanted (configurations with a `delete`): a committed `delete` left a tombstone.
+pub const DELETE_LEAVES_A_TOMBSTONE: &str = "a delete leaves a tombstone";
+/// Example wanted (configurations with a `put`): a prepare of a `put` still in flight, of a
+/// decided transaction, faces a tombstone whose fence entry or horizon covers that transaction:
+/// the tombstone, not the item's absence, keeps it out.
+pub const LATE_PUT_REFUSED_BY_TOMBSTONE: &str = "a late prepare of a put is refused by a tombstone";
 /// Property: an item is locked only by a transaction whose record is not terminal. DESIGN.md,
 /// "The fence": a prepare landing after its transaction ended must not "leave a lock behind"
-/// (the hanging problem).
+/// (the hanging problem). The correct protocol breaks it where an item is created after an abort
+/// found it absent (the crate docs, "Creates and deletes").
 pub const NO_LOCK_OUTLIVES_ITS_TRANSACTION: &str = "no lock outlives its transaction";
 
 /// One step of the system. Each is one DynamoDB request (or a refused conditional one), one
@@ -108,11 +118,16 @@ pub enum Action {
 }
 
 /// The protocol with `TXS` transactions over `ITEMS` items, every transaction touching every
-/// item.
+/// item with the operation `ops` gives it there, every item starting in the shape `initial`
+/// gives it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TwoPhaseCommit<const TXS: usize, const ITEMS: usize> {
     /// Which protocol runs.
     pub variant: Variant,
+    /// `ops[t][i]`: what transaction `t` does to item `i`.
+    pub ops: [[Op; ITEMS]; TXS],
+    /// Each item's shape in the initial state (unlocked, empty fence, no horizon).
+    pub initial: [Shape; ITEMS],
 }
 
 /// The size the tests check exhaustively: two transactions that both touch the same two items.
@@ -132,13 +147,37 @@ fn swap(record: Option<Status>, from: Status, to: Status) -> Result<Status, Opti
 }
 
 impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
-    /// The model of `variant`.
+    /// The model of `variant` where every transaction updates every item, all of which exist.
     pub const fn new(variant: Variant) -> Self {
+        Self::with_ops(variant, [[Op::Update; ITEMS]; TXS], [Shape::Real; ITEMS])
+    }
+
+    /// The model of `variant` where transaction `t` applies `ops[t][i]` to item `i`, which
+    /// starts as `initial[i]` (not a placeholder: one is always locked).
+    pub const fn with_ops(
+        variant: Variant,
+        ops: [[Op; ITEMS]; TXS],
+        initial: [Shape; ITEMS],
+    ) -> Self {
         const {
             assert!(TXS >= 1 && TXS <= 8, "model 1 to 8 transactions");
             assert!(ITEMS >= 1 && ITEMS <= 8, "model 1 to 8 items");
         }
-        TwoPhaseCommit { variant }
+        TwoPhaseCommit {
+            variant,
+            ops,
+            initial,
+        }
+    }
+
+    /// What `tx` does to `item`.
+    pub fn op(&self, tx: Tx, item: Item) -> Op {
+        self.ops[tx.ix()][item.ix()]
+    }
+
+    /// Whether some transaction applies `op` somewhere.
+    pub fn has_op(&self, op: Op) -> bool {
+        self.ops.iter().flatten().any(|o| *o == op)
     }
 
     /// Every transaction.
@@ -218,10 +257,9 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
 
     /// Whether every item is finished for `tx` under `decision`.
     fn all_finished(&self, state: &State<TXS, ITEMS>, tx: Tx, decision: Decision) -> bool {
-        state
-            .items
-            .iter()
-            .all(|item| participant::finished(self.variant, *item, tx, decision))
+        Self::items().all(|i| {
+            participant::finished(self.variant, *state.item(i), tx, self.op(tx, i), decision)
+        })
     }
 
     /// Runs commit or abort of `tx` on `item` and records a violation answer. An upkeep that does
@@ -237,8 +275,9 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
         if !participant::upkeep_applies(self.variant, state.item(item), tx, decision, upkeep) {
             return state;
         }
+        let op = self.op(tx, item);
         let (after, reply) =
-            participant::complete(self.variant, *state.item(item), tx, decision, upkeep);
+            participant::complete(self.variant, *state.item(item), tx, op, decision, upkeep);
         *state.item_mut(item) = after;
         if reply == Reply::Violation {
             state.violation_reported = true;
@@ -273,7 +312,8 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
             return state; // never sent in time
         }
         let deadlines = state.deadlines_passed();
-        let (after, vote) = participant::prepare(self.variant, *state.item(i), t, &deadlines);
+        let op = self.op(t, i);
+        let (after, vote) = participant::prepare(self.variant, *state.item(i), t, op, &deadlines);
         *state.item_mut(i) = after;
         if let (Vote::Yes, Coordinator::Preparing { yes }) =
             (vote, &mut state.tx_mut(t).coordinator)
@@ -313,7 +353,8 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
                 return self.complete_on(state, owner, i, Decision::Abort, upkeep);
             }
             Resolution::DropStale => {
-                *state.item_mut(i) = participant::drop_stale_lock(*state.item(i), owner);
+                *state.item_mut(i) =
+                    participant::drop_stale_lock(self.variant, *state.item(i), owner);
             }
         }
         state
@@ -684,6 +725,53 @@ fn commit_outlives_its_fence_entry<const TXS: usize, const ITEMS: usize>(
         })
 }
 
+/// Whether some item of shape `shape` has applied some transaction's `op`.
+fn applied_op<const TXS: usize, const ITEMS: usize>(
+    model: &M<TXS, ITEMS>,
+    state: &State<TXS, ITEMS>,
+    op: Op,
+    shape: Shape,
+) -> bool {
+    M::<TXS, ITEMS>::txs().any(|t| {
+        M::<TXS, ITEMS>::items().any(|i| {
+            model.op(t, i) == op
+                && state.item(i).applied[t.ix()].any()
+                && state.item(i).shape == shape
+        })
+    })
+}
+
+fn put_creates_an_item<const TXS: usize, const ITEMS: usize>(
+    model: &M<TXS, ITEMS>,
+    state: &State<TXS, ITEMS>,
+) -> bool {
+    applied_op(model, state, Op::Put, Shape::Real)
+}
+
+fn delete_leaves_a_tombstone<const TXS: usize, const ITEMS: usize>(
+    model: &M<TXS, ITEMS>,
+    state: &State<TXS, ITEMS>,
+) -> bool {
+    applied_op(model, state, Op::Delete, Shape::Tombstone)
+}
+
+fn late_put_refused_by_tombstone<const TXS: usize, const ITEMS: usize>(
+    model: &M<TXS, ITEMS>,
+    state: &State<TXS, ITEMS>,
+) -> bool {
+    M::<TXS, ITEMS>::txs().any(|t| {
+        let tx = state.tx(t);
+        tx.prepares_in_flight
+            && tx.record.and_then(Status::decision).is_some()
+            && M::<TXS, ITEMS>::items().any(|i| {
+                let item = state.item(i);
+                model.op(t, i) == Op::Put
+                    && item.shape == Shape::Tombstone
+                    && (item.fence[t.ix()].is_some() || covers(item.horizon, t))
+            })
+    })
+}
+
 fn no_lock_outlives_its_transaction<const TXS: usize, const ITEMS: usize>(
     _: &M<TXS, ITEMS>,
     state: &State<TXS, ITEMS>,
@@ -699,7 +787,7 @@ impl<const TXS: usize, const ITEMS: usize> Model for TwoPhaseCommit<TXS, ITEMS> 
     type Action = Action;
 
     fn init_states(&self) -> Vec<Self::State> {
-        vec![State::new()]
+        vec![State::with_shapes(self.initial)]
     }
 
     fn actions(&self, _state: &Self::State, actions: &mut Vec<Self::Action>) {
@@ -712,7 +800,7 @@ impl<const TXS: usize, const ITEMS: usize> Model for TwoPhaseCommit<TXS, ITEMS> 
     }
 
     fn properties(&self) -> Vec<Property<Self>> {
-        vec![
+        let mut properties = vec![
             Property::always(ATOMICITY, atomicity),
             Property::always(APPLIED_AT_MOST_ONCE, applied_at_most_once),
             Property::always(NO_COMMIT_WITHOUT_DECISION, no_commit_without_decision),
@@ -740,6 +828,25 @@ impl<const TXS: usize, const ITEMS: usize> Model for TwoPhaseCommit<TXS, ITEMS> 
                 COMMIT_OUTLIVES_ITS_FENCE_ENTRY,
                 commit_outlives_its_fence_entry,
             ),
-        ]
+        ];
+        // Examples that only a configuration with creating or deleting operations can show
+        // (stateright reports a `sometimes` with no example as a failure).
+        if self.has_op(Op::Put) {
+            properties.push(Property::sometimes(
+                PUT_CREATES_AN_ITEM,
+                put_creates_an_item,
+            ));
+            properties.push(Property::sometimes(
+                LATE_PUT_REFUSED_BY_TOMBSTONE,
+                late_put_refused_by_tombstone,
+            ));
+        }
+        if self.has_op(Op::Delete) {
+            properties.push(Property::sometimes(
+                DELETE_LEAVES_A_TOMBSTONE,
+                delete_leaves_a_tombstone,
+            ));
+        }
+        properties
     }
 }

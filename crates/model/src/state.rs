@@ -2,9 +2,11 @@
 //! checker stores it cheaply.
 //!
 //! Each type mirrors one thing of `crates/core` (named in its doc) and keeps only what the
-//! protocol's decisions read: no keys, no operations, no timestamps.
+//! protocol's decisions read: no keys, no attribute values, no timestamps; of an operation only
+//! its kind ([`Op`]), of an item only its shape ([`Shape`]).
 
-/// A transaction, by index (`0..TXS`). Every transaction touches every item.
+/// A transaction, by index (`0..TXS`). Every transaction touches every item, with the operation
+/// the model's configuration gives it there ([`Op`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Tx(pub u8);
 
@@ -104,6 +106,44 @@ pub enum Fence {
     Aborted,
 }
 
+/// The kind of operation a transaction applies to an item (`twopc_core::op::Operation`, its
+/// content left out): all the participant's decisions read of it is whether it creates the item
+/// (`Operation::creates`, a `put`) or removes it (`delete`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Op {
+    /// Changes an existing item (`add`, `set`, `remove`, `require`): needs a real item.
+    Update,
+    /// Creates the item (`put`): needs it absent, a tombstone, or already our placeholder.
+    Put,
+    /// Deletes the item (`delete`): needs a real item; committed, leaves a tombstone.
+    Delete,
+}
+
+impl Op {
+    /// Whether the operation creates its item (`Operation::creates`).
+    pub fn creates(self) -> bool {
+        self == Op::Put
+    }
+}
+
+/// What an item is, to readers and to prepare (`ItemState::{placeholder, tombstone}`, and the
+/// item's existence, in `crates/dynamo`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Shape {
+    /// No item under the key: no lock, no fence, no horizon.
+    Absent,
+    /// A business item, possibly locked.
+    Real,
+    /// Written by a creating prepare (`txPlaceholder`): key, lock, fence, horizon; readers see
+    /// nothing. Always locked: its commit makes it real, its abort (or a dropped stale lock)
+    /// makes it a tombstone.
+    Placeholder,
+    /// What a committed delete or an aborted create leaves (`txTombstone`): key, fence, horizon,
+    /// never a lock; readers see nothing, a non-creating prepare votes `notFound`, a creating
+    /// one may take it if the horizon is below its transaction.
+    Tombstone,
+}
+
 /// How many times an item applied a transaction's operation, saturating at "more than once"
 /// (which is already a violation) so the state space stays finite.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -158,18 +198,35 @@ pub struct ItemState<const TXS: usize> {
     /// [`crate::participant::Variant::StaleHorizon`] (the one variant whose release writes that
     /// value unconditionally); always `None` otherwise, so it costs the others no states.
     pub horizon_at_lock: Horizon,
-    /// Applications of each transaction's operation (the business effect, `txVersion`).
+    /// Absent, real, placeholder or tombstone. Stays [`Shape::Real`] in a configuration where
+    /// every operation is an [`Op::Update`] of an existing item.
+    pub shape: Shape,
+    /// Applications of each transaction's operation (the business effect, `txVersion`). An
+    /// observer's record, not an attribute: it survives the item's removal
+    /// ([`crate::participant::Variant::DeleteRemoves`]), so a second application after a
+    /// removal and re-creation is still counted.
     pub applied: [Applied; TXS],
 }
 
 impl<const TXS: usize> ItemState<TXS> {
-    /// An unlocked item with an empty fence.
+    /// An unlocked real item with an empty fence.
     pub fn new() -> Self {
+        Self::with_shape(Shape::Real)
+    }
+
+    /// An item of shape `shape`, unlocked, with an empty fence and no horizon (a
+    /// [`Shape::Placeholder`] is always locked: not a starting shape).
+    pub fn with_shape(shape: Shape) -> Self {
+        debug_assert!(
+            shape != Shape::Placeholder,
+            "a placeholder is always locked"
+        );
         ItemState {
             lock: None,
             fence: [None; TXS],
             horizon: None,
             horizon_at_lock: None,
+            shape,
             applied: [Applied::Never; TXS],
         }
     }
@@ -289,11 +346,16 @@ pub struct State<const TXS: usize, const ITEMS: usize> {
 }
 
 impl<const TXS: usize, const ITEMS: usize> State<TXS, ITEMS> {
-    /// Nothing begun, every item free.
+    /// Nothing begun, every item real and free.
     pub fn new() -> Self {
+        Self::with_shapes([Shape::Real; ITEMS])
+    }
+
+    /// Nothing begun, every item free and of the given shape.
+    pub fn with_shapes(shapes: [Shape; ITEMS]) -> Self {
         State {
             txs: [TxState::new(); TXS],
-            items: [ItemState::new(); ITEMS],
+            items: shapes.map(ItemState::with_shape),
             violation_reported: false,
         }
     }
