@@ -8,11 +8,11 @@
 //! the owner's coordinator's or the sweeper's job (see `docs/architecture.md`), so a participant
 //! needs no transport to other services.
 
+use std::collections::BTreeMap;
+
 use tracing::{error, info, warn};
 
 use crate::ids::TxId;
-use std::collections::BTreeMap;
-
 use crate::model::{
     CompleteReply, CompleteRequest, FenceEntry, FenceOutcome, ItemState, Key, Lock, PrepareReply,
     PrepareRequest, Prune, TxRecord, Vote, VoteReason,
