@@ -135,6 +135,7 @@ pub enum FenceOutcome {
 
 /// One fence entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "StoredFenceEntry")]
 pub struct FenceEntry {
     /// The outcome.
     #[serde(rename = "o")]
@@ -146,6 +147,27 @@ pub struct FenceEntry {
     /// When the entry is stale (epoch ms): a later write removes it unless the fence has room.
     #[serde(rename = "x")]
     pub expires_at: u64,
+}
+
+/// A fence entry as stored: entries written before the horizon existed have no `b`. Their
+/// `x` (at least their deadline, so later than their begin) stands in: removing such an entry
+/// then raises the horizon at least as far as needed, never less (safe; at worst a live
+/// transaction's prepare is refused for a while after the upgrade).
+#[derive(Deserialize)]
+struct StoredFenceEntry {
+    o: FenceOutcome,
+    b: Option<u64>,
+    x: u64,
+}
+
+impl From<StoredFenceEntry> for FenceEntry {
+    fn from(e: StoredFenceEntry) -> Self {
+        FenceEntry {
+            outcome: e.o,
+            began: e.b.unwrap_or(e.x),
+            expires_at: e.x,
+        }
+    }
 }
 
 /// A participant item as the protocol sees it.
@@ -442,6 +464,21 @@ mod tests {
             ParticipantCall::from_json(serde_json::json!({"action": "explode", "request": {}}))
                 .is_err()
         );
+    }
+
+    #[test]
+    fn a_fence_entry_without_its_begin_takes_its_expiry_as_an_upper_bound() {
+        let old: FenceEntry =
+            serde_json::from_str(r#"{"o": "committed", "x": 1700000125000}"#).expect("old entry");
+        assert_eq!(old.began, 1_700_000_125_000);
+        let new = FenceEntry {
+            outcome: FenceOutcome::Aborted,
+            began: 1_700_000_000_000,
+            expires_at: 1_700_000_015_000,
+        };
+        let back: FenceEntry =
+            serde_json::from_str(&serde_json::to_string(&new).expect("ser")).expect("de");
+        assert_eq!(back, new);
     }
 
     #[test]
