@@ -61,7 +61,7 @@ start() { # [persist dir] -> prints endpoint
   log="$state_dir/dynamodb-local.log"
   local storage=(-inMemory)
   if [ $# -ge 1 ] && [ -n "$1" ]; then mkdir -p "$1"; storage=(-dbPath "$1"); fi
-  java -Djava.library.path="$d/DynamoDBLocal_lib" -jar "$d/DynamoDBLocal.jar" \
+  java -Djava.library.path="$d/DynamoDBLocal_lib" -jar "$d/DynamoDBLocal.jar" -disableTelemetry \
     "${storage[@]}" -port "$port" >"$log" 2>&1 &
   pid=$!
   url="http://127.0.0.1:$port"

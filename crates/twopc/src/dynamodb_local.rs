@@ -2,7 +2,11 @@
 //! a free loopback port (persisted under the data folder, or in memory), waited for, stopped.
 //!
 //! Its pid is written beside the data, so a `twopc serve` that was killed (SIGKILL leaves the JVM
-//! running and holding the database files) has its orphan stopped by the next start.
+//! running and holding the database files) has its orphan stopped by the next start. Its output
+//! goes to `dynamodb-local.log` in the same folder: when it exits at start, the error quotes it.
+//!
+//! Every path handed to the JVM is absolute: it runs in the state folder (where it writes its
+//! own metadata), so a relative `-dbPath` would resolve against that folder, not ours.
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -20,13 +24,18 @@ pub struct DynamoDbLocal {
     /// Its endpoint URL.
     pub url: String,
     pid_file: PathBuf,
+    log: PathBuf,
 }
+
+/// DynamoDB Local's output, in the state folder.
+const LOG_FILE: &str = "dynamodb-local.log";
 
 /// Finds the DynamoDB Local jar folder: `$TWOPC_DYNAMODB_LOCAL_HOME`, else the repository's
 /// `.tools` install (searched from the current folder upward).
 pub fn find_install() -> Result<PathBuf, String> {
     if let Ok(home) = std::env::var("TWOPC_DYNAMODB_LOCAL_HOME") {
-        let p = PathBuf::from(home);
+        let p = std::path::absolute(&home)
+            .map_err(|e| format!("TWOPC_DYNAMODB_LOCAL_HOME={home}: {e}"))?;
         return if p.join("DynamoDBLocal.jar").is_file() {
             Ok(p)
         } else {
@@ -86,9 +95,14 @@ pub async fn terminate(pid: u32, grace: Duration) {
 }
 
 impl DynamoDbLocal {
-    /// Starts DynamoDB Local: in memory, or persisted in `db_dir`. `pid_file` records its pid.
-    pub async fn start(db_dir: Option<&Path>, pid_file: PathBuf) -> Result<DynamoDbLocal, String> {
+    /// Starts DynamoDB Local: in memory, or persisted in `db_dir`. It runs in `state_dir`, which
+    /// also keeps its pid (`dynamodb.pid`) and its output (`dynamodb-local.log`).
+    pub async fn start(db_dir: Option<&Path>, state_dir: &Path) -> Result<DynamoDbLocal, String> {
         let home = find_install()?;
+        let absolute =
+            |p: &Path| std::path::absolute(p).map_err(|e| format!("{}: {e}", p.display()));
+        let state_dir = absolute(state_dir)?;
+        let pid_file = state_dir.join("dynamodb.pid");
         if let Some(pid) = std::fs::read_to_string(&pid_file)
             .ok()
             .and_then(|s| s.trim().parse::<u32>().ok())
@@ -108,10 +122,12 @@ impl DynamoDbLocal {
         .arg("-jar")
         .arg(home.join("DynamoDBLocal.jar"))
         .arg("-port")
-        .arg(port.to_string());
+        .arg(port.to_string())
+        .arg("-disableTelemetry");
         match db_dir {
             Some(dir) => {
-                std::fs::create_dir_all(dir)
+                let dir = absolute(dir)?;
+                std::fs::create_dir_all(&dir)
                     .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
                 cmd.arg("-dbPath").arg(dir);
             }
@@ -119,13 +135,16 @@ impl DynamoDbLocal {
                 cmd.arg("-inMemory");
             }
         }
-        // DynamoDB Local writes a metadata file into its working directory: keep it in ours.
-        if let Some(dir) = pid_file.parent() {
-            cmd.current_dir(dir);
-        }
-        cmd.stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
+        let log = state_dir.join(LOG_FILE);
+        let out = std::fs::File::create(&log)
+            .map_err(|e| format!("cannot write {}: {e}", log.display()))?;
+        let err = out
+            .try_clone()
+            .map_err(|e| format!("cannot write {}: {e}", log.display()))?;
+        cmd.current_dir(&state_dir)
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
             .kill_on_drop(true);
         let child = cmd.spawn().map_err(|e| {
             format!("cannot start java (a Java 17 runtime is needed for DynamoDB Local): {e}")
@@ -138,8 +157,13 @@ impl DynamoDbLocal {
             child,
             url: format!("http://127.0.0.1:{port}"),
             pid_file,
+            log,
         };
-        local.wait_ready(port).await?;
+        if let Err(e) = local.wait_ready(port).await {
+            let tail = log_tail(&local.log, 20);
+            local.stop().await;
+            return Err(format!("{e}{tail}"));
+        }
         Ok(local)
     }
 
@@ -147,8 +171,10 @@ impl DynamoDbLocal {
         let until = Instant::now() + Duration::from_secs(60);
         loop {
             if let Ok(Some(status)) = self.child.try_wait() {
+                let log = std::fs::read_to_string(&self.log).unwrap_or_default();
                 return Err(format!(
-                    "DynamoDB Local exited at start ({status}); is another process using its data folder?"
+                    "DynamoDB Local exited at start ({status}): {}",
+                    exit_cause(&log)
                 ));
             }
             if tokio::net::TcpStream::connect(("127.0.0.1", port))
@@ -171,5 +197,48 @@ impl DynamoDbLocal {
         }
         let _ = self.child.wait().await;
         let _ = std::fs::remove_file(&self.pid_file);
+    }
+}
+
+/// The likely cause of an exit at start, read off DynamoDB Local's output.
+fn exit_cause(log: &str) -> &'static str {
+    if log.contains("Invalid directory for database creation") {
+        "its data folder (-dbPath) does not exist or cannot be written"
+    } else if log.contains("Address already in use") || log.contains("BindException") {
+        "its port was taken by another process meanwhile; start again"
+    } else if log.contains("database is locked") || log.contains("SQLITE_BUSY") {
+        "another process is using its data folder; stop it or pass another --data-dir"
+    } else if log.contains("UnsupportedClassVersionError") {
+        "this Java is too old: DynamoDB Local needs Java 17 or later"
+    } else {
+        "see its output below"
+    }
+}
+
+/// The last `n` lines of DynamoDB Local's log, indented under a heading naming the file.
+fn log_tail(log: &Path, n: usize) -> String {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    let tail = &lines[lines.len().saturating_sub(n)..];
+    if tail.is_empty() {
+        return format!("\n  (it printed nothing; {})", log.display());
+    }
+    let mut out = format!("\n  last lines of {}:", log.display());
+    for line in tail {
+        out.push_str("\n    ");
+        out.push_str(line);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_invalid_data_folder_is_named_as_the_cause() {
+        let log = "Initializing DynamoDB Local with the following configuration:\nInvalid directory for database creation.\n";
+        assert!(exit_cause(log).contains("data folder"));
+        assert_eq!(exit_cause("something else"), "see its output below");
     }
 }

@@ -8,6 +8,7 @@ use std::sync::Mutex;
 
 use aws_lambda_events::apigw::ApiGatewayWebsocketProxyRequest;
 use aws_lambda_events::encodings::Body as ApiBody;
+use aws_lambda_events::query_map::QueryMap;
 use axum::body::Bytes;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::http::StatusCode;
@@ -37,7 +38,7 @@ fn event(
     route: &str,
     connection: &str,
     body: Option<String>,
-    query: HashMap<String, String>,
+    query: QueryMap,
 ) -> ApiGatewayWebsocketProxyRequest {
     let mut req = ApiGatewayWebsocketProxyRequest::default();
     req.request_context.route_key = Some(route.to_owned());
@@ -50,7 +51,7 @@ fn event(
         }
         .to_owned(),
     );
-    req.query_string_parameters = query.into();
+    req.query_string_parameters = query;
     req.body = body;
     req
 }
@@ -77,7 +78,7 @@ impl Gateway {
     pub async fn upgrade(
         self: std::sync::Arc<Self>,
         ws: WebSocketUpgrade,
-        query: HashMap<String, String>,
+        query: QueryMap,
     ) -> Response {
         let id = connection_id();
         let reply = twopc_fanout::connections::handle(
@@ -90,7 +91,12 @@ impl Gateway {
         if reply.status_code != 200 {
             let status = StatusCode::from_u16(u16::try_from(reply.status_code).unwrap_or(500))
                 .unwrap_or(StatusCode::FORBIDDEN);
-            return (status, text(reply.body).unwrap_or_default()).into_response();
+            return (
+                status,
+                [("content-type", "application/json")],
+                text(reply.body).unwrap_or_default(),
+            )
+                .into_response();
         }
         ws.on_upgrade(move |socket| self.session(id, socket))
     }
@@ -108,7 +114,7 @@ impl Gateway {
                 },
                 incoming = socket.recv() => match incoming {
                     Some(Ok(Message::Text(body))) => {
-                        let reply = twopc_fanout::connections::handle(&self.store, &event("subscribe", &id, Some(body.to_string()), HashMap::new()), self.token.as_deref(), now_secs()).await;
+                        let reply = twopc_fanout::connections::handle(&self.store, &event("subscribe", &id, Some(body.to_string()), QueryMap::default()), self.token.as_deref(), now_secs()).await;
                         if let Some(t) = text(reply.body) {
                             let _ = tx.send(t);
                         }
@@ -123,7 +129,7 @@ impl Gateway {
         }
         twopc_fanout::connections::handle(
             &self.store,
-            &event("$disconnect", &id, None, HashMap::new()),
+            &event("$disconnect", &id, None, QueryMap::default()),
             None,
             now_secs(),
         )

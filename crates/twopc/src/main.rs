@@ -4,6 +4,7 @@ mod cli;
 mod demo;
 mod dynamodb_local;
 mod gateway;
+mod refusals;
 mod serve;
 
 use std::path::PathBuf;

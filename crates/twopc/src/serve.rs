@@ -18,11 +18,14 @@ use aws_lambda_events::encodings::Body as ApiBody;
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::ws::WebSocketUpgrade;
-use axum::extract::{Path as UrlPath, State};
+use axum::extract::ws::rejection::WebSocketUpgradeRejection;
+use axum::extract::{DefaultBodyLimit, Path as UrlPath, State};
 use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
+use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use coordinator::handler::App;
+use percent_encoding::percent_decode_str;
 use serde_json::{Value, json};
 use tracing::warn;
 use twopc_core::ports::{ParticipantStore, SystemClock};
@@ -44,6 +47,7 @@ use twopc_fanout::sinks::FileLake;
 use crate::demo::Demo;
 use crate::dynamodb_local::{DynamoDbLocal, alive};
 use crate::gateway::Gateway;
+use crate::refusals::{json_refusals, refusal};
 
 /// Options of `twopc serve`.
 #[derive(Clone, Debug, clap::Args)]
@@ -152,8 +156,7 @@ async fn run(args: &ServeArgs, listener: tokio::net::TcpListener, url: &str) -> 
             };
             eprintln!("- starting DynamoDB Local ({storage})");
             let db_dir = (!args.in_memory).then(|| args.data_dir.join("dynamodb"));
-            let local =
-                DynamoDbLocal::start(db_dir.as_deref(), args.data_dir.join("dynamodb.pid")).await?;
+            let local = DynamoDbLocal::start(db_dir.as_deref(), &args.data_dir).await?;
             (local.url.clone(), Some(local))
         }
     };
@@ -250,7 +253,12 @@ async fn run_with(
         .route("/local/items/{participant}", get(list_items))
         .route("/local/items/{participant}/{id}", get(get_item))
         .fallback(api_gateway)
-        .with_state(stack.clone());
+        .with_state(stack.clone())
+        .layer(DefaultBodyLimit::max(stack.config.max_body_bytes))
+        .layer(middleware::from_fn_with_state(
+            stack.config.max_body_bytes,
+            json_refusals,
+        ));
     banner(url, endpoint, args);
     let served = axum::serve(listener, router)
         .with_graceful_shutdown(shutdown_signal())
@@ -316,50 +324,51 @@ async fn live_page() -> Response {
         .into_response()
 }
 
-async fn websocket(State(stack): State<Arc<Stack>>, uri: Uri, ws: WebSocketUpgrade) -> Response {
-    stack
-        .gateway
-        .clone()
-        .upgrade(ws, query_pairs(uri.query().unwrap_or_default()))
-        .await
+async fn websocket(
+    State(stack): State<Arc<Stack>>,
+    uri: Uri,
+    ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+) -> Response {
+    let query = match query_params(&uri) {
+        Ok(q) => q,
+        Err(message) => {
+            return refusal(StatusCode::BAD_REQUEST, "invalid_query_string", message);
+        }
+    };
+    match ws {
+        Ok(ws) => stack.gateway.clone().upgrade(ws, query.into()).await,
+        Err(e) => refusal(
+            e.status(),
+            "invalid_websocket_request",
+            format!(
+                "{}: connect with a WebSocket client (ws://host:port/ws)",
+                e.body_text()
+            ),
+        ),
+    }
 }
 
-/// `a=1&b=x%20y` as a map (percent-decoded; `+` is a space).
-fn query_pairs(query: &str) -> HashMap<String, String> {
-    fn decode(s: &str) -> String {
-        let bytes = s.as_bytes();
-        let mut out = Vec::with_capacity(bytes.len());
-        let mut i = 0;
-        while i < bytes.len() {
-            let hex = bytes
-                .get(i + 1..i + 3)
-                .and_then(|h| std::str::from_utf8(h).ok())
-                .and_then(|h| u8::from_str_radix(h, 16).ok());
-            match (bytes[i], hex) {
-                (b'+', _) => {
-                    out.push(b' ');
-                    i += 1;
-                }
-                (b'%', Some(b)) => {
-                    out.push(b);
-                    i += 3;
-                }
-                (b, _) => {
-                    out.push(b);
-                    i += 1;
-                }
-            }
+/// A request's query parameters, percent-decoded (`+` is a space); `Err` says which part does
+/// not decode to UTF-8 text.
+fn query_params(uri: &Uri) -> Result<HashMap<String, Vec<String>>, String> {
+    let decode = |s: &str| {
+        let s = s.replace('+', " ");
+        percent_decode_str(&s)
+            .decode_utf8()
+            .map(|d| d.into_owned())
+            .map_err(|_| {
+                format!("the query parameter {s:?} does not decode to UTF-8 text: percent-encode UTF-8 bytes")
+            })
+    };
+    let mut params: HashMap<String, Vec<String>> = HashMap::new();
+    for pair in uri.query().unwrap_or_default().split('&') {
+        if pair.is_empty() {
+            continue;
         }
-        String::from_utf8_lossy(&out).into_owned()
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        params.entry(decode(k)?).or_default().push(decode(v)?);
     }
-    query
-        .split('&')
-        .filter(|p| !p.is_empty())
-        .map(|p| match p.split_once('=') {
-            Some((k, v)) => (decode(k), decode(v)),
-            None => (decode(p), String::new()),
-        })
-        .collect()
+    Ok(params)
 }
 
 async fn post_to_connection(
@@ -443,17 +452,28 @@ async fn api_gateway(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    let query = match query_params(&uri) {
+        Ok(q) => q,
+        Err(message) => {
+            return refusal(StatusCode::BAD_REQUEST, "invalid_query_string", message);
+        }
+    };
     let mut req = ApiGatewayProxyRequest::default();
     req.http_method = method;
     req.path = Some(uri.path().to_owned());
     req.resource = Some("/{proxy+}".to_owned());
     req.headers = headers;
+    req.query_string_parameters = query.clone().into();
+    req.multi_value_query_string_parameters = query.into();
     if !body.is_empty() {
         match String::from_utf8(body.to_vec()) {
             Ok(text) => req.body = Some(text),
-            Err(_) => {
-                req.body = Some(String::new());
-                req.is_base64_encoded = true; // the handler refuses non-text bodies
+            Err(e) => {
+                return refusal(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_json",
+                    format!("the body is not UTF-8 text ({e}): send the transaction as JSON"),
+                );
             }
         }
     }
@@ -610,13 +630,17 @@ fn unknown_participant(stack: &Stack, participant: &str) -> Response {
 
 #[cfg(test)]
 mod tests {
-    use super::query_pairs;
+    use super::*;
 
     #[test]
-    fn query_strings_are_decoded() {
-        let q = query_pairs("token=a%2Fb+c&flag&x=%zz");
-        assert_eq!(q.get("token").map(String::as_str), Some("a/b c"));
-        assert_eq!(q.get("flag").map(String::as_str), Some(""));
-        assert_eq!(q.get("x").map(String::as_str), Some("%zz"));
+    fn query_strings_are_decoded_and_undecodable_ones_refused() {
+        let uri: Uri = "/ws?token=a%2Fb+c&flag&x=1&x=2".parse().expect("uri");
+        let q = query_params(&uri).expect("decodes");
+        assert_eq!(q["token"], ["a/b c"]);
+        assert_eq!(q["flag"], [""]);
+        assert_eq!(q["x"], ["1", "2"]);
+        let bad: Uri = "/ws?token=%ff".parse().expect("uri");
+        let refused = query_params(&bad).expect_err("not UTF-8");
+        assert!(refused.contains("%ff"), "{refused}");
     }
 }

@@ -262,3 +262,135 @@ async fn serve_runs_its_own_dynamodb_local_persists_data_and_refuses_a_second_st
     );
     assert!(interrupt(serve).await.success());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_with_default_options_starts_from_any_folder_and_keeps_its_data_there() {
+    // `make run` is `twopc serve` from the repository with a relative data folder (`.twopc`):
+    // DynamoDB Local, which runs inside that folder, must still be handed absolute paths.
+    let cwd = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("defaults-{}", TxId::random()));
+    std::fs::create_dir_all(&cwd).expect("folder");
+    let serve = common::start_with_defaults(&cwd, free_port()).await;
+    let (status, body) = call(
+        &serve.url,
+        "POST",
+        "/transactions",
+        None,
+        Some(transfer("alice", "bob", 1, 5_000)),
+    )
+    .await
+    .expect("commit");
+    assert_eq!(status, 200, "{body}");
+    assert!(interrupt(serve).await.success());
+    let data = cwd.join(".twopc");
+    let stored = std::fs::read_dir(data.join("dynamodb"))
+        .expect("DynamoDB Local's files in .twopc/dynamodb")
+        .count();
+    assert!(
+        stored > 0,
+        "DynamoDB Local stored nothing in .twopc/dynamodb"
+    );
+    assert!(
+        data.join("dynamodb-local.log").is_file(),
+        "DynamoDB Local's output is kept in .twopc/dynamodb-local.log"
+    );
+    for dir in [&cwd, &data] {
+        assert!(
+            !dir.join("dynamodb-local-metadata.json").exists(),
+            "telemetry is disabled, so DynamoDB Local writes no metadata file in {}",
+            dir.display()
+        );
+    }
+    let _ = std::fs::remove_dir_all(&cwd);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_refusal_of_the_local_gateway_is_json_with_a_stable_code() {
+    let endpoint = twopc_tests::endpoint();
+    let prefix = format!("r{}-", &TxId::random().as_str()[..8]);
+    let data = temp_dir("refusals");
+    let serve = start(
+        &data,
+        free_port(),
+        &["--dynamodb-endpoint", &endpoint, "--table-prefix", &prefix],
+    )
+    .await;
+    struct Refused {
+        method: &'static str,
+        path: String,
+        header: Option<(&'static str, &'static [u8])>,
+        body: Vec<u8>,
+        status: u16,
+        code: &'static str,
+    }
+    let refused = |method, path: &str, status, code| Refused {
+        method,
+        path: path.to_owned(),
+        header: None,
+        body: vec![],
+        status,
+        code,
+    };
+    let with_body = |body: Vec<u8>, r: Refused| Refused { body, ..r };
+    let cases = [
+        // Over the framework's own buffer limit, and over the API's 64 KiB.
+        with_body(
+            vec![b'a'; 3 << 20],
+            refused("POST", "/transactions", 413, "request_too_large"),
+        ),
+        with_body(
+            vec![b'a'; 70_000],
+            refused("POST", "/transactions", 413, "request_too_large"),
+        ),
+        refused("GET", "/nope", 404, "not_found"),
+        refused("GET", "/local/items/nope", 404, "unknown_participant"),
+        refused("DELETE", "/transactions", 405, "method_not_allowed"),
+        refused("PUT", "/local/items/accounts", 405, "method_not_allowed"),
+        refused("POST", "/", 405, "method_not_allowed"),
+        refused("GET", "/@connections/x", 405, "method_not_allowed"),
+        with_body(
+            vec![0xff, 0xfe, b'{'],
+            refused("POST", "/transactions", 400, "invalid_json"),
+        ),
+        Refused {
+            header: Some(("idempotency-key", &[0xff])),
+            ..with_body(
+                b"{}".to_vec(),
+                refused("POST", "/transactions", 400, "invalid_idempotency_key"),
+            )
+        },
+        refused("GET", "/ws?token=%ff", 400, "invalid_query_string"),
+        refused(
+            "GET",
+            &format!("/transactions/{}?a=%ff", TxId::random()),
+            400,
+            "invalid_query_string",
+        ),
+        refused("GET", "/ws", 400, "invalid_websocket_request"),
+        refused("GET", "/local/items/%ff", 400, "invalid_request"),
+    ];
+    for case in cases {
+        let (method, path) = (case.method, &case.path);
+        let headers: Vec<(&str, &[u8])> = case.header.into_iter().collect();
+        let (got, answer, content_type) =
+            common::call_raw(&serve.url, method, path, &headers, case.body).await;
+        assert_eq!(
+            (got, answer["code"].as_str(), content_type.as_str()),
+            (case.status, Some(case.code), "application/json"),
+            "{method} {path}: {answer}"
+        );
+        assert!(
+            answer["message"].as_str().is_some_and(|m| !m.is_empty()),
+            "{method} {path}: a message says what to fix: {answer}"
+        );
+    }
+    let written = twopc_dynamo::client(Some(&endpoint))
+        .await
+        .scan()
+        .table_name(format!("{prefix}transactions"))
+        .send()
+        .await
+        .expect("scan")
+        .count();
+    assert_eq!(written, 0, "a refused request writes nothing");
+    assert!(interrupt(serve).await.success());
+}

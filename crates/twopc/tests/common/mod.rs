@@ -32,8 +32,8 @@ pub struct Serve {
 }
 
 pub async fn start(data_dir: &Path, port: u16, extra: &[&str]) -> Serve {
-    let child = Command::new(env!("CARGO_BIN_EXE_twopc"))
-        .arg("serve")
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_twopc"));
+    cmd.arg("serve")
         .arg("--port")
         .arg(port.to_string())
         .arg("--data-dir")
@@ -42,14 +42,33 @@ pub async fn start(data_dir: &Path, port: u16, extra: &[&str]) -> Serve {
         .arg("200")
         .arg("--lake-dir") // keep the data lake in the test's own folder
         .arg(data_dir.join("lake"))
-        .args(extra)
+        .args(extra);
+    launch(cmd, port).await
+}
+
+/// `twopc serve --port PORT` run from `cwd` with every other option at its default (relative
+/// data and lake folders), as `make run` runs it. `cwd` must lie inside the repository, so the
+/// DynamoDB Local install in `.tools/` is found by searching upward.
+pub async fn start_with_defaults(cwd: &Path, port: u16) -> Serve {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_twopc"));
+    cmd.current_dir(cwd)
+        .arg("serve")
+        .arg("--port")
+        .arg(port.to_string());
+    launch(cmd, port).await
+}
+
+async fn launch(mut cmd: Command, port: u16) -> Serve {
+    let child = cmd
         .env("RUST_LOG", "warn")
         .env_remove("TWOPC_DYNAMODB_ENDPOINT") // tests say which DynamoDB with flags
+        .env_remove("TWOPC_DATA_DIR")
+        .env_remove("TWOPC_LAKE_DIR")
         .stdout(Stdio::null())
         .kill_on_drop(true)
         .spawn()
         .expect("spawn twopc serve");
-    let serve = Serve {
+    let mut serve = Serve {
         child,
         url: format!("http://127.0.0.1:{port}"),
     };
@@ -67,9 +86,48 @@ pub async fn start(data_dir: &Path, port: u16, extra: &[&str]) -> Serve {
         {
             return serve;
         }
+        if let Ok(Some(status)) = serve.child.try_wait() {
+            panic!("twopc serve exited before it was ready ({status}); its errors are above");
+        }
         assert!(Instant::now() < until, "twopc serve did not become ready");
         tokio::time::sleep(Duration::from_millis(100)).await; // polling a starting process
     }
+}
+
+/// A request with raw bytes and headers: the status, the body as JSON (`Null` if it is not)
+/// and the `content-type`.
+pub async fn call_raw(
+    base: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &[u8])],
+    body: Vec<u8>,
+) -> (u16, Value, String) {
+    let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
+    let mut req = hyper::Request::builder()
+        .method(method)
+        .uri(format!("{base}{path}"));
+    for (name, value) in headers {
+        req = req.header(
+            *name,
+            hyper::header::HeaderValue::from_bytes(value).expect("header"),
+        );
+    }
+    let req = req.body(Full::new(Bytes::from(body))).expect("request");
+    let resp = client.request(req).await.expect("answer");
+    let status = resp.status().as_u16();
+    let content_type = resp
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let bytes = resp.into_body().collect().await.expect("body").to_bytes();
+    (
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        content_type,
+    )
 }
 
 pub async fn interrupt(mut serve: Serve) -> std::process::ExitStatus {
