@@ -22,7 +22,7 @@ WATCH_PREFIX ?= twopc-local-
 WATCH_FLAGS ?=
 
 .PHONY: browser-tools lake ddb-tools
-.PHONY: help tools py-tools build build-dev run test validate check fmt ddb-start ddb-stop watch invoke-coordinator invoke-participant invoke-sweeper
+.PHONY: smoke help tools py-tools build build-dev run test validate check fmt ddb-start ddb-stop watch invoke-coordinator invoke-participant invoke-sweeper
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-19s %s\n", $$1, $$2}'
@@ -57,6 +57,11 @@ test: tools browser-tools ## Validate template.yaml, then run every test (unit +
 	$(MAKE) --no-print-directory validate
 	cargo build --workspace --tests --bins --locked
 	$(DDB) run $(TEST_RUNNER) --workspace --locked
+
+# make smoke: the README as a new user runs it, in a fresh clone of HEAD (tests/readme/smoke.py;
+# SMOKE_ARGS="--rev COMMIT" tests another commit, "--keep" keeps the clone). Builds from scratch.
+smoke: browser-tools ## Run the README's commands in a fresh clone: make run, the examples, Ctrl-C, restart, --in-memory
+	python3 tests/readme/smoke.py $(SMOKE_ARGS)
 
 validate: py-tools ## Check template.yaml offline: sam validate --lint and cfn-lint
 	$(WITH_VENV) sam validate --lint --region us-east-1 --template template.yaml

@@ -1,0 +1,403 @@
+#!/usr/bin/env python3
+"""The README, run as a new user runs it (`make smoke`).
+
+In a fresh clone of the repository (HEAD, or --rev), with no TWOPC_* or other overrides in the
+environment:
+
+1. `make run` in the background, until the API answers on :3000 (the first run builds);
+2. every ```console block of README.md, in order, in one bash session per block: each `$ `
+   command must exit 0 (unless the next command is `echo $?`, which then shows its status) and
+   print what the README shows under it (UUIDs v4 are random and compared as a placeholder; the
+   v5 ids of idempotency keys are compared exactly). A block preceded by `<!-- smoke: run-only
+   (why) -->` is run but its output is not compared; `<!-- smoke: skip (why) -->` is not run;
+3. the live page in headless Chromium (tests/browser/live-page.mjs): a transfer made on the page,
+   and the update pushed back over the WebSocket;
+4. Ctrl-C (SIGINT to the process group, as a terminal sends it): make, twopc and DynamoDB Local
+   must all be gone, nothing left running from the clone;
+5. `make run` again: the balances are the ones committed before the restart (kept in .twopc/);
+6. `make run ARGS="--port 3001 --in-memory"`: a fresh in-memory stack answers on :3001.
+
+Any failure stops the run with the failing command, its output and the log of `make run`; the
+clone is kept for a look (its path is printed). Standard library only.
+"""
+
+import argparse
+import os
+import re
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+import uuid
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+BUILD_TIMEOUT_S = 1800  # the first `make run` of a clone compiles the workspace
+STOP_TIMEOUT_S = 60
+UUID_V4 = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
+
+
+class SmokeFailure(Exception):
+    pass
+
+
+def say(msg):
+    print(f"smoke: {msg}", flush=True)
+
+
+def clean_env():
+    """The environment of a new user's shell: none of this project's overrides, no make
+    variables from a parent make, no AWS settings."""
+    drop = ("TWOPC_", "AWS_", "MAKE", "MFLAGS", "CARGO_TARGET_DIR", "RUST_LOG")
+    return {k: v for k, v in os.environ.items() if not k.startswith(drop)}
+
+
+def port_free(port):
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
+# --- README parsing ---------------------------------------------------------------------------
+
+
+class Command:
+    def __init__(self, text, line):
+        self.text = text
+        self.line = line
+        self.expected = []
+
+
+class Block:
+    def __init__(self, line, mode, why):
+        self.line = line
+        self.mode = mode  # compare | run-only | skip
+        self.why = why
+        self.commands = []
+
+
+def complete(command):
+    """Whether a shell command is complete (no open quote, no trailing backslash)."""
+    if command.endswith("\\"):
+        return False
+    try:
+        shlex.split(command)
+        return True
+    except ValueError:
+        return False
+
+
+def console_blocks(readme):
+    blocks = []
+    lines = readme.read_text().splitlines()
+    i = 0
+    directive = None
+    while i < len(lines):
+        line = lines[i]
+        m = re.match(r"\s*<!--\s*smoke:\s*(skip|run-only)\b\s*(.*?)\s*-->", line)
+        if m:
+            directive = (m.group(1), m.group(2))
+        elif line.strip() == "```console":
+            mode, why = directive or ("compare", "")
+            block = Block(i + 1, mode, why)
+            i += 1
+            while i < len(lines) and lines[i].strip() != "```":
+                if lines[i].startswith("$ "):
+                    cmd = Command(lines[i][2:], i + 1)
+                    while not complete(cmd.text) and i + 1 < len(lines):
+                        i += 1
+                        cmd.text += "\n" + lines[i]
+                    block.commands.append(cmd)
+                elif block.commands:
+                    block.commands[-1].expected.append(lines[i])
+                i += 1
+            blocks.append(block)
+            directive = None
+        elif line.strip():
+            directive = None if not line.startswith("<!--") else directive
+        i += 1
+    return blocks
+
+
+def normalize(lines):
+    out = [UUID_V4.sub("<uuid-v4>", line.rstrip()) for line in lines]
+    while out and not out[-1]:
+        out.pop()
+    return out
+
+
+def run_block(block, clone, env):
+    """Runs a block's commands in one bash session; returns [(command, status, output lines)]."""
+    marker = f"--smoke-{uuid.uuid4().hex}--"
+    script = ["exec 2>&1"]
+    for n, cmd in enumerate(block.commands):
+        script.append(cmd.text)
+        script.append(f"__rc=$?; printf '\\n{marker} {n} %d\\n' $__rc; (exit $__rc)")
+    out = subprocess.run(
+        ["bash", "-c", "\n".join(script)],
+        cwd=clone,
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+        timeout=900,
+    ).stdout
+    results, current = [], []
+    for line in out.splitlines():
+        m = re.match(rf"{marker} (\d+) (\d+)$", line)
+        if m:
+            results.append((block.commands[int(m.group(1))], int(m.group(2)), current))
+            current = []
+        else:
+            current.append(line)
+    if len(results) != len(block.commands):
+        raise SmokeFailure(
+            f"README.md:{block.line}: the block stopped after {len(results)} of "
+            f"{len(block.commands)} commands:\n" + "\n".join(current)
+        )
+    return results
+
+
+def check_block(block, results):
+    for n, (cmd, status, output) in enumerate(results):
+        first = cmd.text.splitlines()[0]
+        shown_status = n + 1 < len(results) and results[n + 1][0].text.strip() == "echo $?"
+        if status != 0 and not shown_status:
+            raise SmokeFailure(
+                f"README.md:{cmd.line}: `{first}` exited {status}:\n" + "\n".join(output)
+            )
+        if block.mode == "compare":
+            want, got = normalize(cmd.expected), normalize(output)
+            if want != got:
+                raise SmokeFailure(
+                    f"README.md:{cmd.line}: `{first}` printed something else.\n"
+                    f"--- README shows\n" + "\n".join(want) + "\n--- it printed\n" + "\n".join(got)
+                )
+        say(f"  ok  README.md:{cmd.line}  $ {first[:90]}")
+
+
+# --- the local stack --------------------------------------------------------------------------
+
+
+class Stack:
+    """`make run` (with its ARGS) in its own process group, as a terminal's foreground job."""
+
+    def __init__(self, clone, env, port, command, log):
+        self.clone, self.port, self.command = clone, port, command
+        self.log_path = log
+        self.log = open(log, "w")
+        self.proc = subprocess.Popen(
+            ["bash", "-c", command],
+            cwd=clone,
+            env=env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            # A terminal's job gets SIGINT's default action, whatever our parent set.
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
+
+    def tail(self, n=40):
+        lines = Path(self.log_path).read_text(errors="replace").splitlines()
+        return "\n".join(lines[-n:])
+
+    def wait_ready(self):
+        url = f"http://127.0.0.1:{self.port}/transactions/{uuid.uuid4()}"
+        started = last_note = time.monotonic()
+        while True:
+            if self.proc.poll() is not None:
+                raise SmokeFailure(
+                    f"`{self.command}` exited ({self.proc.returncode}) before answering on "
+                    f":{self.port}; its output ends with:\n{self.tail()}"
+                )
+            try:
+                with urllib.request.urlopen(url, timeout=5):
+                    pass
+                return
+            except urllib.error.HTTPError as e:
+                if e.code == 404:
+                    return
+                raise SmokeFailure(f"GET {url} answered {e.code}")
+            except (urllib.error.URLError, OSError):
+                pass
+            now = time.monotonic()
+            if now - started > BUILD_TIMEOUT_S:
+                raise SmokeFailure(f"nothing answered on :{self.port} in {BUILD_TIMEOUT_S} s")
+            if now - last_note > 30:
+                last = (self.tail(1) or "...").strip()
+                say(f"  waiting for :{self.port} ({int(now - started)} s): {last[:100]}")
+                last_note = now
+            time.sleep(0.5)  # polling a process that is building and starting
+
+    def interrupt(self):
+        """Ctrl-C: SIGINT to the whole foreground group; everything must stop."""
+        os.killpg(self.proc.pid, signal.SIGINT)
+        try:
+            self.proc.wait(timeout=STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            raise SmokeFailure(f"`{self.command}` still running {STOP_TIMEOUT_S} s after Ctrl-C")
+        deadline = time.monotonic() + STOP_TIMEOUT_S
+        while True:
+            left = leftovers(self.clone)
+            if not left:
+                break
+            if time.monotonic() > deadline:
+                raise SmokeFailure(
+                    "still running after Ctrl-C:\n" + "\n".join(left) + f"\n{self.tail()}"
+                )
+            time.sleep(0.2)  # the group's last processes exiting
+        self.log.close()
+
+
+def leftovers(clone):
+    """Processes started from the clone: their command line or working folder is inside it."""
+    found = []
+    clone = str(clone)
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            cwd = os.readlink(f"/proc/{pid}/cwd")
+            state = Path(f"/proc/{pid}/stat").read_text().split(") ")[-1][:1]
+        except OSError:
+            continue
+        if state == "Z":
+            continue
+        if clone in cmdline or cwd == clone or cwd.startswith(clone + "/"):
+            found.append(f"  pid {pid}: {cmdline.strip()[:160]}")
+    return found
+
+
+def twopc(clone, env, *args):
+    out = subprocess.run(
+        ["./target/debug/twopc", *args],
+        cwd=clone,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=120,
+    )
+    if out.returncode != 0:
+        raise SmokeFailure(f"twopc {' '.join(args)} exited {out.returncode}:\n{out.stdout}")
+    return out.stdout
+
+
+# --- the run ----------------------------------------------------------------------------------
+
+
+def smoke(clone, env, logs):
+    readme = clone / "README.md"
+    text = readme.read_text()
+    restart_args = 'make run ARGS="--port 3001 --in-memory"'
+    for promised in ("make run", restart_args):
+        if promised not in text:
+            raise SmokeFailure(f"README.md no longer shows `{promised}`: update this test")
+
+    say("make run (a fresh clone builds first)")
+    stack = Stack(clone, env, 3000, "make run", logs / "make-run-1.log")
+    stack.wait_ready()
+    started = time.monotonic()
+    for block in console_blocks(readme):
+        if block.mode == "skip":
+            say(f"  skip README.md:{block.line} ({block.why})")
+            continue
+        note = f" (output not compared: {block.why})" if block.mode == "run-only" else ""
+        say(f"README.md:{block.line}: {len(block.commands)} command(s){note}")
+        check_block(block, run_block(block, clone, env))
+
+    say("the live page in headless Chromium")
+    shot = logs / "live-page.png"
+    page = subprocess.run(
+        ["node", str(HERE.parent / "browser" / "live-page.mjs"), "http://127.0.0.1:3000/", str(shot)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=120,
+    )
+    if page.returncode != 0:
+        raise SmokeFailure(f"the live page check failed:\n{page.stdout}")
+    say(f"  ok  {page.stdout.strip()}")
+
+    balances = twopc(clone, env, "accounts")
+    say("Ctrl-C")
+    stack.interrupt()
+    say("  ok  make, twopc serve and DynamoDB Local all stopped")
+
+    say("make run again: committed balances kept in .twopc/")
+    stack = Stack(clone, env, 3000, "make run", logs / "make-run-2.log")
+    stack.wait_ready()
+    again = twopc(clone, env, "accounts")
+    if again != balances:
+        raise SmokeFailure(f"balances before the restart:\n{balances}after:\n{again}")
+    say("  ok  the same balances after the restart")
+    stack.interrupt()
+
+    say(restart_args)
+    stack = Stack(clone, env, 3001, restart_args, logs / "make-run-3.log")
+    stack.wait_ready()
+    url = ["--url", "http://127.0.0.1:3001"]
+    fresh = twopc(clone, env, *url, "get", "accounts", "alice")
+    if '"balance":100' not in fresh.replace(" ", ""):
+        raise SmokeFailure(f"the in-memory stack is not freshly seeded: alice is {fresh}")
+    done = twopc(clone, env, *url, "transfer", "--from", "alice", "--to", "bob", "--amount", "1")
+    if not done.startswith("COMMITTED"):
+        raise SmokeFailure(f"transfer on :3001: {done}")
+    stack.interrupt()
+    say(f"  ok  in memory on :3001; README checks took {int(time.monotonic() - started)} s")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rev", default="HEAD", help="the commit to clone (default HEAD)")
+    ap.add_argument("--keep", action="store_true", help="keep the clone even when it passes")
+    args = ap.parse_args()
+
+    for port in (3000, 3001):
+        if not port_free(port):
+            sys.exit(f"smoke: port {port} is in use; the README's commands need it: stop that process")
+    rev = subprocess.run(
+        ["git", "rev-parse", "--short", args.rev], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    dirty = subprocess.run(["git", "status", "--porcelain"], cwd=REPO, capture_output=True, text=True).stdout
+    if dirty and args.rev == "HEAD":
+        say("note: uncommitted changes are not in a fresh clone; testing the last commit")
+    work = Path(tempfile.mkdtemp(prefix="twopc-smoke-"))
+    clone = work / "dynamo-2pc"
+    logs = work / "logs"
+    logs.mkdir()
+    subprocess.run(["git", "clone", "--quiet", str(REPO), str(clone)], check=True)
+    subprocess.run(["git", "checkout", "--quiet", rev], cwd=clone, check=True)
+    say(f"fresh clone of {rev} in {clone}")
+    env = clean_env()
+    started = time.monotonic()
+    try:
+        smoke(clone, env, logs)
+    except (SmokeFailure, subprocess.TimeoutExpired) as e:
+        print(f"\nsmoke: FAILED: {e}", file=sys.stderr)
+        for pid_line in leftovers(clone):
+            pid = int(pid_line.split()[1].rstrip(":"))
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        print(f"smoke: the clone and the logs are kept in {work}", file=sys.stderr)
+        sys.exit(1)
+    say(f"PASSED in {int(time.monotonic() - started)} s")
+    if args.keep:
+        say(f"kept {work}")
+    else:
+        subprocess.run(["rm", "-rf", str(work)], check=False)
+
+
+if __name__ == "__main__":
+    main()
