@@ -13,7 +13,7 @@ TEST_RUNNER := $(shell cargo nextest --version >/dev/null 2>&1 && echo "cargo ne
 VENV := .tools/venv
 PY_TOOLS := aws-sam-cli==1.170.0 cargo-lambda==1.9.2 moto[server]==5.1.18 duckdb==1.4.2
 WITH_VENV := PATH="$(CURDIR)/$(VENV)/bin:$$PATH" SAM_CLI_TELEMETRY=0
-FUNCTIONS := coordinator participant sweeper
+FUNCTIONS := coordinator participant sweeper stream-processor connections
 # make watch / make invoke-*: where cargo lambda watch listens, and its tables' prefix.
 LAMBDA_PORT ?= 9000
 WATCH_PREFIX ?= twopc-local-
@@ -40,7 +40,7 @@ py-tools: ## Install the SAM CLI, cfn-lint and cargo-lambda into .tools/venv (pi
 	  echo "$(PY_TOOLS)" > $(VENV)/.pins; \
 	fi
 
-build: py-tools ## Build the Lambda functions for arm64 (release, cargo lambda + zig) into target/lambda/<fn>/bootstrap
+build: py-tools ## Build every Lambda function of template.yaml for arm64 (release, cargo lambda + zig) into target/lambda/<fn>/bootstrap
 	$(WITH_VENV) cargo lambda build --release --arm64 --locked $(addprefix -p ,$(FUNCTIONS))
 	@ls -l $(foreach f,$(FUNCTIONS),target/lambda/$(f)/bootstrap)
 

@@ -311,7 +311,7 @@ def smoke(clone, env, logs):
         if block.mode == "skip":
             say(f"  skip README.md:{block.line} ({block.why})")
             continue
-        note = f" (output not compared: {block.why})" if block.mode == "run-only" else ""
+        note = f" (output not compared: {block.why.strip('()')})" if block.mode == "run-only" else ""
         say(f"README.md:{block.line}: {len(block.commands)} command(s){note}")
         check_block(block, run_block(block, clone, env))
 

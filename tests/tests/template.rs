@@ -437,6 +437,28 @@ fn every_function_is_built_from_a_crate_of_the_workspace() {
 }
 
 #[test]
+fn make_build_builds_every_function_the_template_deploys() {
+    let makefile = include_str!("../../Makefile");
+    let built: BTreeSet<&str> = makefile
+        .lines()
+        .find_map(|l| l.strip_prefix("FUNCTIONS :="))
+        .expect("the Makefile names its FUNCTIONS")
+        .split_whitespace()
+        .collect();
+    let deployed: BTreeSet<&str> = resources_of("AWS::Serverless::Function")
+        .iter()
+        .map(|f| {
+            let lines = block("Resources", f);
+            value(&lines, "Binary").unwrap_or_else(|| panic!("{f}: no Binary"))
+        })
+        .collect();
+    assert_eq!(
+        built, deployed,
+        "the Makefile's FUNCTIONS (make build) and template.yaml's binaries differ"
+    );
+}
+
+#[test]
 fn the_api_requires_iam_and_exposes_only_the_coordinator() {
     let api = block("Resources", "TransactionsApi");
     assert_eq!(value(&api, "DefaultAuthorizer"), Some("AWS_IAM"));
