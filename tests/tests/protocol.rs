@@ -11,7 +11,7 @@ use twopc_core::model::{
     Target, TxRecord, Vote, VoteReason,
 };
 use twopc_core::op::Operation;
-use twopc_core::participant::{ParticipantConfig, Resolution};
+use twopc_core::participant::{ParticipantConfig, Resolved};
 use twopc_core::ports::{
     Clock, ParticipantStore, PrepareWrite, Swapped, Transport, TransportError, TxLog,
 };
@@ -1136,7 +1136,7 @@ async fn expired_lock_of_a_committing_owner_is_rolled_forward_not_stolen() {
         )
         .await
         .expect("resolve");
-    assert_eq!(resolution, Resolution::RolledForward);
+    assert_eq!(resolution, Resolved::RolledForward);
     assert_eq!(
         w.attr("accounts", "alice", "balance").await.as_deref(),
         Some("90"),
@@ -1220,7 +1220,7 @@ async fn expired_lock_of_a_committed_owner_is_a_stale_duplicate_dropped_without_
             .resolve(&w.accounts, &key("alice"), &lock)
             .await
             .expect("resolve"),
-        Resolution::DroppedStale
+        Resolved::DroppedStale
     );
     assert_eq!(
         w.attr("accounts", "alice", "balance").await.as_deref(),

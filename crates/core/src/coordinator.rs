@@ -16,6 +16,7 @@ use crate::model::{
 };
 use crate::ports::{Clock, Created, PortError, Swapped, Transport, TxLog};
 use crate::request::{Limits, RequestError, ServiceConfig, TxRequest, check_idempotency_key};
+use crate::rules::{self, AfterLostSwap, Recovery};
 use crate::status::{Decision, TxStatus};
 
 /// The coordinator's configuration.
@@ -159,11 +160,7 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
             .map_err(SubmitError::Crashed)?;
 
         // 3. Decide: the write of COMMITTING is the commit point.
-        let decision = if replies.iter().all(|r| r.vote.is_yes()) {
-            Decision::Commit
-        } else {
-            Decision::Abort
-        };
+        let decision = rules::decision(replies.iter().map(|r| r.vote.is_yes()));
         let votes: Vec<Vote> = replies.iter().map(|r| r.vote.clone()).collect();
         let decided = self
             .decide(&record, decision, &votes)
@@ -191,23 +188,22 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
     /// left alone.
     pub async fn recover(&self, record: TxRecord) -> Result<TxRecord, RecoverError> {
         let now = self.clock.now_ms();
-        let record = match record.status {
-            TxStatus::Preparing if now > record.deadline => {
-                match self
+        match rules::recovery(record.status, now > record.deadline) {
+            Recovery::Leave | Recovery::Ended => Ok(record),
+            Recovery::Complete(_) => self.complete(record, &[]).await,
+            Recovery::DecideAbort => {
+                let decided = match self
                     .log
                     .transition(&record, TxStatus::Aborting, None, now)
                     .await?
                 {
+                    // Lost: someone decided first; completing follows whatever they decided.
                     Swapped::Done(r) | Swapped::Lost(Some(r)) => *r,
                     Swapped::Lost(None) => return Err(missing(&record.tx_id).into()),
-                }
+                };
+                self.complete(decided, &[]).await
             }
-            _ => record,
-        };
-        if record.status == TxStatus::Preparing || record.status.is_terminal() {
-            return Ok(record);
         }
-        self.complete(record, &[]).await
     }
 
     async fn begin(&self, record: &TxRecord) -> Result<Begun, PortError> {
@@ -279,20 +275,19 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
             let now = self.clock.now_ms();
             match self.log.transition(record, to, Some(votes), now).await {
                 Ok(Swapped::Done(r)) => return Ok(*r),
-                Ok(Swapped::Lost(Some(r))) if r.status != TxStatus::Preparing => {
-                    if r.status.decision() != Some(decision) {
-                        info!(tx_id = %record.tx_id, recorded = %r.status, "lost the decision race: following the recorded decision");
-                    }
-                    return Ok(*r);
-                }
-                Ok(Swapped::Lost(other)) => {
-                    return Err(other.map_or_else(
-                        || missing(&record.tx_id),
-                        |r| PortError::Fatal {
-                            context: format!("deciding {}", record.tx_id),
-                            source: format!("record still {} after a failed swap", r.status).into(),
-                        },
-                    ));
+                Ok(Swapped::Lost(found)) => {
+                    return match (
+                        rules::after_lost_decide(found.as_ref().map(|r| r.status)),
+                        found,
+                    ) {
+                        (AfterLostSwap::Follow(recorded), Some(r)) => {
+                            if recorded != decision {
+                                info!(tx_id = %record.tx_id, recorded = %r.status, "lost the decision race: following the recorded decision");
+                            }
+                            Ok(*r)
+                        }
+                        (_, found) => Err(broken(&record.tx_id, "deciding", found.as_deref())),
+                    };
                 }
                 // Outcome unknown: read back and follow what the record says.
                 Err(PortError::Undetermined { .. }) => {
@@ -362,16 +357,16 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
         let now = self.clock.now_ms();
         match self.log.transition(&record, done, None, now).await? {
             Swapped::Done(r) => Ok(*r),
-            Swapped::Lost(Some(r)) if r.status == done => Ok(*r),
-            Swapped::Lost(other) => Err(other
-                .map_or_else(
-                    || missing(&record.tx_id),
-                    |r| PortError::Fatal {
-                        context: format!("finalizing {}", record.tx_id),
-                        source: format!("record is {} while finalizing to {done}", r.status).into(),
-                    },
-                )
-                .into()),
+            Swapped::Lost(found) => {
+                match (
+                    rules::after_lost_finalize(found.as_ref().map(|r| r.status), decision),
+                    found,
+                ) {
+                    // The sweeper finalized it first, the same way.
+                    (AfterLostSwap::Follow(_), Some(r)) => Ok(*r),
+                    (_, found) => Err(broken(&record.tx_id, "finalizing", found.as_deref()).into()),
+                }
+            }
         }
     }
 }
@@ -379,6 +374,17 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
 enum Begun {
     Ours,
     Existing(Box<TxRecord>),
+}
+
+/// A lost swap whose record is missing, or says something no legal move explains.
+fn broken(tx: &TxId, doing: &str, found: Option<&TxRecord>) -> PortError {
+    match found {
+        None => missing(tx),
+        Some(r) => PortError::Fatal {
+            context: format!("{doing} {tx}"),
+            source: format!("the record is {} after a failed swap", r.status).into(),
+        },
+    }
 }
 
 fn missing(tx: &TxId) -> PortError {

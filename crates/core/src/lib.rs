@@ -7,7 +7,9 @@
 //! - [`model`]: records and messages (record, lock, fence, votes, prepare/commit/abort).
 //! - [`ports`]: what the protocol needs from the world (transaction log, participant store,
 //!   transport, clock), with errors classified by what the caller can do.
-//! - [`participant`]: prepare / commit / abort / owner resolution (the lock rule).
+//! - [`rules`]: the protocol's decisions as pure functions (the kernel the model check runs).
+//! - [`participant`]: prepare / commit / abort / owner resolution (the lock rule), as drivers of
+//!   the rules.
 //! - [`coordinator`]: begin, prepare, decide, complete, finalize, and recovery.
 //! - [`direct`]: the in-process transport.
 //! - [`api`]: the HTTP API's answers.
@@ -29,5 +31,6 @@ pub mod op;
 pub mod participant;
 pub mod ports;
 pub mod request;
+pub mod rules;
 pub mod status;
 pub mod sweeper;

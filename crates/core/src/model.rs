@@ -191,6 +191,32 @@ pub struct ItemState {
     pub attributes: BTreeMap<String, Value>,
 }
 
+impl ItemState {
+    /// What the protocol's rules read of this item, for transaction `tx` (which began at
+    /// `began`) at time `now`.
+    pub fn seen_by(&self, tx: &TxId, began: u64, now: u64) -> crate::rules::Seen {
+        use crate::rules::{Holder, Seen, Shape};
+        Seen {
+            shape: if self.placeholder {
+                Shape::Placeholder
+            } else if self.tombstone {
+                Shape::Tombstone
+            } else {
+                Shape::Real
+            },
+            holder: match &self.lock {
+                None => Holder::Nobody,
+                Some(l) if &l.tx_id == tx => Holder::Me,
+                Some(l) => Holder::Other {
+                    expired: now > l.expires_at,
+                },
+            },
+            entry: self.fence.get(tx).map(|e| e.outcome),
+            covered: began <= self.horizon,
+        }
+    }
+}
+
 /// A participant as recorded in the transaction record.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

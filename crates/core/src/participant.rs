@@ -8,18 +8,20 @@
 //! the owner's coordinator's or the sweeper's job (see `docs/architecture.md`), so a participant
 //! needs no transport to other services.
 
-use std::collections::BTreeMap;
-
 use tracing::{error, info, warn};
 
 use crate::ids::TxId;
 use crate::model::{
     CompleteReply, CompleteRequest, FenceEntry, FenceOutcome, ItemState, Key, Lock, PrepareReply,
-    PrepareRequest, Prune, TxRecord, Vote, VoteReason,
+    PrepareRequest, VoteReason,
 };
 use crate::op::Condition;
 use crate::ports::{
     Clock, CompleteWrite, Created, ParticipantStore, PortError, PrepareWrite, Swapped, TxLog,
+};
+use crate::rules::{
+    self, AbortStep, CommitStep, PrepareRefusal, PrepareStep, Reply, Resolution, Seen, Shape,
+    Violation,
 };
 use crate::status::TxStatus;
 
@@ -65,7 +67,7 @@ pub struct Participant<S, L, C> {
 
 /// What resolving an expired lock's owner did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Resolution {
+pub enum Resolved {
     /// The owner is still live (its deadline has not passed): the lock stands.
     OwnerLive,
     /// The owner was (or is now) aborted; its lock on this item is gone.
@@ -120,8 +122,8 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
             let item = match self.store.prepare(table, &req.key, &lock).await? {
                 PrepareWrite::Locked { fence, horizon } => {
                     return Ok(PrepareReply {
-                        vote: Vote::Yes,
-                        prune: plan_prune(
+                        vote: crate::model::Vote::Yes,
+                        prune: rules::plan_prune(
                             &fence,
                             horizon,
                             &req.tx_id,
@@ -130,21 +132,21 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
                         ),
                     });
                 }
-                PrepareWrite::Refused(None) => {
+                PrepareWrite::Refused(item) => item,
+            };
+            match classify_refusal(item.as_deref(), &lock, now) {
+                Refusal::Vote(VoteReason::NotFound, _) if item.is_none() => {
                     return Ok(no(
                         VoteReason::NotFound,
                         format!("no item with key {}", show_key(&req.key)),
                     ));
                 }
-                PrepareWrite::Refused(Some(item)) => item,
-            };
-            match classify_refusal(&item, &lock, now) {
                 Refusal::Vote(reason, message) => return Ok(no(reason, message)),
                 Refusal::ExpiredOwner(owner) => {
                     if attempt == self.config.max_resolutions {
                         break;
                     }
-                    if self.resolve(table, &req.key, &owner).await? == Resolution::OwnerLive {
+                    if self.resolve(table, &req.key, &owner).await? == Resolved::OwnerLive {
                         return Ok(no(
                             VoteReason::Conflict,
                             format!("locked by live transaction {}", owner.tx_id),
@@ -167,65 +169,38 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
     ) -> Result<CompleteReply, PortError> {
         let entry = self.entry(FenceOutcome::Committed, req);
         let mut prune = req.prune.as_ref();
-        let item = loop {
-            let write = self
+        loop {
+            let item = match self
                 .store
                 .commit(table, &req.key, &req.tx_id, &req.op, entry, prune)
-                .await?;
-            match write {
+                .await?
+            {
                 CompleteWrite::Done => return Ok(CompleteReply::Done),
-                CompleteWrite::Refused(None) if req.op.delete => {
-                    // Our prepare locked the item and only our delete could consume that lock;
-                    // it left a tombstone, which someone outside the protocol removed since.
-                    return Ok(CompleteReply::AlreadyDone);
-                }
+                CompleteWrite::Refused(item) => item,
+            };
+            let seen = self.seen(item.as_deref(), req);
+            match rules::commit(seen, req.op.delete) {
                 // Still ours: the horizon rose past the prune's since our prepare (a lock-free
                 // abort of a full fence). Commit without pruning rather than lower it.
-                CompleteWrite::Refused(Some(item))
-                    if prune.is_some() && holds(&item, &req.tx_id) =>
-                {
-                    prune = None;
+                CommitStep::Apply if prune.is_some() => prune = None,
+                CommitStep::Apply => {
+                    return Err(PortError::Fatal {
+                        context: format!("committing {} in {table}", req.tx_id),
+                        source: "the store refused a commit whose lock it holds".into(),
+                    });
                 }
-                CompleteWrite::Refused(item) => break item,
+                CommitStep::Answer(reply) => {
+                    if reply == Reply::AlreadyDone
+                        && seen.entry.is_none()
+                        && seen.shape != Shape::Absent
+                    {
+                        info!(tx_id = %req.tx_id, table, key = %show_key(&req.key),
+                            "retried commit: lock gone and entry pruned under the horizon, so it was applied");
+                    }
+                    return Ok(answer(reply, table, &req.key, &req.tx_id, item.as_deref()));
+                }
             }
-        };
-        let found = item
-            .as_deref()
-            .and_then(|i| i.fence.get(&req.tx_id))
-            .map(|e| e.outcome);
-        Ok(match found {
-            Some(FenceOutcome::Committed) => CompleteReply::AlreadyDone,
-            Some(FenceOutcome::Aborted) => violation(
-                table,
-                &req.key,
-                &req.tx_id,
-                "commit of a transaction this item recorded as aborted",
-            ),
-            // The entry may have been pruned, and then the horizon covers the transaction. A
-            // decided commit's lock is removed by nobody but its own commit, so "no lock, no
-            // entry, covered by the horizon" means applied; uncovered, it is a violation.
-            None if item.as_deref().is_some_and(|i| req.began <= i.horizon) => {
-                info!(tx_id = %req.tx_id, table, key = %show_key(&req.key),
-                    "retried commit: lock gone and entry pruned under the horizon, so it was applied");
-                CompleteReply::AlreadyDone
-            }
-            None => {
-                let lock = item
-                    .as_deref()
-                    .and_then(|i| i.lock.as_ref())
-                    .map(|l| l.tx_id.to_string());
-                violation(
-                    table,
-                    &req.key,
-                    &req.tx_id,
-                    &format!(
-                        "commit found neither its lock nor its fence entry (item {}, lock held by {})",
-                        if item.is_some() { "present" } else { "absent" },
-                        lock.as_deref().unwrap_or("nobody")
-                    ),
-                )
-            }
-        })
+        }
     }
 
     /// Abort: release the lock without applying anything, and fence the transaction out.
@@ -259,40 +234,21 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
             };
             let item = match write {
                 CompleteWrite::Done => return Ok(CompleteReply::Done),
-                // No item: nothing is locked and nothing fences us out. A late prepare of ours
-                // finds nothing to lock, unless someone creates the item first (or ours is a
-                // creating op): then it leaves an orphan lock, which the lock rule removes once
-                // it expires, applying nothing (its record is aborted). Accepted: fencing a key
-                // that does not exist would take a write and leave a tombstone for every
-                // failed transaction naming a missing key (docs/architecture.md).
-                CompleteWrite::Refused(None) => return Ok(CompleteReply::AlreadyDone),
-                CompleteWrite::Refused(Some(item)) => item,
+                CompleteWrite::Refused(item) => item,
             };
-            match item.fence.get(&req.tx_id).map(|e| e.outcome) {
-                Some(FenceOutcome::Aborted) => return Ok(CompleteReply::AlreadyDone),
-                Some(FenceOutcome::Committed) => {
-                    return Ok(violation(
-                        table,
-                        &req.key,
-                        &req.tx_id,
-                        "abort of a transaction this item recorded as committed",
-                    ));
-                }
-                None => {}
-            }
-            if holds(&item, &req.tx_id) {
+            match rules::abort(self.seen(item.as_deref(), req)) {
                 // Our prepare holds the lock (it landed after a refused write), or the horizon
                 // rose past the prune's since our prepare: release, without pruning.
-                prune = None;
-                release = true;
-                continue;
+                AbortStep::Release => {
+                    prune = None;
+                    release = true;
+                }
+                // Someone else's lock, or none: fence the transaction out.
+                AbortStep::FenceOut => release = false,
+                AbortStep::Answer(reply) => {
+                    return Ok(answer(reply, table, &req.key, &req.tx_id, item.as_deref()));
+                }
             }
-            if req.began <= item.horizon {
-                // No prepare of ours can land here any more: nothing to fence.
-                return Ok(CompleteReply::AlreadyDone);
-            }
-            // Someone else's lock, or none: fence the transaction out.
-            release = false;
         }
         Err(PortError::Retryable {
             context: format!("abort of {} on {table}", req.tx_id),
@@ -300,86 +256,74 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
         })
     }
 
-    /// Settles an expired lock's owner on this item, following the lock rule of DESIGN.md.
+    /// Settles an expired lock's owner on this item by the lock rule ([`rules::resolve`]):
+    /// reads the owner's record and follows it, one write at a time, until the owner is live
+    /// or this item no longer holds its lock.
     pub async fn resolve(
         &self,
         table: &str,
         key: &Key,
         owner: &Lock,
-    ) -> Result<Resolution, PortError> {
-        let now = self.clock.now_ms();
-        let record = match self.log.get(&owner.tx_id).await? {
-            Some(record) => record,
-            None => match self.log.create_aborted(&owner.tx_id, now).await? {
-                // The owner never began: it is now recorded aborted and can never begin.
-                Created::New => {
-                    warn!(tx_id = %owner.tx_id, table, "lock of a transaction that never began: recorded it ABORTED");
+    ) -> Result<Resolved, PortError> {
+        let mut record = self.log.get(&owner.tx_id).await?;
+        for _ in 0..4 {
+            let now = self.clock.now_ms();
+            let status = record.as_ref().map(|r| r.status);
+            let past = record.as_ref().is_none_or(|r| now > r.deadline);
+            match rules::resolve(status, past) {
+                Resolution::OwnerLive => return Ok(Resolved::OwnerLive),
+                Resolution::RecordAborted => {
+                    match self.log.create_aborted(&owner.tx_id, now).await? {
+                        // The owner never began: it is now recorded aborted and can never begin.
+                        Created::New => {
+                            warn!(tx_id = %owner.tx_id, table, "lock of a transaction that never began: recorded it ABORTED");
+                            self.abort_here(table, key, owner).await?;
+                            return Ok(Resolved::Aborted);
+                        }
+                        Created::Exists(r) => record = Some(*r),
+                    }
+                }
+                // Past its deadline and undecided: decide abort, by compare-and-swap. If the
+                // owner's coordinator decided first, we follow its decision instead.
+                Resolution::DecideAbort => {
+                    let Some(r) = record.as_ref() else {
+                        return Err(vanished(&owner.tx_id));
+                    };
+                    record = match self
+                        .log
+                        .transition(r, TxStatus::Aborting, None, now)
+                        .await?
+                    {
+                        Swapped::Done(r) | Swapped::Lost(Some(r)) => Some(*r),
+                        Swapped::Lost(None) => return Err(vanished(&owner.tx_id)),
+                    };
+                }
+                Resolution::RollForward => {
+                    let reply = self.commit(table, &complete_request(owner, key)).await?;
+                    if !reply.acknowledged() {
+                        return Err(PortError::Fatal {
+                            context: format!("rolling {} forward on {table}", owner.tx_id),
+                            source: "protocol violation (logged)".into(),
+                        });
+                    }
+                    return Ok(Resolved::RolledForward);
+                }
+                Resolution::AbortHere => {
                     self.abort_here(table, key, owner).await?;
-                    return Ok(Resolution::Aborted);
+                    return Ok(Resolved::Aborted);
                 }
-                Created::Exists(record) => *record,
-            },
-        };
-        self.follow(table, key, owner, record).await
-    }
-
-    async fn follow(
-        &self,
-        table: &str,
-        key: &Key,
-        owner: &Lock,
-        record: TxRecord,
-    ) -> Result<Resolution, PortError> {
-        let now = self.clock.now_ms();
-        let record = if record.status == TxStatus::Preparing {
-            if now <= record.deadline {
-                return Ok(Resolution::OwnerLive);
-            }
-            // Past its deadline and undecided: decide abort, by compare-and-swap. If the owner's
-            // coordinator decided first, we follow its decision instead.
-            match self
-                .log
-                .transition(&record, TxStatus::Aborting, None, now)
-                .await?
-            {
-                Swapped::Done(r) => *r,
-                Swapped::Lost(Some(r)) => *r,
-                Swapped::Lost(None) => {
-                    return Err(PortError::Fatal {
-                        context: format!("resolving {}", record.tx_id),
-                        source: "the transaction record vanished".into(),
-                    });
+                Resolution::DropStale => {
+                    error!(tx_id = %owner.tx_id, table, key = %show_key(key),
+                        "stale lock of a COMMITTED transaction found; removing it without applying its operation");
+                    self.store.drop_lock(table, key, &owner.tx_id).await?;
+                    return Ok(Resolved::DroppedStale);
                 }
-            }
-        } else {
-            record
-        };
-        match record.status {
-            TxStatus::Preparing => Ok(Resolution::OwnerLive),
-            TxStatus::Committing => {
-                let req = complete_request(owner, key);
-                let reply = self.commit(table, &req).await?;
-                if !reply.acknowledged() {
-                    return Err(PortError::Fatal {
-                        context: format!("rolling {} forward on {table}", owner.tx_id),
-                        source: "protocol violation (logged)".into(),
-                    });
-                }
-                Ok(Resolution::RolledForward)
-            }
-            TxStatus::Aborting | TxStatus::Aborted => {
-                self.abort_here(table, key, owner).await?;
-                Ok(Resolution::Aborted)
-            }
-            TxStatus::Committed => {
-                // Every participant acknowledged before COMMITTED was written, so this lock is a
-                // duplicate prepare that slipped past the fence: drop it, never apply it.
-                error!(tx_id = %owner.tx_id, table, key = %show_key(key),
-                    "stale lock of a COMMITTED transaction found; removing it without applying its operation");
-                self.store.drop_lock(table, key, &owner.tx_id).await?;
-                Ok(Resolution::DroppedStale)
             }
         }
+        Err(PortError::Retryable {
+            context: format!("resolving {} on {table}", owner.tx_id),
+            source: "the owner's record kept changing".into(),
+        })
     }
 
     async fn abort_here(&self, table: &str, key: &Key, owner: &Lock) -> Result<(), PortError> {
@@ -402,42 +346,49 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
             expires_at: self.clock.now_ms().max(req.deadline) + self.config.fence_margin_ms,
         }
     }
-}
 
-/// What the lock holder's commit or abort prunes from the fence it found when its prepare took
-/// the lock (pure): every stale entry (past its `expires_at`), and the oldest entries (by
-/// `began`) beyond `capacity - 1`, leaving room for its own. The horizon rises to the latest
-/// `began` removed, so no prepare of a removed transaction can ever land again. `None`: nothing
-/// to prune.
-pub fn plan_prune(
-    fence: &BTreeMap<TxId, FenceEntry>,
-    horizon: u64,
-    holder: &TxId,
-    now: u64,
-    capacity: usize,
-) -> Option<Prune> {
-    let mut others: Vec<(&TxId, &FenceEntry)> =
-        fence.iter().filter(|(id, _)| *id != holder).collect();
-    // Newest first: those are the ones whose prepares may still be in flight.
-    others.sort_by(|a, b| b.1.began.cmp(&a.1.began).then_with(|| a.0.cmp(b.0)));
-    let room = capacity.saturating_sub(1);
-    let (mut kept, mut ids, mut new_horizon) = (0, vec![], horizon);
-    for (id, e) in others {
-        if e.expires_at < now || kept >= room {
-            ids.push(id.clone());
-            new_horizon = new_horizon.max(e.began);
-        } else {
-            kept += 1;
-        }
+    /// The item as `req`'s commit or abort finds it.
+    fn seen(&self, item: Option<&ItemState>, req: &CompleteRequest) -> Seen {
+        item.map_or(Seen::ABSENT, |i| {
+            i.seen_by(&req.tx_id, req.began, self.clock.now_ms())
+        })
     }
-    (!ids.is_empty()).then_some(Prune {
-        ids,
-        horizon: new_horizon,
-    })
 }
 
-fn holds(item: &ItemState, tx: &TxId) -> bool {
-    item.lock.as_ref().is_some_and(|l| &l.tx_id == tx)
+fn vanished(tx: &TxId) -> PortError {
+    PortError::Fatal {
+        context: format!("resolving {tx}"),
+        source: "the transaction record vanished".into(),
+    }
+}
+
+/// The reply to a commit or abort that did not write, with a violation logged loudly.
+fn answer(
+    reply: Reply,
+    table: &str,
+    key: &Key,
+    tx: &TxId,
+    item: Option<&ItemState>,
+) -> CompleteReply {
+    let what = match reply {
+        Reply::Done => return CompleteReply::Done,
+        Reply::AlreadyDone => return CompleteReply::AlreadyDone,
+        Reply::Violation(Violation::CommitOfAborted) => {
+            "commit of a transaction this item recorded as aborted".to_owned()
+        }
+        Reply::Violation(Violation::AbortOfCommitted) => {
+            "abort of a transaction this item recorded as committed".to_owned()
+        }
+        Reply::Violation(Violation::NoItem) => {
+            "commit found neither its lock nor its fence entry (item absent)".to_owned()
+        }
+        Reply::Violation(Violation::NeitherLockNorEntry) => format!(
+            "commit found neither its lock nor its fence entry (item present, lock held by {})",
+            item.and_then(|i| i.lock.as_ref())
+                .map_or_else(|| "nobody".to_owned(), |l| l.tx_id.to_string())
+        ),
+    };
+    violation(table, key, tx, &what)
 }
 
 fn complete_request(owner: &Lock, key: &Key) -> CompleteRequest {
@@ -473,68 +424,75 @@ pub enum Refusal {
     ExpiredOwner(Lock),
 }
 
-/// Classifies a refused prepare from the item it found (pure).
-pub fn classify_refusal(item: &ItemState, lock: &Lock, now: u64) -> Refusal {
-    if let Some(entry) = item.fence.get(&lock.tx_id) {
-        let outcome = match entry.outcome {
-            FenceOutcome::Committed => "committed",
-            FenceOutcome::Aborted => "aborted",
-        };
-        return Refusal::Vote(
+/// Reads a refused prepare off the item it found (`None`: no item) by the prepare rule
+/// ([`rules::prepare`]), with a message for people.
+pub fn classify_refusal(item: Option<&ItemState>, lock: &Lock, now: u64) -> Refusal {
+    let vote = |reason, message: String| Refusal::Vote(reason, message);
+    let seen = item.map_or(Seen::ABSENT, |i| i.seen_by(&lock.tx_id, lock.began, now));
+    let refusal = match rules::prepare(seen, lock.op.creates()) {
+        PrepareStep::Refuse(r) => r,
+        // The protocol admits it, so one of the operation's own conditions failed.
+        PrepareStep::Lock => PrepareRefusal::Business,
+    };
+    let owner = item.and_then(|i| i.lock.as_ref());
+    match refusal {
+        PrepareRefusal::Fenced(outcome) => vote(
             VoteReason::Fenced,
-            format!("transaction {} already {outcome} on this item", lock.tx_id),
-        );
-    }
-    if item.lock.as_ref().is_none_or(|o| o.tx_id != lock.tx_id) && lock.began <= item.horizon {
-        return Refusal::Vote(
+            format!(
+                "transaction {} already {} on this item",
+                lock.tx_id,
+                match outcome {
+                    FenceOutcome::Committed => "committed",
+                    FenceOutcome::Aborted => "aborted",
+                }
+            ),
+        ),
+        PrepareRefusal::BelowHorizon => vote(
             VoteReason::Fenced,
             format!(
                 "transaction {} began at or before this item's fence horizon ({} ms): it ended here already, or more than the fence's capacity of later transactions ended here before this prepare",
-                lock.tx_id, item.horizon
+                lock.tx_id,
+                item.map_or(0, |i| i.horizon)
             ),
-        );
-    }
-    if let Some(owner) = item.lock.as_ref().filter(|o| o.tx_id != lock.tx_id) {
-        if now > owner.expires_at {
-            return Refusal::ExpiredOwner(owner.clone());
-        }
-        return Refusal::Vote(
+        ),
+        PrepareRefusal::ResolveOwner => match owner {
+            Some(owner) => Refusal::ExpiredOwner(owner.clone()),
+            None => vote(VoteReason::Conflict, "the item's lock changed".to_owned()),
+        },
+        PrepareRefusal::Locked => vote(
             VoteReason::Conflict,
-            format!(
-                "locked by transaction {} (deadline in {} ms)",
-                owner.tx_id,
-                owner.expires_at - now
-            ),
-        );
-    }
-    if item.tombstone {
-        return if lock.op.creates() {
-            // A creating prepare may take a tombstone; refused, it met a race.
-            Refusal::Vote(
-                VoteReason::Conflict,
-                "the deleted item changed while preparing".to_owned(),
-            )
-        } else {
-            Refusal::Vote(
-                VoteReason::NotFound,
-                "no such item (it was deleted)".to_owned(),
-            )
-        };
-    }
-    if lock.op.creates() {
-        return Refusal::Vote(
+            match owner {
+                Some(o) => format!(
+                    "locked by transaction {} (deadline in {} ms)",
+                    o.tx_id,
+                    o.expires_at.saturating_sub(now)
+                ),
+                None => "locked by another transaction".to_owned(),
+            },
+        ),
+        PrepareRefusal::NotFound(shape) => vote(
+            VoteReason::NotFound,
+            match shape {
+                Shape::Tombstone => "no such item (it was deleted)",
+                Shape::Placeholder => "no such item (it is being created)",
+                Shape::Absent | Shape::Real => "no such item",
+            }
+            .to_owned(),
+        ),
+        PrepareRefusal::Exists => vote(
             VoteReason::Condition,
             "put: the item already exists".to_owned(),
-        );
+        ),
+        PrepareRefusal::Business => business_refusal(item, lock),
     }
-    if item.placeholder {
-        return Refusal::Vote(
-            VoteReason::NotFound,
-            "no such item (it is being created)".to_owned(),
-        );
-    }
+}
+
+/// Which of the operation's own conditions failed: an `add` to a non-number, or the `require`s,
+/// each with the value it found.
+fn business_refusal(item: Option<&ItemState>, lock: &Lock) -> Refusal {
+    let attribute = |name: &str| item.and_then(|i| i.attributes.get(name));
     for name in lock.op.add.keys() {
-        if let Some(v) = item.attributes.get(name).filter(|v| !v.is_number()) {
+        if let Some(v) = attribute(name).filter(|v| !v.is_number()) {
             return Refusal::Vote(
                 VoteReason::Invalid,
                 format!("add: attribute {name:?} is not a number (it is {v})"),
@@ -546,10 +504,7 @@ pub fn classify_refusal(item: &ItemState, lock: &Lock, now: u64) -> Refusal {
         .require
         .iter()
         .map(|(name, cond)| {
-            let current = item
-                .attributes
-                .get(name)
-                .map_or_else(|| "absent".to_owned(), |v| v.to_string());
+            let current = attribute(name).map_or_else(|| "absent".to_owned(), |v| v.to_string());
             let want = match cond {
                 Condition::Exists => "exists".to_owned(),
                 Condition::NotExists => "notExists".to_owned(),
@@ -593,7 +548,7 @@ mod tests {
                 expires_at: 10,
             },
         );
-        let r = classify_refusal(&item, &lock(&tx, 100, json!({"add": {"b": 1}})), 5);
+        let r = classify_refusal(Some(&item), &lock(&tx, 100, json!({"add": {"b": 1}})), 5);
         assert!(matches!(r, Refusal::Vote(VoteReason::Fenced, _)), "{r:?}");
     }
 
@@ -605,7 +560,7 @@ mod tests {
             horizon: 95,
             ..Default::default()
         };
-        let r = classify_refusal(&item, &mine, 5);
+        let r = classify_refusal(Some(&item), &mine, 5);
         assert!(
             matches!(&r, Refusal::Vote(VoteReason::Fenced, m) if m.contains("horizon")),
             "{r:?}"
@@ -613,7 +568,7 @@ mod tests {
         item.horizon = 94;
         assert!(
             !matches!(
-                classify_refusal(&item, &mine, 5),
+                classify_refusal(Some(&item), &mine, 5),
                 Refusal::Vote(VoteReason::Fenced, _)
             ),
             "a transaction that began after the horizon is not fenced by it"
@@ -622,71 +577,11 @@ mod tests {
         item.lock = Some(mine.clone());
         assert!(
             !matches!(
-                classify_refusal(&item, &mine, 5),
+                classify_refusal(Some(&item), &mine, 5),
                 Refusal::Vote(VoteReason::Fenced, _)
             ),
             "a retried prepare finding its own lock is not fenced by a horizon raised meanwhile"
         );
-    }
-
-    fn fence(entries: &[(u64, u64)]) -> (Vec<TxId>, BTreeMap<TxId, FenceEntry>) {
-        let ids: Vec<TxId> = entries.iter().map(|_| TxId::random()).collect();
-        let map = ids
-            .iter()
-            .zip(entries)
-            .map(|(id, &(began, expires_at))| {
-                (
-                    id.clone(),
-                    FenceEntry {
-                        outcome: FenceOutcome::Committed,
-                        began,
-                        expires_at,
-                    },
-                )
-            })
-            .collect();
-        (ids, map)
-    }
-
-    #[test]
-    fn prune_removes_stale_entries_and_raises_the_horizon_to_the_latest_removed() {
-        // (began, expires_at); now = 100
-        let (ids, f) = fence(&[(10, 50), (30, 99), (40, 200), (20, 300)]);
-        let me = TxId::random();
-        let p = plan_prune(&f, 5, &me, 100, 32).expect("something to prune");
-        let mut want = vec![ids[0].clone(), ids[1].clone()];
-        want.sort();
-        let mut got = p.ids.clone();
-        got.sort();
-        assert_eq!(got, want);
-        assert_eq!(p.horizon, 30, "the latest began among removed entries");
-        // Nothing stale, room enough: nothing to do.
-        assert_eq!(plan_prune(&f, 5, &me, 0, 32), None);
-        // A horizon already above the removed entries stays.
-        assert_eq!(plan_prune(&f, 77, &me, 100, 32).expect("prune").horizon, 77);
-    }
-
-    #[test]
-    fn prune_keeps_the_newest_entries_within_capacity_and_never_its_own() {
-        let (ids, mut f) = fence(&[(10, 500), (40, 500), (20, 500), (30, 500)]);
-        let me = TxId::random();
-        f.insert(
-            me.clone(),
-            FenceEntry {
-                outcome: FenceOutcome::Aborted,
-                began: 1,
-                expires_at: 0,
-            },
-        );
-        // Capacity 3: room for two others besides the holder's own entry.
-        let p = plan_prune(&f, 0, &me, 100, 3).expect("over capacity");
-        let mut got = p.ids.clone();
-        got.sort();
-        let mut want = vec![ids[0].clone(), ids[2].clone()]; // began 10 and 20
-        want.sort();
-        assert_eq!(got, want);
-        assert_eq!(p.horizon, 20);
-        assert!(!p.ids.contains(&me));
     }
 
     #[test]
@@ -698,11 +593,11 @@ mod tests {
         };
         let mine = lock(&me, 100, json!({"add": {"b": 1}}));
         assert!(matches!(
-            classify_refusal(&item, &mine, 49),
+            classify_refusal(Some(&item), &mine, 49),
             Refusal::Vote(VoteReason::Conflict, _)
         ));
         assert!(
-            matches!(classify_refusal(&item, &mine, 51), Refusal::ExpiredOwner(l) if l.tx_id == other)
+            matches!(classify_refusal(Some(&item), &mine, 51), Refusal::ExpiredOwner(l) if l.tx_id == other)
         );
     }
 
@@ -714,7 +609,7 @@ mod tests {
             ..Default::default()
         };
         let r = classify_refusal(
-            &item,
+            Some(&item),
             &lock(
                 &tx,
                 100,
@@ -737,7 +632,11 @@ mod tests {
             attributes: [("balance".to_owned(), json!("x"))].into(),
             ..Default::default()
         };
-        let r = classify_refusal(&item, &lock(&tx, 100, json!({"add": {"balance": 1}})), 1);
+        let r = classify_refusal(
+            Some(&item),
+            &lock(&tx, 100, json!({"add": {"balance": 1}})),
+            1,
+        );
         assert!(matches!(r, Refusal::Vote(VoteReason::Invalid, _)), "{r:?}");
     }
 
@@ -745,7 +644,7 @@ mod tests {
     fn put_on_an_existing_item_fails_its_condition() {
         let tx = TxId::random();
         let r = classify_refusal(
-            &ItemState::default(),
+            Some(&ItemState::default()),
             &lock(&tx, 100, json!({"put": {"a": 1}})),
             1,
         );

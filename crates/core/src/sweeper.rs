@@ -12,7 +12,7 @@ use tracing::{debug, info, warn};
 
 use crate::coordinator::{Coordinator, RecoverError};
 use crate::ids::TxId;
-use crate::participant::{Participant, Resolution};
+use crate::participant::{Participant, Resolved};
 use crate::ports::{Clock, ParticipantStore, PortError, Transport, TxLog};
 use crate::request::KeySchema;
 use crate::status::TxStatus;
@@ -174,7 +174,7 @@ impl<L: TxLog, T: Transport, C: Clock + Clone, S: ParticipantStore> Sweeper<L, T
             let settled: Vec<bool> = stream::iter(locks)
                 .map(|(key, lock)| async move {
                     match self.participant.resolve(&lt.table, &key, &lock).await {
-                        Ok(Resolution::OwnerLive) => false,
+                        Ok(Resolved::OwnerLive) => false,
                         Ok(_) => true,
                         Err(e) => {
                             warn!(tx_id = %lock.tx_id, table = %lt.table, error = %e, "could not resolve an expired lock");

@@ -1,0 +1,640 @@
+//! The protocol's decisions, as pure functions: what was found → what to do.
+//!
+//! Each rule takes a few small `Copy` facts and answers with the step to take; nothing here
+//! reads or writes anything. The drivers ([`crate::participant`], [`crate::coordinator`]) read,
+//! ask a rule, write. The stores use the admission rules as the meaning of their conditional
+//! writes (the in-memory store runs them; the DynamoDB adapter spells them as condition
+//! expressions, and one contract suite runs against both). The model check
+//! (`crates/model-check`) runs these same functions on its abstract items. `docs/protocol.md`
+//! explains them.
+//!
+//! | rule | decides |
+//! | --- | --- |
+//! | [`prepare`] | whether a prepare may lock an item, and if not, why |
+//! | [`commit`], [`abort`], [`fence_out`] | what a commit or abort does on an item as found |
+//! | [`resolve`] | the lock rule: what to do about an expired lock's owner |
+//! | [`decision`], [`after_lost_decide`], [`after_lost_finalize`], [`recovery`] | the record's moves |
+//! | [`plan_prune`] | which fence entries the lock holder's release removes, and the new horizon |
+
+use std::collections::BTreeMap;
+
+use crate::ids::TxId;
+use crate::model::{FenceEntry, FenceOutcome, Prune};
+use crate::status::{Decision, TxStatus};
+
+/// What an item is, to the protocol.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Shape {
+    /// No item under the key: no lock, no fence, no horizon.
+    Absent,
+    /// A business item.
+    Real,
+    /// Written by a creating prepare (`put`): the key, the lock, the fence; always locked;
+    /// readers see nothing. Its commit makes it real, its abort a tombstone.
+    Placeholder,
+    /// What a committed delete or an aborted create leaves: the key, the fence and the horizon,
+    /// never a lock; readers see nothing; a creating prepare may take it.
+    Tombstone,
+}
+
+/// Who holds an item's lock, seen from the transaction taking the step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Holder {
+    /// Nobody.
+    Nobody,
+    /// The transaction taking the step.
+    Me,
+    /// Another transaction; `expired`: its deadline (the lock's `expiresAt`) has passed, so a
+    /// newcomer may resolve it (never take it).
+    Other {
+        /// Whether the owner's deadline has passed.
+        expired: bool,
+    },
+}
+
+/// An item as one transaction's step finds it: everything the protocol's rules read of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Seen {
+    /// What the item is.
+    pub shape: Shape,
+    /// Who holds its lock.
+    pub holder: Holder,
+    /// The transaction's own fence entry on the item, if any.
+    pub entry: Option<FenceOutcome>,
+    /// Whether the item's fence horizon covers the transaction (it began at or before it): no
+    /// prepare of it may lock the item again.
+    pub covered: bool,
+}
+
+impl Seen {
+    /// No item: nothing locked, nothing fenced.
+    pub const ABSENT: Seen = Seen {
+        shape: Shape::Absent,
+        holder: Holder::Nobody,
+        entry: None,
+        covered: false,
+    };
+}
+
+/// Why a prepare may not lock an item.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PrepareRefusal {
+    /// The transaction already ended on the item (its fence entry): a late or duplicated prepare.
+    Fenced(FenceOutcome),
+    /// The horizon covers the transaction: it ended here and its entry was pruned since, or more
+    /// transactions that began after it ended here than the fence keeps.
+    BelowHorizon,
+    /// Another transaction holds the lock and its deadline has not passed.
+    Locked,
+    /// Another transaction's lock expired: resolve its owner ([`resolve`]), then try again.
+    ResolveOwner,
+    /// The operation needs a business item and there is none of this shape.
+    NotFound(Shape),
+    /// A creating operation (`put`) on an item that exists.
+    Exists,
+    /// The protocol admits the prepare; one of the operation's own conditions fails (a
+    /// `require`, or an `add` to an attribute that is not a number).
+    Business,
+}
+
+/// What a prepare does on an item as found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PrepareStep {
+    /// Lock it (a creating operation writes a placeholder), provided the operation's own
+    /// conditions hold; or it is locked by this transaction already (a retry: yes again).
+    Lock,
+    /// Refuse.
+    Refuse(PrepareRefusal),
+}
+
+/// The prepare rule. Checked in this order: the transaction's own fence entry; its own lock (a
+/// retried prepare); the horizon; another's lock (live: `Locked`; expired: resolve the owner);
+/// then the item's shape against the operation (`creates`: a `put`, which needs the item absent
+/// or a tombstone; anything else needs a real item). A refused write reads as
+/// [`PrepareRefusal::Business`] when this says `Lock`: the operation's own conditions failed.
+pub fn prepare(seen: Seen, creates: bool) -> PrepareStep {
+    use PrepareRefusal::*;
+    let refuse = PrepareStep::Refuse;
+    if let Some(outcome) = seen.entry {
+        return refuse(Fenced(outcome));
+    }
+    if seen.holder == Holder::Me {
+        // A retry: our placeholder (creating) or our lock on the real item.
+        return match (creates, seen.shape) {
+            (true, Shape::Placeholder) | (false, Shape::Real) => PrepareStep::Lock,
+            (true, _) => refuse(Exists),
+            (false, shape) => refuse(NotFound(shape)),
+        };
+    }
+    if seen.covered {
+        return refuse(BelowHorizon);
+    }
+    if let Holder::Other { expired } = seen.holder {
+        return refuse(if expired { ResolveOwner } else { Locked });
+    }
+    match (creates, seen.shape) {
+        (true, Shape::Absent | Shape::Tombstone) | (false, Shape::Real) => PrepareStep::Lock,
+        (true, _) => refuse(Exists),
+        (false, shape) => refuse(NotFound(shape)),
+    }
+}
+
+/// The answer of a commit or abort to its sender.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Reply {
+    /// Written now.
+    Done,
+    /// Nothing to do: done before (a duplicate, or a resolver did it).
+    AlreadyDone,
+    /// The item contradicts the decision: reported loudly, never acknowledged.
+    Violation(Violation),
+}
+
+impl Reply {
+    /// Whether the sender may count the item as finished.
+    pub fn acknowledged(self) -> bool {
+        !matches!(self, Reply::Violation(_))
+    }
+}
+
+/// A contradiction between an item and a decision.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Violation {
+    /// A commit of a transaction the item recorded as aborted.
+    CommitOfAborted,
+    /// An abort of a transaction the item recorded as committed.
+    AbortOfCommitted,
+    /// A commit that finds neither its lock nor its fence entry, and no horizon covering it.
+    NeitherLockNorEntry,
+    /// A commit (other than a delete's) that finds no item at all.
+    NoItem,
+}
+
+/// What a commit does on an item as found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CommitStep {
+    /// The lock is the transaction's: apply the operation, release the lock, write the
+    /// `committed` entry (one conditional write; pruning only if the horizon is not above the
+    /// planned one, else without pruning).
+    Apply,
+    /// Answer without writing.
+    Answer(Reply),
+}
+
+/// The commit rule. A decided commit's lock is removed by nobody but that commit (the lock rule
+/// rolls `COMMITTING` owners forward), so without the lock: a `committed` entry, or a horizon
+/// covering the transaction (its entry pruned after it applied), means applied; no item means
+/// applied for a delete only (its tombstone removed by someone outside the protocol);
+/// anything else contradicts the decision.
+pub fn commit(seen: Seen, deletes: bool) -> CommitStep {
+    let answer = CommitStep::Answer;
+    if seen.holder == Holder::Me {
+        return CommitStep::Apply;
+    }
+    if seen.shape == Shape::Absent {
+        return answer(if deletes {
+            Reply::AlreadyDone
+        } else {
+            Reply::Violation(Violation::NoItem)
+        });
+    }
+    answer(match seen.entry {
+        Some(FenceOutcome::Committed) => Reply::AlreadyDone,
+        Some(FenceOutcome::Aborted) => Reply::Violation(Violation::CommitOfAborted),
+        None if seen.covered => Reply::AlreadyDone,
+        None => Reply::Violation(Violation::NeitherLockNorEntry),
+    })
+}
+
+/// What an abort does on an item as found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AbortStep {
+    /// The lock is the transaction's: release it and write the `aborted` entry (a placeholder
+    /// becomes a tombstone).
+    Release,
+    /// Fence the transaction out so that a prepare of it landing later is refused
+    /// ([`fence_out`]: an `aborted` entry, or a raised horizon); the lock, if any, is another's
+    /// and stays.
+    FenceOut,
+    /// Answer without writing.
+    Answer(Reply),
+}
+
+/// The abort rule. Without the lock: no item means nothing to do (nothing to fence: a late
+/// prepare finds nothing to lock unless someone creates the item first; accepted, see
+/// `docs/protocol.md`); an `aborted` entry or a covering horizon means done; a `committed` entry
+/// contradicts the decision; otherwise fence the transaction out.
+pub fn abort(seen: Seen) -> AbortStep {
+    let answer = AbortStep::Answer;
+    if seen.holder == Holder::Me {
+        return AbortStep::Release;
+    }
+    if seen.shape == Shape::Absent {
+        return answer(Reply::AlreadyDone);
+    }
+    match seen.entry {
+        Some(FenceOutcome::Aborted) => answer(Reply::AlreadyDone),
+        Some(FenceOutcome::Committed) => answer(Reply::Violation(Violation::AbortOfCommitted)),
+        None if seen.covered => answer(Reply::AlreadyDone),
+        None => AbortStep::FenceOut,
+    }
+}
+
+/// How an abort fences its transaction out of an item it does not hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FenceOut {
+    /// Write the `aborted` entry.
+    Entry,
+    /// The fence is full: raise the horizon to the transaction's `began` instead (never lowered),
+    /// which refuses its prepares just as well and keeps the fence bounded.
+    RaiseHorizon,
+}
+
+/// Entry or horizon, by the fence's size.
+pub fn fence_out(entries: usize, capacity: usize) -> FenceOut {
+    if entries < capacity {
+        FenceOut::Entry
+    } else {
+        FenceOut::RaiseHorizon
+    }
+}
+
+/// What a resolver does about an expired lock's owner (DESIGN.md's lock rule): an expired lock
+/// is never free, it only gives the right to settle its owner by the owner's record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Resolution {
+    /// Owner `PREPARING` and its deadline has not passed: the lock stands (`conflict`).
+    OwnerLive,
+    /// Owner record missing: the owner never began. Record it `ABORTED` (only if still
+    /// missing), then abort it here.
+    RecordAborted,
+    /// Owner `PREPARING` past its deadline: compare-and-swap it to `ABORTING`, then follow the
+    /// record as it then is.
+    DecideAbort,
+    /// Owner `COMMITTING`: roll it forward on this item (commit its operation from its lock).
+    RollForward,
+    /// Owner `ABORTING` or `ABORTED`: abort it on this item.
+    AbortHere,
+    /// Owner `COMMITTED`: every participant acknowledged before that was written, so this lock
+    /// is a stale duplicate that slipped past the fence: drop it without applying it.
+    DropStale,
+}
+
+/// The lock rule, from the owner's record (`None`: missing) and whether its deadline passed.
+pub fn resolve(owner: Option<TxStatus>, deadline_passed: bool) -> Resolution {
+    match owner {
+        None => Resolution::RecordAborted,
+        Some(TxStatus::Preparing) if deadline_passed => Resolution::DecideAbort,
+        Some(TxStatus::Preparing) => Resolution::OwnerLive,
+        Some(TxStatus::Committing) => Resolution::RollForward,
+        Some(TxStatus::Aborting | TxStatus::Aborted) => Resolution::AbortHere,
+        Some(TxStatus::Committed) => Resolution::DropStale,
+    }
+}
+
+/// The decision from the votes: commit only if every participant voted yes (a participant that
+/// did not answer counts as a no).
+pub fn decision(mut yes: impl Iterator<Item = bool>) -> Decision {
+    if yes.all(|y| y) {
+        Decision::Commit
+    } else {
+        Decision::Abort
+    }
+}
+
+/// What a coordinator whose decision swap was lost does, from the record as it is now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AfterLostSwap {
+    /// Someone decided first (a resolver or the sweeper, past the deadline): follow the
+    /// recorded decision (which may already be finished).
+    Follow(Decision),
+    /// The record is missing, or still undecided after a failed swap: storage is broken.
+    Fatal,
+}
+
+/// After a lost `PREPARING → COMMITTING | ABORTING` swap.
+pub fn after_lost_decide(found: Option<TxStatus>) -> AfterLostSwap {
+    match found.and_then(TxStatus::decision) {
+        Some(d) => AfterLostSwap::Follow(d),
+        None => AfterLostSwap::Fatal,
+    }
+}
+
+/// After a lost finalize swap (`COMMITTING → COMMITTED`, `ABORTING → ABORTED`): done if someone
+/// else (the sweeper) finalized it the same way, else the record is broken.
+pub fn after_lost_finalize(found: Option<TxStatus>, decision: Decision) -> AfterLostSwap {
+    if found == Some(TxStatus::finishing(decision)) {
+        AfterLostSwap::Follow(decision)
+    } else {
+        AfterLostSwap::Fatal
+    }
+}
+
+/// What recovery (a replay, the sweeper) does with a record, from the record alone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Recovery {
+    /// Undecided and its deadline has not passed: its coordinator may still be at work.
+    Leave,
+    /// Undecided past its deadline: compare-and-swap to `ABORTING`, then complete the abort.
+    DecideAbort,
+    /// Decided, not finished: send the decision to every participant, then finalize.
+    Complete(Decision),
+    /// Terminal: nothing to do.
+    Ended,
+}
+
+/// The recovery rule.
+pub fn recovery(status: TxStatus, deadline_passed: bool) -> Recovery {
+    match (status, status.decision()) {
+        (TxStatus::Preparing, _) if deadline_passed => Recovery::DecideAbort,
+        (TxStatus::Preparing, _) => Recovery::Leave,
+        (s, _) if s.is_terminal() => Recovery::Ended,
+        (_, Some(d)) => Recovery::Complete(d),
+        (_, None) => Recovery::Leave,
+    }
+}
+
+/// What the lock holder's commit or abort prunes from the fence it found when its prepare took
+/// the lock: every stale entry (past its `expires_at`), and the oldest entries (by `began`)
+/// beyond `capacity - 1`, leaving room for its own. The horizon rises to the latest `began`
+/// removed, so no prepare of a removed transaction can ever land again. `None`: nothing to
+/// prune.
+pub fn plan_prune(
+    fence: &BTreeMap<TxId, FenceEntry>,
+    horizon: u64,
+    holder: &TxId,
+    now: u64,
+    capacity: usize,
+) -> Option<Prune> {
+    let mut others: Vec<(&TxId, &FenceEntry)> =
+        fence.iter().filter(|(id, _)| *id != holder).collect();
+    // Newest first: those are the ones whose prepares may still be in flight.
+    others.sort_by(|a, b| b.1.began.cmp(&a.1.began).then_with(|| a.0.cmp(b.0)));
+    let room = capacity.saturating_sub(1);
+    let (mut kept, mut ids, mut new_horizon) = (0, vec![], horizon);
+    for (id, e) in others {
+        if e.expires_at < now || kept >= room {
+            ids.push(id.clone());
+            new_horizon = new_horizon.max(e.began);
+        } else {
+            kept += 1;
+        }
+    }
+    (!ids.is_empty()).then_some(Prune {
+        ids,
+        horizon: new_horizon,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fence(entries: &[(u64, u64)]) -> (Vec<TxId>, BTreeMap<TxId, FenceEntry>) {
+        let ids: Vec<TxId> = entries.iter().map(|_| TxId::random()).collect();
+        let map = ids
+            .iter()
+            .zip(entries)
+            .map(|(id, &(began, expires_at))| {
+                (
+                    id.clone(),
+                    FenceEntry {
+                        outcome: FenceOutcome::Committed,
+                        began,
+                        expires_at,
+                    },
+                )
+            })
+            .collect();
+        (ids, map)
+    }
+
+    #[test]
+    fn prune_removes_stale_entries_and_raises_the_horizon_to_the_latest_removed() {
+        // (began, expires_at); now = 100
+        let (ids, f) = fence(&[(10, 50), (30, 99), (40, 200), (20, 300)]);
+        let me = TxId::random();
+        let p = plan_prune(&f, 5, &me, 100, 32).expect("something to prune");
+        let mut want = vec![ids[0].clone(), ids[1].clone()];
+        want.sort();
+        let mut got = p.ids.clone();
+        got.sort();
+        assert_eq!(got, want);
+        assert_eq!(p.horizon, 30, "the latest began among removed entries");
+        // Nothing stale, room enough: nothing to do.
+        assert_eq!(plan_prune(&f, 5, &me, 0, 32), None);
+        // A horizon already above the removed entries stays.
+        assert_eq!(plan_prune(&f, 77, &me, 100, 32).expect("prune").horizon, 77);
+    }
+
+    #[test]
+    fn prune_keeps_the_newest_entries_within_capacity_and_never_its_own() {
+        let (ids, mut f) = fence(&[(10, 500), (40, 500), (20, 500), (30, 500)]);
+        let me = TxId::random();
+        f.insert(
+            me.clone(),
+            FenceEntry {
+                outcome: FenceOutcome::Aborted,
+                began: 1,
+                expires_at: 0,
+            },
+        );
+        // Capacity 3: room for two others besides the holder's own entry.
+        let p = plan_prune(&f, 0, &me, 100, 3).expect("over capacity");
+        let mut got = p.ids.clone();
+        got.sort();
+        let mut want = vec![ids[0].clone(), ids[2].clone()]; // began 10 and 20
+        want.sort();
+        assert_eq!(got, want);
+        assert_eq!(p.horizon, 20);
+        assert!(!p.ids.contains(&me));
+    }
+
+    const REAL: Seen = Seen {
+        shape: Shape::Real,
+        ..Seen::ABSENT
+    };
+    const LIVE_OTHER: Holder = Holder::Other { expired: false };
+    const EXPIRED_OTHER: Holder = Holder::Other { expired: true };
+
+    fn seen(shape: Shape, holder: Holder) -> Seen {
+        Seen {
+            shape,
+            holder,
+            ..Seen::ABSENT
+        }
+    }
+
+    #[test]
+    fn prepare_locks_a_free_real_item_and_a_retry_finding_its_own_lock() {
+        assert_eq!(prepare(REAL, false), PrepareStep::Lock);
+        let mine_covered = Seen {
+            covered: true,
+            ..seen(Shape::Real, Holder::Me)
+        };
+        assert_eq!(
+            prepare(mine_covered, false),
+            PrepareStep::Lock,
+            "a horizon raised after our lock does not refuse our retry"
+        );
+        assert_eq!(
+            prepare(seen(Shape::Placeholder, Holder::Me), true),
+            PrepareStep::Lock
+        );
+    }
+
+    #[test]
+    fn the_fence_then_the_horizon_then_another_lock_refuse_a_prepare() {
+        use PrepareRefusal::*;
+        let fenced = Seen {
+            entry: Some(FenceOutcome::Aborted),
+            covered: true,
+            ..seen(Shape::Real, LIVE_OTHER)
+        };
+        assert_eq!(
+            prepare(fenced, false),
+            PrepareStep::Refuse(Fenced(FenceOutcome::Aborted))
+        );
+        let covered = Seen {
+            covered: true,
+            ..seen(Shape::Real, LIVE_OTHER)
+        };
+        assert_eq!(prepare(covered, false), PrepareStep::Refuse(BelowHorizon));
+        assert_eq!(
+            prepare(seen(Shape::Real, LIVE_OTHER), false),
+            PrepareStep::Refuse(Locked)
+        );
+        assert_eq!(
+            prepare(seen(Shape::Real, EXPIRED_OTHER), false),
+            PrepareStep::Refuse(ResolveOwner),
+            "an expired lock is resolved, never taken"
+        );
+    }
+
+    #[test]
+    fn a_put_needs_no_item_or_a_tombstone_and_other_operations_a_real_item() {
+        use PrepareRefusal::*;
+        assert_eq!(prepare(Seen::ABSENT, true), PrepareStep::Lock);
+        assert_eq!(
+            prepare(seen(Shape::Tombstone, Holder::Nobody), true),
+            PrepareStep::Lock
+        );
+        assert_eq!(prepare(REAL, true), PrepareStep::Refuse(Exists));
+        for shape in [Shape::Absent, Shape::Tombstone] {
+            assert_eq!(
+                prepare(seen(shape, Holder::Nobody), false),
+                PrepareStep::Refuse(NotFound(shape))
+            );
+        }
+        assert_eq!(
+            prepare(seen(Shape::Placeholder, LIVE_OTHER), false),
+            PrepareStep::Refuse(Locked),
+            "someone else's placeholder is locked"
+        );
+    }
+
+    #[test]
+    fn commit_without_its_lock_reads_the_fence_and_the_horizon() {
+        let without = |entry, covered| Seen {
+            entry,
+            covered,
+            ..REAL
+        };
+        assert_eq!(
+            commit(seen(Shape::Real, Holder::Me), false),
+            CommitStep::Apply
+        );
+        assert_eq!(
+            commit(without(Some(FenceOutcome::Committed), false), false),
+            CommitStep::Answer(Reply::AlreadyDone)
+        );
+        assert_eq!(
+            commit(without(None, true), false),
+            CommitStep::Answer(Reply::AlreadyDone),
+            "an entry pruned under the horizon was applied"
+        );
+        assert_eq!(
+            commit(without(None, false), false),
+            CommitStep::Answer(Reply::Violation(Violation::NeitherLockNorEntry))
+        );
+        assert_eq!(
+            commit(without(Some(FenceOutcome::Aborted), true), false),
+            CommitStep::Answer(Reply::Violation(Violation::CommitOfAborted))
+        );
+        assert_eq!(
+            commit(Seen::ABSENT, true),
+            CommitStep::Answer(Reply::AlreadyDone)
+        );
+        assert_eq!(
+            commit(Seen::ABSENT, false),
+            CommitStep::Answer(Reply::Violation(Violation::NoItem))
+        );
+    }
+
+    #[test]
+    fn abort_without_its_lock_fences_the_transaction_out_unless_it_is_already() {
+        assert_eq!(abort(seen(Shape::Real, Holder::Me)), AbortStep::Release);
+        assert_eq!(abort(seen(Shape::Real, LIVE_OTHER)), AbortStep::FenceOut);
+        assert_eq!(abort(REAL), AbortStep::FenceOut);
+        assert_eq!(abort(Seen::ABSENT), AbortStep::Answer(Reply::AlreadyDone));
+        let covered = Seen {
+            covered: true,
+            ..REAL
+        };
+        assert_eq!(abort(covered), AbortStep::Answer(Reply::AlreadyDone));
+        let committed = Seen {
+            entry: Some(FenceOutcome::Committed),
+            ..REAL
+        };
+        assert_eq!(
+            abort(committed),
+            AbortStep::Answer(Reply::Violation(Violation::AbortOfCommitted))
+        );
+        assert_eq!(fence_out(3, 4), FenceOut::Entry);
+        assert_eq!(fence_out(4, 4), FenceOut::RaiseHorizon);
+    }
+
+    #[test]
+    fn the_lock_rule_follows_the_owners_record() {
+        use TxStatus::*;
+        assert_eq!(resolve(None, false), Resolution::RecordAborted);
+        assert_eq!(resolve(Some(Preparing), false), Resolution::OwnerLive);
+        assert_eq!(resolve(Some(Preparing), true), Resolution::DecideAbort);
+        assert_eq!(resolve(Some(Committing), true), Resolution::RollForward);
+        assert_eq!(resolve(Some(Aborting), true), Resolution::AbortHere);
+        assert_eq!(resolve(Some(Aborted), false), Resolution::AbortHere);
+        assert_eq!(resolve(Some(Committed), true), Resolution::DropStale);
+    }
+
+    #[test]
+    fn the_record_moves_by_the_votes_and_lost_swaps_follow_the_record() {
+        use TxStatus::*;
+        assert_eq!(decision([true, true].into_iter()), Decision::Commit);
+        assert_eq!(decision([true, false].into_iter()), Decision::Abort);
+        assert_eq!(
+            after_lost_decide(Some(Aborting)),
+            AfterLostSwap::Follow(Decision::Abort)
+        );
+        assert_eq!(
+            after_lost_decide(Some(Committed)),
+            AfterLostSwap::Follow(Decision::Commit)
+        );
+        assert_eq!(after_lost_decide(Some(Preparing)), AfterLostSwap::Fatal);
+        assert_eq!(after_lost_decide(None), AfterLostSwap::Fatal);
+        assert_eq!(
+            after_lost_finalize(Some(Committed), Decision::Commit),
+            AfterLostSwap::Follow(Decision::Commit)
+        );
+        assert_eq!(
+            after_lost_finalize(Some(Aborted), Decision::Commit),
+            AfterLostSwap::Fatal
+        );
+        assert_eq!(recovery(Preparing, false), Recovery::Leave);
+        assert_eq!(recovery(Preparing, true), Recovery::DecideAbort);
+        assert_eq!(
+            recovery(Committing, false),
+            Recovery::Complete(Decision::Commit)
+        );
+        assert_eq!(recovery(Aborted, true), Recovery::Ended);
+    }
+}
