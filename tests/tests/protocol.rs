@@ -4,6 +4,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::{Value, json};
+use twopc_core::layout;
 use twopc_core::coordinator::SubmitError;
 use twopc_core::ids::TxId;
 use twopc_core::model::{
@@ -112,7 +113,7 @@ async fn transfer_across_two_tables_commits() {
         alice.fence.get(&rec.tx_id).map(|e| e.outcome),
         Some(FenceOutcome::Committed)
     );
-    assert_eq!(alice.attributes.get("txVersion"), Some(&json!(1)));
+    assert_eq!(alice.attributes.get(layout::VERSION), Some(&json!(1)));
     let stored = w.log.get(&rec.tx_id).await.expect("get").expect("record");
     assert_eq!(stored.status, TxStatus::Committed);
 }
@@ -256,7 +257,7 @@ async fn delete_leaves_a_tombstone_that_reads_as_absent_and_a_put_can_take() {
         bob.fence.get(&rec.tx_id).map(|e| e.outcome),
         Some(FenceOutcome::Committed)
     );
-    assert_eq!(bob.attributes.get("txVersion"), Some(&json!(1)));
+    assert_eq!(bob.attributes.get(layout::VERSION), Some(&json!(1)));
     // Anything but a put finds no item.
     let add = json!({"participants": [{"participant": "wallets", "key": {"id": "bob"}, "op": {"add": {"balance": 1}}}]});
     let rec = w.coordinator.submit(&add, None).await.expect("submit");

@@ -12,10 +12,8 @@ use std::path::Path;
 
 use twopc_core::model::Target;
 use twopc_core::request::{KeySchema, KeyType};
-use twopc_dynamo::tables::{
-    DEADLINE_ATTR, EXPIRE_ATTR, LOCK_EXPIRES_ATTR, LOCK_INDEX, LOCK_SHARD_ATTR, PENDING_ATTR,
-    PENDING_INDEX, TX_KEY,
-};
+use twopc_core::layout::{DEADLINE, EXPIRE_AT, LOCK_EXPIRES_AT, LOCK_SHARD, PENDING, TX_ID};
+use twopc_dynamo::tables::{LOCK_INDEX, PENDING_INDEX};
 use twopc_runtime::config::{Config, Role, var};
 
 const TEMPLATE: &str = include_str!("../../template.yaml");
@@ -141,24 +139,24 @@ fn the_transactions_table_is_the_one_the_adapters_use() {
     let t = table("TransactionsTable");
     assert_eq!(
         t.attributes,
-        [(TX_KEY, "S"), (PENDING_ATTR, "S"), (DEADLINE_ATTR, "N")]
+        [(TX_ID, "S"), (PENDING, "S"), (DEADLINE, "N")]
             .map(|(a, b)| (a.to_owned(), b.to_owned()))
             .into()
     );
-    assert_eq!(t.key, [element(TX_KEY, "HASH")]);
+    assert_eq!(t.key, [element(TX_ID, "HASH")]);
     assert_eq!(
         t.indexes,
         [(
             PENDING_INDEX.to_owned(),
             vec![
-                element(PENDING_ATTR, "HASH"),
-                element(DEADLINE_ATTR, "RANGE")
+                element(PENDING, "HASH"),
+                element(DEADLINE, "RANGE")
             ]
         )]
         .into()
     );
     assert_eq!(t.projections, ["ALL"]);
-    assert_eq!(t.ttl, Some((EXPIRE_ATTR.to_owned(), "true".to_owned())));
+    assert_eq!(t.ttl, Some((EXPIRE_AT.to_owned(), "true".to_owned())));
     assert_eq!(t.stream.as_deref(), Some("NEW_AND_OLD_IMAGES"));
     assert_eq!(t.billing.as_deref(), Some("PAY_PER_REQUEST"));
 }
@@ -176,8 +174,8 @@ fn every_participant_table_carries_the_lock_index() {
             t.attributes,
             [
                 ("id", "S"),
-                (LOCK_SHARD_ATTR, "S"),
-                (LOCK_EXPIRES_ATTR, "N")
+                (LOCK_SHARD, "S"),
+                (LOCK_EXPIRES_AT, "N")
             ]
             .map(|(a, b)| (a.to_owned(), b.to_owned()))
             .into(),
@@ -189,8 +187,8 @@ fn every_participant_table_carries_the_lock_index() {
             [(
                 LOCK_INDEX.to_owned(),
                 vec![
-                    element(LOCK_SHARD_ATTR, "HASH"),
-                    element(LOCK_EXPIRES_ATTR, "RANGE")
+                    element(LOCK_SHARD, "HASH"),
+                    element(LOCK_EXPIRES_AT, "RANGE")
                 ]
             )]
             .into(),
@@ -300,7 +298,7 @@ fn the_connections_table_matches_the_adapter() {
         )]
         .into()
     );
-    assert_eq!(t.ttl, Some((EXPIRE_ATTR.to_owned(), "true".to_owned())));
+    assert_eq!(t.ttl, Some((EXPIRE_AT.to_owned(), "true".to_owned())));
 }
 
 #[test]

@@ -25,6 +25,7 @@ use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem, Update};
 use rand::Rng;
 use serde_json::Value;
+use twopc_core::layout;
 use twopc_core::coordinator::{Coordinator, CoordinatorConfig};
 use twopc_core::direct::DirectTransport;
 use twopc_core::ids::TxId;
@@ -325,7 +326,7 @@ fn expression(
     let mut names = HashMap::from([
         ("#id".to_owned(), "id".to_owned()),
         ("#b".to_owned(), "balance".to_owned()),
-        ("#v".to_owned(), "txVersion".to_owned()),
+        ("#v".to_owned(), layout::VERSION.to_owned()),
     ]);
     let mut values = HashMap::from([
         (":d".to_owned(), AttributeValue::N(delta.to_string())),
@@ -336,7 +337,7 @@ fn expression(
         values.insert(":a".into(), AttributeValue::N(a.to_string()));
     }
     if let Some(tx) = tx {
-        names.insert("#l".into(), "lastTx".into());
+        names.insert("#l".into(), layout::LAST_TX.into());
         values.insert(":tx".into(), AttributeValue::S(tx.into()));
     }
     (names, values)

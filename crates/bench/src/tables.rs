@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, StreamSpecification, WriteRequest};
 use futures::stream::{self, StreamExt, TryStreamExt};
+use twopc_core::layout;
 use twopc_core::request::KeySchema;
 use twopc_dynamo::tables::{TableKind, TableSpec, ensure_table};
 
@@ -171,10 +172,10 @@ impl Audit {
         };
         self.items += 1;
         self.balance_sum += number("balance")?.unwrap_or(0);
-        self.version_sum += u64::try_from(number("txVersion")?.unwrap_or(0)).unwrap_or(0);
-        self.locks += u64::from(item.contains_key("lock"));
-        self.placeholders += u64::from(item.contains_key("txPlaceholder"));
-        if let Some(AttributeValue::M(fence)) = item.get("txFence") {
+        self.version_sum += u64::try_from(number(layout::VERSION)?.unwrap_or(0)).unwrap_or(0);
+        self.locks += u64::from(item.contains_key(layout::LOCK));
+        self.placeholders += u64::from(item.contains_key(layout::PLACEHOLDER));
+        if let Some(AttributeValue::M(fence)) = item.get(layout::FENCE) {
             self.max_fence = self.max_fence.max(fence.len());
         }
         Ok(())

@@ -4,6 +4,7 @@
 //! - [`decimal`], [`ids`], [`status`]: exact numbers, transaction ids, the status machine.
 //! - [`op`]: the participant operation language and its validation.
 //! - [`request`]: the client's request, service configuration, limits, request hashing.
+//! - [`layout`]: every attribute name the protocol stores, named once.
 //! - [`model`]: records and messages (record, lock, fence, votes, prepare/commit/abort).
 //! - [`ports`]: what the protocol needs from the world (transaction log, participant store,
 //!   transport, clock), with errors classified by what the caller can do.
@@ -26,6 +27,7 @@ pub mod decimal;
 pub mod direct;
 pub mod fault;
 pub mod ids;
+pub mod layout;
 pub mod model;
 pub mod op;
 pub mod participant;

@@ -18,19 +18,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
 use crate::decimal::Decimal;
-
-/// Attributes the protocol itself keeps on participant items; an operation may not write them.
-pub const PROTOCOL_ATTRIBUTES: &[&str] = &[
-    "lock",
-    "lockExpiresAt",
-    "lockShard",
-    "txFence",
-    "txFenceHorizon",
-    "txVersion",
-    "lastTx",
-    "txPlaceholder",
-    "txTombstone",
-];
+use crate::layout::ITEM_PROTOCOL_ATTRIBUTES;
 
 /// Most attributes one operation may name in all (keeps expressions far below DynamoDB's 4 KB).
 pub const MAX_ATTRIBUTES: usize = 64;
@@ -324,7 +312,7 @@ impl Operation {
             .map(|s| s.as_str())
             .chain(self.put.iter().flat_map(|p| p.keys().map(|s| s.as_str())))
         {
-            if PROTOCOL_ATTRIBUTES.contains(&name) {
+            if ITEM_PROTOCOL_ATTRIBUTES.contains(&name) {
                 return Err(OpError::AttributeName(format!(
                     "{path}: attribute {name:?} is kept by the protocol and cannot be written"
                 )));
@@ -530,7 +518,7 @@ mod tests {
 
     #[test]
     fn protocol_attributes_cannot_be_written() {
-        for name in PROTOCOL_ATTRIBUTES {
+        for name in ITEM_PROTOCOL_ATTRIBUTES {
             assert!(parse(json!({"set": {*name: 1}})).is_err(), "{name}");
         }
         assert!(parse(json!({"require": {"txVersion": {"eq": 3}}})).is_ok());

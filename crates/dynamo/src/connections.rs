@@ -6,7 +6,9 @@ use aws_sdk_dynamodb::types::{AttributeValue, DeleteRequest, PutRequest, WriteRe
 use twopc_core::ports::PortError;
 
 use crate::error::{classify, corrupt};
-use crate::tables::{BY_CONNECTION_INDEX, CONNECTION_ATTR, EXPIRE_ATTR, TOPIC_ATTR};
+use twopc_core::layout::EXPIRE_AT;
+
+use crate::tables::{BY_CONNECTION_INDEX, CONNECTION_ATTR, TOPIC_ATTR};
 
 /// The connections table.
 #[derive(Clone, Debug)]
@@ -51,7 +53,7 @@ impl DynamoConnections {
         let mut writes: Vec<WriteRequest> = vec![];
         for topic in std::iter::once(CONNECTED).chain(topics.iter().map(String::as_str)) {
             let mut item = Self::key(topic, connection);
-            item.insert(EXPIRE_ATTR.into(), AttributeValue::N(expire.clone()));
+            item.insert(EXPIRE_AT.into(), AttributeValue::N(expire.clone()));
             let put = PutRequest::builder()
                 .set_item(Some(item))
                 .build()

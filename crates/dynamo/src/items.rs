@@ -1,16 +1,7 @@
 //! Participant items as the core's [`ParticipantStore`]: one conditional write per step.
 //!
-//! Item layout (besides the business attributes, untouched in shape):
-//! - `lock` `{txId, expiresAt, op, coordinator}` while a transaction holds the item, with
-//!   `lockShard`/`lockExpiresAt` beside it for the sparse `locks-by-expiry` index;
-//! - `txFence` `{<txId>: {o: committed|aborted, b: began, x: stale after}}`: recent outcomes on
-//!   this item, and `txFenceHorizon`: every transaction whose entry was removed began at or
-//!   before it, and no prepare of such a transaction may lock the item;
-//! - `txVersion` (bumped by each commit) and `lastTx`, for stream consumers;
-//! - `txPlaceholder` on an item a creating prepare locked: it holds only key, lock and fence;
-//! - `txTombstone` on what a committed delete or an aborted create leaves: key, fence, horizon
-//!   (and `txVersion`, `lastTx`), so late prepares stay refused; readers see no item, and a
-//!   creating prepare may take it.
+//! The item layout is [`twopc_core::layout`]'s; what each write's condition means is the rule
+//! of [`twopc_core::rules`] it spells (`prepare`, `commit`, `abort`, `fence_out`).
 
 use std::collections::BTreeMap;
 
@@ -19,22 +10,20 @@ use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditi
 use serde_json::Value;
 use twopc_core::ids::TxId;
 use twopc_core::model::{FenceEntry, FenceOutcome, ItemState, Key, Lock, Prune};
-use twopc_core::op::{Condition, Operation, PROTOCOL_ATTRIBUTES};
+use twopc_core::layout::{
+    ABORTED, COMMITTED, ENTRY_BEGAN, ENTRY_OUTCOME, ENTRY_STALE, FENCE, HORIZON,
+    ITEM_PROTOCOL_ATTRIBUTES, ITEM_VISIBLE_ATTRIBUTES, LAST_TX, LOCK, LOCK_EXPIRES_AT, LOCK_SHARD,
+    LOCK_TX, PLACEHOLDER, TOMBSTONE, VERSION,
+};
+use twopc_core::op::{Condition, Operation};
 use twopc_core::ports::{CompleteWrite, ParticipantStore, PortError, PrepareWrite};
 use twopc_core::request::KeySchema;
 
 use crate::codec::{Item, from_attr, from_item, to_attr, to_item};
 use crate::error::{classify, corrupt};
 use crate::expr::{Expr, update_expression};
-use crate::tables::{INDEX_SHARDS, LOCK_EXPIRES_ATTR, LOCK_INDEX, LOCK_SHARD_ATTR, shard_of};
+use crate::tables::{INDEX_SHARDS, LOCK_INDEX, shard_of};
 
-const LOCK: &str = "lock";
-const FENCE: &str = "txFence";
-const HORIZON: &str = "txFenceHorizon";
-const VERSION: &str = "txVersion";
-const LAST_TX: &str = "lastTx";
-const PLACEHOLDER: &str = "txPlaceholder";
-const TOMBSTONE: &str = "txTombstone";
 
 /// Participant items in any table, through one DynamoDB client.
 #[derive(Clone, Debug)]
@@ -59,19 +48,19 @@ pub fn item_state(item: &Item) -> Result<ItemState, PortError> {
     };
     let fence = match attrs.remove(FENCE) {
         Some(v) => serde_json::from_value::<BTreeMap<TxId, FenceEntry>>(v)
-            .map_err(|e| bad(format!("txFence: {e}")))?,
+            .map_err(|e| bad(format!("{FENCE}: {e}")))?,
         None => BTreeMap::new(),
     };
     let horizon = match attrs.remove(HORIZON) {
         Some(v) => v
             .as_u64()
-            .ok_or_else(|| bad(format!("txFenceHorizon is not a whole number: {v}")))?,
+            .ok_or_else(|| bad(format!("{HORIZON} is not a whole number: {v}")))?,
         None => 0,
     };
     let placeholder = attrs.remove(PLACEHOLDER).is_some();
     let tombstone = attrs.remove(TOMBSTONE).is_some();
-    for name in PROTOCOL_ATTRIBUTES {
-        if !["txVersion", "lastTx"].contains(name) {
+    for name in ITEM_PROTOCOL_ATTRIBUTES {
+        if !ITEM_VISIBLE_ATTRIBUTES.contains(name) {
             attrs.remove(*name);
         }
     }
@@ -95,14 +84,14 @@ fn first_key_name(key: &Key) -> &str {
 
 fn entry(e: &FenceEntry) -> AttributeValue {
     let o = match e.outcome {
-        FenceOutcome::Committed => "committed",
-        FenceOutcome::Aborted => "aborted",
+        FenceOutcome::Committed => COMMITTED,
+        FenceOutcome::Aborted => ABORTED,
     };
     AttributeValue::M(
         [
-            ("o".to_owned(), AttributeValue::S(o.into())),
-            ("b".to_owned(), AttributeValue::N(e.began.to_string())),
-            ("x".to_owned(), AttributeValue::N(e.expires_at.to_string())),
+            (ENTRY_OUTCOME.to_owned(), AttributeValue::S(o.into())),
+            (ENTRY_BEGAN.to_owned(), AttributeValue::N(e.began.to_string())),
+            (ENTRY_STALE.to_owned(), AttributeValue::N(e.expires_at.to_string())),
         ]
         .into(),
     )
@@ -114,7 +103,7 @@ fn number(n: u64) -> AttributeValue {
 
 /// `#lock.#txId = :tx`
 fn owned_by(e: &mut Expr, tx: &TxId) -> String {
-    let path = e.path(&[LOCK, "txId"]);
+    let path = e.path(&[LOCK, LOCK_TX]);
     format!("{path} = {}", e.value(AttributeValue::S(tx.to_string())))
 }
 
@@ -130,8 +119,8 @@ struct Release {
 fn release_clauses(e: &mut Expr, tx: &TxId, prune: Option<&Prune>) -> Release {
     let mut remove = vec![
         e.name(LOCK),
-        e.name(LOCK_EXPIRES_ATTR),
-        e.name(LOCK_SHARD_ATTR),
+        e.name(LOCK_EXPIRES_AT),
+        e.name(LOCK_SHARD),
     ];
     let mut set = vec![];
     let mut condition = owned_by(e, tx);
@@ -332,7 +321,7 @@ impl DynamoItems {
             let version = match item.get(VERSION) {
                 Some(AttributeValue::N(n)) => n
                     .parse::<u64>()
-                    .map_err(|_| corrupt(ctx(), format!("txVersion is not a whole number: {n}")))?,
+                    .map_err(|_| corrupt(ctx(), format!("{VERSION} is not a whole number: {n}")))?,
                 _ => 0,
             };
             let mut tomb = key_item(key);
@@ -401,12 +390,12 @@ impl ParticipantStore for DynamoItems {
             format!("{} = {}", e.name(LOCK), e.value(to_attr(&lock_value))),
             format!(
                 "{} = {}",
-                e.name(LOCK_EXPIRES_ATTR),
+                e.name(LOCK_EXPIRES_AT),
                 e.value(AttributeValue::N(lock.expires_at.to_string()))
             ),
             format!(
                 "{} = {}",
-                e.name(LOCK_SHARD_ATTR),
+                e.name(LOCK_SHARD),
                 e.value(AttributeValue::S(shard_of(lock.tx_id.as_str(), "L")))
             ),
             // Commit and abort write `txFence.<tx>`, which needs the map to exist; the horizon
@@ -596,7 +585,7 @@ impl ParticipantStore for DynamoItems {
             let map = e.name(FENCE);
             let horizon = e.name(HORIZON);
             let lock = e.name(LOCK);
-            let lock_tx = e.path(&[LOCK, "txId"]);
+            let lock_tx = e.path(&[LOCK, LOCK_TX]);
             let txv = e.value(AttributeValue::S(tx.to_string()));
             let path = e.path(&[FENCE, tx.as_str()]);
             let began = e.value(number(fence.began));
@@ -675,9 +664,9 @@ impl ParticipantStore for DynamoItems {
                 let mut e = Expr::new();
                 let kc = format!(
                     "{} = {} AND {} < {}",
-                    e.name(LOCK_SHARD_ATTR),
+                    e.name(LOCK_SHARD),
                     e.value(AttributeValue::S(format!("L{shard}"))),
-                    e.name(LOCK_EXPIRES_ATTR),
+                    e.name(LOCK_EXPIRES_AT),
                     e.value(AttributeValue::N(now.to_string()))
                 );
                 let out = self

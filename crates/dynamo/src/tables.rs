@@ -9,27 +9,16 @@ use aws_sdk_dynamodb::types::{
     KeyType as DdbKeyType, Projection, ProjectionType, ScalarAttributeType, StreamSpecification,
     StreamViewType, TableStatus, TimeToLiveSpecification,
 };
+use twopc_core::layout::{DEADLINE, EXPIRE_AT, LOCK_EXPIRES_AT, LOCK_SHARD, PENDING, TX_ID};
 use twopc_core::ports::PortError;
 use twopc_core::request::{KeySchema, KeyType};
 
 use crate::error::classify;
 
-/// Transactions table: partition key.
-pub const TX_KEY: &str = "txId";
 /// Transactions table: sparse index of non-terminal records by deadline.
 pub const PENDING_INDEX: &str = "pending-by-deadline";
-/// Attribute present only while a record is not terminal (its index partition).
-pub const PENDING_ATTR: &str = "pending";
-/// Sort key of the pending index.
-pub const DEADLINE_ATTR: &str = "deadline";
-/// TTL attribute of terminal records (epoch seconds).
-pub const EXPIRE_ATTR: &str = "expireAt";
 /// Participant tables: sparse index of locked items by lock expiry.
 pub const LOCK_INDEX: &str = "locks-by-expiry";
-/// Attribute present only while an item is locked (its index partition).
-pub const LOCK_SHARD_ATTR: &str = "lockShard";
-/// Sort key of the lock index.
-pub const LOCK_EXPIRES_ATTR: &str = "lockExpiresAt";
 /// Connections table: partition key (one item per topic and connection).
 pub const TOPIC_ATTR: &str = "topic";
 /// Connections table: sort key.
@@ -129,14 +118,14 @@ pub async fn ensure_table(client: &Client, spec: &TableSpec) -> Result<(), PortE
         match &spec.kind {
             TableKind::Transactions => {
                 req = req
-                    .attribute_definitions(attr(TX_KEY, ScalarAttributeType::S)?)
-                    .attribute_definitions(attr(PENDING_ATTR, ScalarAttributeType::S)?)
-                    .attribute_definitions(attr(DEADLINE_ATTR, ScalarAttributeType::N)?)
-                    .key_schema(key(TX_KEY, DdbKeyType::Hash)?)
+                    .attribute_definitions(attr(TX_ID, ScalarAttributeType::S)?)
+                    .attribute_definitions(attr(PENDING, ScalarAttributeType::S)?)
+                    .attribute_definitions(attr(DEADLINE, ScalarAttributeType::N)?)
+                    .key_schema(key(TX_ID, DdbKeyType::Hash)?)
                     .global_secondary_indexes(sparse_index(
                         PENDING_INDEX,
-                        PENDING_ATTR,
-                        DEADLINE_ATTR,
+                        PENDING,
+                        DEADLINE,
                     )?);
             }
             TableKind::Connections => {
@@ -168,12 +157,12 @@ pub async fn ensure_table(client: &Client, spec: &TableSpec) -> Result<(), PortE
                         .key_schema(key(&range.name, DdbKeyType::Range)?);
                 }
                 req = req
-                    .attribute_definitions(attr(LOCK_SHARD_ATTR, ScalarAttributeType::S)?)
-                    .attribute_definitions(attr(LOCK_EXPIRES_ATTR, ScalarAttributeType::N)?)
+                    .attribute_definitions(attr(LOCK_SHARD, ScalarAttributeType::S)?)
+                    .attribute_definitions(attr(LOCK_EXPIRES_AT, ScalarAttributeType::N)?)
                     .global_secondary_indexes(sparse_index(
                         LOCK_INDEX,
-                        LOCK_SHARD_ATTR,
-                        LOCK_EXPIRES_ATTR,
+                        LOCK_SHARD,
+                        LOCK_EXPIRES_AT,
                     )?);
             }
         }
@@ -201,7 +190,7 @@ pub async fn ensure_table(client: &Client, spec: &TableSpec) -> Result<(), PortE
     if matches!(spec.kind, TableKind::Transactions | TableKind::Connections) {
         let ttl = TimeToLiveSpecification::builder()
             .enabled(true)
-            .attribute_name(EXPIRE_ATTR)
+            .attribute_name(EXPIRE_AT)
             .build()
             .map_err(build_err)?;
         if let Err(e) = client

@@ -4,6 +4,7 @@ use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
 use serde_json::Value;
 use twopc_core::ids::TxId;
+use twopc_core::layout::{DEADLINE, EXPIRE_AT, PENDING, STATUS, TX_ID, UPDATED_AT, VOTES};
 use twopc_core::model::{TxRecord, Vote};
 use twopc_core::ports::{Created, PortError, Swapped, TxLog};
 use twopc_core::status::TxStatus;
@@ -11,9 +12,7 @@ use twopc_core::status::TxStatus;
 use crate::codec::{Item, from_item, to_attr, to_item};
 use crate::error::{classify, corrupt};
 use crate::expr::{Expr, update_expression};
-use crate::tables::{
-    DEADLINE_ATTR, EXPIRE_ATTR, INDEX_SHARDS, PENDING_ATTR, PENDING_INDEX, TX_KEY, shard_of,
-};
+use crate::tables::{INDEX_SHARDS, PENDING_INDEX, shard_of};
 
 /// How long terminal records are kept before DynamoDB's TTL removes them (and with them the
 /// idempotency window).
@@ -49,7 +48,7 @@ impl DynamoTxLog {
     }
 
     fn key(tx: &TxId) -> Item {
-        [(TX_KEY.to_owned(), AttributeValue::S(tx.to_string()))].into()
+        [(TX_ID.to_owned(), AttributeValue::S(tx.to_string()))].into()
     }
 
     fn to_item(&self, record: &TxRecord) -> Result<Item, PortError> {
@@ -61,12 +60,12 @@ impl DynamoTxLog {
         let mut item = to_item(&map);
         if record.status.is_terminal() {
             item.insert(
-                EXPIRE_ATTR.into(),
+                EXPIRE_AT.into(),
                 AttributeValue::N(self.expire_at(record.updated_at)),
             );
         } else {
             item.insert(
-                PENDING_ATTR.into(),
+                PENDING.into(),
                 AttributeValue::S(shard_of(record.tx_id.as_str(), "P")),
             );
         }
@@ -81,8 +80,8 @@ impl DynamoTxLog {
 /// Reads a record from an item (index attributes dropped).
 pub fn record_from_item(item: &Item) -> Result<TxRecord, PortError> {
     let mut map = from_item(item).map_err(|e| corrupt("decoding a record", e.to_string()))?;
-    map.remove(PENDING_ATTR);
-    map.remove(EXPIRE_ATTR);
+    map.remove(PENDING);
+    map.remove(EXPIRE_AT);
     serde_json::from_value(Value::Object(map))
         .map_err(|e| corrupt("decoding a record", e.to_string()))
 }
@@ -90,7 +89,7 @@ pub fn record_from_item(item: &Item) -> Result<TxRecord, PortError> {
 impl TxLog for DynamoTxLog {
     async fn create(&self, record: &TxRecord) -> Result<Created, PortError> {
         let mut e = Expr::new();
-        let cond = format!("attribute_not_exists({})", e.name(TX_KEY));
+        let cond = format!("attribute_not_exists({})", e.name(TX_ID));
         let result = self
             .client
             .put_item()
@@ -156,7 +155,7 @@ impl TxLog for DynamoTxLog {
             });
         }
         let mut e = Expr::new();
-        let status = e.name("status");
+        let status = e.name(STATUS);
         let mut set = vec![
             format!(
                 "{status} = {}",
@@ -164,7 +163,7 @@ impl TxLog for DynamoTxLog {
             ),
             format!(
                 "{} = {}",
-                e.name("updatedAt"),
+                e.name(UPDATED_AT),
                 e.value(AttributeValue::N(now.to_string()))
             ),
         ];
@@ -172,14 +171,14 @@ impl TxLog for DynamoTxLog {
         if let Some(votes) = votes {
             let v = serde_json::to_value(votes)
                 .map_err(|err| corrupt("encoding votes", err.to_string()))?;
-            set.push(format!("{} = {}", e.name("votes"), e.value(to_attr(&v))));
+            set.push(format!("{} = {}", e.name(VOTES), e.value(to_attr(&v))));
         }
         if to.is_terminal() {
-            remove.push(e.name(PENDING_ATTR));
+            remove.push(e.name(PENDING));
             remove.push(e.name("retryAfter"));
             set.push(format!(
                 "{} = {}",
-                e.name(EXPIRE_ATTR),
+                e.name(EXPIRE_AT),
                 e.value(AttributeValue::N(self.expire_at(now)))
             ));
         }
@@ -236,9 +235,9 @@ impl TxLog for DynamoTxLog {
                 let mut e = Expr::new();
                 let kc = format!(
                     "{} = {} AND {} < {}",
-                    e.name(PENDING_ATTR),
+                    e.name(PENDING),
                     e.value(AttributeValue::S(format!("P{shard}"))),
-                    e.name(DEADLINE_ATTR),
+                    e.name(DEADLINE),
                     e.value(AttributeValue::N(now.to_string()))
                 );
                 let retry = e.name("retryAfter");
@@ -295,11 +294,11 @@ impl TxLog for DynamoTxLog {
             ),
             format!(
                 "{} = {}",
-                e.name("updatedAt"),
+                e.name(UPDATED_AT),
                 e.value(AttributeValue::N(now.to_string()))
             ),
         ];
-        let cond = format!("attribute_exists({})", e.name(PENDING_ATTR));
+        let cond = format!("attribute_exists({})", e.name(PENDING));
         let result = self
             .client
             .update_item()

@@ -3,8 +3,12 @@
 use std::collections::BTreeMap;
 
 use serde_json::{Map, Number, Value};
-use twopc_core::op::PROTOCOL_ATTRIBUTES;
+use twopc_core::layout::{
+    COMMITTED, ENTRY_OUTCOME, FENCE, ITEM_PROTOCOL_ATTRIBUTES, LOCK, LOCK_TX, PARTICIPANTS,
+    PLACEHOLDER, STATUS, TOMBSTONE, TX_ID, VERSION,
+};
 use twopc_core::request::KeySchema;
+use twopc_core::status::TxStatus;
 
 /// A table the processor knows.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -73,11 +77,11 @@ pub enum Detected {
 
 fn committed_ids(image: Option<&Map<String, Value>>) -> Vec<&str> {
     image
-        .and_then(|i| i.get("txFence"))
+        .and_then(|i| i.get(FENCE))
         .and_then(Value::as_object)
         .map(|f| {
             f.iter()
-                .filter(|(_, e)| e.get("o").and_then(Value::as_str) == Some("committed"))
+                .filter(|(_, e)| e.get(ENTRY_OUTCOME).and_then(Value::as_str) == Some(COMMITTED))
                 .map(|(k, _)| k.as_str())
                 .collect()
         })
@@ -87,7 +91,7 @@ fn committed_ids(image: Option<&Map<String, Value>>) -> Vec<&str> {
 fn business(image: &Map<String, Value>) -> Map<String, Value> {
     image
         .iter()
-        .filter(|(k, _)| !PROTOCOL_ATTRIBUTES.contains(&k.as_str()))
+        .filter(|(k, _)| !ITEM_PROTOCOL_ATTRIBUTES.contains(&k.as_str()))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect()
 }
@@ -104,22 +108,23 @@ pub fn detect(change: &Change, tables: &Tables) -> Option<Detected> {
     match tables.get(&change.table)? {
         TableRole::Transactions => {
             let new = change.new.as_ref()?;
-            let status = new.get("status")?.as_str()?;
+            let status = new.get(STATUS)?.as_str()?;
             let before = change
                 .old
                 .as_ref()
-                .and_then(|o| o.get("status"))
+                .and_then(|o| o.get(STATUS))
                 .and_then(Value::as_str);
-            if !matches!(status, "COMMITTED" | "ABORTED") || before == Some(status) {
+            if !TxStatus::parse(status).is_some_and(TxStatus::is_terminal) || before == Some(status)
+            {
                 return None;
             }
             let participants = new
-                .get("participants")
+                .get(PARTICIPANTS)
                 .and_then(Value::as_array)
                 .map(|ps| ps.iter().map(|p| serde_json::json!({"participant": p.get("participant"), "key": p.get("key")})).collect())
                 .unwrap_or_default();
             Some(Detected::TransactionCompleted {
-                tx_id: new.get("txId")?.as_str()?.to_owned(),
+                tx_id: new.get(TX_ID)?.as_str()?.to_owned(),
                 status: status.to_owned(),
                 participants,
                 completed_at: change.at_ms,
@@ -127,7 +132,7 @@ pub fn detect(change: &Change, tables: &Tables) -> Option<Detected> {
         }
         TableRole::Participant { participant, key } => match (&change.old, &change.new) {
             (_, Some(new)) => {
-                if new.contains_key("txPlaceholder") {
+                if new.contains_key(PLACEHOLDER) {
                     return None;
                 }
                 let before = committed_ids(change.old.as_ref());
@@ -135,28 +140,25 @@ pub fn detect(change: &Change, tables: &Tables) -> Option<Detected> {
                     .into_iter()
                     .find(|t| !before.contains(t))?;
                 // A committed delete leaves a tombstone carrying the delete's entry.
-                let deleted = new.contains_key("txTombstone");
+                let deleted = new.contains_key(TOMBSTONE);
                 Some(Detected::ItemCommitted {
                     tx_id: tx.to_owned(),
                     participant: participant.clone(),
                     key: key_of(new, key),
                     item: (!deleted).then(|| business(new)),
-                    version: new.get("txVersion").cloned().unwrap_or(Value::Null),
+                    version: new.get(VERSION).cloned().unwrap_or(Value::Null),
                     committed_at: change.at_ms,
                 })
             }
             (Some(old), None) => {
                 // A removal of an item its lock held (a committed delete before deletes left
                 // tombstones). A placeholder's or a tombstone's removal is not a commit.
-                if old.contains_key("txTombstone") {
+                if old.contains_key(TOMBSTONE) || old.contains_key(PLACEHOLDER) {
                     return None;
                 }
-                if old.contains_key("txPlaceholder") {
-                    return None;
-                }
-                let tx = old.get("lock")?.get("txId")?.as_str()?;
+                let tx = old.get(LOCK)?.get(LOCK_TX)?.as_str()?;
                 let version = match old
-                    .get("txVersion")
+                    .get(VERSION)
                     .and_then(|v| v.to_string().parse::<u64>().ok())
                 {
                     Some(v) => Value::Number(Number::from(v + 1)),
@@ -176,39 +178,19 @@ pub fn detect(change: &Change, tables: &Tables) -> Option<Detected> {
     }
 }
 
-/// A stream image (`serde_dynamo::Item`) as exact JSON: numbers keep their text.
+/// A stream image (`serde_dynamo::Item`) as exact JSON (numbers keep their text), through the
+/// one attribute-value converter, `twopc_dynamo::codec`. `None` for an empty image or one that has
+/// no JSON form.
 pub fn image_json(item: &serde_dynamo::Item) -> Option<Map<String, Value>> {
     let map: &std::collections::HashMap<String, serde_dynamo::AttributeValue> = item.as_ref();
     if map.is_empty() {
         return None;
     }
-    Some(map.iter().map(|(k, v)| (k.clone(), attr_json(v))).collect())
-}
-
-fn number(n: &str) -> Value {
-    n.parse::<Number>()
-        .map(Value::Number)
-        .unwrap_or_else(|_| Value::String(n.to_owned()))
-}
-
-fn attr_json(v: &serde_dynamo::AttributeValue) -> Value {
-    use serde_dynamo::AttributeValue as A;
-    match v {
-        A::N(n) => number(n),
-        A::S(s) => Value::String(s.clone()),
-        A::Bool(b) => Value::Bool(*b),
-        A::Null(_) => Value::Null,
-        A::M(m) => Value::Object(m.iter().map(|(k, v)| (k.clone(), attr_json(v))).collect()),
-        A::L(l) => Value::Array(l.iter().map(attr_json).collect()),
-        A::Ss(s) => Value::Array(s.iter().cloned().map(Value::String).collect()),
-        A::Ns(n) => Value::Array(n.iter().map(|x| number(x)).collect()),
-        A::B(b) => Value::String(b.iter().map(|x| format!("{x:02x}")).collect()),
-        A::Bs(bs) => Value::Array(
-            bs.iter()
-                .map(|b| Value::String(b.iter().map(|x| format!("{x:02x}")).collect()))
-                .collect(),
-        ),
-    }
+    let item: twopc_dynamo::codec::Item = map
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone().into()))
+        .collect();
+    twopc_dynamo::codec::from_item(&item).ok()
 }
 
 /// The table name in a stream ARN (`arn:aws:dynamodb:…:table/NAME/stream/…`).

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use common::{call, free_port, interrupt, start, temp_dir, transfer};
 use serde_json::json;
 use tokio::process::Command;
+use twopc_core::layout;
 use twopc_core::ids::TxId;
 
 struct Tables {
@@ -167,13 +168,13 @@ async fn serve_answers_like_the_api_and_recovers_after_a_sigkill_mid_load() {
             .scan("transactions")
             .await
             .into_iter()
-            .filter(|r| r.contains_key("pending"))
+            .filter(|r| r.contains_key(layout::PENDING))
             .count();
         let locked = tables
             .scan("accounts")
             .await
             .into_iter()
-            .filter(|i| i.contains_key("lock"))
+            .filter(|i| i.contains_key(layout::LOCK))
             .count();
         if open == 0 && locked == 0 {
             break;

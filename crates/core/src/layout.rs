@@ -1,0 +1,154 @@
+//! The storage layout: every attribute name the protocol keeps on participant items and on
+//! transaction records, named once. The DynamoDB adapters write exactly these; the stream
+//! processor detects commits by them; the operation language refuses writes to the item ones
+//! ([`ITEM_PROTOCOL_ATTRIBUTES`]), which is why they live in the core and not in the adapter
+//! crate (it depends on the core). Where serde derives spell a name (the lock, a fence entry,
+//! the record), a test below pins the derive to the constant.
+//!
+//! An item, besides its business attributes:
+//!
+//! ```text
+//! lock            {txId, expiresAt, began, op, coordinator}   while a transaction holds it
+//! lockShard, lockExpiresAt                                    the sparse lock-expiry index
+//! txFence         {<txId>: {o: committed|aborted, b: began, x: stale after}}
+//! txFenceHorizon  every transaction whose entry was removed began at or before it
+//! txVersion, lastTx                                           bumped by each commit
+//! txPlaceholder   on an item a creating prepare holds         (readers: absent)
+//! txTombstone     on what a committed delete or an aborted create leaves (readers: absent)
+//! ```
+
+/// The lock a prepared transaction holds (a map: [`LOCK_TX`], [`LOCK_EXPIRES`], ...).
+pub const LOCK: &str = "lock";
+/// The lock's owner (`lock.txId`).
+pub const LOCK_TX: &str = "txId";
+/// The owner's deadline (`lock.expiresAt`, epoch ms).
+pub const LOCK_EXPIRES: &str = "expiresAt";
+/// When the owner began (`lock.began`, epoch ms).
+pub const LOCK_BEGAN: &str = "began";
+/// The owner's pending operation (`lock.op`).
+pub const LOCK_OP: &str = "op";
+/// Who prepared it (`lock.coordinator`).
+pub const LOCK_COORDINATOR: &str = "coordinator";
+/// Present only while the item is locked: its partition of the lock-expiry index.
+pub const LOCK_SHARD: &str = "lockShard";
+/// Present only while the item is locked: the sort key of the lock-expiry index.
+pub const LOCK_EXPIRES_AT: &str = "lockExpiresAt";
+/// Recent outcomes on the item: transaction id → entry ([`ENTRY_OUTCOME`], ...).
+pub const FENCE: &str = "txFence";
+/// A fence entry's outcome: [`COMMITTED`] or [`ABORTED`].
+pub const ENTRY_OUTCOME: &str = "o";
+/// A fence entry's transaction began then (epoch ms).
+pub const ENTRY_BEGAN: &str = "b";
+/// A fence entry is stale after then (epoch ms).
+pub const ENTRY_STALE: &str = "x";
+/// The outcome of a transaction committed on the item.
+pub const COMMITTED: &str = "committed";
+/// The outcome of a transaction aborted on the item.
+pub const ABORTED: &str = "aborted";
+/// The fence horizon (epoch ms; absent = 0).
+pub const HORIZON: &str = "txFenceHorizon";
+/// Commits applied to the item.
+pub const VERSION: &str = "txVersion";
+/// The last transaction committed on the item.
+pub const LAST_TX: &str = "lastTx";
+/// Marks a placeholder a creating prepare locked.
+pub const PLACEHOLDER: &str = "txPlaceholder";
+/// Marks a tombstone.
+pub const TOMBSTONE: &str = "txTombstone";
+
+/// Every attribute the protocol keeps on items: an operation may not write them, and the
+/// business view of an item leaves them out (but [`VERSION`] and [`LAST_TX`], which readers see).
+pub const ITEM_PROTOCOL_ATTRIBUTES: &[&str] = &[
+    LOCK,
+    LOCK_EXPIRES_AT,
+    LOCK_SHARD,
+    FENCE,
+    HORIZON,
+    VERSION,
+    LAST_TX,
+    PLACEHOLDER,
+    TOMBSTONE,
+];
+
+/// Protocol attributes readers see with the business attributes.
+pub const ITEM_VISIBLE_ATTRIBUTES: &[&str] = &[VERSION, LAST_TX];
+
+/// A record's key: the transaction id.
+pub const TX_ID: &str = "txId";
+/// A record's status (`PREPARING`, ...).
+pub const STATUS: &str = "status";
+/// A record's participants.
+pub const PARTICIPANTS: &str = "participants";
+/// A record's votes.
+pub const VOTES: &str = "votes";
+/// A record's deadline (epoch ms); the sort key of the pending index.
+pub const DEADLINE: &str = "deadline";
+/// When a record was written (epoch ms): the transaction's `began`.
+pub const CREATED_AT: &str = "createdAt";
+/// When a record last changed (epoch ms).
+pub const UPDATED_AT: &str = "updatedAt";
+/// Present only while a record is not terminal: its partition of the pending index.
+pub const PENDING: &str = "pending";
+/// The TTL attribute of terminal records (epoch seconds).
+pub const EXPIRE_AT: &str = "expireAt";
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::ids::TxId;
+    use crate::model::{FenceEntry, FenceOutcome, Lock, TxRecord};
+    use crate::op::Operation;
+    use crate::status::TxStatus;
+
+    fn keys(v: &Value) -> BTreeSet<&str> {
+        v.as_object()
+            .expect("an object")
+            .keys()
+            .map(String::as_str)
+            .collect()
+    }
+
+    #[test]
+    fn the_serde_derives_spell_the_layouts_names() {
+        let lock = Lock {
+            tx_id: TxId::random(),
+            expires_at: 2,
+            began: 1,
+            op: Operation::default(),
+            coordinator: "c".into(),
+        };
+        assert_eq!(
+            keys(&serde_json::to_value(&lock).expect("lock")),
+            [LOCK_TX, LOCK_EXPIRES, LOCK_BEGAN, LOCK_OP, LOCK_COORDINATOR].into()
+        );
+        let entry = FenceEntry {
+            outcome: FenceOutcome::Committed,
+            began: 1,
+            expires_at: 2,
+        };
+        let entry = serde_json::to_value(entry).expect("entry");
+        assert_eq!(
+            keys(&entry),
+            [ENTRY_OUTCOME, ENTRY_BEGAN, ENTRY_STALE].into()
+        );
+        assert_eq!(entry[ENTRY_OUTCOME], json!(COMMITTED));
+        assert_eq!(
+            serde_json::to_value(FenceOutcome::Aborted).expect("outcome"),
+            json!(ABORTED)
+        );
+        let record: TxRecord = serde_json::from_value(json!({
+            "txId": TxId::random(), "status": "PREPARING", "participants": [], "votes": [],
+            "deadline": 2, "createdAt": 1, "updatedAt": 1, "requestHash": "h", "begunBy": "b"
+        }))
+        .expect("record");
+        let stored = serde_json::to_value(&record).expect("record");
+        for name in [TX_ID, STATUS, PARTICIPANTS, VOTES, DEADLINE, CREATED_AT, UPDATED_AT] {
+            assert!(stored.get(name).is_some(), "the record has no {name}");
+        }
+        assert_eq!(stored[STATUS], json!(TxStatus::Preparing.as_str()));
+    }
+}
