@@ -18,7 +18,10 @@ use twopc_core::sweeper::{LockTable, SweepConfig, Sweeper};
 use twopc_dynamo::tables::{TableKind, TableSpec, ensure_table};
 use twopc_dynamo::{DynamoItems, DynamoTxLog};
 
+pub mod crash;
 pub mod lambda;
+
+pub use crash::CrashAt;
 
 /// The participant logic as wired in tests.
 pub type TestParticipant = Participant<DynamoItems, DynamoTxLog, ManualClock>;

@@ -3,21 +3,13 @@
 //! cannot finish.
 
 use serde_json::json;
-use twopc_core::fault::{FaultPoint, Faults};
+use twopc_core::fault::FaultPoint;
 use twopc_core::ids::TxId;
 use twopc_core::model::{CompleteReply, CompleteRequest, PrepareReply, PrepareRequest, Target};
 use twopc_core::ports::{Clock, Transport, TransportError, TxLog};
 use twopc_core::status::TxStatus;
 use twopc_core::sweeper::SweepConfig;
-use twopc_tests::{World, transfer};
-
-struct CrashAt(FaultPoint);
-
-impl Faults for CrashAt {
-    fn fire(&self, point: FaultPoint) -> bool {
-        point == self.0
-    }
-}
+use twopc_tests::{CrashAt, World, transfer};
 
 async fn bank(w: &World) {
     w.seed("accounts", "alice", json!({"balance": 100})).await;
@@ -27,14 +19,13 @@ async fn bank(w: &World) {
 /// Runs a transfer whose coordinator dies at `point`; returns its id.
 async fn crashed_transfer(w: &World, point: FaultPoint) -> TxId {
     let key = format!("crash-{}", TxId::random());
-    let c = w
-        .coordinator_via(w.direct())
-        .with_faults(std::sync::Arc::new(CrashAt(point)));
-    let err = c
-        .submit(&transfer("alice", "bob", 10), Some(&key))
+    let crash = std::sync::Arc::new(CrashAt::new(point));
+    let c = w.coordinator_via(w.direct()).with_faults(crash.clone());
+    let stopped = crash
+        .run(c.submit(&transfer("alice", "bob", 10), Some(&key)))
         .await
         .expect_err("must crash");
-    assert!(matches!(err, twopc_core::coordinator::SubmitError::Crashed(p) if p == point));
+    assert_eq!(stopped, point);
     TxId::for_idempotency_key(&key)
 }
 
@@ -107,10 +98,10 @@ async fn sweeper_finishes_a_decided_abort() {
     let w = World::new().await;
     bank(&w).await;
     let key = "crash-abort";
-    let c = w
-        .coordinator_via(w.direct())
-        .with_faults(std::sync::Arc::new(CrashAt(FaultPoint::AfterDecide)));
-    c.submit(&transfer("alice", "bob", 1_000), Some(key))
+    let crash = std::sync::Arc::new(CrashAt::new(FaultPoint::AfterDecide));
+    let c = w.coordinator_via(w.direct()).with_faults(crash.clone());
+    crash
+        .run(c.submit(&transfer("alice", "bob", 1_000), Some(key)))
         .await
         .expect_err("crash");
     let tx = TxId::for_idempotency_key(key);

@@ -109,6 +109,5 @@ pub fn failed(e: &SubmitError) -> Answer {
             }
             a
         }
-        SubmitError::Crashed(p) => error(500, "crashed", format!("fault injected at {p}")),
     }
 }

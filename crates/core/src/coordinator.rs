@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use futures::future::try_join_all;
+use futures::future::join_all;
 use serde_json::Value;
 use tracing::{error, info, warn};
 
@@ -45,30 +45,13 @@ pub enum SubmitError {
         #[source]
         source: PortError,
     },
-    /// A test's fault point fired: the coordinator stopped dead.
-    #[error("crashed at {0} (fault injection)")]
-    Crashed(FaultPoint),
 }
 
-/// Why `recover` did not finish a transaction.
-#[derive(Debug, thiserror::Error)]
-pub enum RecoverError {
-    /// A store could not be reached.
-    #[error(transparent)]
-    Port(#[from] PortError),
-    /// A test's fault point fired.
-    #[error("crashed at {0} (fault injection)")]
-    Crashed(FaultPoint),
-}
-
-impl From<RecoverError> for SubmitError {
-    fn from(e: RecoverError) -> Self {
-        match e {
-            RecoverError::Port(source) => SubmitError::Unavailable {
-                tx_id: None,
-                source,
-            },
-            RecoverError::Crashed(p) => SubmitError::Crashed(p),
+impl From<PortError> for SubmitError {
+    fn from(source: PortError) -> Self {
+        SubmitError::Unavailable {
+            tx_id: None,
+            source,
         }
     }
 }
@@ -110,11 +93,12 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
         &self.log
     }
 
-    fn check(&self, point: FaultPoint) -> Result<(), FaultPoint> {
+    /// Stops dead here if a test armed this point: the future never resumes, as a killed
+    /// process would not, and whoever runs it drops it (`twopc_tests::CrashAt`). Production
+    /// runs [`NoFaults`].
+    async fn checkpoint(&self, point: FaultPoint) {
         if self.faults.fire(point) {
-            Err(point)
-        } else {
-            Ok(())
+            std::future::pending::<()>().await;
         }
     }
 
@@ -148,16 +132,11 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
             Begun::Ours => {}
             Begun::Existing(existing) => return self.replay(existing, &record.request_hash).await,
         }
-        self.check(FaultPoint::AfterBegin)
-            .map_err(SubmitError::Crashed)?;
+        self.checkpoint(FaultPoint::AfterBegin).await;
 
         // 2. Prepare, all participants at once.
-        let replies = self
-            .prepare_all(&record)
-            .await
-            .map_err(SubmitError::Crashed)?;
-        self.check(FaultPoint::BeforeDecide)
-            .map_err(SubmitError::Crashed)?;
+        let replies = self.prepare_all(&record).await;
+        self.checkpoint(FaultPoint::BeforeDecide).await;
 
         // 3. Decide: the write of COMMITTING is the commit point.
         let decision = rules::decision(replies.iter().map(|r| r.vote.is_yes()));
@@ -166,8 +145,7 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
             .decide(&record, decision, &votes)
             .await
             .map_err(unavailable)?;
-        self.check(FaultPoint::AfterDecide)
-            .map_err(SubmitError::Crashed)?;
+        self.checkpoint(FaultPoint::AfterDecide).await;
 
         // 4-5. Complete everywhere, then finalize.
         let prunes: Vec<Option<Prune>> = if decided.status.decision() == Some(decision) {
@@ -186,7 +164,7 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
     /// Drives a record toward its end from the record alone: an undecided one past its
     /// deadline is aborted; a decided one is completed and finalized. A live undecided one is
     /// left alone.
-    pub async fn recover(&self, record: TxRecord) -> Result<TxRecord, RecoverError> {
+    pub async fn recover(&self, record: TxRecord) -> Result<TxRecord, PortError> {
         let now = self.clock.now_ms();
         match rules::recovery(record.status, now > record.deadline) {
             Recovery::Leave | Recovery::Ended => Ok(record),
@@ -199,7 +177,7 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
                 {
                     // Lost: someone decided first; completing follows whatever they decided.
                     Swapped::Done(r) | Swapped::Lost(Some(r)) => *r,
-                    Swapped::Lost(None) => return Err(missing(&record.tx_id).into()),
+                    Swapped::Lost(None) => return Err(missing(&record.tx_id)),
                 };
                 self.complete(decided, &[]).await
             }
@@ -240,7 +218,7 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
         Ok(self.recover(*existing).await?)
     }
 
-    async fn prepare_all(&self, record: &TxRecord) -> Result<Vec<PrepareReply>, FaultPoint> {
+    async fn prepare_all(&self, record: &TxRecord) -> Vec<PrepareReply> {
         let calls = record.participants.iter().enumerate().map(|(i, p)| async move {
             let req = PrepareRequest {
                 tx_id: record.tx_id.clone(),
@@ -257,11 +235,10 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
                     PrepareReply::no(VoteReason::Unreachable, e.to_string())
                 }
             };
-            self.check(FaultPoint::AfterPrepare(i))?;
-            Ok(reply)
+            self.checkpoint(FaultPoint::AfterPrepare(i)).await;
+            reply
         });
-        // try_join_all drops the calls still in flight when one crashes, as a dying process would.
-        try_join_all(calls).await
+        join_all(calls).await
     }
 
     async fn decide(
@@ -310,7 +287,7 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
         &self,
         record: TxRecord,
         prunes: &[Option<Prune>],
-    ) -> Result<TxRecord, RecoverError> {
+    ) -> Result<TxRecord, PortError> {
         let Some(decision) = record.status.decision() else {
             return Ok(record);
         };
@@ -333,8 +310,8 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
                     Decision::Commit => self.transport.commit(&p.target, &req).await,
                     Decision::Abort => self.transport.abort(&p.target, &req).await,
                 };
-                self.check(FaultPoint::AfterComplete(i))?;
-                Ok::<_, FaultPoint>(match reply {
+                self.checkpoint(FaultPoint::AfterComplete(i)).await;
+                match reply {
                     Ok(CompleteReply::Violation { message }) => {
                         error!(tx_id = %record.tx_id, participant = %p.participant, %message, "participant reported a protocol violation");
                         false
@@ -344,15 +321,14 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
                         warn!(tx_id = %record.tx_id, participant = %p.participant, error = %e, "completion not acknowledged; the sweeper will retry");
                         false
                     }
-                })
+                }
             }
         });
-        let acks = try_join_all(calls).await.map_err(RecoverError::Crashed)?;
+        let acks = join_all(calls).await;
         if !acks.iter().all(|a| *a) {
             return Ok(record);
         }
-        self.check(FaultPoint::BeforeFinalize)
-            .map_err(RecoverError::Crashed)?;
+        self.checkpoint(FaultPoint::BeforeFinalize).await;
         let done = TxStatus::finishing(decision);
         let now = self.clock.now_ms();
         match self.log.transition(&record, done, None, now).await? {
@@ -364,7 +340,7 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
                 ) {
                     // The sweeper finalized it first, the same way.
                     (AfterLostSwap::Follow(_), Some(r)) => Ok(*r),
-                    (_, found) => Err(broken(&record.tx_id, "finalizing", found.as_deref()).into()),
+                    (_, found) => Err(broken(&record.tx_id, "finalizing", found.as_deref())),
                 }
             }
         }

@@ -1,5 +1,7 @@
 //! Named fault points: where a test may make the coordinator stop dead, as a killed process
-//! would (no cleanup, nothing more written).
+//! would (no cleanup, nothing more written). A fired point never returns: the coordinator's
+//! future stops there and the test drops it (`twopc_tests::CrashAt`); nothing in the product's
+//! errors or answers knows about crashes.
 
 use std::fmt;
 
@@ -35,7 +37,7 @@ impl fmt::Display for FaultPoint {
 
 /// Decides whether the coordinator crashes at a point.
 pub trait Faults: Send + Sync {
-    /// True: crash here.
+    /// True: crash here (the coordinator's future never resumes).
     fn fire(&self, point: FaultPoint) -> bool;
 }
 

@@ -10,7 +10,7 @@ use futures::stream::{self, StreamExt};
 use serde::Serialize;
 use tracing::{debug, info, warn};
 
-use crate::coordinator::{Coordinator, RecoverError};
+use crate::coordinator::Coordinator;
 use crate::ids::TxId;
 use crate::participant::{Participant, Resolved};
 use crate::ports::{Clock, ParticipantStore, PortError, Transport, TxLog};
@@ -118,7 +118,7 @@ impl<L: TxLog, T: Transport, C: Clock + Clone, S: ParticipantStore> Sweeper<L, T
             .overdue(now, self.config.max_transactions)
             .await?;
         report.found = overdue.len();
-        let results: Vec<(TxId, u32, Result<Driven, RecoverError>)> = stream::iter(overdue)
+        let results: Vec<(TxId, u32, Result<Driven, PortError>)> = stream::iter(overdue)
             .map(|record| async move {
                 let (id, attempts) = (record.tx_id.clone(), record.attempts);
                 let result = self

@@ -93,7 +93,7 @@ mod tests {
     use serde_json::json;
     use twopc_core::coordinator::Coordinator;
     use twopc_core::direct::DirectTransport;
-    use twopc_core::fault::{FaultPoint, Faults};
+    use twopc_core::fault::FaultPoint;
     use twopc_core::ids::TxId;
     use twopc_core::participant::{Participant, ParticipantConfig};
     use twopc_core::ports::{Clock, ManualClock, SystemClock, TxLog};
@@ -101,17 +101,9 @@ mod tests {
     use twopc_dynamo::DynamoItems;
     use twopc_runtime::Clients;
     use twopc_runtime::config::{Config, Role, var};
-    use twopc_tests::{World, transfer};
+    use twopc_tests::{CrashAt, World, transfer};
 
     const SCHEDULE: &str = include_str!("../../../events/sweeper-schedule.json");
-
-    struct CrashAt(FaultPoint);
-
-    impl Faults for CrashAt {
-        fn fire(&self, point: FaultPoint) -> bool {
-            point == self.0
-        }
-    }
 
     /// Runs `body` through a coordinator whose clock is an hour behind and that dies before
     /// deciding: to the sweeper (on the real clock) the transaction is long overdue, with both
@@ -129,10 +121,14 @@ mod tests {
             DirectTransport::new(participant),
             past,
             w.coordinator.config().clone(),
-        )
-        .with_faults(Arc::new(CrashAt(FaultPoint::BeforeDecide)));
+        );
+        let crash = Arc::new(CrashAt::new(FaultPoint::BeforeDecide));
+        let c = c.with_faults(crash.clone());
         let key = format!("abandoned-{}", TxId::random());
-        c.submit(body, Some(&key)).await.expect_err("crashes");
+        crash
+            .run(c.submit(body, Some(&key)))
+            .await
+            .expect_err("crashes");
         TxId::for_idempotency_key(&key)
     }
 
