@@ -87,6 +87,10 @@ pub const DEADLINE: &str = "deadline";
 pub const CREATED_AT: &str = "createdAt";
 /// When a record last changed (epoch ms).
 pub const UPDATED_AT: &str = "updatedAt";
+/// Failed recovery attempts on a record.
+pub const ATTEMPTS: &str = "attempts";
+/// Not scheduled for recovery before then (epoch ms): the sweeper's backoff.
+pub const RETRY_AFTER: &str = "retryAfter";
 /// Present only while a record is not terminal: its partition of the pending index.
 pub const PENDING: &str = "pending";
 /// The TTL attribute of terminal records (epoch seconds).
@@ -140,15 +144,23 @@ mod tests {
             serde_json::to_value(FenceOutcome::Aborted).expect("outcome"),
             json!(ABORTED)
         );
-        let record: TxRecord = serde_json::from_value(json!({
-            "txId": TxId::random(), "status": "PREPARING", "participants": [], "votes": [],
-            "deadline": 2, "createdAt": 1, "updatedAt": 1, "requestHash": "h", "begunBy": "b"
-        }))
-        .expect("record");
+        let mut record = TxRecord::never_began(&TxId::random(), 1);
+        record.attempts = 1;
+        record.retry_after = Some(3);
         let stored = serde_json::to_value(&record).expect("record");
-        for name in [TX_ID, STATUS, PARTICIPANTS, VOTES, DEADLINE, CREATED_AT, UPDATED_AT] {
+        for name in [
+            TX_ID,
+            STATUS,
+            PARTICIPANTS,
+            VOTES,
+            DEADLINE,
+            CREATED_AT,
+            UPDATED_AT,
+            ATTEMPTS,
+            RETRY_AFTER,
+        ] {
             assert!(stored.get(name).is_some(), "the record has no {name}");
         }
-        assert_eq!(stored[STATUS], json!(TxStatus::Preparing.as_str()));
+        assert_eq!(stored[STATUS], json!(TxStatus::Aborted.as_str()));
     }
 }

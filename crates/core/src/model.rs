@@ -266,6 +266,25 @@ pub struct TxRecord {
 }
 
 impl TxRecord {
+    /// The record the lock rule writes for a lock whose owner never began: `ABORTED`, so that
+    /// owner can never begin (its begin is conditional on no record).
+    pub fn never_began(tx: &TxId, now: u64) -> TxRecord {
+        TxRecord {
+            tx_id: tx.clone(),
+            status: TxStatus::Aborted,
+            participants: vec![],
+            votes: vec![],
+            deadline: now,
+            created_at: now,
+            updated_at: now,
+            idempotency_key: None,
+            request_hash: String::new(),
+            begun_by: "resolver (the transaction never began)".into(),
+            attempts: 0,
+            retry_after: None,
+        }
+    }
+
     /// The record as a successful status swap to `to` leaves it (what [`TxLog::transition`]
     /// writes, computed here instead of read back).
     ///

@@ -4,7 +4,9 @@ use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
 use serde_json::Value;
 use twopc_core::ids::TxId;
-use twopc_core::layout::{DEADLINE, EXPIRE_AT, PENDING, STATUS, TX_ID, UPDATED_AT, VOTES};
+use twopc_core::layout::{
+    ATTEMPTS, DEADLINE, EXPIRE_AT, PENDING, RETRY_AFTER, STATUS, TX_ID, UPDATED_AT, VOTES,
+};
 use twopc_core::model::{TxRecord, Vote};
 use twopc_core::ports::{Created, PortError, Swapped, TxLog};
 use twopc_core::status::TxStatus;
@@ -175,7 +177,7 @@ impl TxLog for DynamoTxLog {
         }
         if to.is_terminal() {
             remove.push(e.name(PENDING));
-            remove.push(e.name("retryAfter"));
+            remove.push(e.name(RETRY_AFTER));
             set.push(format!(
                 "{} = {}",
                 e.name(EXPIRE_AT),
@@ -210,21 +212,7 @@ impl TxLog for DynamoTxLog {
     }
 
     async fn create_aborted(&self, tx: &TxId, now: u64) -> Result<Created, PortError> {
-        let record = TxRecord {
-            tx_id: tx.clone(),
-            status: TxStatus::Aborted,
-            participants: vec![],
-            votes: vec![],
-            deadline: now,
-            created_at: now,
-            updated_at: now,
-            idempotency_key: None,
-            request_hash: String::new(),
-            begun_by: "resolver (the transaction never began)".into(),
-            attempts: 0,
-            retry_after: None,
-        };
-        self.create(&record).await
+        self.create(&TxRecord::never_began(tx, now)).await
     }
 
     async fn overdue(&self, now: u64, limit: usize) -> Result<Vec<TxRecord>, PortError> {
@@ -240,7 +228,7 @@ impl TxLog for DynamoTxLog {
                     e.name(DEADLINE),
                     e.value(AttributeValue::N(now.to_string()))
                 );
-                let retry = e.name("retryAfter");
+                let retry = e.name(RETRY_AFTER);
                 let filter = format!(
                     "attribute_not_exists({retry}) OR {retry} < {}",
                     e.value(AttributeValue::N(now.to_string()))
@@ -280,7 +268,7 @@ impl TxLog for DynamoTxLog {
         now: u64,
     ) -> Result<(), PortError> {
         let mut e = Expr::new();
-        let attempts = e.name("attempts");
+        let attempts = e.name(ATTEMPTS);
         let set = vec![
             format!(
                 "{attempts} = if_not_exists({attempts}, {}) + {}",
@@ -289,7 +277,7 @@ impl TxLog for DynamoTxLog {
             ),
             format!(
                 "{} = {}",
-                e.name("retryAfter"),
+                e.name(RETRY_AFTER),
                 e.value(AttributeValue::N(retry_after.to_string()))
             ),
             format!(
