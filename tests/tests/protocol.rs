@@ -4,9 +4,9 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::{Value, json};
-use twopc_core::layout;
 use twopc_core::coordinator::SubmitError;
 use twopc_core::ids::TxId;
+use twopc_core::layout;
 use twopc_core::model::{
     CompleteReply, CompleteRequest, FenceOutcome, ItemState, Lock, PrepareReply, PrepareRequest,
     Target, TxRecord, Vote, VoteReason,

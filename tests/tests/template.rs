@@ -10,9 +10,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
+use twopc_core::layout::{DEADLINE, EXPIRE_AT, LOCK_EXPIRES_AT, LOCK_SHARD, PENDING, TX_ID};
 use twopc_core::model::Target;
 use twopc_core::request::{KeySchema, KeyType};
-use twopc_core::layout::{DEADLINE, EXPIRE_AT, LOCK_EXPIRES_AT, LOCK_SHARD, PENDING, TX_ID};
 use twopc_dynamo::tables::{LOCK_INDEX, PENDING_INDEX};
 use twopc_runtime::config::{Config, Role, var};
 
@@ -148,10 +148,7 @@ fn the_transactions_table_is_the_one_the_adapters_use() {
         t.indexes,
         [(
             PENDING_INDEX.to_owned(),
-            vec![
-                element(PENDING, "HASH"),
-                element(DEADLINE, "RANGE")
-            ]
+            vec![element(PENDING, "HASH"), element(DEADLINE, "RANGE")]
         )]
         .into()
     );
@@ -172,13 +169,9 @@ fn every_participant_table_carries_the_lock_index() {
         let t = table(&name);
         assert_eq!(
             t.attributes,
-            [
-                ("id", "S"),
-                (LOCK_SHARD, "S"),
-                (LOCK_EXPIRES_AT, "N")
-            ]
-            .map(|(a, b)| (a.to_owned(), b.to_owned()))
-            .into(),
+            [("id", "S"), (LOCK_SHARD, "S"), (LOCK_EXPIRES_AT, "N")]
+                .map(|(a, b)| (a.to_owned(), b.to_owned()))
+                .into(),
             "{name}"
         );
         assert_eq!(t.key, [element("id", "HASH")], "{name}");

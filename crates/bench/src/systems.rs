@@ -25,10 +25,10 @@ use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem, Update};
 use rand::Rng;
 use serde_json::Value;
-use twopc_core::layout;
 use twopc_core::coordinator::{Coordinator, CoordinatorConfig};
 use twopc_core::direct::DirectTransport;
 use twopc_core::ids::TxId;
+use twopc_core::layout;
 use twopc_core::model::{
     CompleteRequest, PrepareReply, PrepareRequest, Target, TxRecord, Vote, VoteReason,
 };

@@ -15,6 +15,8 @@
 //! - [`direct`]: the in-process transport.
 //! - [`api`]: the HTTP API's answers.
 //! - [`sweeper`]: recovery of overdue transactions and orphan locks.
+//! - `memory` (feature `memory`): in-memory stores with DynamoDB's conditional semantics, for
+//!   tests.
 //! - [`fault`]: named crash points for tests.
 //!
 //! The contract is `DESIGN.md`; where this code departs from it, `docs/architecture.md` says
@@ -28,6 +30,8 @@ pub mod direct;
 pub mod fault;
 pub mod ids;
 pub mod layout;
+#[cfg(feature = "memory")]
+pub mod memory;
 pub mod model;
 pub mod op;
 pub mod participant;

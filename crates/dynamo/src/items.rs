@@ -9,12 +9,12 @@ use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
 use serde_json::Value;
 use twopc_core::ids::TxId;
-use twopc_core::model::{FenceEntry, FenceOutcome, ItemState, Key, Lock, Prune};
 use twopc_core::layout::{
     ABORTED, COMMITTED, ENTRY_BEGAN, ENTRY_OUTCOME, ENTRY_STALE, FENCE, HORIZON,
     ITEM_PROTOCOL_ATTRIBUTES, ITEM_VISIBLE_ATTRIBUTES, LAST_TX, LOCK, LOCK_EXPIRES_AT, LOCK_SHARD,
     LOCK_TX, PLACEHOLDER, TOMBSTONE, VERSION,
 };
+use twopc_core::model::{FenceEntry, FenceOutcome, ItemState, Key, Lock, Prune};
 use twopc_core::op::{Condition, Operation};
 use twopc_core::ports::{CompleteWrite, ParticipantStore, PortError, PrepareWrite};
 use twopc_core::request::KeySchema;
@@ -23,7 +23,6 @@ use crate::codec::{Item, from_attr, from_item, to_attr, to_item};
 use crate::error::{classify, corrupt};
 use crate::expr::{Expr, update_expression};
 use crate::tables::{INDEX_SHARDS, LOCK_INDEX, shard_of};
-
 
 /// Participant items in any table, through one DynamoDB client.
 #[derive(Clone, Debug)]
@@ -90,8 +89,14 @@ fn entry(e: &FenceEntry) -> AttributeValue {
     AttributeValue::M(
         [
             (ENTRY_OUTCOME.to_owned(), AttributeValue::S(o.into())),
-            (ENTRY_BEGAN.to_owned(), AttributeValue::N(e.began.to_string())),
-            (ENTRY_STALE.to_owned(), AttributeValue::N(e.expires_at.to_string())),
+            (
+                ENTRY_BEGAN.to_owned(),
+                AttributeValue::N(e.began.to_string()),
+            ),
+            (
+                ENTRY_STALE.to_owned(),
+                AttributeValue::N(e.expires_at.to_string()),
+            ),
         ]
         .into(),
     )
@@ -117,11 +122,7 @@ struct Release {
 }
 
 fn release_clauses(e: &mut Expr, tx: &TxId, prune: Option<&Prune>) -> Release {
-    let mut remove = vec![
-        e.name(LOCK),
-        e.name(LOCK_EXPIRES_AT),
-        e.name(LOCK_SHARD),
-    ];
+    let mut remove = vec![e.name(LOCK), e.name(LOCK_EXPIRES_AT), e.name(LOCK_SHARD)];
     let mut set = vec![];
     let mut condition = owned_by(e, tx);
     if let Some(p) = prune {

@@ -122,11 +122,7 @@ pub async fn ensure_table(client: &Client, spec: &TableSpec) -> Result<(), PortE
                     .attribute_definitions(attr(PENDING, ScalarAttributeType::S)?)
                     .attribute_definitions(attr(DEADLINE, ScalarAttributeType::N)?)
                     .key_schema(key(TX_ID, DdbKeyType::Hash)?)
-                    .global_secondary_indexes(sparse_index(
-                        PENDING_INDEX,
-                        PENDING,
-                        DEADLINE,
-                    )?);
+                    .global_secondary_indexes(sparse_index(PENDING_INDEX, PENDING, DEADLINE)?);
             }
             TableKind::Connections => {
                 let by_connection = GlobalSecondaryIndex::builder()

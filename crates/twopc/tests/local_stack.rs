@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use common::{call, free_port, interrupt, start, temp_dir, transfer};
 use serde_json::json;
 use tokio::process::Command;
-use twopc_core::layout;
 use twopc_core::ids::TxId;
+use twopc_core::layout;
 
 struct Tables {
     client: aws_sdk_dynamodb::Client,

@@ -1,0 +1,510 @@
+//! In-memory stores with DynamoDB's conditional semantics, for fast tests of the async protocol
+//! logic (feature `memory`). Each method is one atomic step, as one conditional DynamoDB request
+//! is: a refused write changes nothing and returns the item as it was. Admission is the rules of
+//! [`crate::rules`] plus the operation's own conditions, evaluated as DynamoDB evaluates them;
+//! `tests/tests/contract.rs` runs one suite against these and against DynamoDB Local, so the two
+//! cannot drift apart.
+//!
+//! Numbers are exact: `add` and the comparisons of `require` use decimal arithmetic (the
+//! `bigdecimal` crate), and a sum DynamoDB could not store (more than 38 significant digits) is
+//! refused as DynamoDB refuses it.
+
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, HashMap};
+use std::str::FromStr;
+use std::sync::{Arc, Mutex};
+
+use bigdecimal::BigDecimal;
+use serde_json::Value;
+
+use crate::decimal::{Decimal, MAX_DIGITS};
+use crate::ids::TxId;
+use crate::layout::{LAST_TX, VERSION};
+use crate::model::{FenceEntry, ItemState, Key, Lock, Prune, TxRecord, Vote};
+use crate::op::{Comparator, Condition, Operation};
+use crate::ports::{
+    CompleteWrite, Created, ParticipantStore, PortError, PrepareWrite, Swapped, TxLog,
+};
+use crate::request::KeySchema;
+use crate::rules::{self, AbortStep, FenceOut, Holder, PrepareStep, Seen};
+use crate::status::TxStatus;
+
+/// Participant items in memory, any number of tables. Clones share the items.
+#[derive(Clone, Debug, Default)]
+pub struct MemoryItems {
+    tables: Arc<Mutex<HashMap<String, BTreeMap<String, ItemState>>>>,
+}
+
+/// The transaction log in memory. Clones share the records.
+#[derive(Clone, Debug, Default)]
+pub struct MemoryTxLog {
+    records: Arc<Mutex<BTreeMap<TxId, TxRecord>>>,
+}
+
+fn poisoned(what: &str) -> PortError {
+    PortError::Fatal {
+        context: format!("in-memory {what}"),
+        source: "a lock was poisoned by a panic".into(),
+    }
+}
+
+fn key_id(key: &Key) -> String {
+    serde_json::to_string(key).unwrap_or_default()
+}
+
+/// The item as a step of `tx` sees it (the holder's expiry does not matter to admission).
+fn seen(item: Option<&ItemState>, tx: &TxId, began: u64) -> Seen {
+    item.map_or(Seen::ABSENT, |i| i.seen_by(tx, began, 0))
+}
+
+fn number(v: &Value) -> Option<BigDecimal> {
+    match v {
+        Value::Number(n) => BigDecimal::from_str(&n.to_string()).ok(),
+        _ => None,
+    }
+}
+
+/// DynamoDB's comparison of an attribute with a value: numbers numerically, strings by their
+/// UTF-8 bytes; `=` and `<>` also for other values of the same type. Values of different types,
+/// and a missing attribute, are unequal to anything and unordered (so `<>` holds for them; the
+/// contract suite found this on DynamoDB Local).
+fn compares(attr: Option<&Value>, c: Comparator, v: &Value) -> bool {
+    let Some(a) = attr else {
+        return c == Comparator::Ne;
+    };
+    let order = match (a, v) {
+        (Value::Number(_), Value::Number(_)) => number(a).zip(number(v)).map(|(x, y)| x.cmp(&y)),
+        (Value::String(x), Value::String(y)) => Some(x.as_bytes().cmp(y.as_bytes())),
+        _ if std::mem::discriminant(a) == std::mem::discriminant(v) => {
+            return match c {
+                Comparator::Eq => a == v,
+                Comparator::Ne => a != v,
+                _ => false,
+            };
+        }
+        _ => return c == Comparator::Ne,
+    };
+    let Some(o) = order else { return false };
+    match c {
+        Comparator::Eq => o == Ordering::Equal,
+        Comparator::Ne => o != Ordering::Equal,
+        Comparator::Lt => o == Ordering::Less,
+        Comparator::Lte => o != Ordering::Greater,
+        Comparator::Gt => o == Ordering::Greater,
+        Comparator::Gte => o != Ordering::Less,
+    }
+}
+
+/// The operation's own conditions on the item as it is (what prepare's condition adds to the
+/// protocol's): every `add` target absent or a number, every `require` holding (for a creating
+/// operation, those on key attributes are implied by the create).
+fn business_holds(op: &Operation, key: &Key, attrs: &BTreeMap<String, Value>) -> bool {
+    op.add
+        .keys()
+        .all(|n| attrs.get(n).is_none_or(Value::is_number))
+        && op
+            .require
+            .iter()
+            .filter(|(n, _)| !(op.creates() && key.contains_key(*n)))
+            .all(|(n, c)| match c {
+                Condition::Exists => attrs.contains_key(n),
+                Condition::NotExists => !attrs.contains_key(n),
+                Condition::Compare(cmp, v) => compares(attrs.get(n), *cmp, v),
+            })
+}
+
+/// `if_not_exists(attr, 0) + delta`, exactly, or DynamoDB's refusal of a result it cannot store.
+fn add(current: Option<&Value>, delta: &Decimal) -> Result<Value, String> {
+    let base = current.and_then(number).unwrap_or_default();
+    let delta = BigDecimal::from_str(delta.as_str()).map_err(|e| e.to_string())?;
+    let sum = base + delta;
+    if sum.normalized().digits() > MAX_DIGITS as u64 {
+        return Err(format!(
+            "Number overflow: {sum} has more than {MAX_DIGITS} significant digits"
+        ));
+    }
+    Decimal::parse(&sum.to_string())
+        .map(|d| d.to_json())
+        .map_err(|e| e.to_string())
+}
+
+fn apply(item: &mut ItemState, key: &Key, tx: &TxId, op: &Operation) -> Result<(), PortError> {
+    let attrs = &mut item.attributes;
+    for (n, v) in &op.set {
+        attrs.insert(n.clone(), v.clone());
+    }
+    for (n, v) in op
+        .put
+        .iter()
+        .flatten()
+        .filter(|(n, _)| !key.contains_key(*n))
+    {
+        attrs.insert(n.clone(), v.clone());
+    }
+    for (n, d) in &op.add {
+        let sum = add(attrs.get(n), d).map_err(|message| PortError::Invalid {
+            context: format!("committing {tx}"),
+            message,
+        })?;
+        attrs.insert(n.clone(), sum);
+    }
+    for n in &op.remove {
+        attrs.remove(n);
+    }
+    bump(item, tx);
+    item.placeholder = false;
+    Ok(())
+}
+
+fn bump(item: &mut ItemState, tx: &TxId) {
+    let version = item
+        .attributes
+        .get(VERSION)
+        .and_then(Value::as_u64)
+        .unwrap_or(0);
+    item.attributes
+        .insert(VERSION.into(), Value::from(version + 1));
+    item.attributes
+        .insert(LAST_TX.into(), Value::String(tx.to_string()));
+}
+
+/// The lock holder's release: the lock goes, the entry (if any) is written, the pruned entries
+/// go and the horizon rises to the prune's; a placeholder becomes a tombstone.
+fn release(item: &mut ItemState, tx: &TxId, entry: Option<FenceEntry>, prune: Option<&Prune>) {
+    item.lock = None;
+    if let Some(p) = prune {
+        for id in p.ids.iter().filter(|id| *id != tx) {
+            item.fence.remove(id);
+        }
+        item.horizon = item.horizon.max(p.horizon);
+    }
+    if let Some(e) = entry {
+        item.fence.insert(tx.clone(), e);
+    }
+    if item.placeholder {
+        item.placeholder = false;
+        item.tombstone = true;
+    }
+}
+
+/// Whether the holder's pruning release may write: the horizon is not above the planned one (a
+/// lock-free abort may have raised it since the prepare).
+fn prune_fits(item: &ItemState, prune: Option<&Prune>) -> bool {
+    prune.is_none_or(|p| item.horizon <= p.horizon)
+}
+
+impl MemoryItems {
+    fn with_table<T>(
+        &self,
+        table: &str,
+        f: impl FnOnce(&mut BTreeMap<String, ItemState>) -> T,
+    ) -> Result<T, PortError> {
+        let mut tables = self.tables.lock().map_err(|_| poisoned("items"))?;
+        Ok(f(tables.entry(table.to_owned()).or_default()))
+    }
+
+    /// Writes an item outside the protocol (a seed), replacing any.
+    pub fn put(&self, table: &str, key: &Key, attributes: BTreeMap<String, Value>) {
+        let mut attrs: BTreeMap<String, Value> = key.clone();
+        attrs.extend(attributes);
+        let _ = self.with_table(table, |t| {
+            t.insert(
+                key_id(key),
+                ItemState {
+                    attributes: attrs,
+                    ..ItemState::default()
+                },
+            )
+        });
+    }
+
+    fn refused(item: Option<&ItemState>) -> CompleteWrite {
+        CompleteWrite::Refused(item.cloned().map(Box::new))
+    }
+}
+
+impl ParticipantStore for MemoryItems {
+    async fn prepare(
+        &self,
+        table: &str,
+        key: &Key,
+        lock: &Lock,
+    ) -> Result<PrepareWrite, PortError> {
+        self.with_table(table, |t| {
+            let id = key_id(key);
+            let item = t.get(&id);
+            let op = &lock.op;
+            let empty = BTreeMap::new();
+            let attrs = item.map_or(&empty, |i| &i.attributes);
+            let admitted = rules::prepare(seen(item, &lock.tx_id, lock.began), op.creates())
+                == PrepareStep::Lock
+                && business_holds(op, key, attrs);
+            if !admitted {
+                return PrepareWrite::Refused(item.cloned().map(Box::new));
+            }
+            let (fence, horizon) =
+                item.map_or_else(Default::default, |i| (i.fence.clone(), i.horizon));
+            let item = t.entry(id).or_insert_with(|| ItemState {
+                attributes: key.clone(),
+                ..ItemState::default()
+            });
+            item.lock = Some(lock.clone());
+            if op.creates() {
+                item.placeholder = true;
+                item.tombstone = false;
+            }
+            PrepareWrite::Locked { fence, horizon }
+        })
+    }
+
+    async fn commit(
+        &self,
+        table: &str,
+        key: &Key,
+        tx: &TxId,
+        op: &Operation,
+        entry: FenceEntry,
+        prune: Option<&Prune>,
+    ) -> Result<CompleteWrite, PortError> {
+        self.with_table(table, |t| {
+            let Some(item) = t.get_mut(&key_id(key)) else {
+                return Ok(CompleteWrite::Refused(None));
+            };
+            let held = seen(Some(item), tx, entry.began).holder == Holder::Me;
+            // A delete's tombstone takes the higher horizon (read, then replace); any other
+            // commit is refused if the horizon rose above the planned one.
+            if !held || (!op.delete && !prune_fits(item, prune)) {
+                return Ok(Self::refused(Some(item)));
+            }
+            let mut next = item.clone();
+            if op.delete {
+                let version = next.attributes.get(VERSION).cloned();
+                next.attributes = key.clone();
+                if let Some(v) = version {
+                    next.attributes.insert(VERSION.into(), v);
+                }
+                bump(&mut next, tx);
+                next.placeholder = false;
+                release(&mut next, tx, Some(entry), prune);
+                next.tombstone = true;
+            } else {
+                apply(&mut next, key, tx, op)?;
+                release(&mut next, tx, Some(entry), prune);
+            }
+            *item = next;
+            Ok(CompleteWrite::Done)
+        })?
+    }
+
+    async fn abort(
+        &self,
+        table: &str,
+        key: &Key,
+        tx: &TxId,
+        entry: FenceEntry,
+        prune: Option<&Prune>,
+    ) -> Result<CompleteWrite, PortError> {
+        self.with_table(table, |t| {
+            let Some(item) = t.get_mut(&key_id(key)) else {
+                return CompleteWrite::Refused(None);
+            };
+            let held = seen(Some(item), tx, entry.began).holder == Holder::Me;
+            if !held || !prune_fits(item, prune) {
+                return Self::refused(Some(item));
+            }
+            release(item, tx, Some(entry), prune);
+            CompleteWrite::Done
+        })
+    }
+
+    async fn fence_aborted(
+        &self,
+        table: &str,
+        key: &Key,
+        tx: &TxId,
+        entry: FenceEntry,
+        capacity: usize,
+    ) -> Result<CompleteWrite, PortError> {
+        self.with_table(table, |t| {
+            let Some(item) = t.get_mut(&key_id(key)) else {
+                return CompleteWrite::Refused(None);
+            };
+            if rules::abort(seen(Some(item), tx, entry.began)) != AbortStep::FenceOut {
+                return Self::refused(Some(item));
+            }
+            match rules::fence_out(item.fence.len(), capacity) {
+                FenceOut::Entry => {
+                    item.fence.insert(tx.clone(), entry);
+                }
+                FenceOut::RaiseHorizon => item.horizon = entry.began,
+            }
+            CompleteWrite::Done
+        })
+    }
+
+    async fn drop_lock(
+        &self,
+        table: &str,
+        key: &Key,
+        tx: &TxId,
+    ) -> Result<CompleteWrite, PortError> {
+        self.with_table(table, |t| {
+            let Some(item) = t.get_mut(&key_id(key)) else {
+                return CompleteWrite::Refused(None);
+            };
+            if item.lock.as_ref().is_none_or(|l| &l.tx_id != tx) {
+                return Self::refused(Some(item));
+            }
+            release(item, tx, None, None);
+            CompleteWrite::Done
+        })
+    }
+
+    async fn expired_locks(
+        &self,
+        table: &str,
+        schema: &KeySchema,
+        now: u64,
+        limit: usize,
+    ) -> Result<Vec<(Key, Lock)>, PortError> {
+        self.with_table(table, |t| {
+            let mut found: Vec<(Key, Lock)> = t
+                .values()
+                .filter_map(|i| {
+                    let lock = i.lock.as_ref().filter(|l| l.expires_at < now)?;
+                    let key = schema
+                        .attributes()
+                        .map(|a| Some((a.name.clone(), i.attributes.get(&a.name)?.clone())))
+                        .collect::<Option<Key>>()?;
+                    Some((key, lock.clone()))
+                })
+                .collect();
+            found.sort_by_key(|(_, l)| l.expires_at);
+            found.truncate(limit);
+            found
+        })
+    }
+
+    async fn read(&self, table: &str, key: &Key) -> Result<Option<ItemState>, PortError> {
+        self.with_table(table, |t| t.get(&key_id(key)).cloned())
+    }
+}
+
+impl MemoryTxLog {
+    fn with<T>(&self, f: impl FnOnce(&mut BTreeMap<TxId, TxRecord>) -> T) -> Result<T, PortError> {
+        let mut records = self.records.lock().map_err(|_| poisoned("log"))?;
+        Ok(f(&mut records))
+    }
+}
+
+impl TxLog for MemoryTxLog {
+    async fn create(&self, record: &TxRecord) -> Result<Created, PortError> {
+        self.with(|r| match r.get(&record.tx_id) {
+            Some(existing) => Created::Exists(Box::new(existing.clone())),
+            None => {
+                r.insert(record.tx_id.clone(), record.clone());
+                Created::New
+            }
+        })
+    }
+
+    async fn get(&self, tx: &TxId) -> Result<Option<TxRecord>, PortError> {
+        self.with(|r| r.get(tx).cloned())
+    }
+
+    async fn transition(
+        &self,
+        record: &TxRecord,
+        to: TxStatus,
+        votes: Option<&[Vote]>,
+        now: u64,
+    ) -> Result<Swapped, PortError> {
+        let (tx, from) = (&record.tx_id, record.status);
+        if !from.can_move_to(to) {
+            return Err(PortError::Invalid {
+                context: format!("transaction {tx}"),
+                message: format!("{from} -> {to} is not a legal transition"),
+            });
+        }
+        self.with(|r| match r.get_mut(tx) {
+            Some(stored) if stored.status == from => {
+                // The swap writes only the status, the time, the votes and (terminal) clears
+                // the backoff: the rest of the stored record stays as it is.
+                let moved = stored.moved(to, votes, now);
+                *stored = moved;
+                Swapped::Done(Box::new(record.moved(to, votes, now)))
+            }
+            Some(stored) => Swapped::Lost(Some(Box::new(stored.clone()))),
+            None => Swapped::Lost(None),
+        })
+    }
+
+    async fn create_aborted(&self, tx: &TxId, now: u64) -> Result<Created, PortError> {
+        self.create(&TxRecord::never_began(tx, now)).await
+    }
+
+    async fn overdue(&self, now: u64, limit: usize) -> Result<Vec<TxRecord>, PortError> {
+        self.with(|r| {
+            let mut found: Vec<TxRecord> = r
+                .values()
+                .filter(|x| !x.status.is_terminal() && x.deadline < now)
+                .filter(|x| x.retry_after.is_none_or(|t| t < now))
+                .cloned()
+                .collect();
+            found.sort_by_key(|x| x.deadline);
+            found.truncate(limit);
+            found
+        })
+    }
+
+    async fn note_failed_attempt(
+        &self,
+        tx: &TxId,
+        retry_after: u64,
+        now: u64,
+    ) -> Result<(), PortError> {
+        self.with(|r| {
+            if let Some(x) = r.get_mut(tx).filter(|x| !x.status.is_terminal()) {
+                x.attempts += 1;
+                x.retry_after = Some(retry_after);
+                x.updated_at = now;
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A JSON number from its text (a `json!` literal would pass through `f64`).
+    fn n(text: &str) -> Value {
+        serde_json::from_str(text).expect("number")
+    }
+
+    #[test]
+    fn sums_are_exact_and_overflow_is_refused_as_dynamodb_refuses_it() {
+        let d = |s: &str| Decimal::parse(s).expect("decimal");
+        assert_eq!(add(Some(&n("0.1")), &d("0.2")), Ok(n("0.3")));
+        assert_eq!(add(None, &d("-2.50")), Ok(n("-2.50")));
+        let big = "99999999999999999999999999999999999999";
+        assert!(
+            add(Some(&n("0.1")), &d(big)).is_err(),
+            "39 significant digits"
+        );
+        let sum = add(Some(&n("1")), &d(big)).expect("one significant digit");
+        assert_eq!(number(&sum), number(&n("1E+38")));
+    }
+
+    #[test]
+    fn comparisons_follow_dynamodb() {
+        assert!(compares(Some(&n("1.50")), Comparator::Eq, &n("1.5")));
+        assert!(compares(Some(&json!(10)), Comparator::Gt, &n("9.99")));
+        assert!(compares(Some(&json!("b")), Comparator::Gt, &json!("a")));
+        assert!(!compares(Some(&json!("1")), Comparator::Eq, &json!(1)));
+        assert!(compares(Some(&json!("1")), Comparator::Ne, &json!(1)));
+        assert!(compares(None, Comparator::Ne, &json!(1)));
+        assert!(!compares(None, Comparator::Eq, &json!(1)));
+    }
+}

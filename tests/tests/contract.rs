@@ -1,0 +1,723 @@
+//! One contract for the stores, run against both implementations: the in-memory ones
+//! (`twopc_core::memory`, what fast tests of the protocol logic run on) and the DynamoDB
+//! adapters on DynamoDB Local. Each case states what a port promises; `memory::*` and
+//! `dynamodb::*` run the same case, so the fake cannot drift from the real thing.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+use twopc_core::ids::TxId;
+use twopc_core::layout;
+use twopc_core::memory::{MemoryItems, MemoryTxLog};
+use twopc_core::model::{FenceEntry, FenceOutcome, ItemState, Key, Lock, Prune, TxRecord};
+use twopc_core::op::Operation;
+use twopc_core::ports::{
+    CompleteWrite, Created, ParticipantStore, PortError, PrepareWrite, Swapped, TxLog,
+};
+use twopc_core::request::KeySchema;
+use twopc_core::status::TxStatus;
+use twopc_dynamo::{DynamoItems, DynamoTxLog};
+use twopc_tests::{World, key};
+
+/// A pair of stores and a participant table in them.
+trait Stores {
+    type Items: ParticipantStore;
+    type Log: TxLog;
+    fn items(&self) -> &Self::Items;
+    fn log(&self) -> &Self::Log;
+    fn table(&self) -> &str;
+    /// Writes a plain item `{id, ...attrs}`, outside the protocol.
+    async fn seed(&self, id: &str, attrs: Value);
+}
+
+struct Memory {
+    items: MemoryItems,
+    log: MemoryTxLog,
+}
+
+impl Stores for Memory {
+    type Items = MemoryItems;
+    type Log = MemoryTxLog;
+    fn items(&self) -> &MemoryItems {
+        &self.items
+    }
+    fn log(&self) -> &MemoryTxLog {
+        &self.log
+    }
+    fn table(&self) -> &str {
+        "accounts"
+    }
+    async fn seed(&self, id: &str, attrs: Value) {
+        let attrs: BTreeMap<String, Value> = attrs
+            .as_object()
+            .cloned()
+            .unwrap_or_default()
+            .into_iter()
+            .collect();
+        self.items.put(self.table(), &key(id), attrs);
+    }
+}
+
+struct Dynamo {
+    world: World,
+    items: DynamoItems,
+}
+
+impl Stores for Dynamo {
+    type Items = DynamoItems;
+    type Log = DynamoTxLog;
+    fn items(&self) -> &DynamoItems {
+        &self.items
+    }
+    fn log(&self) -> &DynamoTxLog {
+        &self.world.log
+    }
+    fn table(&self) -> &str {
+        &self.world.accounts
+    }
+    async fn seed(&self, id: &str, attrs: Value) {
+        self.world.seed("accounts", id, attrs).await;
+    }
+}
+
+async fn memory() -> Memory {
+    Memory {
+        items: MemoryItems::default(),
+        log: MemoryTxLog::default(),
+    }
+}
+
+async fn dynamodb() -> Dynamo {
+    let world = World::new().await;
+    Dynamo {
+        items: DynamoItems::new(world.client.clone()),
+        world,
+    }
+}
+
+/// Each case, once per implementation.
+macro_rules! contract {
+    ($($case:ident),* $(,)?) => {
+        mod memory {
+            $(#[tokio::test]
+            async fn $case() {
+                super::$case(super::memory().await).await;
+            })*
+        }
+        mod dynamodb {
+            $(#[tokio::test]
+            async fn $case() {
+                super::$case(super::dynamodb().await).await;
+            })*
+        }
+    };
+}
+
+contract!(
+    prepare_locks_a_free_item_and_reports_the_fence_it_found,
+    prepare_is_refused_by_another_lock_the_fence_and_the_horizon,
+    prepare_evaluates_requires_as_dynamodb_does,
+    a_put_locks_a_placeholder_and_other_operations_need_an_item,
+    commit_applies_the_operation_exactly_and_releases_the_lock,
+    commit_is_refused_without_the_lock_and_a_prune_that_would_lower_the_horizon,
+    a_committed_delete_leaves_a_tombstone_with_its_fence,
+    abort_releases_and_an_aborted_placeholder_becomes_a_tombstone,
+    fence_aborted_adds_an_entry_or_raises_the_horizon_when_full,
+    drop_lock_removes_only_its_own_lock_unapplied,
+    expired_locks_lists_the_locks_past_their_expiry,
+    the_log_creates_once_and_swaps_status_by_compare_and_swap,
+    the_log_lists_overdue_records_and_backs_off_failed_ones,
+);
+
+const NOW: u64 = 1_800_000_000_000;
+
+fn op(v: Value) -> Operation {
+    Operation::from_json("op", &v).expect("operation")
+}
+
+fn lock(tx: &TxId, began: u64, v: Value) -> Lock {
+    Lock {
+        tx_id: tx.clone(),
+        expires_at: began + 5_000,
+        began,
+        op: op(v),
+        coordinator: "contract".into(),
+    }
+}
+
+fn entry(outcome: FenceOutcome, began: u64) -> FenceEntry {
+    FenceEntry {
+        outcome,
+        began,
+        expires_at: began + 60_000,
+    }
+}
+
+fn number(v: Option<&Value>) -> String {
+    // Compared as exact decimals: DynamoDB may keep or drop trailing zeros.
+    let text = v.expect("a number").to_string();
+    let t = text.trim_start_matches('-');
+    let t = if t.contains('.') {
+        t.trim_end_matches('0').trim_end_matches('.')
+    } else {
+        t
+    };
+    format!("{}{t}", if text.starts_with('-') { "-" } else { "" })
+}
+
+async fn read<S: Stores>(s: &S, id: &str) -> Option<ItemState> {
+    s.items().read(s.table(), &key(id)).await.expect("read")
+}
+
+async fn prepare<S: Stores>(s: &S, id: &str, l: &Lock) -> PrepareWrite {
+    s.items()
+        .prepare(s.table(), &key(id), l)
+        .await
+        .expect("prepare")
+}
+
+fn refused_item(w: PrepareWrite) -> Option<Box<ItemState>> {
+    match w {
+        PrepareWrite::Refused(item) => item,
+        PrepareWrite::Locked { .. } => panic!("expected a refusal"),
+    }
+}
+
+fn locked(w: &PrepareWrite) -> bool {
+    matches!(w, PrepareWrite::Locked { .. })
+}
+
+async fn commit<S: Stores>(
+    s: &S,
+    id: &str,
+    l: &Lock,
+    prune: Option<&Prune>,
+) -> Result<CompleteWrite, PortError> {
+    s.items()
+        .commit(
+            s.table(),
+            &key(id),
+            &l.tx_id,
+            &l.op,
+            entry(FenceOutcome::Committed, l.began),
+            prune,
+        )
+        .await
+}
+
+/// Locks `id` for a transaction that began at `began` and commits it there.
+async fn committed<S: Stores>(s: &S, id: &str, began: u64, v: Value) -> TxId {
+    let tx = TxId::random();
+    let l = lock(&tx, began, v);
+    assert!(locked(&prepare(s, id, &l).await));
+    assert!(matches!(
+        commit(s, id, &l, None).await.expect("commit"),
+        CompleteWrite::Done
+    ));
+    tx
+}
+
+async fn prepare_locks_a_free_item_and_reports_the_fence_it_found<S: Stores>(s: S) {
+    s.seed("alice", json!({"balance": 100})).await;
+    let earlier = committed(&s, "alice", NOW, json!({"add": {"balance": 1}})).await;
+    let tx = TxId::random();
+    let l = lock(&tx, NOW + 10, json!({"add": {"balance": -1}}));
+    match prepare(&s, "alice", &l).await {
+        PrepareWrite::Locked { fence, horizon } => {
+            assert_eq!(fence.keys().collect::<Vec<_>>(), [&earlier]);
+            assert_eq!(horizon, 0);
+        }
+        other => panic!("{other:?}"),
+    }
+    // A retry finds its own lock: locked again, nothing else changes.
+    assert!(locked(&prepare(&s, "alice", &l).await));
+    let item = read(&s, "alice").await.expect("alice");
+    assert_eq!(item.lock.as_ref().map(|l| &l.tx_id), Some(&tx));
+    assert_eq!(number(item.attributes.get("balance")), "101");
+}
+
+async fn prepare_is_refused_by_another_lock_the_fence_and_the_horizon<S: Stores>(s: S) {
+    s.seed("alice", json!({"balance": 100})).await;
+    let holder = lock(&TxId::random(), NOW, json!({"add": {"balance": 1}}));
+    assert!(locked(&prepare(&s, "alice", &holder).await));
+    let other = lock(&TxId::random(), NOW + 1, json!({"add": {"balance": 1}}));
+    let found = refused_item(prepare(&s, "alice", &other).await).expect("the item");
+    assert_eq!(
+        found.lock.as_ref().map(|l| &l.tx_id),
+        Some(&holder.tx_id),
+        "the refusal returns the item as it was"
+    );
+    // After the holder committed, its own late prepare meets its fence entry.
+    commit(&s, "alice", &holder, None).await.expect("commit");
+    let late = refused_item(prepare(&s, "alice", &holder).await).expect("the item");
+    assert_eq!(
+        late.fence.get(&holder.tx_id).map(|e| e.outcome),
+        Some(FenceOutcome::Committed)
+    );
+    // A pruning release raises the horizon; a transaction that began at or before it is refused.
+    let pruner = lock(&TxId::random(), NOW + 20, json!({"add": {"balance": 1}}));
+    assert!(locked(&prepare(&s, "alice", &pruner).await));
+    let prune = Prune {
+        ids: vec![holder.tx_id.clone()],
+        horizon: NOW + 5,
+    };
+    commit(&s, "alice", &pruner, Some(&prune))
+        .await
+        .expect("commit");
+    let below = lock(&TxId::random(), NOW + 5, json!({"add": {"balance": 1}}));
+    let found = refused_item(prepare(&s, "alice", &below).await).expect("the item");
+    assert_eq!(found.horizon, NOW + 5);
+    assert!(!found.fence.contains_key(&holder.tx_id), "pruned");
+    let above = lock(&TxId::random(), NOW + 6, json!({"add": {"balance": 1}}));
+    assert!(locked(&prepare(&s, "alice", &above).await));
+}
+
+async fn prepare_evaluates_requires_as_dynamodb_does<S: Stores>(s: S) {
+    s.seed(
+        "alice",
+        serde_json::from_str(r#"{"balance": 1.50, "name": "b", "flag": true}"#).expect("json"),
+    )
+    .await;
+    let cases = [
+        (r#"{"balance": {"gte": 1.5}}"#, true),
+        (r#"{"balance": {"eq": 1.5}}"#, true),
+        (r#"{"balance": {"gt": 1.5}}"#, false),
+        (r#"{"balance": {"lt": 10}}"#, true),
+        (r#"{"name": {"gt": "a"}}"#, true),
+        (r#"{"name": {"lt": "a"}}"#, false),
+        (r#"{"name": {"eq": 1}}"#, false),
+        (r#"{"name": {"ne": 1}}"#, true),
+        (r#"{"flag": {"eq": true}}"#, true),
+        (r#"{"missing": {"ne": 1}}"#, true),
+        (r#"{"missing": {"lt": 1}}"#, false),
+        (r#"{"missing": {"eq": 1}}"#, false),
+        (r#"{"missing": "notExists"}"#, true),
+        (r#"{"name": "exists"}"#, true),
+        (r#"{"name": "notExists"}"#, false),
+    ];
+    for (require, holds) in cases {
+        let require: Value = serde_json::from_str(require).expect("require");
+        let l = lock(
+            &TxId::random(),
+            NOW,
+            json!({"set": {"x": 1}, "require": require}),
+        );
+        let w = prepare(&s, "alice", &l).await;
+        assert_eq!(locked(&w), holds, "require {require}");
+        if holds {
+            s.items()
+                .abort(
+                    s.table(),
+                    &key("alice"),
+                    &l.tx_id,
+                    entry(FenceOutcome::Aborted, NOW),
+                    None,
+                )
+                .await
+                .expect("abort");
+        }
+    }
+    // An add to an attribute that is not a number is refused at prepare, not at commit.
+    let l = lock(&TxId::random(), NOW, json!({"add": {"name": 1}}));
+    assert!(!locked(&prepare(&s, "alice", &l).await));
+}
+
+async fn a_put_locks_a_placeholder_and_other_operations_need_an_item<S: Stores>(s: S) {
+    let update = lock(&TxId::random(), NOW, json!({"add": {"balance": 1}}));
+    assert!(refused_item(prepare(&s, "carol", &update).await).is_none());
+    let put = lock(
+        &TxId::random(),
+        NOW,
+        json!({"put": {"balance": 5}, "require": {"id": "notExists"}}),
+    );
+    assert!(locked(&prepare(&s, "carol", &put).await));
+    let placeholder = read(&s, "carol").await.expect("a placeholder");
+    assert!(placeholder.placeholder && placeholder.lock.is_some());
+    assert!(
+        !placeholder.attributes.contains_key("balance"),
+        "only the key until commit"
+    );
+    commit(&s, "carol", &put, None).await.expect("commit");
+    let carol = read(&s, "carol").await.expect("carol");
+    assert!(!carol.placeholder && carol.lock.is_none());
+    assert_eq!(number(carol.attributes.get("balance")), "5");
+    // A second put on the real item is refused.
+    let again = lock(&TxId::random(), NOW + 1, json!({"put": {"balance": 1}}));
+    assert!(!locked(&prepare(&s, "carol", &again).await));
+}
+
+async fn commit_applies_the_operation_exactly_and_releases_the_lock<S: Stores>(s: S) {
+    s.seed(
+        "alice",
+        serde_json::from_str(r#"{"balance": 0.1, "note": "x", "gone": 1}"#).expect("json"),
+    )
+    .await;
+    let big = "12345678901234567890123456789012345678";
+    let v: Value = serde_json::from_str(&format!(
+        r#"{{"add": {{"balance": 0.2, "big": {big}}}, "set": {{"note": "y"}}, "remove": ["gone"]}}"#
+    ))
+    .expect("op");
+    let tx = committed(&s, "alice", NOW, v).await;
+    let alice = read(&s, "alice").await.expect("alice");
+    assert_eq!(number(alice.attributes.get("balance")), "0.3");
+    assert_eq!(number(alice.attributes.get("big")), big);
+    assert_eq!(alice.attributes.get("note"), Some(&json!("y")));
+    assert!(!alice.attributes.contains_key("gone"));
+    assert_eq!(number(alice.attributes.get(layout::VERSION)), "1");
+    assert_eq!(
+        alice.attributes.get(layout::LAST_TX),
+        Some(&json!(tx.as_str()))
+    );
+    assert!(alice.lock.is_none());
+    assert_eq!(
+        alice.fence.get(&tx).map(|e| e.outcome),
+        Some(FenceOutcome::Committed)
+    );
+}
+
+async fn commit_is_refused_without_the_lock_and_a_prune_that_would_lower_the_horizon<S: Stores>(
+    s: S,
+) {
+    s.seed("alice", json!({"balance": 1})).await;
+    let stranger = lock(&TxId::random(), NOW, json!({"add": {"balance": 1}}));
+    match commit(&s, "alice", &stranger, None).await.expect("commit") {
+        CompleteWrite::Refused(Some(item)) => assert!(item.lock.is_none()),
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        commit(&s, "nobody", &stranger, None).await.expect("commit"),
+        CompleteWrite::Refused(None)
+    ));
+    // The holder planned a prune to horizon NOW + 1; a lock-free abort raised it to NOW + 7
+    // meanwhile (a full fence): the pruning commit is refused, the plain one goes through.
+    let holder = lock(&TxId::random(), NOW + 20, json!({"add": {"balance": 1}}));
+    assert!(locked(&prepare(&s, "alice", &holder).await));
+    let raiser = TxId::random();
+    s.items()
+        .fence_aborted(
+            s.table(),
+            &key("alice"),
+            &raiser,
+            entry(FenceOutcome::Aborted, NOW + 7),
+            0,
+        )
+        .await
+        .expect("raise");
+    let prune = Prune {
+        ids: vec![],
+        horizon: NOW + 1,
+    };
+    match commit(&s, "alice", &holder, Some(&prune))
+        .await
+        .expect("commit")
+    {
+        CompleteWrite::Refused(Some(item)) => {
+            assert_eq!(item.lock.map(|l| l.tx_id), Some(holder.tx_id.clone()));
+            assert_eq!(item.horizon, NOW + 7);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        commit(&s, "alice", &holder, None).await.expect("commit"),
+        CompleteWrite::Done
+    ));
+    assert_eq!(read(&s, "alice").await.expect("alice").horizon, NOW + 7);
+}
+
+async fn a_committed_delete_leaves_a_tombstone_with_its_fence<S: Stores>(s: S) {
+    s.seed("alice", json!({"balance": 1, "note": "x"})).await;
+    let first = committed(&s, "alice", NOW, json!({"add": {"balance": 1}})).await;
+    let tx = committed(&s, "alice", NOW + 1, json!({"delete": true})).await;
+    let tomb = read(&s, "alice").await.expect("a tombstone");
+    assert!(tomb.tombstone && !tomb.placeholder && tomb.lock.is_none());
+    assert!(!tomb.attributes.contains_key("balance") && !tomb.attributes.contains_key("note"));
+    assert_eq!(number(tomb.attributes.get(layout::VERSION)), "2");
+    assert_eq!(
+        tomb.attributes.get(layout::LAST_TX),
+        Some(&json!(tx.as_str()))
+    );
+    assert!(tomb.fence.contains_key(&first) && tomb.fence.contains_key(&tx));
+    // An update finds nothing; a put may take the tombstone.
+    let update = lock(&TxId::random(), NOW + 2, json!({"add": {"balance": 1}}));
+    assert!(!locked(&prepare(&s, "alice", &update).await));
+    let put = lock(&TxId::random(), NOW + 3, json!({"put": {"balance": 9}}));
+    assert!(locked(&prepare(&s, "alice", &put).await));
+}
+
+async fn abort_releases_and_an_aborted_placeholder_becomes_a_tombstone<S: Stores>(s: S) {
+    s.seed("alice", json!({"balance": 1})).await;
+    let l = lock(&TxId::random(), NOW, json!({"add": {"balance": 1}}));
+    assert!(locked(&prepare(&s, "alice", &l).await));
+    let abort = |l: Lock, id: &'static str| {
+        let s = &s;
+        async move {
+            s.items()
+                .abort(
+                    s.table(),
+                    &key(id),
+                    &l.tx_id,
+                    entry(FenceOutcome::Aborted, l.began),
+                    None,
+                )
+                .await
+                .expect("abort")
+        }
+    };
+    assert!(matches!(
+        abort(l.clone(), "alice").await,
+        CompleteWrite::Done
+    ));
+    let alice = read(&s, "alice").await.expect("alice");
+    assert!(alice.lock.is_none());
+    assert_eq!(
+        number(alice.attributes.get("balance")),
+        "1",
+        "nothing applied"
+    );
+    assert_eq!(
+        alice.fence.get(&l.tx_id).map(|e| e.outcome),
+        Some(FenceOutcome::Aborted)
+    );
+    assert!(matches!(
+        abort(l, "alice").await,
+        CompleteWrite::Refused(Some(_))
+    ));
+    let put = lock(&TxId::random(), NOW, json!({"put": {"balance": 1}}));
+    assert!(locked(&prepare(&s, "dave", &put).await));
+    assert!(matches!(abort(put, "dave").await, CompleteWrite::Done));
+    let dave = read(&s, "dave").await.expect("a tombstone");
+    assert!(dave.tombstone && !dave.placeholder && dave.lock.is_none());
+}
+
+async fn fence_aborted_adds_an_entry_or_raises_the_horizon_when_full<S: Stores>(s: S) {
+    s.seed("alice", json!({"balance": 1})).await;
+    let fence = |tx: TxId, began: u64, capacity: usize| {
+        let s = &s;
+        async move {
+            s.items()
+                .fence_aborted(
+                    s.table(),
+                    &key("alice"),
+                    &tx,
+                    entry(FenceOutcome::Aborted, began),
+                    capacity,
+                )
+                .await
+                .expect("fence")
+        }
+    };
+    // No fence yet: it is created with the entry.
+    let first = TxId::random();
+    assert!(matches!(
+        fence(first.clone(), NOW, 2).await,
+        CompleteWrite::Done
+    ));
+    let second = TxId::random();
+    assert!(matches!(
+        fence(second.clone(), NOW + 1, 2).await,
+        CompleteWrite::Done
+    ));
+    // Full at capacity 2: the horizon rises to the transaction's begin instead.
+    let third = TxId::random();
+    assert!(matches!(
+        fence(third.clone(), NOW + 2, 2).await,
+        CompleteWrite::Done
+    ));
+    let alice = read(&s, "alice").await.expect("alice");
+    assert_eq!(
+        alice
+            .fence
+            .keys()
+            .collect::<std::collections::BTreeSet<_>>(),
+        [&first, &second].into()
+    );
+    assert_eq!(alice.horizon, NOW + 2);
+    // Already fenced (entry, or under the horizon): refused, nothing written.
+    assert!(matches!(
+        fence(first, NOW, 9).await,
+        CompleteWrite::Refused(Some(_))
+    ));
+    assert!(matches!(
+        fence(TxId::random(), NOW + 2, 9).await,
+        CompleteWrite::Refused(Some(_))
+    ));
+    // Its own lock is not fenced out; a missing item is not created.
+    let holder = lock(&TxId::random(), NOW + 3, json!({"add": {"balance": 1}}));
+    assert!(locked(&prepare(&s, "alice", &holder).await));
+    assert!(matches!(
+        fence(holder.tx_id.clone(), NOW + 3, 9).await,
+        CompleteWrite::Refused(Some(_))
+    ));
+    let absent = s
+        .items()
+        .fence_aborted(
+            s.table(),
+            &key("nobody"),
+            &TxId::random(),
+            entry(FenceOutcome::Aborted, NOW),
+            9,
+        )
+        .await
+        .expect("fence");
+    assert!(matches!(absent, CompleteWrite::Refused(None)));
+    assert!(read(&s, "nobody").await.is_none());
+}
+
+async fn drop_lock_removes_only_its_own_lock_unapplied<S: Stores>(s: S) {
+    s.seed("alice", json!({"balance": 1})).await;
+    let l = lock(&TxId::random(), NOW, json!({"add": {"balance": 1}}));
+    assert!(locked(&prepare(&s, "alice", &l).await));
+    let drop = |tx: TxId| {
+        let s = &s;
+        async move {
+            s.items()
+                .drop_lock(s.table(), &key("alice"), &tx)
+                .await
+                .expect("drop")
+        }
+    };
+    assert!(matches!(
+        drop(TxId::random()).await,
+        CompleteWrite::Refused(Some(_))
+    ));
+    assert!(matches!(drop(l.tx_id.clone()).await, CompleteWrite::Done));
+    let alice = read(&s, "alice").await.expect("alice");
+    assert!(alice.lock.is_none() && !alice.fence.contains_key(&l.tx_id));
+    assert_eq!(number(alice.attributes.get("balance")), "1");
+}
+
+async fn expired_locks_lists_the_locks_past_their_expiry<S: Stores>(s: S) {
+    for id in ["a", "b", "c"] {
+        s.seed(id, json!({"balance": 1})).await;
+    }
+    let early = lock(&TxId::random(), NOW, json!({"add": {"balance": 1}}));
+    let late = lock(
+        &TxId::random(),
+        NOW + 60_000,
+        json!({"add": {"balance": 1}}),
+    );
+    assert!(locked(&prepare(&s, "a", &early).await));
+    assert!(locked(&prepare(&s, "b", &late).await));
+    let found = s
+        .items()
+        .expired_locks(s.table(), &KeySchema::string_hash("id"), NOW + 10_000, 10)
+        .await
+        .expect("expired");
+    let found: Vec<(Key, TxId)> = found.into_iter().map(|(k, l)| (k, l.tx_id)).collect();
+    assert_eq!(found, [(key("a"), early.tx_id)]);
+}
+
+fn record(deadline: u64) -> TxRecord {
+    let mut r = TxRecord::never_began(&TxId::random(), deadline - 5_000);
+    r.status = TxStatus::Preparing;
+    r.deadline = deadline;
+    r.begun_by = "contract".into();
+    r
+}
+
+async fn the_log_creates_once_and_swaps_status_by_compare_and_swap<S: Stores>(s: S) {
+    let log = s.log();
+    let r = record(NOW);
+    assert!(matches!(
+        log.create(&r).await.expect("create"),
+        Created::New
+    ));
+    match log.create(&record(NOW)).await.expect("create") {
+        Created::New => {}
+        other => panic!("another id is new: {other:?}"),
+    }
+    match log.create(&r).await.expect("create") {
+        Created::Exists(existing) => assert_eq!(*existing, r),
+        other => panic!("{other:?}"),
+    }
+    let decided = match log
+        .transition(&r, TxStatus::Committing, Some(&[]), NOW + 1)
+        .await
+        .expect("swap")
+    {
+        Swapped::Done(d) => *d,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(log.get(&r.tx_id).await.expect("get"), Some(decided.clone()));
+    // The stale holder of the PREPARING record loses, and sees the record as it is.
+    match log
+        .transition(&r, TxStatus::Aborting, None, NOW + 2)
+        .await
+        .expect("swap")
+    {
+        Swapped::Lost(Some(found)) => assert_eq!(found.status, TxStatus::Committing),
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        log.transition(&record(NOW), TxStatus::Aborting, None, NOW)
+            .await
+            .expect("swap"),
+        Swapped::Lost(None)
+    ));
+    assert!(matches!(
+        log.transition(&decided, TxStatus::Aborted, None, NOW).await,
+        Err(PortError::Invalid { .. })
+    ));
+    let never = TxId::random();
+    assert!(matches!(
+        log.create_aborted(&never, NOW).await.expect("aborted"),
+        Created::New
+    ));
+    assert_eq!(
+        log.get(&never).await.expect("get").map(|r| r.status),
+        Some(TxStatus::Aborted)
+    );
+}
+
+async fn the_log_lists_overdue_records_and_backs_off_failed_ones<S: Stores>(s: S) {
+    let log = s.log();
+    let (old, older, live) = (record(NOW - 100), record(NOW - 200), record(NOW + 100));
+    let done = record(NOW - 300);
+    for r in [&old, &older, &live, &done] {
+        log.create(r).await.expect("create");
+    }
+    let committing = match log
+        .transition(&done, TxStatus::Committing, Some(&[]), NOW)
+        .await
+        .expect("swap")
+    {
+        Swapped::Done(r) => *r,
+        other => panic!("{other:?}"),
+    };
+    log.transition(&committing, TxStatus::Committed, None, NOW)
+        .await
+        .expect("finalize");
+    let ids = |rs: Vec<TxRecord>| {
+        rs.into_iter()
+            .map(|r| r.tx_id.to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        ids(log.overdue(NOW, 10).await.expect("overdue")),
+        [older.tx_id.to_string(), old.tx_id.to_string()],
+        "oldest deadline first; neither the live nor the terminal one"
+    );
+    assert_eq!(
+        ids(log.overdue(NOW, 1).await.expect("overdue")),
+        [older.tx_id.to_string()]
+    );
+    log.note_failed_attempt(&older.tx_id, NOW + 50, NOW)
+        .await
+        .expect("back off");
+    assert_eq!(
+        ids(log.overdue(NOW, 10).await.expect("overdue")),
+        [old.tx_id.to_string()]
+    );
+    assert_eq!(
+        ids(log.overdue(NOW + 51, 10).await.expect("overdue")),
+        [older.tx_id.to_string(), old.tx_id.to_string()]
+    );
+    let backed = log.get(&older.tx_id).await.expect("get").expect("record");
+    assert_eq!((backed.attempts, backed.retry_after), (1, Some(NOW + 50)));
+    // A finished record is not counted.
+    log.note_failed_attempt(&done.tx_id, NOW + 50, NOW)
+        .await
+        .expect("no-op");
+    let finished = log.get(&done.tx_id).await.expect("get").expect("record");
+    assert_eq!((finished.attempts, finished.retry_after), (0, None));
+}
