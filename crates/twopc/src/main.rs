@@ -1,10 +1,6 @@
 //! `twopc`: the local stack (`twopc serve`) and the command line that talks to it.
 
 mod cli;
-mod demo;
-mod dynamodb_local;
-mod gateway;
-mod refusals;
 mod serve;
 
 use std::path::PathBuf;
@@ -69,7 +65,7 @@ async fn main() -> ExitCode {
             serve::serve(args.clone())
                 .await
                 .map(|()| cli::EXIT_OK)
-                .map_err(cli::Failure)
+                .map_err(|e| cli::Failure(e.to_string()))
         }
         Command::Submit {
             file,

@@ -4,10 +4,12 @@
 use std::collections::BTreeMap;
 
 use aws_sdk_dynamodb::Client;
-use serde_json::Value;
+use serde_json::{Value, json};
 use twopc_core::model::Target;
+use twopc_core::ports::PortError;
 use twopc_core::request::{KeySchema, ServiceConfig};
 use twopc_dynamo::tables::{TableKind, TableSpec};
+use twopc_runtime::config::var;
 
 /// The demo's services and their tables, named with `prefix`.
 pub struct Demo {
@@ -74,6 +76,24 @@ impl Demo {
             .collect()
     }
 
+    /// The demo as the variables a deployed coordinator reads (`twopc_runtime::config`), so the
+    /// local stack is configured, and checked, as the coordinator function is.
+    pub fn variables(&self, endpoint: &str) -> BTreeMap<&'static str, String> {
+        let lock_tables: serde_json::Map<String, Value> = self
+            .services()
+            .into_iter()
+            .map(|(name, s)| (self.table(&name), json!(s.key)))
+            .collect();
+        [
+            (var::TRANSACTIONS_TABLE, self.transactions_table()),
+            (var::SERVICES, json!(self.services()).to_string()),
+            (var::LOCK_TABLES, Value::Object(lock_tables).to_string()),
+            (var::DYNAMODB_ENDPOINT, endpoint.to_owned()),
+            (var::COORDINATOR_ID, "twopc-serve".to_owned()),
+        ]
+        .into()
+    }
+
     /// Every table to create.
     pub fn tables(&self) -> Vec<TableSpec> {
         let mut specs = vec![
@@ -99,7 +119,7 @@ impl Demo {
 
     /// Writes the seed items that are missing (a restart never overwrites data). Returns how
     /// many were written.
-    pub async fn seed(&self, client: &Client) -> Result<usize, String> {
+    pub async fn seed(&self, client: &Client) -> Result<usize, PortError> {
         let mut written = 0;
         for (service, item) in seed_items() {
             let Value::Object(map) = &item else { continue };
@@ -118,9 +138,9 @@ impl Demo {
                     if e.as_service_error()
                         .is_some_and(|s| s.is_conditional_check_failed_exception()) => {}
                 Err(e) => {
-                    return Err(format!(
-                        "seeding {service}: {}",
-                        twopc_dynamo::error::classify("seed", e)
+                    return Err(twopc_dynamo::error::classify(
+                        format!("seeding {service}"),
+                        e,
                     ));
                 }
             }
@@ -132,6 +152,22 @@ impl Demo {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_demo_configures_the_stack_as_a_coordinator_is_configured() {
+        let demo = Demo {
+            prefix: "p-".into(),
+        };
+        let vars = demo.variables("http://127.0.0.1:1");
+        let config = twopc_runtime::config::Config::from_lookup(
+            twopc_runtime::config::Role::Coordinator,
+            |name| vars.get(name).cloned(),
+        )
+        .expect("the demo's variables are a valid coordinator configuration");
+        assert_eq!(config.services, demo.services());
+        assert_eq!(config.lock_tables.len(), 2);
+        assert_eq!(config.transactions_table, "p-transactions");
+    }
 
     #[test]
     fn seed_prices_keep_their_decimal_text() {

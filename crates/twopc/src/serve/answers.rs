@@ -1,4 +1,5 @@
-//! Every refusal of the local gateway is JSON with a stable `code`, whatever layer refuses.
+//! The local gateway's JSON answers. Every refusal is JSON with a stable `code`, whatever layer
+//! refuses.
 //!
 //! The coordinator's handler and the WebSocket routes answer their own errors in JSON; what is
 //! left are the refusals axum makes before a handler runs (no route for a method, a body over the
@@ -12,7 +13,7 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
+use serde_json::{Value, json};
 
 /// The stable `code` of an error answer that carries no code of its own.
 pub fn code_for(status: StatusCode) -> &'static str {
@@ -29,14 +30,19 @@ pub fn code_for(status: StatusCode) -> &'static str {
     }
 }
 
-/// A JSON error answer.
-pub fn refusal(status: StatusCode, code: &str, message: impl Into<String>) -> Response {
+/// A JSON answer.
+pub fn json_response(status: StatusCode, body: Value) -> Response {
     (
         status,
         [(header::CONTENT_TYPE, "application/json")],
-        json!({"code": code, "message": message.into()}).to_string(),
+        body.to_string(),
     )
         .into_response()
+}
+
+/// A JSON error answer: `{"code", "message"}`.
+pub fn refusal(status: StatusCode, code: &str, message: impl Into<String>) -> Response {
+    json_response(status, json!({"code": code, "message": message.into()}))
 }
 
 /// Middleware: rewrites a non-JSON error answer (status 400 or more) into

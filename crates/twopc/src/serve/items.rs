@@ -1,0 +1,134 @@
+//! Item browsing for people and the `twopc` command line (`/local/items/...`): the business
+//! view of a service's items (protocol attributes removed, placeholders and tombstones absent),
+//! and who holds each lock.
+
+use std::sync::Arc;
+
+use axum::extract::{Path as UrlPath, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use serde_json::{Value, json};
+use twopc_core::ports::ParticipantStore;
+use twopc_core::request::KeyType;
+
+use super::answers::{json_response, refusal};
+use super::stack::Stack;
+
+fn item_view(state: &twopc_core::model::ItemState) -> Option<Value> {
+    let item = twopc_dynamo::items::business_view(state)?;
+    Some(json!({"item": item, "lockedBy": state.lock.as_ref().map(|l| l.tx_id.to_string())}))
+}
+
+/// `GET /local/items/{participant}`: every item of a service, sorted by key.
+pub async fn list_items(
+    State(stack): State<Arc<Stack>>,
+    UrlPath(participant): UrlPath<String>,
+) -> Response {
+    if !stack.config.services.contains_key(&participant) {
+        return unknown_participant(&stack, &participant);
+    }
+    let table = stack.demo.table(&participant);
+    let client = &stack.client;
+    let mut items = vec![];
+    let mut start = None;
+    loop {
+        let page = match client
+            .scan()
+            .table_name(&table)
+            .set_exclusive_start_key(start)
+            .send()
+            .await
+        {
+            Ok(p) => p,
+            Err(e) => {
+                return refusal(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "unavailable",
+                    twopc_dynamo::error::classify("scan", e).to_string(),
+                );
+            }
+        };
+        for raw in page.items() {
+            if let Some(v) = twopc_dynamo::items::item_state(raw)
+                .ok()
+                .as_ref()
+                .and_then(item_view)
+            {
+                items.push(v);
+            }
+        }
+        start = page.last_evaluated_key().cloned();
+        if start.is_none() {
+            break;
+        }
+    }
+    let key_name = stack
+        .config
+        .services
+        .get(&participant)
+        .map(|s| s.key.hash.name.clone())
+        .unwrap_or_default();
+    items.sort_by_key(|v| v["item"].get(&key_name).map(Value::to_string));
+    json_response(
+        StatusCode::OK,
+        json!({"participant": participant, "items": items}),
+    )
+}
+
+/// `GET /local/items/{participant}/{id}`: one item.
+pub async fn get_item(
+    State(stack): State<Arc<Stack>>,
+    UrlPath((participant, id)): UrlPath<(String, String)>,
+) -> Response {
+    let Some(service) = stack.config.services.get(&participant) else {
+        return unknown_participant(&stack, &participant);
+    };
+    let value = match service.key.hash.kind {
+        KeyType::S => Value::String(id.clone()),
+        KeyType::N => match id.parse::<serde_json::Number>() {
+            Ok(n) => Value::Number(n),
+            Err(_) => {
+                return refusal(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_key",
+                    format!("{participant} is keyed by a number; {id:?} is not one"),
+                );
+            }
+        },
+    };
+    let key = [(service.key.hash.name.clone(), value)].into();
+    match stack
+        .participant
+        .store()
+        .read(&stack.demo.table(&participant), &key)
+        .await
+    {
+        Ok(Some(state)) => match item_view(&state) {
+            Some(v) => json_response(StatusCode::OK, v),
+            None => not_found(&participant, &id),
+        },
+        Ok(None) => not_found(&participant, &id),
+        Err(e) => refusal(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unavailable",
+            e.to_string(),
+        ),
+    }
+}
+
+fn not_found(participant: &str, id: &str) -> Response {
+    refusal(
+        StatusCode::NOT_FOUND,
+        "not_found",
+        format!("no item {id:?} in {participant}"),
+    )
+}
+
+fn unknown_participant(stack: &Stack, participant: &str) -> Response {
+    let known: Vec<&String> = stack.config.services.keys().collect();
+    refusal(
+        StatusCode::NOT_FOUND,
+        "unknown_participant",
+        format!("no service {participant:?}; configured: {known:?}"),
+    )
+}

@@ -1,0 +1,279 @@
+//! `twopc serve`: the whole system on one machine, against DynamoDB Local.
+//!
+//! - [`pidfile`]: one `twopc serve` per data folder;
+//! - [`dynamodb_local`]: DynamoDB Local as a child process (persisted under the data folder, or
+//!   in memory), unless `--dynamodb-endpoint` names one;
+//! - [`stack`]: the parts, wired once: the demo's configuration ([`demo`]), tables, seed, the
+//!   coordinator's handler, the sweeper, the WebSocket [`gateway`], the stream poller
+//!   ([`streams`]);
+//! - [`routes`]: the HTTP API through the coordinator Lambda's own handler ([`apigw`]), the live
+//!   page and WebSocket, item browsing ([`items`]), every refusal in JSON ([`answers`]);
+//! - here: the options, the run (sweeper timer, Ctrl-C), the banner, the errors.
+
+mod answers;
+mod apigw;
+mod demo;
+mod dynamodb_local;
+mod gateway;
+mod items;
+mod pidfile;
+mod routes;
+mod stack;
+mod streams;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tracing::warn;
+use twopc_core::ports::PortError;
+use twopc_runtime::config::ConfigError;
+
+use dynamodb_local::{DynamoDbLocal, LocalError};
+use pidfile::Claim;
+use stack::Stack;
+
+/// Options of `twopc serve`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1", env = "TWOPC_HOST")]
+    pub host: String,
+    /// Port of the HTTP API.
+    #[arg(long, default_value_t = 3000, env = "TWOPC_PORT")]
+    pub port: u16,
+    /// Use this DynamoDB (Local) endpoint instead of starting DynamoDB Local.
+    #[arg(long, env = "TWOPC_DYNAMODB_ENDPOINT")]
+    pub dynamodb_endpoint: Option<String>,
+    /// Folder for the data (DynamoDB Local's files) and the run's state files.
+    #[arg(long, default_value = ".twopc", env = "TWOPC_DATA_DIR")]
+    pub data_dir: PathBuf,
+    /// Keep DynamoDB Local's data in memory (lost at exit).
+    #[arg(long)]
+    pub in_memory: bool,
+    /// How often the sweeper runs, in milliseconds.
+    #[arg(long, default_value_t = 5_000, env = "TWOPC_SWEEP_INTERVAL_MS")]
+    pub sweep_interval_ms: u64,
+    /// Prefix of the table names.
+    #[arg(long, default_value = "twopc-", env = "TWOPC_TABLE_PREFIX")]
+    pub table_prefix: String,
+    /// Do not write the demo's seed items.
+    #[arg(long)]
+    pub no_seed: bool,
+    /// Folder of the data lake (`dt=YYYY-MM-DD/*.jsonl`).
+    #[arg(long, default_value = "data-lake", env = "TWOPC_LAKE_DIR")]
+    pub lake_dir: PathBuf,
+    /// Require `?token=...` on WebSocket connections.
+    #[arg(long, env = "TWOPC_WS_TOKEN")]
+    pub ws_token: Option<String>,
+    /// How often the streams are polled when idle, in milliseconds.
+    #[arg(long, default_value_t = 200)]
+    pub stream_poll_ms: u64,
+}
+
+/// Why `twopc serve` stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// Another `twopc serve` holds the data folder.
+    #[error(
+        "twopc serve is already running with data folder {} (pid {pid}{}); stop it (Ctrl-C in its terminal, or `kill {pid}`), or pass another --data-dir",
+        data_dir.display(),
+        if url.is_empty() { String::new() } else { format!(", {url}") }
+    )]
+    AlreadyRunning {
+        /// The folder.
+        data_dir: PathBuf,
+        /// The other process.
+        pid: u32,
+        /// Where it serves.
+        url: String,
+    },
+    /// The port is taken.
+    #[error(
+        "port {port} is already in use (another twopc serve?): stop that process or pass --port"
+    )]
+    PortInUse {
+        /// The port.
+        port: u16,
+    },
+    /// `--host`/`--port` do not make an address, or it cannot be listened on.
+    #[error("cannot listen on {addr}: {reason}")]
+    Listen {
+        /// The address.
+        addr: String,
+        /// Why.
+        reason: String,
+    },
+    /// A file of the data folder.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The path.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// DynamoDB Local did not start.
+    #[error(transparent)]
+    DynamoDbLocal(#[from] LocalError),
+    /// The demo's configuration is not one the coordinator accepts (a bug).
+    #[error("the local stack's configuration: {0}")]
+    Config(#[from] ConfigError),
+    /// A table could not be created.
+    #[error("creating table {table}: {source} (is {endpoint} reachable?)")]
+    Table {
+        /// The table.
+        table: String,
+        /// The DynamoDB endpoint.
+        endpoint: String,
+        /// Why.
+        source: PortError,
+    },
+    /// The demo items could not be written.
+    #[error("seeding the demo items: {0}")]
+    Seed(PortError),
+    /// A table's stream could not be found.
+    #[error("reading the tables' streams: {0}")]
+    Streams(String),
+    /// The HTTP server stopped.
+    #[error("HTTP server failed: {0}")]
+    Server(std::io::Error),
+}
+
+/// Runs the local stack until Ctrl-C (or SIGTERM).
+pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
+    let claim = Claim::take(&args.data_dir)?;
+    let addr = format!("{}:{}", args.host, args.port);
+    let addr: SocketAddr = addr.parse().map_err(|e| ServeError::Listen {
+        addr: addr.clone(),
+        reason: format!("{e} (--host/--port)"),
+    })?;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::AddrInUse => ServeError::PortInUse { port: args.port },
+            _ => ServeError::Listen {
+                addr: addr.to_string(),
+                reason: e.to_string(),
+            },
+        })?;
+    let url = match listener.local_addr() {
+        Ok(a) => format!("http://{a}"),
+        Err(e) => {
+            return Err(ServeError::Listen {
+                addr: addr.to_string(),
+                reason: e.to_string(),
+            });
+        }
+    };
+    claim.serving_at(&url)?;
+    let (endpoint, local) = match &args.dynamodb_endpoint {
+        Some(endpoint) => {
+            eprintln!("- using DynamoDB at {endpoint}");
+            (endpoint.clone(), None)
+        }
+        None => {
+            let db_dir = (!args.in_memory).then(|| args.data_dir.join("dynamodb"));
+            eprintln!(
+                "- starting DynamoDB Local ({})",
+                db_dir.as_ref().map_or_else(
+                    || "in memory".to_owned(),
+                    |d| format!("data in {}", d.display())
+                )
+            );
+            let local = DynamoDbLocal::start(db_dir.as_deref(), &args.data_dir).await?;
+            (local.url.clone(), Some(local))
+        }
+    };
+    let outcome = run(&args, listener, &url, &endpoint).await;
+    if let Some(local) = local {
+        eprintln!("- stopping DynamoDB Local");
+        local.stop().await;
+    }
+    outcome
+}
+
+async fn run(
+    args: &ServeArgs,
+    listener: tokio::net::TcpListener,
+    url: &str,
+    endpoint: &str,
+) -> Result<(), ServeError> {
+    let stack = Arc::new(Stack::build(args, endpoint, url).await?);
+    let sweeping = tokio::spawn(sweep_forever(
+        stack.clone(),
+        Duration::from_millis(args.sweep_interval_ms.max(10)),
+    ));
+    banner(url, endpoint, args);
+    let served = axum::serve(listener, routes::router(stack))
+        .with_graceful_shutdown(shutdown_signal())
+        .await;
+    sweeping.abort();
+    eprintln!("- shutting down");
+    served.map_err(ServeError::Server)
+}
+
+fn banner(url: &str, endpoint: &str, args: &ServeArgs) {
+    println!(
+        r#"
+dynamo-2pc local stack
+  HTTP API      {url}   (POST /transactions, GET /transactions/{{txId}})
+  DynamoDB      {endpoint}   (tables {prefix}transactions, {prefix}accounts, {prefix}inventory)
+  live page     {url}/   (WebSocket {ws}/ws)
+  sweeper       every {sweep} ms
+  data          {data}
+  data lake     {lake}/dt=YYYY-MM-DD/*.jsonl
+
+Try a transfer:
+  curl -s -X POST {url}/transactions -H 'Idempotency-Key: demo-1' -d '{{"participants": [
+    {{"participant": "accounts", "key": {{"id": "alice"}}, "op": {{"add": {{"balance": -10}}, "require": {{"balance": {{"gte": 10}}}}}}}},
+    {{"participant": "accounts", "key": {{"id": "bob"}}, "op": {{"add": {{"balance": 10}}}}}}]}}'
+or: twopc transfer --from alice --to bob --amount 10
+Ctrl-C stops everything this process started.
+"#,
+        prefix = args.table_prefix,
+        ws = url.replacen("http", "ws", 1),
+        lake = args.lake_dir.display(),
+        sweep = args.sweep_interval_ms,
+        data = if args.in_memory && args.dynamodb_endpoint.is_none() {
+            "in memory".to_owned()
+        } else {
+            args.data_dir.display().to_string()
+        },
+    );
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {},
+            _ = term.recv() => {},
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}
+
+async fn sweep_forever(stack: Arc<Stack>, every: Duration) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        // The sweeper logs what it did; only a failed pass is ours to report.
+        if let Err(e) = stack.sweeper.run().await {
+            warn!(error = %e, "sweeper pass failed");
+        }
+    }
+}

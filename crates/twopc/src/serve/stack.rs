@@ -1,0 +1,84 @@
+//! The local stack's parts, wired once: the configuration (the demo's, read through the same
+//! `Config` the coordinator function reads from its environment), the clients, the tables and
+//! seed, the coordinator's handler, the sweeper, the WebSocket gateway and the stream poller.
+
+use std::sync::Arc;
+
+use coordinator::handler::App;
+use twopc_dynamo::connections::DynamoConnections;
+use twopc_dynamo::tables::ensure_table;
+use twopc_runtime::config::{Config, Role};
+use twopc_runtime::telemetry::Metrics;
+use twopc_runtime::{Clients, LiveParticipant, LiveSweeper};
+
+use super::demo::Demo;
+use super::gateway::Gateway;
+use super::{ServeArgs, ServeError, streams};
+
+/// Everything the routes use.
+pub struct Stack {
+    /// The WebSocket gateway.
+    pub gateway: Arc<Gateway>,
+    /// The coordinator function's handler state.
+    pub app: App,
+    /// DynamoDB, for item browsing.
+    pub client: aws_sdk_dynamodb::Client,
+    /// One recovery pass.
+    pub sweeper: LiveSweeper,
+    /// The participant logic, for reading items.
+    pub participant: LiveParticipant,
+    /// The demo's services and tables.
+    pub demo: Demo,
+    /// The configuration.
+    pub config: Config,
+}
+
+impl Stack {
+    /// Configures the demo against `endpoint`, creates and seeds its tables, starts the stream
+    /// poller (pushing to the gateway at `url`), and wires the rest.
+    pub async fn build(args: &ServeArgs, endpoint: &str, url: &str) -> Result<Stack, ServeError> {
+        let demo = Demo {
+            prefix: args.table_prefix.clone(),
+        };
+        let variables = demo.variables(endpoint);
+        let config = Config::from_lookup(Role::Coordinator, |name| variables.get(name).cloned())?;
+        let clients = Clients::load(&config).await;
+        eprintln!("- creating tables {}* if missing", args.table_prefix);
+        for spec in demo.tables() {
+            ensure_table(&clients.dynamodb, &spec)
+                .await
+                .map_err(|source| ServeError::Table {
+                    table: spec.name.clone(),
+                    endpoint: endpoint.to_owned(),
+                    source,
+                })?;
+        }
+        if !args.no_seed {
+            let written = demo
+                .seed(&clients.dynamodb)
+                .await
+                .map_err(ServeError::Seed)?;
+            if written > 0 {
+                eprintln!("- seeded {written} demo items");
+            }
+        }
+        let gateway = Arc::new(Gateway::new(
+            DynamoConnections::new(clients.dynamodb.clone(), demo.connections_table(), 7_200),
+            args.ws_token.clone(),
+        ));
+        streams::start(args, &demo, &clients.dynamodb, endpoint, url).await?;
+        Ok(Stack {
+            gateway,
+            client: clients.dynamodb.clone(),
+            app: App {
+                coordinator: twopc_runtime::coordinator(&config, &clients),
+                metrics: Metrics::in_memory("twopc-serve"),
+                max_body_bytes: config.max_body_bytes,
+            },
+            sweeper: twopc_runtime::sweeper(&config, &clients),
+            participant: twopc_runtime::participant(&config, &clients),
+            demo,
+            config,
+        })
+    }
+}

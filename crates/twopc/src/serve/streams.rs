@@ -1,0 +1,67 @@
+//! The stream poller feeding the stream processor, as Lambda's event source mappings would: the
+//! same processor code the `stream-processor` function runs, with the data lake as files and
+//! pushes through the local WebSocket gateway's management API.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use twopc_dynamo::connections::DynamoConnections;
+use twopc_fanout::detect::{TableRole, Tables};
+use twopc_fanout::poll::Poller;
+use twopc_fanout::processor::Processor;
+use twopc_fanout::sinks::FileLake;
+
+use super::demo::Demo;
+use super::{ServeArgs, ServeError};
+
+/// Starts polling every table's stream in the background.
+pub async fn start(
+    args: &ServeArgs,
+    demo: &Demo,
+    client: &aws_sdk_dynamodb::Client,
+    endpoint: &str,
+    url: &str,
+) -> Result<(), ServeError> {
+    let mut tables: Tables = [(demo.transactions_table(), TableRole::Transactions)].into();
+    for (name, service) in demo.services() {
+        tables.insert(
+            demo.table(&name),
+            TableRole::Participant {
+                participant: name.clone(),
+                key: service.key,
+            },
+        );
+    }
+    let mut arns = vec![];
+    for table in tables.keys() {
+        arns.push(
+            twopc_fanout::poll::stream_arn(client, table)
+                .await
+                .map_err(ServeError::Streams)?,
+        );
+    }
+    let lake = FileLake::new(
+        &args.lake_dir,
+        format!("twopc-serve-{}", std::process::id()),
+    );
+    let subscriptions = DynamoConnections::new(client.clone(), demo.connections_table(), 7_200);
+    let push = twopc_fanout::poll::local_push(url).await;
+    let processor = Arc::new(Processor::new(tables, lake, subscriptions, push));
+    let checkpoints = args.data_dir.join(format!(
+        "streams-{}.json",
+        args.table_prefix.trim_end_matches('-')
+    ));
+    let poller = Poller::new(
+        twopc_fanout::poll::local_client(endpoint).await,
+        arns,
+        Some(checkpoints),
+    );
+    tokio::spawn(poller.run(
+        Duration::from_millis(args.stream_poll_ms.max(10)),
+        move |event| {
+            let processor = processor.clone();
+            async move { processor.handle(&event).await }
+        },
+    ));
+    Ok(())
+}
