@@ -1,7 +1,7 @@
 //! The bank test: many concurrent transfers between accounts on two participant tables, through
 //! the real coordinator on DynamoDB Local, while coordinators crash at named fault points,
 //! participant messages are duplicated and delivered late, and leases expire mid-flight. Then
-//! the sweeper runs past every deadline, and every invariant of DESIGN.md is checked against a
+//! the sweeper runs past every deadline, and every invariant of docs/protocol.md is checked against a
 //! ledger built from the transaction records.
 //!
 //! Knobs (environment): `TWOPC_BANK_TRANSFERS` (default 300), `TWOPC_BANK_CONCURRENCY` (16),

@@ -101,7 +101,7 @@ pub fn targets(r: &Report) -> Vec<Target> {
             });
             out.push(Target {
                 what: format!("sequential round trips before the answer, {n} participants"),
-                goal: "5 (DESIGN.md §3 baseline; the 2-round fast path is not built)".into(),
+                goal: "5 (the baseline protocol, docs/protocol.md; the 2-round fast path is not built)".into(),
                 measured: format!(
                     "{:.2} counted at concurrency {lowest} (derived: begin, prepare ∥, decide, complete ∥, finalize = 5)",
                     one.rounds_per_attempt()

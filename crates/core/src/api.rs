@@ -1,4 +1,4 @@
-//! The HTTP API's answers (DESIGN.md §6), shared by the Lambda and the local stack.
+//! The HTTP API's answers (README, "A transaction"), shared by the Lambda and the local stack.
 
 use serde_json::{Map, Value, json};
 

@@ -19,8 +19,8 @@
 //!   tests.
 //! - [`fault`]: named crash points for tests.
 //!
-//! The contract is `DESIGN.md`; where this code departs from it, `docs/architecture.md` says
-//! why.
+//! `docs/protocol.md` describes the protocol this crate implements; `docs/architecture.md`
+//! records the decisions behind it.
 #![warn(missing_docs)]
 
 pub mod api;

@@ -112,7 +112,7 @@ pub struct Lock {
     /// The owner.
     pub tx_id: TxId,
     /// When the owner's deadline passes (epoch ms). Past it, a newcomer may *resolve* the
-    /// owner (DESIGN.md, the lock rule); it never frees the lock by itself.
+    /// owner (the lock rule, `docs/protocol.md`); it never frees the lock by itself.
     pub expires_at: u64,
     /// When the owner began (epoch ms, its record's `createdAt`): orders it against the
     /// item's fence horizon.

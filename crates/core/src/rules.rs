@@ -259,7 +259,7 @@ pub fn fence_out(entries: usize, capacity: usize) -> FenceOut {
     }
 }
 
-/// What a resolver does about an expired lock's owner (DESIGN.md's lock rule): an expired lock
+/// What a resolver does about an expired lock's owner (`docs/protocol.md`, "The lock rule"): an expired lock
 /// is never free, it only gives the right to settle its owner by the owner's record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Resolution {

@@ -25,7 +25,7 @@ enum Command {
     Serve(serve::ServeArgs),
     /// Submit a transaction from a JSON file (`-` reads standard input).
     Submit {
-        /// The transaction (DESIGN.md §6 shape).
+        /// The transaction (the shape of `POST /transactions`, README "A transaction").
         file: PathBuf,
         /// Idempotency key (a retry with the same key never applies twice).
         #[arg(long)]

@@ -1,4 +1,4 @@
-//! Transports: how the coordinator reaches participants (DESIGN.md §4).
+//! Transports: how the coordinator reaches participants (`docs/architecture.md`, "Transport failures").
 //!
 //! - [`lambda::LambdaTransport`]: `Invoke` of a participant function (`Target::Lambda`).
 //! - [`http::HttpTransport`]: an external service speaking the participant JSON
