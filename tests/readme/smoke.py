@@ -277,19 +277,18 @@ def leftovers(clone):
     return found
 
 
-def twopc(clone, env, *args):
+def must_run(argv, **kwargs):
+    """Runs a command to its end; its output (stdout and stderr), or a failure naming it."""
     out = subprocess.run(
-        ["./target/debug/twopc", *args],
-        cwd=clone,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        timeout=120,
+        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120, **kwargs
     )
     if out.returncode != 0:
-        raise SmokeFailure(f"twopc {' '.join(args)} exited {out.returncode}:\n{out.stdout}")
+        raise SmokeFailure(f"{' '.join(argv)} exited {out.returncode}:\n{out.stdout}")
     return out.stdout
+
+
+def twopc(clone, env, *args):
+    return must_run(["./target/debug/twopc", *args], cwd=clone, env=env)
 
 
 # --- the run ----------------------------------------------------------------------------------
@@ -317,16 +316,10 @@ def smoke(clone, env, logs):
 
     say("the live page in headless Chromium")
     shot = logs / "live-page.png"
-    page = subprocess.run(
-        ["node", str(HERE.parent / "browser" / "live-page.mjs"), "http://127.0.0.1:3000/", str(shot)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        timeout=120,
+    page = must_run(
+        ["node", str(HERE.parent / "browser" / "live-page.mjs"), "http://127.0.0.1:3000/", str(shot)]
     )
-    if page.returncode != 0:
-        raise SmokeFailure(f"the live page check failed:\n{page.stdout}")
-    say(f"  ok  {page.stdout.strip()}")
+    say(f"  ok  {page.strip()}")
 
     balances = twopc(clone, env, "accounts")
     say("Ctrl-C")

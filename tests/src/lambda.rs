@@ -210,15 +210,7 @@ impl LocalFunction {
 
     /// A Lambda client for this server.
     pub async fn client(&self) -> aws_sdk_lambda::Client {
-        let config = aws_config::defaults(aws_config::BehaviorVersion::latest())
-            .region(aws_config::Region::new("us-east-1"))
-            .credentials_provider(aws_sdk_lambda::config::Credentials::new(
-                "local", "local", None, None, "test",
-            ))
-            .endpoint_url(&self.url)
-            .load()
-            .await;
-        aws_sdk_lambda::Client::new(&config)
+        aws_sdk_lambda::Client::new(&twopc_dynamo::sdk_config(Some(&self.url)).await)
     }
 
     /// The function is up when a call comes back from it: an abort of a transaction nobody

@@ -3,8 +3,6 @@
 //! adapters on DynamoDB Local. Each case states what a port promises; `memory::*` and
 //! `dynamodb::*` run the same case, so the fake cannot drift from the real thing.
 
-use std::collections::BTreeMap;
-
 use serde_json::{Value, json};
 use twopc_core::ids::TxId;
 use twopc_core::layout;
@@ -20,78 +18,58 @@ use twopc_dynamo::{DynamoItems, DynamoTxLog};
 use twopc_tests::{World, key};
 
 /// A pair of stores and a participant table in them.
-trait Stores {
-    type Items: ParticipantStore;
-    type Log: TxLog;
-    fn items(&self) -> &Self::Items;
-    fn log(&self) -> &Self::Log;
-    fn table(&self) -> &str;
-    /// Writes a plain item `{id, ...attrs}`, outside the protocol.
-    async fn seed(&self, id: &str, attrs: Value);
+struct Stores<I, L> {
+    items: I,
+    log: L,
+    table: String,
+    seeder: Seeder,
 }
 
-struct Memory {
-    items: MemoryItems,
-    log: MemoryTxLog,
+/// Writes plain items outside the protocol, as each implementation allows.
+enum Seeder {
+    Memory(MemoryItems),
+    Dynamo(Box<World>),
 }
 
-impl Stores for Memory {
-    type Items = MemoryItems;
-    type Log = MemoryTxLog;
-    fn items(&self) -> &MemoryItems {
+impl<I: ParticipantStore, L: TxLog> Stores<I, L> {
+    fn items(&self) -> &I {
         &self.items
     }
-    fn log(&self) -> &MemoryTxLog {
+    fn log(&self) -> &L {
         &self.log
     }
     fn table(&self) -> &str {
-        "accounts"
+        &self.table
     }
+    /// Writes a plain item `{id, ...attrs}`.
     async fn seed(&self, id: &str, attrs: Value) {
-        let attrs: BTreeMap<String, Value> = attrs
-            .as_object()
-            .cloned()
-            .unwrap_or_default()
-            .into_iter()
-            .collect();
-        self.items.put(self.table(), &key(id), attrs);
+        match &self.seeder {
+            Seeder::Memory(items) => {
+                let attrs = attrs.as_object().cloned().unwrap_or_default();
+                items.put(&self.table, &key(id), attrs.into_iter().collect());
+            }
+            Seeder::Dynamo(world) => world.seed("accounts", id, attrs).await,
+        }
     }
 }
 
-struct Dynamo {
-    world: World,
-    items: DynamoItems,
-}
-
-impl Stores for Dynamo {
-    type Items = DynamoItems;
-    type Log = DynamoTxLog;
-    fn items(&self) -> &DynamoItems {
-        &self.items
-    }
-    fn log(&self) -> &DynamoTxLog {
-        &self.world.log
-    }
-    fn table(&self) -> &str {
-        &self.world.accounts
-    }
-    async fn seed(&self, id: &str, attrs: Value) {
-        self.world.seed("accounts", id, attrs).await;
-    }
-}
-
-async fn memory() -> Memory {
-    Memory {
-        items: MemoryItems::default(),
+async fn memory() -> Stores<MemoryItems, MemoryTxLog> {
+    let items = MemoryItems::default();
+    Stores {
+        items: items.clone(),
         log: MemoryTxLog::default(),
+        table: "accounts".into(),
+        seeder: Seeder::Memory(items),
     }
 }
 
-async fn dynamodb() -> Dynamo {
+async fn dynamodb() -> Stores<DynamoItems, DynamoTxLog> {
     let world = World::new().await;
-    Dynamo {
+    Stores {
         items: DynamoItems::new(world.client.clone()),
-        world,
+        log: world.log.clone(),
+        table: world.accounts.clone(),
+        seeder: Seeder::Dynamo(Box::new(world)),
     }
 }
 
@@ -165,11 +143,15 @@ fn number(v: Option<&Value>) -> String {
     format!("{}{t}", if text.starts_with('-') { "-" } else { "" })
 }
 
-async fn read<S: Stores>(s: &S, id: &str) -> Option<ItemState> {
+async fn read<I: ParticipantStore, L: TxLog>(s: &Stores<I, L>, id: &str) -> Option<ItemState> {
     s.items().read(s.table(), &key(id)).await.expect("read")
 }
 
-async fn prepare<S: Stores>(s: &S, id: &str, l: &Lock) -> PrepareWrite {
+async fn prepare<I: ParticipantStore, L: TxLog>(
+    s: &Stores<I, L>,
+    id: &str,
+    l: &Lock,
+) -> PrepareWrite {
     s.items()
         .prepare(s.table(), &key(id), l)
         .await
@@ -187,8 +169,8 @@ fn locked(w: &PrepareWrite) -> bool {
     matches!(w, PrepareWrite::Locked { .. })
 }
 
-async fn commit<S: Stores>(
-    s: &S,
+async fn commit<I: ParticipantStore, L: TxLog>(
+    s: &Stores<I, L>,
     id: &str,
     l: &Lock,
     prune: Option<&Prune>,
@@ -206,7 +188,12 @@ async fn commit<S: Stores>(
 }
 
 /// Locks `id` for a transaction that began at `began` and commits it there.
-async fn committed<S: Stores>(s: &S, id: &str, began: u64, v: Value) -> TxId {
+async fn committed<I: ParticipantStore, L: TxLog>(
+    s: &Stores<I, L>,
+    id: &str,
+    began: u64,
+    v: Value,
+) -> TxId {
     let tx = TxId::random();
     let l = lock(&tx, began, v);
     assert!(locked(&prepare(s, id, &l).await));
@@ -217,7 +204,9 @@ async fn committed<S: Stores>(s: &S, id: &str, began: u64, v: Value) -> TxId {
     tx
 }
 
-async fn prepare_locks_a_free_item_and_reports_the_fence_it_found<S: Stores>(s: S) {
+async fn prepare_locks_a_free_item_and_reports_the_fence_it_found<I: ParticipantStore, L: TxLog>(
+    s: Stores<I, L>,
+) {
     s.seed("alice", json!({"balance": 100})).await;
     let earlier = committed(&s, "alice", NOW, json!({"add": {"balance": 1}})).await;
     let tx = TxId::random();
@@ -236,7 +225,12 @@ async fn prepare_locks_a_free_item_and_reports_the_fence_it_found<S: Stores>(s: 
     assert_eq!(number(item.attributes.get("balance")), "101");
 }
 
-async fn prepare_is_refused_by_another_lock_the_fence_and_the_horizon<S: Stores>(s: S) {
+async fn prepare_is_refused_by_another_lock_the_fence_and_the_horizon<
+    I: ParticipantStore,
+    L: TxLog,
+>(
+    s: Stores<I, L>,
+) {
     s.seed("alice", json!({"balance": 100})).await;
     let holder = lock(&TxId::random(), NOW, json!({"add": {"balance": 1}}));
     assert!(locked(&prepare(&s, "alice", &holder).await));
@@ -272,7 +266,9 @@ async fn prepare_is_refused_by_another_lock_the_fence_and_the_horizon<S: Stores>
     assert!(locked(&prepare(&s, "alice", &above).await));
 }
 
-async fn prepare_evaluates_requires_as_dynamodb_does<S: Stores>(s: S) {
+async fn prepare_evaluates_requires_as_dynamodb_does<I: ParticipantStore, L: TxLog>(
+    s: Stores<I, L>,
+) {
     s.seed(
         "alice",
         serde_json::from_str(r#"{"balance": 1.50, "name": "b", "flag": true}"#).expect("json"),
@@ -322,7 +318,12 @@ async fn prepare_evaluates_requires_as_dynamodb_does<S: Stores>(s: S) {
     assert!(!locked(&prepare(&s, "alice", &l).await));
 }
 
-async fn a_put_locks_a_placeholder_and_other_operations_need_an_item<S: Stores>(s: S) {
+async fn a_put_locks_a_placeholder_and_other_operations_need_an_item<
+    I: ParticipantStore,
+    L: TxLog,
+>(
+    s: Stores<I, L>,
+) {
     let update = lock(&TxId::random(), NOW, json!({"add": {"balance": 1}}));
     assert!(refused_item(prepare(&s, "carol", &update).await).is_none());
     let put = lock(
@@ -346,7 +347,12 @@ async fn a_put_locks_a_placeholder_and_other_operations_need_an_item<S: Stores>(
     assert!(!locked(&prepare(&s, "carol", &again).await));
 }
 
-async fn commit_applies_the_operation_exactly_and_releases_the_lock<S: Stores>(s: S) {
+async fn commit_applies_the_operation_exactly_and_releases_the_lock<
+    I: ParticipantStore,
+    L: TxLog,
+>(
+    s: Stores<I, L>,
+) {
     s.seed(
         "alice",
         serde_json::from_str(r#"{"balance": 0.1, "note": "x", "gone": 1}"#).expect("json"),
@@ -375,8 +381,11 @@ async fn commit_applies_the_operation_exactly_and_releases_the_lock<S: Stores>(s
     );
 }
 
-async fn commit_is_refused_without_the_lock_and_a_prune_that_would_lower_the_horizon<S: Stores>(
-    s: S,
+async fn commit_is_refused_without_the_lock_and_a_prune_that_would_lower_the_horizon<
+    I: ParticipantStore,
+    L: TxLog,
+>(
+    s: Stores<I, L>,
 ) {
     s.seed("alice", json!({"balance": 1})).await;
     let stranger = lock(&TxId::random(), NOW, json!({"add": {"balance": 1}}));
@@ -424,7 +433,9 @@ async fn commit_is_refused_without_the_lock_and_a_prune_that_would_lower_the_hor
     assert_eq!(read(&s, "alice").await.expect("alice").horizon, NOW + 7);
 }
 
-async fn a_committed_delete_leaves_a_tombstone_with_its_fence<S: Stores>(s: S) {
+async fn a_committed_delete_leaves_a_tombstone_with_its_fence<I: ParticipantStore, L: TxLog>(
+    s: Stores<I, L>,
+) {
     s.seed("alice", json!({"balance": 1, "note": "x"})).await;
     let first = committed(&s, "alice", NOW, json!({"add": {"balance": 1}})).await;
     let tx = committed(&s, "alice", NOW + 1, json!({"delete": true})).await;
@@ -444,7 +455,12 @@ async fn a_committed_delete_leaves_a_tombstone_with_its_fence<S: Stores>(s: S) {
     assert!(locked(&prepare(&s, "alice", &put).await));
 }
 
-async fn abort_releases_and_an_aborted_placeholder_becomes_a_tombstone<S: Stores>(s: S) {
+async fn abort_releases_and_an_aborted_placeholder_becomes_a_tombstone<
+    I: ParticipantStore,
+    L: TxLog,
+>(
+    s: Stores<I, L>,
+) {
     s.seed("alice", json!({"balance": 1})).await;
     let l = lock(&TxId::random(), NOW, json!({"add": {"balance": 1}}));
     assert!(locked(&prepare(&s, "alice", &l).await));
@@ -489,7 +505,12 @@ async fn abort_releases_and_an_aborted_placeholder_becomes_a_tombstone<S: Stores
     assert!(dave.tombstone && !dave.placeholder && dave.lock.is_none());
 }
 
-async fn fence_aborted_adds_an_entry_or_raises_the_horizon_when_full<S: Stores>(s: S) {
+async fn fence_aborted_adds_an_entry_or_raises_the_horizon_when_full<
+    I: ParticipantStore,
+    L: TxLog,
+>(
+    s: Stores<I, L>,
+) {
     s.seed("alice", json!({"balance": 1})).await;
     let fence = |tx: TxId, began: u64, capacity: usize| {
         let s = &s;
@@ -563,7 +584,9 @@ async fn fence_aborted_adds_an_entry_or_raises_the_horizon_when_full<S: Stores>(
     assert!(read(&s, "nobody").await.is_none());
 }
 
-async fn drop_lock_removes_only_its_own_lock_unapplied<S: Stores>(s: S) {
+async fn drop_lock_removes_only_its_own_lock_unapplied<I: ParticipantStore, L: TxLog>(
+    s: Stores<I, L>,
+) {
     s.seed("alice", json!({"balance": 1})).await;
     let l = lock(&TxId::random(), NOW, json!({"add": {"balance": 1}}));
     assert!(locked(&prepare(&s, "alice", &l).await));
@@ -586,7 +609,9 @@ async fn drop_lock_removes_only_its_own_lock_unapplied<S: Stores>(s: S) {
     assert_eq!(number(alice.attributes.get("balance")), "1");
 }
 
-async fn expired_locks_lists_the_locks_past_their_expiry<S: Stores>(s: S) {
+async fn expired_locks_lists_the_locks_past_their_expiry<I: ParticipantStore, L: TxLog>(
+    s: Stores<I, L>,
+) {
     for id in ["a", "b", "c"] {
         s.seed(id, json!({"balance": 1})).await;
     }
@@ -615,7 +640,12 @@ fn record(deadline: u64) -> TxRecord {
     r
 }
 
-async fn the_log_creates_once_and_swaps_status_by_compare_and_swap<S: Stores>(s: S) {
+async fn the_log_creates_once_and_swaps_status_by_compare_and_swap<
+    I: ParticipantStore,
+    L: TxLog,
+>(
+    s: Stores<I, L>,
+) {
     let log = s.log();
     let r = record(NOW);
     assert!(matches!(
@@ -669,7 +699,9 @@ async fn the_log_creates_once_and_swaps_status_by_compare_and_swap<S: Stores>(s:
     );
 }
 
-async fn the_log_lists_overdue_records_and_backs_off_failed_ones<S: Stores>(s: S) {
+async fn the_log_lists_overdue_records_and_backs_off_failed_ones<I: ParticipantStore, L: TxLog>(
+    s: Stores<I, L>,
+) {
     let log = s.log();
     let (old, older, live) = (record(NOW - 100), record(NOW - 200), record(NOW + 100));
     let done = record(NOW - 300);

@@ -5,7 +5,6 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use aws_config::{BehaviorVersion, Region};
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
@@ -16,35 +15,7 @@ use twopc_fanout::firehose::FirehoseLake;
 use twopc_fanout::ports::Lake;
 
 async fn firehose(endpoint: &str) -> aws_sdk_firehose::Client {
-    let sdk = aws_config::defaults(BehaviorVersion::latest())
-        .region(Region::new("us-east-1"))
-        .credentials_provider(aws_sdk_firehose::config::Credentials::new(
-            "test", "test", None, None, "test",
-        ))
-        .endpoint_url(endpoint)
-        .load()
-        .await;
-    aws_sdk_firehose::Client::new(&sdk)
-}
-
-fn decode_b64(s: &str) -> Vec<u8> {
-    let val = |c: u8| match c {
-        b'A'..=b'Z' => c - b'A',
-        b'a'..=b'z' => c - b'a' + 26,
-        b'0'..=b'9' => c - b'0' + 52,
-        b'+' => 62,
-        _ => 63,
-    };
-    let clean: Vec<u8> = s.bytes().filter(|c| *c != b'=').collect();
-    let mut out = vec![];
-    for chunk in clean.chunks(4) {
-        let n = chunk
-            .iter()
-            .enumerate()
-            .fold(0u32, |n, (i, c)| n | (u32::from(val(*c)) << (18 - 6 * i)));
-        out.extend_from_slice(&n.to_be_bytes()[1..chunk.len()]);
-    }
-    out
+    aws_sdk_firehose::Client::new(&twopc_dynamo::sdk_config(Some(endpoint)).await)
 }
 
 /// Which records (call number, row) the shim rejects.
@@ -64,7 +35,11 @@ async fn put_record_batch(State(shim): State<Shim>, body: Bytes) -> axum::respon
         .into_iter()
         .flatten()
         .map(|r| {
-            String::from_utf8_lossy(&decode_b64(r["Data"].as_str().unwrap_or(""))).into_owned()
+            String::from_utf8_lossy(
+                &aws_smithy_types::base64::decode(r["Data"].as_str().unwrap_or(""))
+                    .expect("base64"),
+            )
+            .into_owned()
         })
         .collect();
     let call = {

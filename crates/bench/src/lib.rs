@@ -37,9 +37,7 @@ use std::error::Error as StdError;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use aws_config::{BehaviorVersion, Region};
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::config::Credentials;
 use twopc_core::ids::TxId;
 use twopc_core::ports::{Clock, PortError, SystemClock, TxLog};
 
@@ -94,18 +92,7 @@ impl BenchError {
 
 /// A DynamoDB client for DynamoDB Local whose requests `counter` counts.
 pub async fn client(endpoint: &str, counter: &RequestCounter) -> Client {
-    let sdk = aws_config::defaults(BehaviorVersion::latest())
-        .endpoint_url(endpoint)
-        .region(Region::new("us-east-1"))
-        .credentials_provider(Credentials::new(
-            "local",
-            "local",
-            None,
-            None,
-            "twopc-bench",
-        ))
-        .load()
-        .await;
+    let sdk = twopc_dynamo::sdk_config(Some(endpoint)).await;
     let conf = aws_sdk_dynamodb::config::Builder::from(&sdk)
         .interceptor(counter.clone())
         .build();

@@ -24,9 +24,10 @@ use crate::model::{FenceEntry, ItemState, Key, Lock, Prune, TxRecord, Vote};
 use crate::op::{Comparator, Condition, Operation};
 use crate::ports::{
     CompleteWrite, Created, ParticipantStore, PortError, PrepareWrite, Swapped, TxLog,
+    check_transition,
 };
 use crate::request::KeySchema;
-use crate::rules::{self, AbortStep, FenceOut, Holder, PrepareStep, Seen};
+use crate::rules::{self, AbortStep, FenceOut, PrepareStep, Seen};
 use crate::status::TxStatus;
 
 /// Participant items in memory, any number of tables. Clones share the items.
@@ -152,7 +153,7 @@ fn apply(item: &mut ItemState, key: &Key, tx: &TxId, op: &Operation) -> Result<(
         attrs.remove(n);
     }
     bump(item, tx);
-    item.placeholder = false;
+    item.placeholder = false; // a put's placeholder is now the item
     Ok(())
 }
 
@@ -187,6 +188,11 @@ fn release(item: &mut ItemState, tx: &TxId, entry: Option<FenceEntry>, prune: Op
     }
 }
 
+/// Whether `tx` holds the item's lock.
+fn held(item: &ItemState, tx: &TxId) -> bool {
+    item.lock.as_ref().is_some_and(|l| &l.tx_id == tx)
+}
+
 /// Whether the holder's pruning release may write: the horizon is not above the planned one (a
 /// lock-free abort may have raised it since the prepare).
 fn prune_fits(item: &ItemState, prune: Option<&Prune>) -> bool {
@@ -218,8 +224,28 @@ impl MemoryItems {
         });
     }
 
-    fn refused(item: Option<&ItemState>) -> CompleteWrite {
-        CompleteWrite::Refused(item.cloned().map(Box::new))
+    /// One conditional write on an existing item: refused (changing nothing, returning the
+    /// item as it was) unless `admit` holds; otherwise `write` runs on a copy that replaces the
+    /// item only if it succeeds, so a failed write changes nothing either.
+    fn write(
+        &self,
+        table: &str,
+        key: &Key,
+        admit: impl FnOnce(&ItemState) -> bool,
+        write: impl FnOnce(&mut ItemState) -> Result<(), PortError>,
+    ) -> Result<CompleteWrite, PortError> {
+        self.with_table(table, |t| {
+            let Some(item) = t.get_mut(&key_id(key)) else {
+                return Ok(CompleteWrite::Refused(None));
+            };
+            if !admit(item) {
+                return Ok(CompleteWrite::Refused(Some(Box::new(item.clone()))));
+            }
+            let mut next = item.clone();
+            write(&mut next)?;
+            *item = next;
+            Ok(CompleteWrite::Done)
+        })?
     }
 }
 
@@ -266,34 +292,24 @@ impl ParticipantStore for MemoryItems {
         entry: FenceEntry,
         prune: Option<&Prune>,
     ) -> Result<CompleteWrite, PortError> {
-        self.with_table(table, |t| {
-            let Some(item) = t.get_mut(&key_id(key)) else {
-                return Ok(CompleteWrite::Refused(None));
-            };
-            let held = seen(Some(item), tx, entry.began).holder == Holder::Me;
-            // A delete's tombstone takes the higher horizon (read, then replace); any other
-            // commit is refused if the horizon rose above the planned one.
-            if !held || (!op.delete && !prune_fits(item, prune)) {
-                return Ok(Self::refused(Some(item)));
-            }
-            let mut next = item.clone();
+        // A delete's tombstone takes the higher horizon (read, then replace); any other commit
+        // is refused if the horizon rose above the planned one.
+        let admit = |i: &ItemState| held(i, tx) && (op.delete || prune_fits(i, prune));
+        self.write(table, key, admit, |item| {
             if op.delete {
-                let version = next.attributes.get(VERSION).cloned();
-                next.attributes = key.clone();
-                if let Some(v) = version {
-                    next.attributes.insert(VERSION.into(), v);
-                }
-                bump(&mut next, tx);
-                next.placeholder = false;
-                release(&mut next, tx, Some(entry), prune);
-                next.tombstone = true;
+                let version = item.attributes.get(VERSION).cloned();
+                item.attributes = key.clone();
+                item.attributes
+                    .extend(version.map(|v| (VERSION.to_owned(), v)));
+                bump(item, tx);
+                release(item, tx, Some(entry), prune);
+                item.tombstone = true;
             } else {
-                apply(&mut next, key, tx, op)?;
-                release(&mut next, tx, Some(entry), prune);
+                apply(item, key, tx, op)?;
+                release(item, tx, Some(entry), prune);
             }
-            *item = next;
-            Ok(CompleteWrite::Done)
-        })?
+            Ok(())
+        })
     }
 
     async fn abort(
@@ -304,16 +320,10 @@ impl ParticipantStore for MemoryItems {
         entry: FenceEntry,
         prune: Option<&Prune>,
     ) -> Result<CompleteWrite, PortError> {
-        self.with_table(table, |t| {
-            let Some(item) = t.get_mut(&key_id(key)) else {
-                return CompleteWrite::Refused(None);
-            };
-            let held = seen(Some(item), tx, entry.began).holder == Holder::Me;
-            if !held || !prune_fits(item, prune) {
-                return Self::refused(Some(item));
-            }
+        let admit = |i: &ItemState| held(i, tx) && prune_fits(i, prune);
+        self.write(table, key, admit, |item| {
             release(item, tx, Some(entry), prune);
-            CompleteWrite::Done
+            Ok(())
         })
     }
 
@@ -325,20 +335,16 @@ impl ParticipantStore for MemoryItems {
         entry: FenceEntry,
         capacity: usize,
     ) -> Result<CompleteWrite, PortError> {
-        self.with_table(table, |t| {
-            let Some(item) = t.get_mut(&key_id(key)) else {
-                return CompleteWrite::Refused(None);
-            };
-            if rules::abort(seen(Some(item), tx, entry.began)) != AbortStep::FenceOut {
-                return Self::refused(Some(item));
-            }
+        let admit =
+            |i: &ItemState| rules::abort(seen(Some(i), tx, entry.began)) == AbortStep::FenceOut;
+        self.write(table, key, admit, |item| {
             match rules::fence_out(item.fence.len(), capacity) {
                 FenceOut::Entry => {
                     item.fence.insert(tx.clone(), entry);
                 }
                 FenceOut::RaiseHorizon => item.horizon = entry.began,
             }
-            CompleteWrite::Done
+            Ok(())
         })
     }
 
@@ -348,16 +354,15 @@ impl ParticipantStore for MemoryItems {
         key: &Key,
         tx: &TxId,
     ) -> Result<CompleteWrite, PortError> {
-        self.with_table(table, |t| {
-            let Some(item) = t.get_mut(&key_id(key)) else {
-                return CompleteWrite::Refused(None);
-            };
-            if item.lock.as_ref().is_none_or(|l| &l.tx_id != tx) {
-                return Self::refused(Some(item));
-            }
-            release(item, tx, None, None);
-            CompleteWrite::Done
-        })
+        self.write(
+            table,
+            key,
+            |i| held(i, tx),
+            |item| {
+                release(item, tx, None, None);
+                Ok(())
+            },
+        )
     }
 
     async fn expired_locks(
@@ -419,13 +424,8 @@ impl TxLog for MemoryTxLog {
         votes: Option<&[Vote]>,
         now: u64,
     ) -> Result<Swapped, PortError> {
+        check_transition(record, to)?;
         let (tx, from) = (&record.tx_id, record.status);
-        if !from.can_move_to(to) {
-            return Err(PortError::Invalid {
-                context: format!("transaction {tx}"),
-                message: format!("{from} -> {to} is not a legal transition"),
-            });
-        }
         self.with(|r| match r.get_mut(tx) {
             Some(stored) if stored.status == from => {
                 // The swap writes only the status, the time, the votes and (terminal) clears

@@ -121,6 +121,19 @@ pub enum Swapped {
     Lost(Option<Box<TxRecord>>),
 }
 
+/// What every [`TxLog::transition`] refuses before writing: a move the status machine does not
+/// have (`Invalid`; nothing is written).
+pub fn check_transition(record: &TxRecord, to: TxStatus) -> Result<(), PortError> {
+    let from = record.status;
+    if from.can_move_to(to) {
+        return Ok(());
+    }
+    Err(PortError::Invalid {
+        context: format!("transaction {}", record.tx_id),
+        message: format!("{from} -> {to} is not a legal transition"),
+    })
+}
+
 /// The transactions table.
 pub trait TxLog: Send + Sync {
     /// Writes a new record if none has its id.

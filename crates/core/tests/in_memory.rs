@@ -92,6 +92,32 @@ fn transfer(from: &str, to: &str, amount: &str) -> Value {
 }
 
 impl Bank {
+    async fn transfer(&self, from: &str, to: &str, amount: &str) -> TxRecord {
+        self.coordinator
+            .submit(&transfer(from, to, amount), None)
+            .await
+            .expect("submit")
+    }
+
+    /// Decides `record` to commit, as its coordinator would have before going silent.
+    async fn decide_commit(&self, record: &TxRecord) -> TxRecord {
+        let votes = vec![Vote::Yes; record.participants.len()];
+        match self
+            .log
+            .transition(
+                record,
+                TxStatus::Committing,
+                Some(&votes),
+                self.clock.now_ms(),
+            )
+            .await
+            .expect("decide")
+        {
+            Swapped::Done(r) => *r,
+            other => panic!("{other:?}"),
+        }
+    }
+
     async fn balance(&self, id: &str) -> String {
         let item = self.items.read(TABLE, &key(id)).await.expect("read");
         item.expect("item").attributes["balance"].to_string()
@@ -134,21 +160,13 @@ impl Bank {
 #[tokio::test]
 async fn a_transfer_commits_exactly_and_an_overdraft_aborts_leaving_no_lock() {
     let b = bank();
-    let done = b
-        .coordinator
-        .submit(&transfer("alice", "bob", "0.10"), None)
-        .await
-        .expect("submit");
+    let done = b.transfer("alice", "bob", "0.10").await;
     assert_eq!(done.status, TxStatus::Committed);
     assert_eq!(
         (b.balance("alice").await, b.balance("bob").await),
         ("99.90".to_owned(), "50.10".to_owned())
     );
-    let refused = b
-        .coordinator
-        .submit(&transfer("bob", "alice", "1000"), None)
-        .await
-        .expect("submit");
+    let refused = b.transfer("bob", "alice", "1000").await;
     assert_eq!(refused.status, TxStatus::Aborted);
     assert!(matches!(
         &refused.votes[0],
@@ -164,11 +182,7 @@ async fn a_transfer_commits_exactly_and_an_overdraft_aborts_leaving_no_lock() {
 #[tokio::test]
 async fn a_late_prepare_of_a_committed_transaction_is_fenced_out() {
     let b = bank();
-    let record = b
-        .coordinator
-        .submit(&transfer("alice", "bob", "1"), None)
-        .await
-        .expect("submit");
+    let record = b.transfer("alice", "bob", "1").await;
     let late = b.prepare_request(&record, 0);
     let reply = b.participant.prepare(TABLE, &late).await.expect("prepare");
     assert!(
@@ -203,11 +217,7 @@ async fn a_newcomer_rolls_an_expired_committing_owner_forward_before_it_locks() 
         other => panic!("{other:?}"),
     };
     b.clock.advance(6_000); // past the owner's deadline: its locks may be resolved
-    let newcomer = b
-        .coordinator
-        .submit(&transfer("alice", "bob", "1"), None)
-        .await
-        .expect("submit");
+    let newcomer = b.transfer("alice", "bob", "1").await;
     assert_eq!(newcomer.status, TxStatus::Committed);
     // The owner's commit was applied on both items (rolled forward), then the newcomer's.
     assert_eq!(b.balance("alice").await, "89");
@@ -229,11 +239,7 @@ async fn a_newcomer_aborts_an_expired_undecided_owner_and_never_applies_it() {
     let b = bank();
     let owner = b.abandoned(&transfer("alice", "bob", "10")).await;
     b.clock.advance(6_000);
-    let newcomer = b
-        .coordinator
-        .submit(&transfer("alice", "bob", "1"), None)
-        .await
-        .expect("submit");
+    let newcomer = b.transfer("alice", "bob", "1").await;
     assert_eq!(newcomer.status, TxStatus::Committed);
     let record = b.log.get(&owner.tx_id).await.expect("get").expect("record");
     assert_eq!(
@@ -268,11 +274,7 @@ async fn a_lock_whose_owner_never_began_is_recorded_aborted_and_removed() {
             .is_yes()
     );
     b.clock.advance(2_000);
-    let done = b
-        .coordinator
-        .submit(&transfer("alice", "bob", "1"), None)
-        .await
-        .expect("submit");
+    let done = b.transfer("alice", "bob", "1").await;
     assert_eq!(done.status, TxStatus::Committed);
     let record = b.log.get(&ghost).await.expect("get").expect("record");
     assert_eq!(record.status, TxStatus::Aborted);

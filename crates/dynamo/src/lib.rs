@@ -24,25 +24,35 @@ pub use txlog::DynamoTxLog;
 use aws_config::{BehaviorVersion, Region};
 use aws_sdk_dynamodb::config::Credentials;
 
-/// The AWS configuration: the default chain, or, with `endpoint`, a local endpoint (DynamoDB
-/// Local, the local WebSocket gateway, moto) with a fixed region and static dummy credentials.
-/// DynamoDB Local keeps one database per access key and region, so every local client built from
-/// this sees the same tables.
-pub async fn sdk_config(endpoint: Option<&str>) -> aws_config::SdkConfig {
-    let mut loader = aws_config::defaults(BehaviorVersion::latest());
-    if let Some(url) = endpoint {
-        loader = loader
-            .endpoint_url(url)
-            .region(Region::new("us-east-1"))
-            .credentials_provider(Credentials::new(
-                "local",
-                "local",
-                None,
-                None,
-                "local-endpoint",
-            ));
+/// The AWS configuration loader: the default chain, or, for local endpoints (DynamoDB Local, the
+/// local WebSocket gateway, moto, `cargo lambda watch`), a fixed region and static dummy
+/// credentials. DynamoDB Local keeps one database per access key and region, so every local
+/// client built from this sees the same tables.
+pub fn aws_loader(local: bool) -> aws_config::ConfigLoader {
+    let loader = aws_config::defaults(BehaviorVersion::latest());
+    if !local {
+        return loader;
     }
-    loader.load().await
+    loader
+        .region(Region::new("us-east-1"))
+        .credentials_provider(Credentials::new(
+            "local",
+            "local",
+            None,
+            None,
+            "local-endpoint",
+        ))
+}
+
+/// The AWS configuration ([`aws_loader`]), with every client pointed at `endpoint` if given.
+pub async fn sdk_config(endpoint: Option<&str>) -> aws_config::SdkConfig {
+    let loader = aws_loader(endpoint.is_some());
+    match endpoint {
+        Some(url) => loader.endpoint_url(url),
+        None => loader,
+    }
+    .load()
+    .await
 }
 
 /// A DynamoDB client over [`sdk_config`].

@@ -8,7 +8,7 @@ use twopc_core::layout::{
     ATTEMPTS, DEADLINE, EXPIRE_AT, PENDING, RETRY_AFTER, STATUS, TX_ID, UPDATED_AT, VOTES,
 };
 use twopc_core::model::{TxRecord, Vote};
-use twopc_core::ports::{Created, PortError, Swapped, TxLog};
+use twopc_core::ports::{Created, PortError, Swapped, TxLog, check_transition};
 use twopc_core::status::TxStatus;
 
 use crate::codec::{Item, from_item, to_attr, to_item};
@@ -149,13 +149,8 @@ impl TxLog for DynamoTxLog {
         votes: Option<&[Vote]>,
         now: u64,
     ) -> Result<Swapped, PortError> {
+        check_transition(record, to)?;
         let (tx, from) = (&record.tx_id, record.status);
-        if !from.can_move_to(to) {
-            return Err(PortError::Invalid {
-                context: format!("transaction {tx}"),
-                message: format!("{from} -> {to} is not a legal transition"),
-            });
-        }
         let mut e = Expr::new();
         let status = e.name(STATUS);
         let mut set = vec![

@@ -16,8 +16,6 @@ pub mod errors;
 pub mod telemetry;
 pub mod transport;
 
-use aws_config::{BehaviorVersion, Region};
-use aws_sdk_dynamodb::config::Credentials;
 use twopc_core::coordinator::{Coordinator, CoordinatorConfig};
 use twopc_core::direct::DirectTransport;
 use twopc_core::participant::Participant;
@@ -53,19 +51,7 @@ impl Clients {
     /// key and region, and these are the ones `twopc_dynamo::client` uses, so the functions, the
     /// tests and the tools see the same tables.
     pub async fn load(config: &Config) -> Clients {
-        let mut loader = aws_config::defaults(BehaviorVersion::latest());
-        if config.is_local() {
-            loader = loader
-                .region(Region::new("us-east-1"))
-                .credentials_provider(Credentials::new(
-                    "local",
-                    "local",
-                    None,
-                    None,
-                    "twopc-local",
-                ));
-        }
-        let sdk = loader.load().await;
+        let sdk = twopc_dynamo::aws_loader(config.is_local()).load().await;
         let mut dynamodb = aws_sdk_dynamodb::config::Builder::from(&sdk);
         if let Some(url) = &config.dynamodb_endpoint {
             dynamodb = dynamodb.endpoint_url(url);
