@@ -193,49 +193,42 @@ impl World {
 
     /// Every item of a service's table, as the protocol sees it.
     pub async fn scan(&self, service: &str) -> Vec<ItemState> {
-        let mut out = vec![];
-        let mut start = None;
-        loop {
-            let page = self
-                .client
-                .scan()
-                .table_name(self.table(service))
-                .set_exclusive_start_key(start)
-                .send()
-                .await
-                .expect("scan");
-            for item in page.items() {
-                out.push(twopc_dynamo::items::item_state(item).expect("item"));
-            }
-            start = page.last_evaluated_key().cloned();
-            if start.is_none() {
-                return out;
-            }
-        }
+        self.scan_table(self.table(service))
+            .await
+            .iter()
+            .map(|item| twopc_dynamo::items::item_state(item).expect("item"))
+            .collect()
     }
 
     /// Every transaction record.
     pub async fn records(&self) -> Vec<twopc_core::model::TxRecord> {
-        let mut out = vec![];
-        let mut start = None;
-        loop {
-            let page = self
-                .client
-                .scan()
-                .table_name(&self.tx_table)
-                .consistent_read(true)
-                .set_exclusive_start_key(start)
-                .send()
-                .await
-                .expect("scan");
-            for item in page.items() {
-                out.push(twopc_dynamo::txlog::record_from_item(item).expect("record"));
-            }
-            start = page.last_evaluated_key().cloned();
-            if start.is_none() {
-                return out;
-            }
-        }
+        self.scan_table(&self.tx_table)
+            .await
+            .iter()
+            .map(|item| twopc_dynamo::txlog::record_from_item(item).expect("record"))
+            .collect()
+    }
+
+    /// Runs `transfer(from, to, amount)` through the coordinator; its record.
+    pub async fn transfer(&self, from: &str, to: &str, amount: i64) -> twopc_core::model::TxRecord {
+        self.coordinator
+            .submit(&transfer(from, to, amount), None)
+            .await
+            .expect("submit")
+    }
+
+    /// Every item of a table, raw (strongly consistent).
+    async fn scan_table(&self, table: &str) -> Vec<twopc_dynamo::codec::Item> {
+        self.client
+            .scan()
+            .table_name(table)
+            .consistent_read(true)
+            .into_paginator()
+            .items()
+            .send()
+            .try_collect()
+            .await
+            .expect("scan")
     }
 
     /// The table of a service name.

@@ -92,11 +92,7 @@ async fn assert_unlocked(w: &World) {
 async fn transfer_across_two_tables_commits() {
     let w = World::new().await;
     bank(&w).await;
-    let rec = w
-        .coordinator
-        .submit(&transfer("alice", "bob", 30), None)
-        .await
-        .expect("submit");
+    let rec = w.transfer("alice", "bob", 30).await;
     assert_eq!(rec.status, TxStatus::Committed);
     assert!(rec.votes.iter().all(Vote::is_yes));
     assert_eq!(
@@ -122,11 +118,7 @@ async fn transfer_across_two_tables_commits() {
 async fn insufficient_balance_aborts_and_leaves_no_lock() {
     let w = World::new().await;
     bank(&w).await;
-    let rec = w
-        .coordinator
-        .submit(&transfer("alice", "bob", 500), None)
-        .await
-        .expect("submit");
+    let rec = w.transfer("alice", "bob", 500).await;
     assert_eq!(rec.status, TxStatus::Aborted);
     assert!(
         matches!(&rec.votes[0], Vote::No { reason: VoteReason::Condition, message } if message.contains("balance gte 500 (is 100)")),
@@ -166,11 +158,7 @@ async fn conflicting_live_lock_votes_conflict() {
         .expect("prepare");
     assert_eq!(held.vote, Vote::Yes);
 
-    let rec = w
-        .coordinator
-        .submit(&transfer("alice", "bob", 10), None)
-        .await
-        .expect("submit");
+    let rec = w.transfer("alice", "bob", 10).await;
     assert_eq!(rec.status, TxStatus::Aborted);
     assert!(
         matches!(
@@ -527,11 +515,7 @@ async fn commit_retried_after_its_fence_entry_was_pruned_is_done_not_reapplied()
     );
     let until = w.item("accounts", "alice").await.expect("alice").fence[&tx].expires_at;
     w.clock.advance(until - w.clock.now_ms() + 1);
-    let later = w
-        .coordinator
-        .submit(&transfer("alice", "bob", 1), None)
-        .await
-        .expect("later");
+    let later = w.transfer("alice", "bob", 1).await;
     assert_eq!(later.status, TxStatus::Committed);
     assert!(
         !w.item("accounts", "alice")
@@ -559,11 +543,7 @@ async fn commit_retried_after_its_fence_entry_was_pruned_is_done_not_reapplied()
 async fn late_prepare_after_commit_is_refused_by_the_fence() {
     let w = World::new().await;
     bank(&w).await;
-    let rec = w
-        .coordinator
-        .submit(&transfer("alice", "bob", 10), None)
-        .await
-        .expect("submit");
+    let rec = w.transfer("alice", "bob", 10).await;
     assert_eq!(rec.status, TxStatus::Committed);
     let p = &rec.participants[0];
     let late = PrepareRequest {
@@ -672,19 +652,11 @@ async fn prepare_after_the_deadline_is_refused() {
 async fn stale_fence_entries_are_pruned_by_later_commits() {
     let w = World::new().await;
     bank(&w).await;
-    let first = w
-        .coordinator
-        .submit(&transfer("alice", "bob", 1), None)
-        .await
-        .expect("first");
+    let first = w.transfer("alice", "bob", 1).await;
     let alice = w.item("accounts", "alice").await.expect("alice");
     let until = alice.fence[&first.tx_id].expires_at;
     w.clock.advance(until - w.clock.now_ms() + 1);
-    let second = w
-        .coordinator
-        .submit(&transfer("alice", "bob", 1), None)
-        .await
-        .expect("second");
+    let second = w.transfer("alice", "bob", 1).await;
     assert_eq!(second.status, TxStatus::Committed);
     let alice = w.item("accounts", "alice").await.expect("alice");
     assert!(
@@ -750,11 +722,7 @@ async fn transfers(w: &World, n: usize) -> Vec<TxRecord> {
     let mut out = vec![];
     for _ in 0..n {
         w.clock.advance(1);
-        let rec = w
-            .coordinator
-            .submit(&transfer("alice", "bob", 1), None)
-            .await
-            .expect("submit");
+        let rec = w.transfer("alice", "bob", 1).await;
         assert_eq!(rec.status, TxStatus::Committed);
         out.push(rec);
     }

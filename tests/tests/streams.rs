@@ -13,7 +13,7 @@ use twopc_fanout::detect::{TableRole, Tables};
 use twopc_fanout::poll::{Poller, local_client, stream_arn};
 use twopc_fanout::ports::{Lake, Push, PushError, SinkError, Subscriptions};
 use twopc_fanout::processor::Processor;
-use twopc_tests::{World, endpoint, transfer};
+use twopc_tests::{World, endpoint};
 
 #[derive(Default)]
 struct MemoryLake {
@@ -99,16 +99,8 @@ fn rows_of<'a>(rows: &'a [Value], kind: &str) -> Vec<&'a Value> {
 async fn commits_from_the_real_stream_become_rows_and_aborts_do_not() {
     let w = World::new().await;
     bank(&w).await;
-    let committed = w
-        .coordinator
-        .submit(&transfer("alice", "bob", 10), None)
-        .await
-        .expect("commit");
-    let aborted = w
-        .coordinator
-        .submit(&transfer("alice", "bob", 1_000), None)
-        .await
-        .expect("abort");
+    let committed = w.transfer("alice", "bob", 10).await;
+    let aborted = w.transfer("alice", "bob", 1_000).await;
     assert_eq!(
         (committed.status, aborted.status),
         (TxStatus::Committed, TxStatus::Aborted)
@@ -180,11 +172,7 @@ async fn commits_from_the_real_stream_become_rows_and_aborts_do_not() {
 async fn a_failed_lake_delivery_is_redelivered_not_skipped() {
     let w = World::new().await;
     bank(&w).await;
-    let committed = w
-        .coordinator
-        .submit(&transfer("alice", "bob", 10), None)
-        .await
-        .expect("commit");
+    let committed = w.transfer("alice", "bob", 10).await;
     let lake = MemoryLake {
         fail_next: Mutex::new(true),
         ..Default::default()
@@ -243,10 +231,7 @@ async fn a_gone_connection_is_forgotten() {
         vec!["ghost".to_owned()]
     );
 
-    w.coordinator
-        .submit(&transfer("alice", "bob", 10), None)
-        .await
-        .expect("commit");
+    w.transfer("alice", "bob", 10).await;
     let lake = MemoryLake::default();
     let gone = AllGone(Mutex::default());
     let processor = &Processor::new(tables(&w), &lake, connections.clone(), &gone);

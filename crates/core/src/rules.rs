@@ -5,7 +5,7 @@
 //! ask a rule, write. The stores use the admission rules as the meaning of their conditional
 //! writes (the in-memory store runs them; the DynamoDB adapter spells them as condition
 //! expressions, and one contract suite runs against both). The model check
-//! (`crates/model-check`) runs these same functions on its abstract items. `docs/protocol.md`
+//! (`crates/model`) runs these same functions on its abstract items. `docs/protocol.md`
 //! explains them.
 //!
 //! | rule | decides |

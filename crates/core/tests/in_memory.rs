@@ -202,20 +202,7 @@ async fn a_late_prepare_of_a_committed_transaction_is_fenced_out() {
 async fn a_newcomer_rolls_an_expired_committing_owner_forward_before_it_locks() {
     let b = bank();
     let owner = b.abandoned(&transfer("alice", "bob", "10")).await;
-    let decided = match b
-        .log
-        .transition(
-            &owner,
-            TxStatus::Committing,
-            Some(&[Vote::Yes, Vote::Yes]),
-            b.clock.now_ms(),
-        )
-        .await
-        .expect("decide")
-    {
-        Swapped::Done(r) => *r,
-        other => panic!("{other:?}"),
-    };
+    let decided = b.decide_commit(&owner).await;
     b.clock.advance(6_000); // past the owner's deadline: its locks may be resolved
     let newcomer = b.transfer("alice", "bob", "1").await;
     assert_eq!(newcomer.status, TxStatus::Committed);
@@ -289,15 +276,7 @@ async fn a_lock_whose_owner_never_began_is_recorded_aborted_and_removed() {
 async fn the_sweeper_finishes_a_decided_commit_from_the_record_alone() {
     let b = bank();
     let owner = b.abandoned(&transfer("alice", "bob", "10")).await;
-    b.log
-        .transition(
-            &owner,
-            TxStatus::Committing,
-            Some(&[Vote::Yes, Vote::Yes]),
-            b.clock.now_ms(),
-        )
-        .await
-        .expect("decide");
+    b.decide_commit(&owner).await;
     b.clock.advance(6_000);
     let sweeper = Sweeper::new(
         Coordinator::new(

@@ -97,27 +97,22 @@ impl DynamoConnections {
     pub async fn subscribers(&self, topics: &[String]) -> Result<Vec<String>, PortError> {
         let mut out = std::collections::BTreeSet::new();
         for topic in topics {
-            let mut start = None;
-            loop {
-                let page = self
-                    .client
-                    .query()
-                    .table_name(&self.table)
-                    .key_condition_expression("#t = :t")
-                    .expression_attribute_names("#t", TOPIC_ATTR)
-                    .expression_attribute_values(":t", AttributeValue::S(topic.clone()))
-                    .set_exclusive_start_key(start)
-                    .send()
-                    .await
-                    .map_err(|e| classify(format!("subscribers of {topic}"), e))?;
-                for item in page.items() {
-                    if let Some(AttributeValue::S(c)) = item.get(CONNECTION_ATTR) {
-                        out.insert(c.clone());
-                    }
-                }
-                start = page.last_evaluated_key().cloned();
-                if start.is_none() {
-                    break;
+            let items = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .key_condition_expression("#t = :t")
+                .expression_attribute_names("#t", TOPIC_ATTR)
+                .expression_attribute_values(":t", AttributeValue::S(topic.clone()))
+                .into_paginator()
+                .items()
+                .send()
+                .try_collect()
+                .await
+                .map_err(|e| classify(format!("subscribers of {topic}"), e))?;
+            for item in items {
+                if let Some(AttributeValue::S(c)) = item.get(CONNECTION_ATTR) {
+                    out.insert(c.clone());
                 }
             }
         }
@@ -126,33 +121,28 @@ impl DynamoConnections {
 
     /// Removes every subscription of `connection` (`$disconnect`, or a push found it gone).
     pub async fn forget(&self, connection: &str) -> Result<(), PortError> {
+        let items = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .index_name(BY_CONNECTION_INDEX)
+            .key_condition_expression("#c = :c")
+            .expression_attribute_names("#c", CONNECTION_ATTR)
+            .expression_attribute_values(":c", AttributeValue::S(connection.to_owned()))
+            .into_paginator()
+            .items()
+            .send()
+            .try_collect()
+            .await
+            .map_err(|e| classify(format!("subscriptions of {connection}"), e))?;
         let mut deletes = vec![];
-        let mut start = None;
-        loop {
-            let page = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .index_name(BY_CONNECTION_INDEX)
-                .key_condition_expression("#c = :c")
-                .expression_attribute_names("#c", CONNECTION_ATTR)
-                .expression_attribute_values(":c", AttributeValue::S(connection.to_owned()))
-                .set_exclusive_start_key(start)
-                .send()
-                .await
-                .map_err(|e| classify(format!("subscriptions of {connection}"), e))?;
-            for item in page.items() {
-                if let Some(AttributeValue::S(topic)) = item.get(TOPIC_ATTR) {
-                    let del = DeleteRequest::builder()
-                        .set_key(Some(Self::key(topic, connection)))
-                        .build()
-                        .map_err(|e| corrupt("forget", e.to_string()))?;
-                    deletes.push(WriteRequest::builder().delete_request(del).build());
-                }
-            }
-            start = page.last_evaluated_key().cloned();
-            if start.is_none() {
-                break;
+        for item in items {
+            if let Some(AttributeValue::S(topic)) = item.get(TOPIC_ATTR) {
+                let del = DeleteRequest::builder()
+                    .set_key(Some(Self::key(topic, connection)))
+                    .build()
+                    .map_err(|e| corrupt("forget", e.to_string()))?;
+                deletes.push(WriteRequest::builder().delete_request(del).build());
             }
         }
         self.batch(deletes, connection).await

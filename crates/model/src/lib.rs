@@ -6,27 +6,44 @@
 //! expired locks, the sweeper, coordinator crashes, late, duplicated and reordered messages, and
 //! operations that create (`put`, through a placeholder) and delete (leaving a tombstone) items.
 //! The checker explores every reachable state (breadth-first) and checks named properties in
-//! each. Dev only: nothing in the product depends on it, and it depends on nothing but
-//! stateright.
+//! each. Dev only: nothing in the product depends on it. It depends on stateright and on
+//! `twopc-core`, whose rules ([`twopc_core::rules`]) it runs: every decision a step takes is the
+//! answer of the same pure function the shipped drivers ask, given the abstract item or record as
+//! the step finds it. The model adds the effects of the writes on its abstract state, the
+//! interleavings, and the [`Variant`]s, each an override of a rule.
 //!
 //! ## Map
 //!
+//! The state. The protocol's enums are core's: a record's status is a
+//! [`TxStatus`](twopc_core::status::TxStatus), a decision a
+//! [`Decision`](twopc_core::status::Decision), a fence entry a
+//! [`FenceOutcome`](twopc_core::model::FenceOutcome), an item's shape a
+//! [`Shape`](twopc_core::rules::Shape).
+//!
 //! | here | models | in `crates/core` (and `crates/dynamo`) |
 //! | --- | --- | --- |
-//! | [`state::Status`], `TxState::record` | the transaction record | `status::TxStatus`, `ports::TxLog` |
+//! | `TxState::record` | the transaction record's status | `status::TxStatus`, `ports::TxLog` |
 //! | [`state::Coordinator`] | the coordinator's progress through `submit` | `coordinator::Coordinator::submit` |
-//! | [`state::ItemState`] | one item: `lock`, `txFence`, `txFenceHorizon`, its shape, the applied operations (`txVersion`) | `model::ItemState`, `dynamo::items` |
-//! | [`state::Shape`] | absent, real, placeholder (`txPlaceholder`), tombstone (`txTombstone`) | `ItemState::{placeholder, tombstone}`, `dynamo::items` (module docs) |
+//! | [`state::ItemState`] | one item: `lock`, `txFence`, `txFenceHorizon`, its shape (absent, real, placeholder `txPlaceholder`, tombstone `txTombstone`), the applied operations (`txVersion`) | `model::ItemState`, `dynamo::items` |
+//! | [`state::ItemState::seen_by`] | the item as one transaction's step finds it: shape, lock holder (expired or not), own fence entry, covered by the horizon | `rules::Seen`, `model::ItemState::seen_by` |
 //! | [`state::Op`], `TwoPhaseCommit::ops` | what each transaction does to each item: update, `put` (creates), `delete` | `op::Operation` (`creates`, `delete`) |
 //! | [`state::Tx`] order | transactions ordered by `began` (`T0` began first) | `Lock::began`, `FenceEntry::began`, the record's `createdAt` |
 //! | [`state::Clock`] | deadline = the locks' `expiresAt` | `TxRecord::deadline` |
-//! | [`participant::prepare`], [`participant::commit`], [`participant::abort`], [`participant::drop_stale_lock`] | one conditional write each (a committed delete's tombstone included) | `participant::Participant::{prepare, commit, abort}`, `ParticipantStore`, `DynamoItems::{prepare, commit, bury, release, fence_aborted}` |
-//! | [`participant::Upkeep`]: `Prune`, `Raise` | the lock holder's release removing other entries and raising the horizon over them; a lock-free abort of a full fence raising the horizon instead of writing its entry | the `prune` of `ParticipantStore::{commit, abort}` (`participant::plan_prune`), `ParticipantStore::fence_aborted` |
-//! | [`participant::resolution`] | the lock rule's table | `Participant::resolve` / `follow` |
-//! | [`model::Action`] | one request, delivery or passing of time | — |
-//! | `Action::SweepAbort/SweepComplete/SweepFinalize` | the sweeper's overdue records | `sweeper::Sweeper::run` → `Coordinator::recover` on `TxLog::overdue` |
-//! | `Action::Resolve` | a newcomer meeting an expired lock, or the sweeper walking the lock-expiry index | `Participant::resolve` (from `prepare`, and from `Sweeper::run`) |
-//! | [`Variant`] | the correct protocol, a known mistake put back, or a proposed change | — |
+//!
+//! The steps ([`model::Action`]: one request, delivery or passing of time), and the rule each
+//! runs:
+//!
+//! | step | runs | in `crates/core` (and `crates/dynamo`) |
+//! | --- | --- | --- |
+//! | `DeliverPrepare` ([`participant::prepare`]) | `rules::prepare(seen, op.creates())`: `Lock` takes the lock unless it is already the transaction's, and is the yes vote; `Refuse` is a no | `Participant::prepare`, `classify_refusal`, `DynamoItems::prepare` |
+//! | `DeliverComplete`, `SweepComplete`, a resolver's commit or abort ([`participant::commit`], [`participant::abort`]) | `rules::commit(seen, op is a delete)`: `Apply` or the reply; `rules::abort(seen)`: `Release`, `FenceOut` or the reply. An unacknowledged reply (`Reply::Violation`) is reported | `Participant::{commit, abort}`, `DynamoItems::{commit, bury, release, fence_aborted}` |
+//! | [`participant::Upkeep`]: `Prune`, `Raise` | the lock holder's release (the rules' `Apply`, `Release`) removing any set of other entries and raising the horizon over them: every policy of `rules::plan_prune`; where the abort rule says `FenceOut` and the fence has an entry, raising the horizon instead of writing the entry: `rules::fence_out`'s `RaiseHorizon`, for some capacity | the `prune` of `ParticipantStore::{commit, abort}`, `ParticipantStore::fence_aborted` |
+//! | `Resolve` | on an expired lock, `rules::resolve(owner's record, owner's deadline passed)`: `RecordAborted`, `DecideAbort` (one record write each), `RollForward`, `AbortHere` (the commit or abort rule, for the owner), `DropStale` ([`participant::drop_stale_lock`]); `OwnerLive` is no step | `Participant::resolve` (from `prepare`, and from `Sweeper::run` walking the lock-expiry index) |
+//! | `Decide` | `rules::decision` from the yes votes: a commit only if it says `Commit`, an abort at any time (a lost or late reply is a no); a lost swap, `rules::after_lost_decide` | `Coordinator::submit`, `Coordinator::decide` |
+//! | `Finalize` | a lost swap, `rules::after_lost_finalize` | `Coordinator::complete` |
+//! | `SweepAbort`, `SweepComplete`, `SweepFinalize` | on an overdue record, `rules::recovery(status, deadline passed)`: `DecideAbort`; `Complete(decision)`, item by item, then the finalize | `sweeper::Sweeper::run` → `Coordinator::recover` on `TxLog::overdue` |
+//! | `Begin`, `SendPrepares`, `SendCompletes`, `Crash`, `Expire` | no rule: the record's creation, sending (the deadline check at the send), a coordinator stopping, time passing | `Coordinator::submit`, `Participant::prepare`'s deadline check |
+//! | [`Variant`] | the correct protocol, a known mistake put back, or a proposed change: an override of the facts given to a rule, of the step it answers, or of an effect | — |
 //!
 //! ## What is checked
 //!
@@ -82,16 +99,16 @@
 //! checked, but one: **no lock outlives its transaction**. Nothing is applied twice, or without
 //! a commit decision, or on one item and not another; no violation is reported; everything
 //! ends. The exception needs an item that starts absent and gets created: an abort that finds
-//! no item writes nothing (`release` and `fence_aborted` both answer `Refused(None)`, taken as
-//! "already done"), so nothing fences the aborted transaction out of the item once someone
+//! no item writes nothing (`rules::abort` answers "already done": `release` and `fence_aborted`
+//! both find no item), so nothing fences the aborted transaction out of the item once someone
 //! creates it. Trace (`T0` puts, `T1` deletes, the item absent): `T1` begins and sends its
 //! prepare, which is delayed; `T1` decides abort, its abort finds no item, `T1` is finalized
 //! `ABORTED`; `T0` creates the item and commits; `T1`'s prepare lands: the item is real, `T1`
 //! has no entry and the horizon does not cover it, so it locks the item for an `ABORTED`
 //! transaction. The same happens to a put whose own abort found no item (its late prepare
-//! writes a placeholder for an `ABORTED` transaction), as the comment in
-//! `Participant::abort` says of creating ops; of non-creating ones it says the late prepare
-//! "finds nothing to lock", which holds only while nobody creates the item. The harm is
+//! writes a placeholder for an `ABORTED` transaction). `rules::abort` documents the gap (a late
+//! prepare "finds nothing to lock unless someone creates the item first"), and
+//! `docs/protocol.md` accepts it ("Accepted gaps"). The harm is
 //! availability only: the orphan lock blocks the item until the aborted transaction's deadline,
 //! and then the lock rule aborts it there (its record is `ABORTED`), applying nothing. The
 //! [`Variant::AbortBuriesAbsent`] change (an abort that finds no item writes a tombstone with
@@ -162,7 +179,7 @@
 //!   (initially below every transaction); prepare also requires `began > horizon` unless the lock
 //!   is already its own. A lock holder's commit or abort may remove *any* other transactions'
 //!   entries, committed or aborted, at any time ([`participant::Upkeep::Prune`]: every subset
-//!   is a separate step, so every pruning policy of `plan_prune` is covered, and whoever writes
+//!   is a separate step, so every pruning policy of `rules::plan_prune` is covered, and whoever writes
 //!   the release prunes, the coordinator, a resolver or the sweeper, where the real code prunes
 //!   only in the coordinator's, from its prepare's reply: more behaviours), raising the horizon
 //!   to the latest `began` removed; the horizon is never lowered (the real release is
@@ -200,7 +217,7 @@
 //!   `conflict`. Attribute values, readers (who see nothing of a placeholder or a tombstone) and
 //!   the stream are not modelled, nor is the idempotency key (one submit per transaction).
 //! - **Items that appear and disappear.** An item is absent, real, a placeholder or a tombstone
-//!   ([`state::Shape`]), and the protocol never removes one: a committed delete and an aborted
+//!   ([`Shape`](twopc_core::rules::Shape)), and the protocol never removes one: a committed delete and an aborted
 //!   create leave a tombstone with the fence and the horizon, so the horizon's promise (no
 //!   prepare of a covered transaction locks the item again) holds for the key's whole life. A
 //!   creating prepare takes an absent item, a tombstone whose horizon is below its transaction,

@@ -5,12 +5,12 @@
 //! state with no step left is a real end of a behaviour; the liveness properties rely on that.
 
 use stateright::{Model, Property};
+use twopc_core::model::FenceOutcome;
+use twopc_core::rules::{self, AfterLostSwap, PrepareStep, Recovery, Resolution, Shape};
+use twopc_core::status::{Decision, TxStatus};
 
-use crate::participant::{self, Reply, Resolution, Upkeep, Variant, Vote};
-use crate::state::{
-    Applied, Clock, Coordinator, Decision, Fence, Item, ItemState, Op, Shape, State, Status, Tx,
-    covers,
-};
+use crate::participant::{self, Upkeep, Variant};
+use crate::state::{Applied, Clock, Coordinator, Item, ItemState, Op, State, Tx, covers};
 
 /// Property: a transaction is never applied on one item and aborted on another, a transaction
 /// whose record says `COMMITTED` has applied on every item, an abort-decided transaction has
@@ -135,7 +135,11 @@ pub type TwoByTwo = TwoPhaseCommit<2, 2>;
 
 /// The statuses a compare-and-swap may meet: `Ok(new)` if the record was `from`, else
 /// `Err(what it is)` (`TxLog::transition`, `Swapped`).
-fn swap(record: Option<Status>, from: Status, to: Status) -> Result<Status, Option<Status>> {
+fn swap(
+    record: Option<TxStatus>,
+    from: TxStatus,
+    to: TxStatus,
+) -> Result<TxStatus, Option<TxStatus>> {
     debug_assert!(
         from.can_move_to(to),
         "illegal transition {from:?} -> {to:?}"
@@ -257,13 +261,22 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
 
     /// Whether every item is finished for `tx` under `decision`.
     fn all_finished(&self, state: &State<TXS, ITEMS>, tx: Tx, decision: Decision) -> bool {
+        let deadlines = state.deadlines_passed();
         Self::items().all(|i| {
-            participant::finished(self.variant, *state.item(i), tx, self.op(tx, i), decision)
+            participant::finished(
+                self.variant,
+                *state.item(i),
+                tx,
+                self.op(tx, i),
+                decision,
+                &deadlines,
+            )
         })
     }
 
-    /// Runs commit or abort of `tx` on `item` and records a violation answer. An upkeep that does
-    /// not apply makes it no step (the `Plain` one is the step).
+    /// Runs commit or abort of `tx` on `item` and records an answer that is not acknowledged
+    /// (a violation). An upkeep that does not apply makes it no step (the `Plain` one is the
+    /// step).
     fn complete_on(
         &self,
         mut state: State<TXS, ITEMS>,
@@ -272,19 +285,23 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
         decision: Decision,
         upkeep: Upkeep,
     ) -> State<TXS, ITEMS> {
-        if !participant::upkeep_applies(self.variant, state.item(item), tx, decision, upkeep) {
+        let deadlines = state.deadlines_passed();
+        let found = *state.item(item);
+        if !participant::upkeep_applies(self.variant, &found, tx, decision, upkeep, &deadlines) {
             return state;
         }
         let op = self.op(tx, item);
         let (after, reply) =
-            participant::complete(self.variant, *state.item(item), tx, op, decision, upkeep);
+            participant::complete(self.variant, found, tx, op, decision, upkeep, &deadlines);
         *state.item_mut(item) = after;
-        if reply == Reply::Violation {
+        if !reply.acknowledged() {
             state.violation_reported = true;
         }
         state
     }
 
+    /// Once every item is finished, the finalize swap; a lost one follows
+    /// [`rules::after_lost_finalize`].
     fn finalize(&self, mut state: State<TXS, ITEMS>, t: Tx) -> State<TXS, ITEMS> {
         let Coordinator::Completing(d) = state.tx(t).coordinator else {
             return state;
@@ -293,17 +310,18 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
             return state;
         }
         let tx = state.tx_mut(t);
-        let done = Status::finishing(d);
-        match swap(tx.record, Status::deciding(d), done) {
+        tx.coordinator = match swap(tx.record, TxStatus::deciding(d), TxStatus::finishing(d)) {
             Ok(status) => {
                 tx.record = Some(status);
-                tx.coordinator = Coordinator::Finished;
+                Coordinator::Finished
             }
-            // The sweeper finalized first: same outcome.
-            Err(Some(status)) if status == done => tx.coordinator = Coordinator::Finished,
-            // Anything else is `Fatal` in `Coordinator::complete`: the coordinator stops.
-            Err(_) => tx.coordinator = Coordinator::Crashed,
-        }
+            Err(found) => match rules::after_lost_finalize(found, d) {
+                // The sweeper finalized first: same outcome.
+                AfterLostSwap::Follow(_) => Coordinator::Finished,
+                // `Fatal` in `Coordinator::complete`: the coordinator stops.
+                AfterLostSwap::Fatal => Coordinator::Crashed,
+            },
+        };
         state
     }
 
@@ -313,10 +331,11 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
         }
         let deadlines = state.deadlines_passed();
         let op = self.op(t, i);
-        let (after, vote) = participant::prepare(self.variant, *state.item(i), t, op, &deadlines);
+        let (after, step) = participant::prepare(self.variant, *state.item(i), t, op, &deadlines);
         *state.item_mut(i) = after;
-        if let (Vote::Yes, Coordinator::Preparing { yes }) =
-            (vote, &mut state.tx_mut(t).coordinator)
+        // A yes vote is the rule's `Lock`; any refusal is a no.
+        if let (PrepareStep::Lock, Coordinator::Preparing { yes }) =
+            (step, &mut state.tx_mut(t).coordinator)
         {
             yes[i.ix()] = true;
         }
@@ -336,16 +355,26 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
         }
     }
 
+    /// A resolver on an expired lock follows [`rules::resolve`] from the owner's record, one
+    /// write.
     fn resolve(&self, mut state: State<TXS, ITEMS>, i: Item, upkeep: Upkeep) -> State<TXS, ITEMS> {
         let Some(owner) = state.item(i).lock else {
             return state;
         };
-        if !state.tx(owner).deadline_passed() {
-            return state; // the owner is live: the lock stands (a newcomer votes conflict)
+        let deadline_passed = state.tx(owner).deadline_passed();
+        // A resolver meets only an expired lock (a newcomer's prepare refused `ResolveOwner`,
+        // or the sweeper's lock-expiry index); a live one stands (a newcomer votes conflict).
+        if !deadline_passed {
+            return state;
         }
-        match participant::resolution(state.tx(owner).record) {
-            Resolution::RecordAborted => state.tx_mut(owner).record = Some(Status::Aborted),
-            Resolution::DecideAbort => state.tx_mut(owner).record = Some(Status::Aborting),
+        match rules::resolve(state.tx(owner).record, deadline_passed) {
+            // The lock's expiry is its owner's deadline, so an expired lock's owner is never
+            // live here; it would be no step.
+            Resolution::OwnerLive => {}
+            // `create_aborted`; the lock goes by `AbortHere` next round.
+            Resolution::RecordAborted => state.tx_mut(owner).record = Some(TxStatus::Aborted),
+            // The compare-and-swap `PREPARING → ABORTING` (the read folded into the write).
+            Resolution::DecideAbort => state.tx_mut(owner).record = Some(TxStatus::Aborting),
             Resolution::RollForward => {
                 return self.complete_on(state, owner, i, Decision::Commit, upkeep);
             }
@@ -360,6 +389,7 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
         state
     }
 
+    /// The sweeper's [`Recovery::Complete`] on one item.
     fn sweep_complete(
         &self,
         state: State<TXS, ITEMS>,
@@ -367,18 +397,20 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
         i: Item,
         upkeep: Upkeep,
     ) -> State<TXS, ITEMS> {
-        match overdue_decision(&state, t) {
-            Some(d) => self.complete_on(state, t, i, d, upkeep),
-            None => state,
+        match overdue_recovery(&state, t) {
+            Some(Recovery::Complete(d)) => self.complete_on(state, t, i, d, upkeep),
+            _ => state,
         }
     }
 
+    /// The sweeper's [`Recovery::Complete`], its finalize once every item is finished (the
+    /// swap always wins: the record is decided and not terminal).
     fn sweep_finalize(&self, mut state: State<TXS, ITEMS>, t: Tx) -> State<TXS, ITEMS> {
-        let Some(d) = overdue_decision(&state, t) else {
+        let Some(Recovery::Complete(d)) = overdue_recovery(&state, t) else {
             return state;
         };
         if self.all_finished(&state, t, d) {
-            state.tx_mut(t).record = Some(Status::finishing(d));
+            state.tx_mut(t).record = Some(TxStatus::finishing(d));
         }
         state
     }
@@ -441,14 +473,15 @@ pub fn settled<const TXS: usize, const ITEMS: usize>(state: &State<TXS, ITEMS>) 
     state.txs.iter().all(|t| t.has_ended()) && state.items.iter().all(|i| i.lock.is_none())
 }
 
-/// The decision of a record the sweeper would pick up: past its deadline, decided, not terminal.
-fn overdue_decision<const TXS: usize, const ITEMS: usize>(
+/// What the sweeper does with a record ([`rules::recovery`]), if it picks it up: it reads only
+/// overdue records (`TxLog::overdue`: written, past the deadline).
+fn overdue_recovery<const TXS: usize, const ITEMS: usize>(
     state: &State<TXS, ITEMS>,
     t: Tx,
-) -> Option<Decision> {
+) -> Option<Recovery> {
     let tx = state.tx(t);
     match tx.record {
-        Some(status) if tx.deadline_passed() && !status.is_terminal() => status.decision(),
+        Some(status) if tx.deadline_passed() => Some(rules::recovery(status, true)),
         _ => None,
     }
 }
@@ -462,7 +495,7 @@ fn begin<const TXS: usize, const ITEMS: usize>(
         return state;
     }
     if tx.record.is_none() {
-        tx.record = Some(Status::Preparing);
+        tx.record = Some(TxStatus::Preparing);
         tx.coordinator = Coordinator::Begun;
     } else {
         // Someone recorded it first (a resolver's `create_aborted`): replay, nothing to do.
@@ -488,6 +521,10 @@ fn send_prepares<const TXS: usize, const ITEMS: usize>(
     state
 }
 
+/// The coordinator's decision swap: `Commit` only where [`rules::decision`] from the yes votes
+/// received is `Commit`; `Abort` at any time (a reply lost or late is a no, so whatever landed,
+/// the rule may have decided from fewer yes votes: `Abort`). A lost swap follows
+/// [`rules::after_lost_decide`].
 fn decide<const TXS: usize, const ITEMS: usize>(
     mut state: State<TXS, ITEMS>,
     t: Tx,
@@ -497,25 +534,25 @@ fn decide<const TXS: usize, const ITEMS: usize>(
     let Coordinator::Preparing { yes } = tx.coordinator else {
         return state;
     };
-    if decision == Decision::Commit && !yes.iter().all(|y| *y) {
+    if decision == Decision::Commit && rules::decision(yes.into_iter()) != Decision::Commit {
         return state;
     }
-    match swap(tx.record, Status::Preparing, Status::deciding(decision)) {
+    tx.coordinator = match swap(tx.record, TxStatus::Preparing, TxStatus::deciding(decision)) {
         Ok(status) => {
             tx.record = Some(status);
-            tx.coordinator = Coordinator::Decided(decision);
+            Coordinator::Decided(decision)
         }
-        // Lost the race (a resolver or the sweeper aborted us past our deadline): follow the
-        // record. A terminal record is returned as it is.
-        Err(Some(status)) => {
-            tx.coordinator = match status.decision() {
-                Some(_) if status.is_terminal() => Coordinator::Finished,
-                Some(followed) => Coordinator::Decided(followed),
-                None => Coordinator::Crashed, // `Fatal`: still PREPARING after a failed swap
-            };
-        }
-        Err(None) => tx.coordinator = Coordinator::Crashed, // `Fatal`: the record vanished
-    }
+        // Lost the race (a resolver or the sweeper aborted us past our deadline).
+        Err(found) => match rules::after_lost_decide(found) {
+            // Follow the record; a terminal one is returned as it is (`Coordinator::complete`).
+            AfterLostSwap::Follow(_) if found.is_some_and(TxStatus::is_terminal) => {
+                Coordinator::Finished
+            }
+            AfterLostSwap::Follow(followed) => Coordinator::Decided(followed),
+            // Still PREPARING after a failed swap, or the record vanished.
+            AfterLostSwap::Fatal => Coordinator::Crashed,
+        },
+    };
     state
 }
 
@@ -554,15 +591,17 @@ fn expire<const TXS: usize, const ITEMS: usize>(
     state
 }
 
+/// The sweeper's [`Recovery::DecideAbort`]: the swap `PREPARING → ABORTING` (which wins: the
+/// record is `PREPARING`); its completion is `SweepComplete`.
 fn sweep_abort<const TXS: usize, const ITEMS: usize>(
     mut state: State<TXS, ITEMS>,
     t: Tx,
 ) -> State<TXS, ITEMS> {
-    let tx = state.tx_mut(t);
-    if tx.deadline_passed()
-        && let Ok(status) = swap(tx.record, Status::Preparing, Status::Aborting)
-    {
-        tx.record = Some(status);
+    if overdue_recovery(&state, t) == Some(Recovery::DecideAbort) {
+        let tx = state.tx_mut(t);
+        if let Ok(status) = swap(tx.record, TxStatus::Preparing, TxStatus::Aborting) {
+            tx.record = Some(status);
+        }
     }
     state
 }
@@ -583,15 +622,15 @@ fn atomicity<const TXS: usize, const ITEMS: usize>(
         let aborted_any = state
             .items
             .iter()
-            .any(|i| i.fence[t.ix()] == Some(Fence::Aborted));
-        let decision = state.tx(t).record.and_then(Status::decision);
+            .any(|i| i.fence[t.ix()] == Some(FenceOutcome::Aborted));
+        let decision = state.tx(t).record.and_then(TxStatus::decision);
         if applied_any && aborted_any {
             return false; // applied on one item, aborted on another
         }
         if decision == Some(Decision::Abort) && applied_any {
             return false;
         }
-        if state.tx(t).record == Some(Status::Committed) && !applied_all {
+        if state.tx(t).record == Some(TxStatus::Committed) && !applied_all {
             return false;
         }
         owes_commit |= decision == Some(Decision::Commit) && !applied_all;
@@ -616,7 +655,7 @@ fn no_commit_without_decision<const TXS: usize, const ITEMS: usize>(
 ) -> bool {
     M::<TXS, ITEMS>::txs().all(|t| {
         let recorded_commit =
-            state.tx(t).record.and_then(Status::decision) == Some(Decision::Commit);
+            state.tx(t).record.and_then(TxStatus::decision) == Some(Decision::Commit);
         recorded_commit || state.items.iter().all(|i| !i.applied[t.ix()].any())
     })
 }
@@ -653,7 +692,7 @@ fn committed_everywhere<const TXS: usize, const ITEMS: usize>(
     state: &State<TXS, ITEMS>,
     t: Tx,
 ) -> bool {
-    state.tx(t).record == Some(Status::Committed)
+    state.tx(t).record == Some(TxStatus::Committed)
         && state.items.iter().all(|i| i.applied[t.ix()].any())
 }
 
@@ -675,7 +714,10 @@ fn can_abort<const TXS: usize, const ITEMS: usize>(
     _: &M<TXS, ITEMS>,
     state: &State<TXS, ITEMS>,
 ) -> bool {
-    state.txs.iter().any(|t| t.record == Some(Status::Aborted))
+    state
+        .txs
+        .iter()
+        .any(|t| t.record == Some(TxStatus::Aborted))
 }
 
 fn commit_finished_without_coordinator<const TXS: usize, const ITEMS: usize>(
@@ -703,7 +745,7 @@ fn late_prepare_refused_by_horizon<const TXS: usize, const ITEMS: usize>(
         && M::<TXS, ITEMS>::txs().any(|t| {
             let tx = state.tx(t);
             tx.prepares_in_flight
-                && tx.record.and_then(Status::decision).is_some()
+                && tx.record.and_then(TxStatus::decision).is_some()
                 && state
                     .items
                     .iter()
@@ -717,7 +759,7 @@ fn commit_outlives_its_fence_entry<const TXS: usize, const ITEMS: usize>(
 ) -> bool {
     model.variant.fences()
         && M::<TXS, ITEMS>::txs().any(|t| {
-            state.tx(t).record == Some(Status::Committing)
+            state.tx(t).record == Some(TxStatus::Committing)
                 && state
                     .items
                     .iter()
@@ -762,7 +804,7 @@ fn late_put_refused_by_tombstone<const TXS: usize, const ITEMS: usize>(
     M::<TXS, ITEMS>::txs().any(|t| {
         let tx = state.tx(t);
         tx.prepares_in_flight
-            && tx.record.and_then(Status::decision).is_some()
+            && tx.record.and_then(TxStatus::decision).is_some()
             && M::<TXS, ITEMS>::items().any(|i| {
                 let item = state.item(i);
                 model.op(t, i) == Op::Put
@@ -777,7 +819,7 @@ fn no_lock_outlives_its_transaction<const TXS: usize, const ITEMS: usize>(
     state: &State<TXS, ITEMS>,
 ) -> bool {
     state.items.iter().all(|i| match i.lock {
-        Some(t) => !state.tx(t).record.is_some_and(Status::is_terminal),
+        Some(t) => !state.tx(t).record.is_some_and(TxStatus::is_terminal),
         None => true,
     })
 }

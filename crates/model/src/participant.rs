@@ -1,45 +1,68 @@
-//! The participant's conditional writes on one item, as pure functions: each takes the item as it
-//! is and returns the item as it becomes plus the answer, exactly one DynamoDB conditional write
-//! (or a refused one) per call. They mirror `twopc_core::participant::Participant` and the
-//! conditions of `twopc_dynamo::items::DynamoItems`; the [`Variant`] switches in the mistakes
-//! the model is meant to catch.
+//! The participant's conditional writes on one item: each builds the [`rules::Seen`] of the item as
+//! its step finds it ([`ItemState::seen_by`]), asks the rule of `twopc_core::rules` that
+//! `Participant` asks ([`rules::prepare`], [`rules::commit`], [`rules::abort`]), and carries out
+//! the answer on the abstract item: exactly one DynamoDB conditional write (or a refused one)
+//! per call, returning the item as it becomes and the answer. What the model writes is the
+//! effect of the conditions of `twopc_dynamo::items::DynamoItems`; what it decides is the
+//! rule's, nothing else.
+//!
+//! A [`Variant`] other than [`Variant::Correct`] overrides the rules: it changes the facts given
+//! to a rule, the step a rule answers, or only the effect of a step. Each override is small and
+//! written, and documented, where it applies.
 
-use crate::state::{Decision, Fence, ItemState, Op, Shape, Status, Tx, covers};
+use twopc_core::model::FenceOutcome;
+use twopc_core::rules::{
+    self, AbortStep, CommitStep, Holder, PrepareRefusal, PrepareStep, Reply, Shape,
+};
+use twopc_core::status::Decision;
+
+use crate::state::{ItemState, Op, Tx};
 
 /// Which protocol the model runs: the real one, one with a known mistake put back in, or one
 /// with a proposed change.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Variant {
-    /// The protocol of DESIGN.md §3 as `crates/core` implements it, with the fence horizon.
+    /// The protocol of DESIGN.md §3 as `crates/core` implements it, with the fence horizon: the
+    /// rules of `twopc_core::rules`, unchanged.
     Correct,
     /// A prepare that meets an expired lock overwrites it (a blind conditional write on
     /// `expiresAt < now`) instead of resolving the owner. DESIGN.md, "The lock rule": this loses
-    /// a decided transaction's write.
+    /// a decided transaction's write. Override of [`rules::prepare`]'s answer: `ResolveOwner`
+    /// on a real item, for a non-creating operation, becomes `Lock` (see [`prepare`]).
     BlindTakeover,
     /// No fence: commit and abort write no entry, prepare checks none, and a commit or abort that
     /// finds its lock gone assumes it was already done (the source material's "any failed commit
     /// condition means already committed"). Only the deadline check stands between a late
-    /// prepare and the item.
+    /// prepare and the item. Overrides: [`rules::prepare`] is given no entry and no coverage;
+    /// every answer of [`rules::commit`] without the lock, and [`rules::abort`]'s `FenceOut`,
+    /// become "already done"; the holder's release writes no entry (see [`prepare`],
+    /// [`commit`], [`abort`]).
     NoFence,
     /// Fence entries are pruned at any time (and the horizon kept), but prepare does not check
     /// the horizon: pruning then relies on no prepare landing late, which nothing bounds.
+    /// Override: [`rules::prepare`] is given no coverage (commit and abort still read it).
     NoHorizon,
     /// The lock holder's pruning release writes the horizon it computed from the fence its
     /// prepare read (the horizon then, raised over the entries it removes) *unconditionally*,
     /// instead of only if the item's horizon is not above it (`release_clauses` in
     /// `crates/dynamo`: `horizon <= :h`, else the participant releases without pruning). A
-    /// lock-free abort that raised the horizon meanwhile is undone.
+    /// lock-free abort that raised the horizon meanwhile is undone. Overrides only an effect:
+    /// the prepare that takes the lock records the horizon it read, and the pruning release
+    /// writes the horizon from it (see `release`).
     StaleHorizon,
     /// The design before tombstones: a committed delete removes the item entirely (its fence and
     /// horizon with it), and an aborted create (or a dropped stale lock on a placeholder)
     /// deletes its placeholder. A retried delete commit that finds no item answers "already
-    /// done" (`Participant::commit`'s `Refused(None) if req.op.delete`).
+    /// done" (the commit rule's answer for a delete on an absent item). Overrides only an
+    /// effect: burying removes the item (see `bury`).
     DeleteRemoves,
     /// Not a mistake but a proposed change: a lock-free abort that finds no item writes a
     /// tombstone carrying its `aborted` entry (`fence_aborted` creating the item,
     /// `attribute_not_exists(key)`), instead of answering "already done" with nothing written.
     /// Closes the orphan lock the correct protocol leaves when the item is created after the
-    /// abort and the aborted transaction's prepare lands late (see the crate docs).
+    /// abort and the aborted transaction's prepare lands late (see the crate docs). Override of
+    /// [`rules::abort`]'s answer: "already done" on an absent item becomes that write (see
+    /// [`abort`]).
     AbortBuriesAbsent,
 }
 
@@ -66,150 +89,115 @@ pub enum Upkeep {
     /// The lock holder's commit or abort also removes the fence entries of these transactions
     /// (one bit per transaction index, each with an entry, never the holder's own), committed or
     /// aborted, whenever, and raises the horizon to the latest of them (the `prune` of
-    /// `ParticipantStore::{commit, abort}`, planned by `participant::plan_prune` from the fence
-    /// its prepare read; entries only leave the fence by the holder's own release, so they are
+    /// `ParticipantStore::{commit, abort}`, planned by `rules::plan_prune` from the fence its
+    /// prepare read; entries only leave the fence by the holder's own release, so they are
     /// still there).
     Prune(u8),
-    /// A lock-free abort that would write its `aborted` entry raises the horizon to its
-    /// transaction instead, as `fence_aborted` does when the fence is full. Applies whenever the
-    /// fence has an entry: full for some capacity (≥ 1), so every capacity is covered.
+    /// A lock-free abort that fences its transaction out raises the horizon to its transaction
+    /// instead of writing its `aborted` entry: `rules::fence_out`'s `RaiseHorizon`, which
+    /// `fence_aborted` writes when the fence is full. Applies whenever the fence has an entry:
+    /// full for some capacity (≥ 1), so every capacity is covered.
     Raise,
 }
 
 /// Whether `upkeep` does something in the write of `decision` for `tx` to `item`: `Plain`
-/// always; `Prune` only in the lock holder's release, naming only other transactions that have
-/// an entry; `Raise` only in a lock-free abort that fences `tx` out of a non-empty fence (so
-/// never on an absent item, which has no fence and which `fence_aborted` leaves alone).
+/// always; `Prune` only in the lock holder's release (the commit rule's `Apply`, the abort
+/// rule's `Release`), naming only other transactions that have an entry; `Raise` only where the
+/// abort rule answers `FenceOut` and the fence has an entry (so never on an absent item, which
+/// has no fence and which the rule answers "already done").
 pub fn upkeep_applies<const TXS: usize>(
     variant: Variant,
     item: &ItemState<TXS>,
     tx: Tx,
     decision: Decision,
     upkeep: Upkeep,
+    deadline_passed: &[bool; TXS],
 ) -> bool {
+    let seen = item.seen_by(tx, deadline_passed);
     match upkeep {
         Upkeep::Plain => true,
         Upkeep::Prune(mask) => {
             variant.fences()
-                && item.lock == Some(tx)
+                && seen.holder == Holder::Me
                 && mask & (1 << tx.0) == 0
                 && (0..TXS).all(|u| mask & (1 << u) == 0 || item.fence[u].is_some())
         }
         Upkeep::Raise => {
             variant.fences()
                 && decision == Decision::Abort
-                && item.shape != Shape::Absent
-                && item.lock != Some(tx)
-                && item.fence[tx.ix()].is_none()
-                && !covers(item.horizon, tx)
+                && rules::abort(seen) == AbortStep::FenceOut
                 && item.fence.iter().any(Option::is_some)
         }
     }
 }
 
-/// A participant's answer to prepare (`twopc_core::model::Vote`, reasons folded).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Vote {
-    /// Locked for the transaction (now, or already by an earlier copy of this prepare).
-    Yes,
-    /// Refused: deadline passed, fenced (entry or horizon), locked by another transaction,
-    /// `notFound` (a non-creating operation on an item that is not real) or `condition` (a
-    /// `put` on an item that exists).
-    No,
-}
-
-/// A participant's answer to commit or abort (`twopc_core::model::CompleteReply`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Reply {
-    /// Written now.
-    Done,
-    /// Nothing to do: an earlier copy of this message (or a resolver) already did it.
-    AlreadyDone,
-    /// The item contradicts the decision: logged loudly, never acknowledged.
-    Violation,
-}
-
-impl Reply {
-    /// Whether the sender may count this item as finished.
-    pub fn acknowledged(self) -> bool {
-        self != Reply::Violation
-    }
-}
-
-/// Prepare `tx`'s `op` on `item`: one conditional write (`DynamoItems::prepare`), which requires
-/// that the fence has no entry for `tx`, and:
-/// - for a non-creating `op` (update, delete), a real item (absent, placeholder, tombstone:
-///   `notFound`), already locked by `tx`, or unlocked with `tx` not covered by the horizon; it
-///   sets the lock;
-/// - for a creating `op` (`put`), the item absent, or a tombstone (never locked) whose horizon
-///   does not cover `tx`, or already `tx`'s placeholder (a retry); it writes a placeholder
-///   locked by `tx`, keeping the tombstone's fence and horizon. A real item votes `condition`.
+/// Prepare `tx`'s `op` on `item`: one conditional write (`DynamoItems::prepare`), as
+/// [`rules::prepare`] decides from the item as found. Its `Lock` takes the lock unless it is
+/// `tx`'s already (a retry: yes again, nothing written); a creating `op` (`put`) writes a
+/// placeholder locked by `tx`, keeping a tombstone's fence and horizon. Its `Refuse` is a no
+/// vote. The coordinator counts the answer as a yes iff it is `Lock`.
 ///
-/// A lock of another transaction is a `No` here even when expired: resolving its owner is the
-/// separate step [`resolution`], after which a redelivered prepare can lock.
+/// An expired lock of another transaction is refused (`ResolveOwner`): resolving its owner is
+/// the separate step `Action::Resolve` ([`rules::resolve`]), after which a redelivered prepare
+/// can lock.
 ///
 /// The deadline is not checked here. `Participant::prepare` checks it *before* sending this
 /// write, so the write itself can land after the deadline (a slow or retried request); the model
 /// therefore applies the check when the prepares are sent (see `Action::SendPrepares`) and lets a
 /// prepare sent in time land at any later moment, with no bound.
 ///
-/// `deadline_passed[t]` says whether transaction `t`'s deadline (and lock) has expired; only the
-/// [`Variant::BlindTakeover`] variant reads it, for the lock holder of a real item.
+/// `deadline_passed[u]` says whether transaction `u`'s deadline (and lock) has expired.
 pub fn prepare<const TXS: usize>(
     variant: Variant,
-    item: ItemState<TXS>,
+    mut item: ItemState<TXS>,
     tx: Tx,
     op: Op,
     deadline_passed: &[bool; TXS],
-) -> (ItemState<TXS>, Vote) {
-    if variant.fences() && item.fence[tx.ix()].is_some() {
-        return (item, Vote::No);
+) -> (ItemState<TXS>, PrepareStep) {
+    let mut seen = item.seen_by(tx, deadline_passed);
+    // NoFence checks no entry, NoFence and NoHorizon no horizon: the rule is not told. (Without
+    // a fence, nothing writes an entry or raises the horizon anyway.)
+    if !variant.fences() {
+        seen.entry = None;
     }
-    let take = |mut item: ItemState<TXS>| {
-        if variant.checks_horizon() && covers(item.horizon, tx) {
-            return (item, Vote::No);
-        }
+    if !variant.checks_horizon() {
+        seen.covered = false;
+    }
+    let mut step = rules::prepare(seen, op.creates());
+    // BlindTakeover: the rule says resolve the expired owner; the blind write on a real item
+    // (`expiresAt < now`, for a non-creating operation) overwrites its lock instead. The rule
+    // answers `ResolveOwner` only past the entry and the horizon, which the blind write checks
+    // as well.
+    if variant == Variant::BlindTakeover
+        && step == PrepareStep::Refuse(PrepareRefusal::ResolveOwner)
+        && seen.shape == Shape::Real
+        && !op.creates()
+    {
+        step = PrepareStep::Lock;
+    }
+    if step == PrepareStep::Lock && item.lock != Some(tx) {
         item.lock = Some(tx);
         if op.creates() {
             item.shape = Shape::Placeholder;
         }
+        // StaleHorizon: the holder remembers the horizon its prepare read (see `release`).
         if variant == Variant::StaleHorizon {
             item.horizon_at_lock = item.horizon;
         }
-        (item, Vote::Yes)
-    };
-    if op.creates() {
-        return match (item.shape, item.lock) {
-            // An absent item has no horizon: the check in `take` passes, as the real
-            // `attribute_not_exists(key)` branch has none.
-            (Shape::Absent, _) | (Shape::Tombstone, None) => take(item),
-            (Shape::Placeholder, Some(owner)) if owner == tx => (item, Vote::Yes),
-            // Real: `condition`; another's placeholder: conflict (or its owner is resolved).
-            _ => (item, Vote::No),
-        };
     }
-    if item.shape != Shape::Real {
-        return (item, Vote::No); // notFound
-    }
-    match item.lock {
-        None => take(item),
-        Some(owner) if owner == tx => (item, Vote::Yes),
-        Some(owner) if variant == Variant::BlindTakeover && deadline_passed[owner.ix()] => {
-            take(item)
-        }
-        Some(_) => (item, Vote::No),
-    }
+    (item, step)
 }
 
 /// The lock holder's release (`release_clauses`): remove the lock, write `outcome` as `tx`'s
 /// fence entry, and carry out `upkeep`'s pruning: remove the named other entries and raise the
-/// horizon to the latest of them. The horizon is never lowered ([`Variant::StaleHorizon`] aside:
-/// it writes the horizon computed from the one its prepare read).
+/// horizon to the latest of them. The horizon is never lowered. Overrides of this effect:
+/// [`Variant::NoFence`] writes no entry and prunes nothing; [`Variant::StaleHorizon`] writes the
+/// horizon computed from the one its prepare read, lowering a horizon raised since.
 fn release<const TXS: usize>(
     variant: Variant,
     mut item: ItemState<TXS>,
     tx: Tx,
-    outcome: Fence,
+    outcome: FenceOutcome,
     upkeep: Upkeep,
 ) -> ItemState<TXS> {
     item.lock = None;
@@ -237,8 +225,8 @@ fn release<const TXS: usize>(
 
 /// What becomes of an item a committed delete, an aborted create or a dropped stale lock on a
 /// placeholder leaves behind (`DynamoItems::bury`, `release` of a placeholder): a tombstone
-/// keeping the fence and the horizon, or, with [`Variant::DeleteRemoves`], nothing at all (only
-/// the observer's `applied` record stays).
+/// keeping the fence and the horizon, or, with [`Variant::DeleteRemoves`] (an override of this
+/// effect), nothing at all (only the observer's `applied` record stays).
 fn bury<const TXS: usize>(variant: Variant, item: ItemState<TXS>) -> ItemState<TXS> {
     debug_assert!(item.lock.is_none(), "buried while locked");
     if variant == Variant::DeleteRemoves {
@@ -254,108 +242,93 @@ fn bury<const TXS: usize>(variant: Variant, item: ItemState<TXS>) -> ItemState<T
     }
 }
 
-/// Commit `tx`'s `op` on `item`: if the lock is `tx`'s, apply the operation, release the lock
-/// and write the `committed` fence entry in one conditional write, pruning as `upkeep` says. A
-/// `put` makes its placeholder real; a `delete` leaves a tombstone with the fence (our entry
-/// included) and the horizon (`DynamoItems::bury`). Otherwise read the refusal
-/// (`Participant::commit`): no item → "already done" for a delete (its item went with it, in the
-/// old design), else a violation; a `committed` entry → already done; an `aborted` entry → a
-/// protocol violation; no entry → "already done" if the horizon covers `tx` (its entry was
-/// pruned after it applied: a decided commit's lock is removed by nobody but that commit), else
-/// a violation.
+/// Commit `tx`'s `op` on `item`, as [`rules::commit`] decides from the item as found (`deletes`:
+/// `op` is a delete). `Apply`: apply the operation, release the lock and write the `committed`
+/// fence entry in one conditional write, pruning as `upkeep` says; a `put` makes its
+/// placeholder real, a `delete` leaves a tombstone with the fence (our entry included) and the
+/// horizon (`DynamoItems::bury`). `Answer`: that reply, nothing written.
 pub fn commit<const TXS: usize>(
     variant: Variant,
     mut item: ItemState<TXS>,
     tx: Tx,
     op: Op,
     upkeep: Upkeep,
+    deadline_passed: &[bool; TXS],
 ) -> (ItemState<TXS>, Reply) {
     let t = tx.ix();
-    if item.lock == Some(tx) {
-        debug_assert_eq!(
-            item.shape == Shape::Placeholder,
-            op.creates(),
-            "a put locks only its placeholder, other operations only real items"
-        );
-        item = release(variant, item, tx, Fence::Committed, upkeep);
-        item.applied[t] = item.applied[t].bump();
-        match op {
-            Op::Update => {}
-            Op::Put => item.shape = Shape::Real,
-            Op::Delete => item = bury(variant, item),
+    match rules::commit(item.seen_by(tx, deadline_passed), op == Op::Delete) {
+        CommitStep::Apply => {
+            debug_assert_eq!(
+                item.shape == Shape::Placeholder,
+                op.creates(),
+                "a put locks only its placeholder, other operations only real items"
+            );
+            item = release(variant, item, tx, FenceOutcome::Committed, upkeep);
+            item.applied[t] = item.applied[t].bump();
+            match op {
+                Op::Update => {}
+                Op::Put => item.shape = Shape::Real,
+                Op::Delete => item = bury(variant, item),
+            }
+            (item, Reply::Done)
         }
-        return (item, Reply::Done);
-    }
-    if !variant.fences() {
-        // The naive reading of a refused commit: "someone already committed it".
-        return (item, Reply::AlreadyDone);
-    }
-    if item.shape == Shape::Absent {
-        let reply = match op {
-            Op::Delete => Reply::AlreadyDone,
-            Op::Update | Op::Put => Reply::Violation,
-        };
-        return (item, reply);
-    }
-    match item.fence[t] {
-        Some(Fence::Committed) => (item, Reply::AlreadyDone),
-        None if covers(item.horizon, tx) => (item, Reply::AlreadyDone),
-        Some(Fence::Aborted) | None => (item, Reply::Violation),
+        // NoFence: the naive reading of a refused commit, "someone already committed it",
+        // whatever the rule would make of the item.
+        CommitStep::Answer(_) if !variant.fences() => (item, Reply::AlreadyDone),
+        CommitStep::Answer(reply) => (item, reply),
     }
 }
 
-/// Abort `tx` on `item`: if the lock is `tx`'s, release it and write the `aborted` fence entry,
-/// pruning as `upkeep` says; `tx`'s placeholder becomes a tombstone. If not, an absent item
-/// means already done with nothing written (`fence_aborted` needs the item to exist), an
-/// `aborted` entry means already done, a `committed` one is a violation, a horizon covering `tx`
-/// means already done with nothing written (no prepare of `tx` can lock the item), and
-/// otherwise the abort fences `tx` out (`fence_aborted`) so that a prepare arriving later is
-/// refused: it writes the `aborted` entry, or, with [`Upkeep::Raise`] (the fence is full),
-/// raises the horizon to `tx` (above the old one, or it would cover `tx`). Whoever else holds
-/// the lock keeps it (`Participant::abort`).
+/// Abort `tx` on `item`, as [`rules::abort`] decides from the item as found. `Release`: release
+/// the lock and write the `aborted` fence entry, pruning as `upkeep` says; `tx`'s placeholder
+/// becomes a tombstone. `FenceOut`: fence `tx` out (`fence_aborted`) so that a prepare arriving
+/// later is refused: write the `aborted` entry, or, with [`Upkeep::Raise`] (the fence is full),
+/// raise the horizon to `tx` (above the old one, or the rule would have answered "already
+/// done"); whoever else holds the lock keeps it. `Answer`: that reply, nothing written (an
+/// absent item included: `fence_aborted` needs the item to exist).
 pub fn abort<const TXS: usize>(
     variant: Variant,
     mut item: ItemState<TXS>,
     tx: Tx,
     upkeep: Upkeep,
+    deadline_passed: &[bool; TXS],
 ) -> (ItemState<TXS>, Reply) {
     let t = tx.ix();
-    if item.lock == Some(tx) {
-        let mut item = release(variant, item, tx, Fence::Aborted, upkeep);
-        if item.shape == Shape::Placeholder {
-            item = bury(variant, item);
-        }
-        return (item, Reply::Done);
-    }
-    if !variant.fences() {
-        return (item, Reply::AlreadyDone);
-    }
-    if item.shape == Shape::Absent {
-        if variant == Variant::AbortBuriesAbsent {
-            item.shape = Shape::Tombstone;
-            item.fence[t] = Some(Fence::Aborted);
-            return (item, Reply::Done);
-        }
-        return (item, Reply::AlreadyDone);
-    }
-    match item.fence[t] {
-        Some(Fence::Aborted) => (item, Reply::AlreadyDone),
-        Some(Fence::Committed) => (item, Reply::Violation),
-        None if covers(item.horizon, tx) => (item, Reply::AlreadyDone),
-        None => {
-            if upkeep == Upkeep::Raise {
-                item.horizon = Some(tx);
-            } else {
-                item.fence[t] = Some(Fence::Aborted);
+    let seen = item.seen_by(tx, deadline_passed);
+    match rules::abort(seen) {
+        AbortStep::Release => {
+            let mut item = release(variant, item, tx, FenceOutcome::Aborted, upkeep);
+            if item.shape == Shape::Placeholder {
+                item = bury(variant, item);
             }
             (item, Reply::Done)
         }
+        // NoFence: nothing to fence out with; the lock is gone, so "already done".
+        AbortStep::FenceOut if !variant.fences() => (item, Reply::AlreadyDone),
+        AbortStep::FenceOut => {
+            if upkeep == Upkeep::Raise {
+                item.horizon = Some(tx);
+            } else {
+                item.fence[t] = Some(FenceOutcome::Aborted);
+            }
+            (item, Reply::Done)
+        }
+        // AbortBuriesAbsent: where the rule finds no item and answers "already done", write a
+        // tombstone carrying the `aborted` entry instead.
+        AbortStep::Answer(Reply::AlreadyDone)
+            if variant == Variant::AbortBuriesAbsent && seen.shape == Shape::Absent =>
+        {
+            item.shape = Shape::Tombstone;
+            item.fence[t] = Some(FenceOutcome::Aborted);
+            (item, Reply::Done)
+        }
+        AbortStep::Answer(reply) => (item, reply),
     }
 }
 
-/// Remove `tx`'s lock without applying anything and without a fence entry: the lock rule's
-/// answer to a stale lock of a `COMMITTED` owner (`ParticipantStore::drop_lock`). A placeholder
-/// becomes a tombstone (`release`).
+/// Remove `tx`'s lock without applying anything and without a fence entry: the effect of the
+/// lock rule's `DropStale` (`ParticipantStore::drop_lock`). A placeholder becomes a tombstone
+/// (`release`).
 pub fn drop_stale_lock<const TXS: usize>(
     variant: Variant,
     mut item: ItemState<TXS>,
@@ -379,65 +352,101 @@ pub fn complete<const TXS: usize>(
     op: Op,
     decision: Decision,
     upkeep: Upkeep,
+    deadline_passed: &[bool; TXS],
 ) -> (ItemState<TXS>, Reply) {
     match decision {
-        Decision::Commit => commit(variant, item, tx, op, upkeep),
-        Decision::Abort => abort(variant, item, tx, upkeep),
+        Decision::Commit => commit(variant, item, tx, op, upkeep, deadline_passed),
+        Decision::Abort => abort(variant, item, tx, upkeep, deadline_passed),
     }
 }
 
 /// Whether `item` is finished for `tx` under `decision`: sending the commit or abort again would
-/// change nothing and be acknowledged. A finished item stays finished in the correct protocol (a
-/// fence entry or the horizon, which never drops, blocks a new lock; a pruned `committed` entry
-/// leaves the horizon covering it, which a retried commit answers "already done"; a tombstone
-/// keeps them both), so "every item acknowledged" in `Coordinator::complete` is the same as
-/// "every item is finished now". One exception: an abort that found no item wrote nothing, and
-/// if the item is created afterwards a late prepare may lock it for the aborted transaction (an
-/// orphan the lock rule aborts; see the crate docs, "Creates and deletes").
+/// change nothing and be acknowledged ([`Reply::acknowledged`]). A finished item stays finished
+/// in the correct protocol (a fence entry or the horizon, which never drops, blocks a new lock;
+/// a pruned `committed` entry leaves the horizon covering it, which a retried commit answers
+/// "already done"; a tombstone keeps them both), so "every item acknowledged" in
+/// `Coordinator::complete` is the same as "every item is finished now". One exception: an abort
+/// that found no item wrote nothing, and if the item is created afterwards a late prepare may
+/// lock it for the aborted transaction (an orphan the lock rule aborts; see the crate docs,
+/// "Creates and deletes").
 pub fn finished<const TXS: usize>(
     variant: Variant,
     item: ItemState<TXS>,
     tx: Tx,
     op: Op,
     decision: Decision,
+    deadline_passed: &[bool; TXS],
 ) -> bool {
-    let (after, reply) = complete(variant, item, tx, op, decision, Upkeep::Plain);
+    let (after, reply) = complete(
+        variant,
+        item,
+        tx,
+        op,
+        decision,
+        Upkeep::Plain,
+        deadline_passed,
+    );
     after == item && reply.acknowledged()
-}
-
-/// What a resolver standing on an item does about its expired lock's owner, from the owner's
-/// record (DESIGN.md, "The lock rule"; `Participant::resolve` and `follow`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Resolution {
-    /// Owner record missing: create it `ABORTED` (`create_aborted`); the lock goes next round.
-    RecordAborted,
-    /// Owner `PREPARING` past its deadline: compare-and-swap it to `ABORTING`.
-    DecideAbort,
-    /// Owner `COMMITTING`: roll it forward on this item (commit).
-    RollForward,
-    /// Owner `ABORTING` or `ABORTED`: abort it on this item.
-    AbortHere,
-    /// Owner `COMMITTED`: the lock is a stale duplicate; drop it unapplied.
-    DropStale,
-}
-
-/// The lock rule as a table: what to do about an expired lock whose owner's record reads
-/// `record`. (The caller has checked that the lock expired; the owner's deadline is its lock's
-/// expiry, so an expired lock's `PREPARING` owner is always past its deadline.)
-pub fn resolution(record: Option<Status>) -> Resolution {
-    match record {
-        None => Resolution::RecordAborted,
-        Some(Status::Preparing) => Resolution::DecideAbort,
-        Some(Status::Committing) => Resolution::RollForward,
-        Some(Status::Aborting | Status::Aborted) => Resolution::AbortHere,
-        Some(Status::Committed) => Resolution::DropStale,
-    }
 }
 
 #[cfg(test)]
 mod tests {
+    use twopc_core::rules::PrepareRefusal::{
+        BelowHorizon, Exists, Fenced, Locked, NotFound, ResolveOwner,
+    };
+    use twopc_core::rules::{Reply, Violation};
+
     use super::*;
     use crate::state::Applied;
+
+    // Commit and abort with no deadline passed (their rules do not read a lock's expiry).
+
+    fn commit<const TXS: usize>(
+        variant: Variant,
+        item: ItemState<TXS>,
+        tx: Tx,
+        op: Op,
+        upkeep: Upkeep,
+    ) -> (ItemState<TXS>, Reply) {
+        super::commit(variant, item, tx, op, upkeep, &[false; TXS])
+    }
+
+    fn abort<const TXS: usize>(
+        variant: Variant,
+        item: ItemState<TXS>,
+        tx: Tx,
+        upkeep: Upkeep,
+    ) -> (ItemState<TXS>, Reply) {
+        super::abort(variant, item, tx, upkeep, &[false; TXS])
+    }
+
+    fn complete(
+        variant: Variant,
+        item: ItemState<2>,
+        tx: Tx,
+        op: Op,
+        decision: Decision,
+        upkeep: Upkeep,
+    ) -> (ItemState<2>, Reply) {
+        super::complete(variant, item, tx, op, decision, upkeep, &[false; 2])
+    }
+
+    fn finished(variant: Variant, item: ItemState<2>, tx: Tx, op: Op, decision: Decision) -> bool {
+        super::finished(variant, item, tx, op, decision, &[false; 2])
+    }
+
+    fn upkeep_applies(
+        variant: Variant,
+        item: &ItemState<2>,
+        tx: Tx,
+        decision: Decision,
+        upkeep: Upkeep,
+    ) -> bool {
+        super::upkeep_applies(variant, item, tx, decision, upkeep, &[false; 2])
+    }
+
+    const LOCK: PrepareStep = PrepareStep::Lock;
+    const REFUSE: fn(PrepareRefusal) -> PrepareStep = PrepareStep::Refuse;
 
     const T0: Tx = Tx(0);
     const T1: Tx = Tx(1);
@@ -460,30 +469,36 @@ mod tests {
     #[test]
     fn prepare_locks_a_free_item_and_a_retry_is_still_yes() {
         let (item, vote) = prepare(Variant::Correct, free(), T0, UPD, &NO_DEADLINE_PASSED);
-        assert_eq!((item.lock, vote), (Some(T0), Vote::Yes));
+        assert_eq!((item.lock, vote), (Some(T0), LOCK));
         assert_eq!(
             prepare(Variant::Correct, item, T0, UPD, &NO_DEADLINE_PASSED),
-            (item, Vote::Yes)
+            (item, LOCK)
         );
     }
 
     #[test]
     fn late_prepare_after_commit_or_abort_is_fenced_out() {
-        for decision in [Decision::Commit, Decision::Abort] {
+        for (decision, outcome) in [
+            (Decision::Commit, FenceOutcome::Committed),
+            (Decision::Abort, FenceOutcome::Aborted),
+        ] {
             let (done, _) = complete(Variant::Correct, locked_by(T0), T0, UPD, decision, PLAIN);
             assert_eq!(
                 prepare(Variant::Correct, done, T0, UPD, &NO_DEADLINE_PASSED),
-                (done, Vote::No)
+                (done, REFUSE(Fenced(outcome)))
             );
         }
         // An abort that found no lock still fences: the prepare that lands afterwards is refused,
         // by the entry or by the raised horizon.
-        for upkeep in [PLAIN, Upkeep::Raise] {
+        for (upkeep, refusal) in [
+            (PLAIN, Fenced(FenceOutcome::Aborted)),
+            (Upkeep::Raise, BelowHorizon),
+        ] {
             let (fenced, reply) = abort(Variant::Correct, free(), T0, upkeep);
             assert_eq!(reply, Reply::Done);
             assert_eq!(
                 prepare(Variant::Correct, fenced, T0, UPD, &NO_DEADLINE_PASSED).1,
-                Vote::No
+                REFUSE(refusal)
             );
         }
     }
@@ -493,7 +508,7 @@ mod tests {
         let (done, _) = commit(Variant::NoFence, locked_by(T0), T0, UPD, PLAIN);
         assert_eq!(
             prepare(Variant::NoFence, done, T0, UPD, &NO_DEADLINE_PASSED).1,
-            Vote::Yes
+            LOCK
         );
     }
 
@@ -503,14 +518,14 @@ mod tests {
         let item = locked_by(T0);
         assert_eq!(
             prepare(Variant::Correct, item, T1, UPD, &expired_owner),
-            (item, Vote::No)
+            (item, REFUSE(ResolveOwner))
         );
         let (taken, vote) = prepare(Variant::BlindTakeover, item, T1, UPD, &expired_owner);
-        assert_eq!((taken.lock, vote), (Some(T1), Vote::Yes));
+        assert_eq!((taken.lock, vote), (Some(T1), LOCK));
         // A live lock is never taken, even by the blind variant.
         assert_eq!(
             prepare(Variant::BlindTakeover, item, T1, UPD, &NO_DEADLINE_PASSED),
-            (item, Vote::No)
+            (item, REFUSE(Locked))
         );
     }
 
@@ -519,7 +534,7 @@ mod tests {
         let (item, reply) = commit(Variant::Correct, locked_by(T0), T0, UPD, PLAIN);
         assert_eq!(reply, Reply::Done);
         assert_eq!(item.applied[0], Applied::Once);
-        assert_eq!(item.fence[0], Some(Fence::Committed));
+        assert_eq!(item.fence[0], Some(FenceOutcome::Committed));
         assert_eq!(item.lock, None);
         assert_eq!(
             commit(Variant::Correct, item, T0, UPD, PLAIN),
@@ -532,12 +547,12 @@ mod tests {
         let other = locked_by(T1);
         assert_eq!(
             commit(Variant::Correct, other, T0, UPD, PLAIN),
-            (other, Reply::Violation)
+            (other, Reply::Violation(Violation::NeitherLockNorEntry))
         );
         let (aborted, _) = abort(Variant::Correct, free(), T0, PLAIN);
         assert_eq!(
             commit(Variant::Correct, aborted, T0, UPD, PLAIN).1,
-            Reply::Violation
+            Reply::Violation(Violation::CommitOfAborted)
         );
     }
 
@@ -548,7 +563,7 @@ mod tests {
         let (held, _) = prepare(Variant::Correct, done, T1, UPD, &NO_DEADLINE_PASSED);
         let (pruned, reply) = abort(Variant::Correct, held, T1, PRUNE_ALL);
         assert_eq!(reply, Reply::Done);
-        assert_eq!(pruned.fence, [None, Some(Fence::Aborted)]);
+        assert_eq!(pruned.fence, [None, Some(FenceOutcome::Aborted)]);
         assert_eq!(pruned.horizon, Some(T0));
         assert_eq!(pruned.applied[0], Applied::Once);
         // T0's retried commit is answered by the horizon, its late prepare refused by it.
@@ -558,17 +573,17 @@ mod tests {
         );
         assert_eq!(
             prepare(Variant::Correct, pruned, T0, UPD, &NO_DEADLINE_PASSED),
-            (pruned, Vote::No)
+            (pruned, REFUSE(BelowHorizon))
         );
         // Without the horizon check, the late prepare locks the item again.
         assert_eq!(
             prepare(Variant::NoHorizon, pruned, T0, UPD, &NO_DEADLINE_PASSED).1,
-            Vote::Yes
+            LOCK
         );
         // A write that does not hold the lock prunes nothing.
         let other = locked_by(T1);
         let (fenced, _) = abort(Variant::Correct, other, T0, PRUNE_ALL);
-        assert_eq!(fenced.fence, [Some(Fence::Aborted), None]);
+        assert_eq!(fenced.fence, [Some(FenceOutcome::Aborted), None]);
         assert_eq!(fenced.horizon, None);
     }
 
@@ -600,7 +615,7 @@ mod tests {
         // raises the horizon to T2, and T1's release prunes T0's entry.
         const T2: Tx = Tx(2);
         let mut item = ItemState::<3>::new();
-        item.fence[0] = Some(Fence::Committed);
+        item.fence[0] = Some(FenceOutcome::Committed);
         let none_passed = [false; 3];
         for (variant, after) in [
             (Variant::Correct, Some(T2)),
@@ -610,11 +625,11 @@ mod tests {
             let (raised, _) = abort(variant, held, T2, Upkeep::Raise);
             assert_eq!(raised.horizon, Some(T2));
             let (released, _) = commit(variant, raised, T1, UPD, Upkeep::Prune(0b001));
-            assert_eq!(released.fence, [None, Some(Fence::Committed), None]);
+            assert_eq!(released.fence, [None, Some(FenceOutcome::Committed), None]);
             assert_eq!(released.horizon, after, "{variant:?}");
             // The stale write re-admits the aborted T2's late prepare.
             let vote = prepare(variant, released, T2, UPD, &none_passed).1;
-            assert_eq!(vote == Vote::Yes, variant == Variant::StaleHorizon);
+            assert_eq!(vote == LOCK, variant == Variant::StaleHorizon);
         }
     }
 
@@ -622,7 +637,7 @@ mod tests {
     fn an_upkeep_is_a_step_only_where_it_does_something() {
         let c = Variant::Correct;
         let mut held = locked_by(T0);
-        held.fence[1] = Some(Fence::Aborted);
+        held.fence[1] = Some(FenceOutcome::Aborted);
         let commit = Decision::Commit;
         // Prune: the holder's release, naming only others that have an entry.
         assert!(upkeep_applies(c, &held, T0, commit, Upkeep::Prune(0b10)));
@@ -650,7 +665,7 @@ mod tests {
         ));
         // Raise: a lock-free abort fencing its transaction out of a fence with an entry.
         let mut other_entry = free();
-        other_entry.fence[0] = Some(Fence::Committed);
+        other_entry.fence[0] = Some(FenceOutcome::Committed);
         assert!(upkeep_applies(
             c,
             &other_entry,
@@ -685,20 +700,7 @@ mod tests {
         let (item, reply) = abort(Variant::Correct, locked_by(T1), T0, PLAIN);
         assert_eq!(reply, Reply::Done);
         assert_eq!(item.lock, Some(T1));
-        assert_eq!(item.fence, [Some(Fence::Aborted), None]);
-    }
-
-    #[test]
-    fn the_lock_rule_follows_the_owners_record() {
-        assert_eq!(resolution(None), Resolution::RecordAborted);
-        assert_eq!(resolution(Some(Status::Preparing)), Resolution::DecideAbort);
-        assert_eq!(
-            resolution(Some(Status::Committing)),
-            Resolution::RollForward
-        );
-        assert_eq!(resolution(Some(Status::Aborting)), Resolution::AbortHere);
-        assert_eq!(resolution(Some(Status::Aborted)), Resolution::AbortHere);
-        assert_eq!(resolution(Some(Status::Committed)), Resolution::DropStale);
+        assert_eq!(item.fence, [Some(FenceOutcome::Aborted), None]);
     }
 
     #[test]
@@ -717,34 +719,31 @@ mod tests {
         let (ph, vote) = prepare(c, shaped(Shape::Absent), T0, Op::Put, &NO_DEADLINE_PASSED);
         assert_eq!(
             (ph.shape, ph.lock, vote),
-            (Shape::Placeholder, Some(T0), Vote::Yes)
+            (Shape::Placeholder, Some(T0), LOCK)
         );
-        assert_eq!(
-            prepare(c, ph, T0, Op::Put, &NO_DEADLINE_PASSED),
-            (ph, Vote::Yes)
-        );
+        assert_eq!(prepare(c, ph, T0, Op::Put, &NO_DEADLINE_PASSED), (ph, LOCK));
         // Another's placeholder, a real item: refused.
         assert_eq!(
             prepare(c, ph, T1, Op::Put, &NO_DEADLINE_PASSED),
-            (ph, Vote::No)
+            (ph, REFUSE(Locked))
         );
         assert_eq!(
             prepare(c, free(), T0, Op::Put, &NO_DEADLINE_PASSED).1,
-            Vote::No
+            REFUSE(Exists)
         );
         // A tombstone: taken, fence and horizon kept, unless its fence or horizon covers the
         // put.
         let mut tomb = shaped(Shape::Tombstone);
-        tomb.fence[0] = Some(Fence::Committed);
+        tomb.fence[0] = Some(FenceOutcome::Committed);
         let (taken, vote) = prepare(c, tomb, T1, Op::Put, &NO_DEADLINE_PASSED);
-        assert_eq!(vote, Vote::Yes);
+        assert_eq!(vote, LOCK);
         assert_eq!(
             (taken.shape, taken.fence, taken.horizon),
             (Shape::Placeholder, tomb.fence, None)
         );
         assert_eq!(
             prepare(c, tomb, T0, Op::Put, &NO_DEADLINE_PASSED),
-            (tomb, Vote::No)
+            (tomb, REFUSE(Fenced(FenceOutcome::Committed)))
         );
         let covered = ItemState {
             fence: [None, None],
@@ -753,7 +752,7 @@ mod tests {
         };
         assert_eq!(
             prepare(c, covered, T1, Op::Put, &NO_DEADLINE_PASSED),
-            (covered, Vote::No)
+            (covered, REFUSE(BelowHorizon))
         );
     }
 
@@ -766,11 +765,15 @@ mod tests {
             Op::Put,
             &NO_DEADLINE_PASSED,
         );
-        for item in [shaped(Shape::Absent), shaped(Shape::Tombstone), ph] {
+        for (item, refusal) in [
+            (shaped(Shape::Absent), NotFound(Shape::Absent)),
+            (shaped(Shape::Tombstone), NotFound(Shape::Tombstone)),
+            (ph, Locked),
+        ] {
             for op in [Op::Update, Op::Delete] {
                 assert_eq!(
                     prepare(Variant::Correct, item, T1, op, &NO_DEADLINE_PASSED),
-                    (item, Vote::No)
+                    (item, REFUSE(refusal))
                 );
             }
         }
@@ -791,7 +794,7 @@ mod tests {
         assert_eq!(real.applied[0], Applied::Once);
         let (tomb, _) = abort(Variant::Correct, ph, T0, PLAIN);
         assert_eq!(tomb.shape, Shape::Tombstone);
-        assert_eq!(tomb.fence, [Some(Fence::Aborted), None]);
+        assert_eq!(tomb.fence, [Some(FenceOutcome::Aborted), None]);
         // The old design deletes the placeholder, fence and all.
         let (gone, _) = abort(Variant::DeleteRemoves, ph, T0, PLAIN);
         assert_eq!(gone, shaped(Shape::Absent));
@@ -805,7 +808,7 @@ mod tests {
         let (tomb, reply) = commit(Variant::Correct, locked_by(T0), T0, Op::Delete, PLAIN);
         assert_eq!(reply, Reply::Done);
         assert_eq!(tomb.shape, Shape::Tombstone);
-        assert_eq!(tomb.fence, [Some(Fence::Committed), None]);
+        assert_eq!(tomb.fence, [Some(FenceOutcome::Committed), None]);
         assert_eq!(tomb.applied[0], Applied::Once);
         assert_eq!(
             commit(Variant::Correct, tomb, T0, Op::Delete, PLAIN),
@@ -814,7 +817,7 @@ mod tests {
         // A late put of a transaction the tombstone fences is refused.
         assert_eq!(
             prepare(Variant::Correct, tomb, T0, Op::Put, &NO_DEADLINE_PASSED).1,
-            Vote::No
+            REFUSE(Fenced(FenceOutcome::Committed))
         );
         // The old design removes the item: the retried delete is "already done" all the same,
         // but the late put recreates the item.
@@ -835,7 +838,7 @@ mod tests {
                 &NO_DEADLINE_PASSED
             )
             .1,
-            Vote::Yes
+            LOCK
         );
     }
 
@@ -856,11 +859,11 @@ mod tests {
         let (tomb, reply) = abort(Variant::AbortBuriesAbsent, absent, T0, PLAIN);
         assert_eq!(reply, Reply::Done);
         assert_eq!(tomb.shape, Shape::Tombstone);
-        assert_eq!(tomb.fence, [Some(Fence::Aborted), None]);
+        assert_eq!(tomb.fence, [Some(FenceOutcome::Aborted), None]);
         // A commit that finds no item: a violation, but for a delete (its item went with it).
         assert_eq!(
             commit(Variant::Correct, absent, T0, Op::Put, PLAIN).1,
-            Reply::Violation
+            Reply::Violation(Violation::NoItem)
         );
     }
 

@@ -1,9 +1,16 @@
 //! The model's state: small `Copy` enums and fixed-size arrays, so a state hashes fast and the
 //! checker stores it cheaply.
 //!
-//! Each type mirrors one thing of `crates/core` (named in its doc) and keeps only what the
-//! protocol's decisions read: no keys, no attribute values, no timestamps; of an operation only
-//! its kind ([`Op`]), of an item only its shape ([`Shape`]).
+//! The protocol's own enums are `crates/core`'s: a record's status is a [`TxStatus`], a
+//! decision a [`Decision`], a fence entry a [`FenceOutcome`], an item's shape a [`Shape`]. The
+//! types here are the model's abstractions of the rest (each names what it stands for in
+//! `crates/core`), keeping only what the rules read: no keys, no attribute values, no
+//! timestamps; of an operation only its kind ([`Op`]); transactions and the horizon as indices
+//! ordered like `began`.
+
+use twopc_core::model::FenceOutcome;
+use twopc_core::rules::{Holder, Seen, Shape};
+use twopc_core::status::{Decision, TxStatus};
 
 /// A transaction, by index (`0..TXS`). Every transaction touches every item, with the operation
 /// the model's configuration gives it there ([`Op`]).
@@ -28,84 +35,6 @@ impl Item {
     }
 }
 
-/// The transaction record's status (`twopc_core::status::TxStatus`). The record itself is an
-/// `Option<Status>`: `None` until begin writes it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Status {
-    /// Begun, undecided. Next: `Committing` or `Aborting`, by compare-and-swap.
-    Preparing,
-    /// Decided to commit (the commit point). Next: `Committed`, once every item acknowledged.
-    Committing,
-    /// Terminal.
-    Committed,
-    /// Decided to abort. Next: `Aborted`, once every item acknowledged.
-    Aborting,
-    /// Terminal.
-    Aborted,
-}
-
-impl Status {
-    /// The decision this status records, if any (`TxStatus::decision`).
-    pub fn decision(self) -> Option<Decision> {
-        match self {
-            Status::Preparing => None,
-            Status::Committing | Status::Committed => Some(Decision::Commit),
-            Status::Aborting | Status::Aborted => Some(Decision::Abort),
-        }
-    }
-
-    /// Whether nothing more happens to the record.
-    pub fn is_terminal(self) -> bool {
-        matches!(self, Status::Committed | Status::Aborted)
-    }
-
-    /// The status that records `decision` (`TxStatus::deciding`).
-    pub fn deciding(decision: Decision) -> Status {
-        match decision {
-            Decision::Commit => Status::Committing,
-            Decision::Abort => Status::Aborting,
-        }
-    }
-
-    /// The terminal status `decision` ends in (`TxStatus::finishing`).
-    pub fn finishing(decision: Decision) -> Status {
-        match decision {
-            Decision::Commit => Status::Committed,
-            Decision::Abort => Status::Aborted,
-        }
-    }
-
-    /// Whether `self -> to` is one of the four legal moves (`TxStatus::can_move_to`).
-    pub fn can_move_to(self, to: Status) -> bool {
-        matches!(
-            (self, to),
-            (Status::Preparing, Status::Committing | Status::Aborting)
-                | (Status::Committing, Status::Committed)
-                | (Status::Aborting, Status::Aborted)
-        )
-    }
-}
-
-/// The outcome a decided transaction is driven to (`twopc_core::status::Decision`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Decision {
-    /// Apply every item's operation.
-    Commit,
-    /// Apply none.
-    Abort,
-}
-
-/// A fence entry: what an item recorded about a transaction (`FenceOutcome`). Either kind may be
-/// pruned at any time by the lock holder's commit or abort, which raises the item's horizon over
-/// it (see the crate docs, "The fence horizon").
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Fence {
-    /// Committed here: a late prepare is refused; a retried commit is answered done.
-    Committed,
-    /// Aborted here: a late prepare is refused; a retried abort is answered done.
-    Aborted,
-}
-
 /// The kind of operation a transaction applies to an item (`twopc_core::op::Operation`, its
 /// content left out): all the participant's decisions read of it is whether it creates the item
 /// (`Operation::creates`, a `put`) or removes it (`delete`).
@@ -124,24 +53,6 @@ impl Op {
     pub fn creates(self) -> bool {
         self == Op::Put
     }
-}
-
-/// What an item is, to readers and to prepare (`ItemState::{placeholder, tombstone}`, and the
-/// item's existence, in `crates/dynamo`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Shape {
-    /// No item under the key: no lock, no fence, no horizon.
-    Absent,
-    /// A business item, possibly locked.
-    Real,
-    /// Written by a creating prepare (`txPlaceholder`): key, lock, fence, horizon; readers see
-    /// nothing. Always locked: its commit makes it real, its abort (or a dropped stale lock)
-    /// makes it a tombstone.
-    Placeholder,
-    /// What a committed delete or an aborted create leaves (`txTombstone`): key, fence, horizon,
-    /// never a lock; readers see nothing, a non-creating prepare votes `notFound`, a creating
-    /// one may take it if the horizon is below its transaction.
-    Tombstone,
 }
 
 /// How many times an item applied a transaction's operation, saturating at "more than once"
@@ -188,8 +99,10 @@ pub struct ItemState<const TXS: usize> {
     /// The transaction holding the lock. Its `expiresAt` is the holder's deadline, so whether the
     /// lock expired is [`TxState::deadline_passed`] of the holder.
     pub lock: Option<Tx>,
-    /// The fence: one entry per transaction at most.
-    pub fence: [Option<Fence>; TXS],
+    /// The fence: one entry per transaction at most. Either outcome may be pruned at any time by
+    /// the lock holder's commit or abort, which raises the horizon over it (see the crate docs,
+    /// "The fence horizon").
+    pub fence: [Option<FenceOutcome>; TXS],
     /// The fence horizon: every transaction whose entry was removed is covered by it, and a
     /// prepare of a covered transaction is refused. Never lowered in the correct protocol.
     pub horizon: Horizon,
@@ -228,6 +141,26 @@ impl<const TXS: usize> ItemState<TXS> {
             horizon_at_lock: None,
             shape,
             applied: [Applied::Never; TXS],
+        }
+    }
+}
+
+impl<const TXS: usize> ItemState<TXS> {
+    /// The item as `tx`'s step finds it: what the rules read of it (`ItemState::seen_by` in
+    /// `crates/core`). `deadline_passed[u]`: whether transaction `u`'s deadline, which is its
+    /// locks' `expiresAt`, has passed.
+    pub fn seen_by(&self, tx: Tx, deadline_passed: &[bool; TXS]) -> Seen {
+        Seen {
+            shape: self.shape,
+            holder: match self.lock {
+                None => Holder::Nobody,
+                Some(owner) if owner == tx => Holder::Me,
+                Some(owner) => Holder::Other {
+                    expired: deadline_passed[owner.ix()],
+                },
+            },
+            entry: self.fence[tx.ix()],
+            covered: covers(self.horizon, tx),
         }
     }
 }
@@ -283,8 +216,8 @@ pub enum Clock {
 /// Everything about one transaction that is not on the items.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct TxState<const ITEMS: usize> {
-    /// The transaction record (`None`: not written).
-    pub record: Option<Status>,
+    /// The transaction record's status (`None`: not written).
+    pub record: Option<TxStatus>,
     /// Where time stands relative to the transaction's deadline. Moved on by the
     /// nondeterministic `Expire` step; never back.
     pub clock: Clock,

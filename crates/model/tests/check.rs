@@ -8,6 +8,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::OnceLock;
 
 use stateright::{Checker, Expectation, Model};
+use twopc_core::model::FenceOutcome;
+use twopc_core::rules::{self, Resolution, Shape};
+use twopc_core::status::{Decision, TxStatus};
 use twopc_model::model::{
     ALL_CAN_COMMIT, APPLIED_AT_MOST_ONCE, ATOMICITY, CAN_ABORT, CAN_COMMIT,
     COMMIT_FINISHED_WITHOUT_COORDINATOR, COMMIT_OUTLIVES_ITS_FENCE_ENTRY,
@@ -15,8 +18,8 @@ use twopc_model::model::{
     LATE_PREPARE_REFUSED_BY_HORIZON, LATE_PUT_REFUSED_BY_TOMBSTONE, NO_COMMIT_WITHOUT_DECISION,
     NO_LOCK_OUTLIVES_ITS_TRANSACTION, NO_VIOLATION_REPORTED, PUT_CREATES_AN_ITEM, SWEEPER_FINISHES,
 };
-use twopc_model::participant::{Resolution, Upkeep, resolution};
-use twopc_model::state::{Applied, Decision, Fence, Item, Op, Shape, Status, Tx};
+use twopc_model::participant::Upkeep;
+use twopc_model::state::{Applied, Item, Op, Tx};
 use twopc_model::{Action, State, TwoByTwo, TwoPhaseCommit, Variant};
 
 /// Unique states of the correct protocol, 2 transactions x 2 shared items. Update deliberately.
@@ -420,7 +423,8 @@ fn kind<const TXS: usize, const ITEMS: usize>(
         Action::Expire(_) => "time passes",
         Action::Resolve(i, _) => {
             let owner = state.item(i).lock;
-            match owner.map(|o| resolution(state.tx(o).record)) {
+            match owner.map(|o| rules::resolve(state.tx(o).record, state.tx(o).deadline_passed())) {
+                Some(Resolution::OwnerLive) => "resolve: a live owner",
                 Some(Resolution::RecordAborted) => "resolve: record a missing owner ABORTED",
                 Some(Resolution::DecideAbort) => "resolve: abort an overdue PREPARING owner",
                 Some(Resolution::RollForward) => "resolve: roll a COMMITTING owner forward",
@@ -589,7 +593,7 @@ fn blind_takeover_with_a_third_transaction_loses_a_decided_commit_silently() {
     .concat();
     let states = replay(&model, &script);
     let end = states.last().expect("states");
-    assert_eq!(end.tx(T1).record, Some(Status::Committed));
+    assert_eq!(end.tx(T1).record, Some(TxStatus::Committed));
     assert_eq!(end.item(I0).applied[T1.ix()], Applied::Never);
     assert_eq!(broken(&model, end), BTreeSet::from([ATOMICITY]));
     assert!(!end.violation_reported, "silent");
@@ -718,7 +722,7 @@ fn a_release_writing_a_stale_horizon_lets_an_aborted_transaction_lock_the_item()
     let end = states.last().expect("states");
     assert_eq!(end.item(I0).horizon, Some(T1));
     assert_eq!(end.item(I0).lock, Some(T2));
-    assert_eq!(end.tx(T2).record, Some(Status::Aborted));
+    assert_eq!(end.tx(T2).record, Some(TxStatus::Aborted));
     assert_eq!(
         broken(&model, end),
         BTreeSet::from([NO_LOCK_OUTLIVES_ITS_TRANSACTION])
@@ -840,7 +844,7 @@ fn an_abort_that_finds_no_item_lets_a_late_prepare_lock_the_created_item_for_an_
     script.push(late_prepare);
     let states = replay(&model, &script);
     let end = states.last().expect("states");
-    assert_eq!(end.tx(T1).record, Some(Status::Aborted));
+    assert_eq!(end.tx(T1).record, Some(TxStatus::Aborted));
     assert_eq!(end.item(I0).shape, Shape::Real);
     assert_eq!(end.item(I0).lock, Some(T1));
     assert_eq!(
@@ -854,7 +858,7 @@ fn an_abort_that_finds_no_item_lets_a_late_prepare_lock_the_created_item_for_an_
     assert_eq!(after.item(I0).lock, None);
     assert_eq!(
         after.item(I0).fence,
-        [Some(Fence::Committed), Some(Fence::Aborted)]
+        [Some(FenceOutcome::Committed), Some(FenceOutcome::Aborted)]
     );
     assert_eq!(after.item(I0).applied, [Applied::Once, Applied::Never]);
     assert!(broken(&model, &after).is_empty());
@@ -866,7 +870,7 @@ fn an_abort_that_finds_no_item_lets_a_late_prepare_lock_the_created_item_for_an_
     assert_eq!(end.item(I0).shape, Shape::Real);
     assert_eq!(
         end.item(I0).fence,
-        [Some(Fence::Committed), Some(Fence::Aborted)]
+        [Some(FenceOutcome::Committed), Some(FenceOutcome::Aborted)]
     );
     assert_eq!(model.next_state(end, late_prepare), None);
 }
@@ -928,7 +932,7 @@ fn a_delete_that_removes_the_item_with_its_fence_lets_a_put_apply_twice() {
     assert_eq!(end.item(I0).shape, Shape::Tombstone);
     assert_eq!(
         end.item(I0).fence,
-        [Some(Fence::Committed), Some(Fence::Committed)]
+        [Some(FenceOutcome::Committed), Some(FenceOutcome::Committed)]
     );
     assert_eq!(model.next_state(end, Action::DeliverPrepare(T0, I0)), None);
     let states = replay(
@@ -940,7 +944,7 @@ fn a_delete_that_removes_the_item_with_its_fence_lets_a_put_apply_twice() {
         .concat(),
     );
     let end = states.last().expect("states");
-    assert_eq!(end.tx(T0).record, Some(Status::Committed));
+    assert_eq!(end.tx(T0).record, Some(TxStatus::Committed));
     assert_eq!(end.item(I0).applied, [Applied::Once, Applied::Once]);
     assert!(broken(&model, end).is_empty());
 }

@@ -29,39 +29,30 @@ pub async fn list_items(
     }
     let table = stack.demo.table(&participant);
     let client = &stack.client;
-    let mut items = vec![];
-    let mut start = None;
-    loop {
-        let page = match client
-            .scan()
-            .table_name(&table)
-            .set_exclusive_start_key(start)
-            .send()
-            .await
-        {
-            Ok(p) => p,
-            Err(e) => {
-                return refusal(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "unavailable",
-                    twopc_dynamo::error::classify("scan", e).to_string(),
-                );
-            }
-        };
-        for raw in page.items() {
-            if let Some(v) = twopc_dynamo::items::item_state(raw)
-                .ok()
-                .as_ref()
-                .and_then(item_view)
-            {
-                items.push(v);
-            }
+    let scanned = client
+        .scan()
+        .table_name(&table)
+        .into_paginator()
+        .items()
+        .send()
+        .try_collect()
+        .await;
+    let scanned = match scanned {
+        Ok(items) => items,
+        Err(e) => {
+            let e = twopc_dynamo::error::classify(format!("scanning {table}"), e);
+            return refusal(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "unavailable",
+                e.to_string(),
+            );
         }
-        start = page.last_evaluated_key().cloned();
-        if start.is_none() {
-            break;
-        }
-    }
+    };
+    let mut items: Vec<Value> = scanned
+        .iter()
+        .filter_map(|raw| twopc_dynamo::items::item_state(raw).ok())
+        .filter_map(|state| item_view(&state))
+        .collect();
     let key_name = stack
         .config
         .services
