@@ -20,9 +20,10 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
 use twopc_core::ids::TxId;
-use twopc_core::model::{CompleteReply, CompleteRequest, Target};
+use twopc_core::message::{CompleteReply, CompleteRequest};
 use twopc_core::op::Operation;
 use twopc_core::ports::Transport;
+use twopc_core::record::Target;
 use twopc_runtime::config::var;
 use twopc_runtime::transport::LambdaTransport;
 

@@ -10,9 +10,10 @@ use serde_json::{Value, json};
 use twopc_core::coordinator::{Coordinator, CoordinatorConfig};
 use twopc_core::direct::DirectTransport;
 use twopc_core::ids::TxId;
-use twopc_core::model::{ItemState, Key, Target};
+use twopc_core::item::{ItemState, Key};
 use twopc_core::participant::{Participant, ParticipantConfig};
 use twopc_core::ports::{Clock, ManualClock, ParticipantStore, SystemClock, Transport};
+use twopc_core::record::Target;
 use twopc_core::request::{KeySchema, Limits, ServiceConfig};
 use twopc_core::sweeper::{LockTable, SweepConfig, Sweeper};
 use twopc_dynamo::tables::{TableKind, TableSpec, ensure_table};
@@ -201,7 +202,7 @@ impl World {
     }
 
     /// Every transaction record.
-    pub async fn records(&self) -> Vec<twopc_core::model::TxRecord> {
+    pub async fn records(&self) -> Vec<twopc_core::record::TxRecord> {
         self.scan_table(&self.tx_table)
             .await
             .iter()
@@ -210,7 +211,12 @@ impl World {
     }
 
     /// Runs `transfer(from, to, amount)` through the coordinator; its record.
-    pub async fn transfer(&self, from: &str, to: &str, amount: i64) -> twopc_core::model::TxRecord {
+    pub async fn transfer(
+        &self,
+        from: &str,
+        to: &str,
+        amount: i64,
+    ) -> twopc_core::record::TxRecord {
         self.coordinator
             .submit(&transfer(from, to, amount), None)
             .await

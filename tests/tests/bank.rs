@@ -18,8 +18,9 @@ use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
 use twopc_core::fault::FaultPoint;
 use twopc_core::ids::TxId;
-use twopc_core::model::{CompleteReply, CompleteRequest, PrepareReply, PrepareRequest, Target};
+use twopc_core::message::{CompleteReply, CompleteRequest, PrepareReply, PrepareRequest};
 use twopc_core::ports::{ManualClock, Transport, TransportError};
+use twopc_core::record::Target;
 use twopc_core::status::TxStatus;
 use twopc_core::sweeper::SweepConfig;
 use twopc_tests::{CrashAt, TestTransport, World};
@@ -335,7 +336,7 @@ async fn bank_invariants_hold_under_crashes_duplicates_delays_and_expiry() {
 
     // THEN every invariant holds
     let records = w.records().await;
-    let by_id: BTreeMap<TxId, &twopc_core::model::TxRecord> =
+    let by_id: BTreeMap<TxId, &twopc_core::record::TxRecord> =
         records.iter().map(|r| (r.tx_id.clone(), r)).collect();
     let non_terminal: Vec<_> = records
         .iter()

@@ -5,13 +5,15 @@
 
 use serde_json::{Value, json};
 use twopc_core::ids::TxId;
+use twopc_core::item::{FenceEntry, FenceOutcome, ItemState, Key, Lock};
 use twopc_core::layout;
 use twopc_core::memory::{MemoryItems, MemoryTxLog};
-use twopc_core::model::{FenceEntry, FenceOutcome, ItemState, Key, Lock, Prune, TxRecord};
+use twopc_core::message::Prune;
 use twopc_core::op::Operation;
 use twopc_core::ports::{
     CompleteWrite, Created, ParticipantStore, PortError, PrepareWrite, Swapped, TxLog,
 };
+use twopc_core::record::TxRecord;
 use twopc_core::request::KeySchema;
 use twopc_core::status::TxStatus;
 use twopc_dynamo::{DynamoItems, DynamoTxLog};

@@ -6,7 +6,7 @@
 //! crosses both transports through the dispatcher.
 
 use serde_json::{Value, json};
-use twopc_core::model::{Vote, VoteReason};
+use twopc_core::record::{Vote, VoteReason};
 use twopc_core::status::TxStatus;
 use twopc_runtime::config::{Config, Role, var};
 use twopc_runtime::{Clients, LiveCoordinator, coordinator};

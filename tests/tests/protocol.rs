@@ -6,16 +6,15 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use serde_json::{Value, json};
 use twopc_core::coordinator::SubmitError;
 use twopc_core::ids::TxId;
+use twopc_core::item::{FenceOutcome, ItemState, Lock};
 use twopc_core::layout;
-use twopc_core::model::{
-    CompleteReply, CompleteRequest, FenceOutcome, ItemState, Lock, PrepareReply, PrepareRequest,
-    Target, TxRecord, Vote, VoteReason,
-};
+use twopc_core::message::{CompleteReply, CompleteRequest, PrepareReply, PrepareRequest};
 use twopc_core::op::Operation;
 use twopc_core::participant::{ParticipantConfig, Resolved};
 use twopc_core::ports::{
     Clock, ParticipantStore, PrepareWrite, Swapped, Transport, TransportError, TxLog,
 };
+use twopc_core::record::{Target, TxRecord, Vote, VoteReason};
 use twopc_core::status::TxStatus;
 use twopc_tests::{World, key, transfer};
 

@@ -5,8 +5,9 @@
 use serde_json::json;
 use twopc_core::fault::FaultPoint;
 use twopc_core::ids::TxId;
-use twopc_core::model::{CompleteReply, CompleteRequest, PrepareReply, PrepareRequest, Target};
+use twopc_core::message::{CompleteReply, CompleteRequest, PrepareReply, PrepareRequest};
 use twopc_core::ports::{Clock, Transport, TransportError, TxLog};
+use twopc_core::record::Target;
 use twopc_core::status::TxStatus;
 use twopc_core::sweeper::SweepConfig;
 use twopc_tests::{CrashAt, World, transfer};

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use twopc_core::layout::{DEADLINE, EXPIRE_AT, LOCK_EXPIRES_AT, LOCK_SHARD, PENDING, TX_ID};
-use twopc_core::model::Target;
+use twopc_core::record::Target;
 use twopc_core::request::{KeySchema, KeyType};
 use twopc_dynamo::tables::{LOCK_INDEX, PENDING_INDEX};
 use twopc_runtime::config::{Config, Role, var};

@@ -29,11 +29,10 @@ use twopc_core::coordinator::{Coordinator, CoordinatorConfig};
 use twopc_core::direct::DirectTransport;
 use twopc_core::ids::TxId;
 use twopc_core::layout;
-use twopc_core::model::{
-    CompleteRequest, PrepareReply, PrepareRequest, Target, TxRecord, Vote, VoteReason,
-};
+use twopc_core::message::{CompleteRequest, PrepareReply, PrepareRequest};
 use twopc_core::participant::{Participant, ParticipantConfig};
 use twopc_core::ports::{Clock, Created, Swapped, SystemClock, TxLog};
+use twopc_core::record::{Target, TxRecord, Vote, VoteReason};
 use twopc_core::request::{KeySchema, Limits, ServiceConfig, TxRequest};
 use twopc_core::status::{Decision, TxStatus};
 use twopc_dynamo::{DynamoItems, DynamoTxLog};

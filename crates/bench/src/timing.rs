@@ -9,10 +9,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use twopc_core::ids::TxId;
-use twopc_core::model::{
-    CompleteReply, CompleteRequest, PrepareReply, PrepareRequest, Target, TxRecord, Vote,
-};
+use twopc_core::message::{CompleteReply, CompleteRequest, PrepareReply, PrepareRequest};
 use twopc_core::ports::{Created, PortError, Swapped, Transport, TransportError, TxLog};
+use twopc_core::record::{Target, TxRecord, Vote};
 use twopc_core::status::TxStatus;
 
 /// The steps told apart.

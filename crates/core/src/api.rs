@@ -3,7 +3,7 @@
 use serde_json::{Map, Value, json};
 
 use crate::coordinator::SubmitError;
-use crate::model::{TxRecord, Vote};
+use crate::record::{TxRecord, Vote};
 use crate::request::RequestError;
 use crate::status::TxStatus;
 

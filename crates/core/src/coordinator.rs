@@ -11,10 +11,9 @@ use tracing::{error, info, warn};
 
 use crate::fault::{FaultPoint, Faults, NoFaults};
 use crate::ids::TxId;
-use crate::model::{
-    CompleteReply, CompleteRequest, PrepareReply, PrepareRequest, Prune, TxRecord, Vote, VoteReason,
-};
+use crate::message::{CompleteReply, CompleteRequest, PrepareReply, PrepareRequest, Prune};
 use crate::ports::{Clock, Created, PortError, Swapped, Transport, TxLog};
+use crate::record::{TxRecord, Vote, VoteReason};
 use crate::request::{Limits, RequestError, ServiceConfig, TxRequest, check_idempotency_key};
 use crate::rules::{self, AfterLostSwap, Recovery};
 use crate::status::{Decision, TxStatus};

@@ -2,9 +2,10 @@
 //! Used by the local stack and the benchmarks; the logic is the same code the participant
 //! Lambda runs.
 
-use crate::model::{CompleteReply, CompleteRequest, PrepareReply, PrepareRequest, Target};
+use crate::message::{CompleteReply, CompleteRequest, PrepareReply, PrepareRequest};
 use crate::participant::Participant;
 use crate::ports::{Clock, ParticipantStore, PortError, Transport, TransportError, TxLog};
+use crate::record::Target;
 
 /// Reaches `Target::Direct` participants in-process.
 #[derive(Clone, Debug)]

@@ -104,8 +104,9 @@ mod tests {
 
     use super::*;
     use crate::ids::TxId;
-    use crate::model::{FenceEntry, FenceOutcome, Lock, TxRecord};
+    use crate::item::{FenceEntry, FenceOutcome, Lock};
     use crate::op::Operation;
+    use crate::record::TxRecord;
     use crate::status::TxStatus;
 
     fn keys(v: &Value) -> BTreeSet<&str> {

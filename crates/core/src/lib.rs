@@ -5,7 +5,9 @@
 //! - [`op`]: the participant operation language and its validation.
 //! - [`request`]: the client's request, service configuration, limits, request hashing.
 //! - [`layout`]: every attribute name the protocol stores, named once.
-//! - [`model`]: records and messages (record, lock, fence, votes, prepare/commit/abort).
+//! - [`record`]: the transaction record (participants, status, votes); [`item`]: what the
+//!   protocol keeps on a participant item (lock, fence, horizon, shape); [`message`]: prepare,
+//!   commit, abort and their answers.
 //! - [`ports`]: what the protocol needs from the world (transaction log, participant store,
 //!   transport, clock), with errors classified by what the caller can do.
 //! - [`rules`]: the protocol's decisions as pure functions (the kernel the model check runs).
@@ -29,13 +31,15 @@ pub mod decimal;
 pub mod direct;
 pub mod fault;
 pub mod ids;
+pub mod item;
 pub mod layout;
 #[cfg(feature = "memory")]
 pub mod memory;
-pub mod model;
+pub mod message;
 pub mod op;
 pub mod participant;
 pub mod ports;
+pub mod record;
 pub mod request;
 pub mod rules;
 pub mod status;

@@ -19,13 +19,15 @@ use serde_json::Value;
 
 use crate::decimal::{Decimal, MAX_DIGITS};
 use crate::ids::TxId;
+use crate::item::{FenceEntry, ItemState, Key, Lock};
 use crate::layout::{LAST_TX, VERSION};
-use crate::model::{FenceEntry, ItemState, Key, Lock, Prune, TxRecord, Vote};
+use crate::message::Prune;
 use crate::op::{Comparator, Condition, Operation};
 use crate::ports::{
     CompleteWrite, Created, ParticipantStore, PortError, PrepareWrite, Swapped, TxLog,
     check_transition,
 };
+use crate::record::{TxRecord, Vote};
 use crate::request::KeySchema;
 use crate::rules::{self, AbortStep, FenceOut, PrepareStep, Seen};
 use crate::status::TxStatus;

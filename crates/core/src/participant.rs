@@ -11,14 +11,13 @@
 use tracing::{error, info, warn};
 
 use crate::ids::TxId;
-use crate::model::{
-    CompleteReply, CompleteRequest, FenceEntry, FenceOutcome, ItemState, Key, Lock, PrepareReply,
-    PrepareRequest, VoteReason,
-};
+use crate::item::{FenceEntry, FenceOutcome, ItemState, Key, Lock};
+use crate::message::{CompleteReply, CompleteRequest, PrepareReply, PrepareRequest};
 use crate::op::Condition;
 use crate::ports::{
     Clock, CompleteWrite, Created, ParticipantStore, PortError, PrepareWrite, Swapped, TxLog,
 };
+use crate::record::VoteReason;
 use crate::rules::{
     self, AbortStep, CommitStep, PrepareRefusal, PrepareStep, Reply, Resolution, Seen, Shape,
     Violation,
@@ -122,7 +121,7 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
             let item = match self.store.prepare(table, &req.key, &lock).await? {
                 PrepareWrite::Locked { fence, horizon } => {
                     return Ok(PrepareReply {
-                        vote: crate::model::Vote::Yes,
+                        vote: crate::record::Vote::Yes,
                         prune: rules::plan_prune(
                             &fence,
                             horizon,
@@ -522,7 +521,7 @@ fn business_refusal(item: Option<&ItemState>, lock: &Lock) -> Refusal {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::FenceEntry;
+    use crate::item::FenceEntry;
     use crate::op::Operation;
     use serde_json::json;
 

@@ -8,11 +8,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::ids::TxId;
-use crate::model::{
-    CompleteReply, CompleteRequest, FenceEntry, ItemState, Key, Lock, PrepareReply, PrepareRequest,
-    Prune, Target, TxRecord, Vote,
-};
+use crate::item::{FenceEntry, ItemState, Key, Lock};
+use crate::message::{CompleteReply, CompleteRequest, PrepareReply, PrepareRequest, Prune};
 use crate::op::Operation;
+use crate::record::{Target, TxRecord, Vote};
 use crate::request::KeySchema;
 use crate::status::TxStatus;
 

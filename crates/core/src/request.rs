@@ -9,8 +9,9 @@ use sha2::{Digest, Sha256};
 
 use crate::decimal::Decimal;
 use crate::ids::TxId;
-use crate::model::{Key, ParticipantEntry, Target, TxRecord};
+use crate::item::Key;
 use crate::op::{OpError, Operation};
+use crate::record::{ParticipantEntry, Target, TxRecord};
 use crate::status::TxStatus;
 
 /// The type of a key attribute.

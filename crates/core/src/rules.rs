@@ -19,7 +19,8 @@
 use std::collections::BTreeMap;
 
 use crate::ids::TxId;
-use crate::model::{FenceEntry, FenceOutcome, Prune};
+use crate::item::{FenceEntry, FenceOutcome};
+use crate::message::Prune;
 use crate::status::{Decision, TxStatus};
 
 /// What an item is, to the protocol.

@@ -9,11 +9,13 @@ use serde_json::{Value, json};
 use twopc_core::coordinator::{Coordinator, CoordinatorConfig};
 use twopc_core::direct::DirectTransport;
 use twopc_core::ids::TxId;
+use twopc_core::item::{FenceOutcome, Key};
 use twopc_core::memory::{MemoryItems, MemoryTxLog};
-use twopc_core::model::{FenceOutcome, Key, PrepareRequest, Target, TxRecord, Vote, VoteReason};
+use twopc_core::message::PrepareRequest;
 use twopc_core::op::Operation;
 use twopc_core::participant::{Participant, ParticipantConfig};
 use twopc_core::ports::{Clock, ManualClock, ParticipantStore, Swapped, Transport, TxLog};
+use twopc_core::record::{Target, TxRecord, Vote, VoteReason};
 use twopc_core::request::{KeySchema, Limits, ServiceConfig};
 use twopc_core::status::TxStatus;
 use twopc_core::sweeper::{LockTable, SweepConfig, Sweeper};
@@ -304,7 +306,7 @@ async fn the_sweeper_finishes_a_decided_commit_from_the_record_alone() {
     assert!(!b.locked("alice").await && !b.locked("bob").await);
     // Sending the commit again is answered "already done" and applies nothing.
     let transport = DirectTransport::new(b.participant.clone());
-    let again = twopc_core::model::CompleteRequest {
+    let again = twopc_core::message::CompleteRequest {
         tx_id: owner.tx_id.clone(),
         deadline: owner.deadline,
         began: owner.created_at,
@@ -317,6 +319,6 @@ async fn the_sweeper_finishes_a_decided_commit_from_the_record_alone() {
         table: TABLE.into(),
     };
     let reply = transport.commit(&target, &again).await.expect("commit");
-    assert_eq!(reply, twopc_core::model::CompleteReply::AlreadyDone);
+    assert_eq!(reply, twopc_core::message::CompleteReply::AlreadyDone);
     assert_eq!(b.balance("alice").await, "90");
 }

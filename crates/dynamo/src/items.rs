@@ -9,12 +9,13 @@ use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
 use serde_json::Value;
 use twopc_core::ids::TxId;
+use twopc_core::item::{FenceEntry, FenceOutcome, ItemState, Key, Lock};
 use twopc_core::layout::{
     ABORTED, COMMITTED, ENTRY_BEGAN, ENTRY_OUTCOME, ENTRY_STALE, FENCE, HORIZON,
     ITEM_PROTOCOL_ATTRIBUTES, ITEM_VISIBLE_ATTRIBUTES, LAST_TX, LOCK, LOCK_EXPIRES_AT, LOCK_SHARD,
     LOCK_TX, PLACEHOLDER, TOMBSTONE, VERSION,
 };
-use twopc_core::model::{FenceEntry, FenceOutcome, ItemState, Key, Lock, Prune};
+use twopc_core::message::Prune;
 use twopc_core::op::{Condition, Operation};
 use twopc_core::ports::{CompleteWrite, ParticipantStore, PortError, PrepareWrite};
 use twopc_core::request::KeySchema;

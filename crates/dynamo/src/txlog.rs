@@ -7,8 +7,8 @@ use twopc_core::ids::TxId;
 use twopc_core::layout::{
     ATTEMPTS, DEADLINE, EXPIRE_AT, PENDING, RETRY_AFTER, STATUS, TX_ID, UPDATED_AT, VOTES,
 };
-use twopc_core::model::{TxRecord, Vote};
 use twopc_core::ports::{Created, PortError, Swapped, TxLog, check_transition};
+use twopc_core::record::{TxRecord, Vote};
 use twopc_core::status::TxStatus;
 
 use crate::codec::{Item, from_item, to_attr, to_item};

@@ -10,7 +10,7 @@
 //! to a rule, the step a rule answers, or only the effect of a step. Each override is small and
 //! written, and documented, where it applies.
 
-use twopc_core::model::FenceOutcome;
+use twopc_core::item::FenceOutcome;
 use twopc_core::rules::{
     self, AbortStep, CommitStep, Holder, PrepareRefusal, PrepareStep, Reply, Shape,
 };
@@ -22,11 +22,11 @@ use crate::state::{ItemState, Op, Tx};
 /// with a proposed change.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Variant {
-    /// The protocol of DESIGN.md §3 as `crates/core` implements it, with the fence horizon: the
+    /// The protocol of `docs/protocol.md` as `crates/core` implements it, with the fence horizon: the
     /// rules of `twopc_core::rules`, unchanged.
     Correct,
     /// A prepare that meets an expired lock overwrites it (a blind conditional write on
-    /// `expiresAt < now`) instead of resolving the owner. DESIGN.md, "The lock rule": this loses
+    /// `expiresAt < now`) instead of resolving the owner. `docs/protocol.md`, "The lock rule": this loses
     /// a decided transaction's write. Override of [`rules::prepare`]'s answer: `ResolveOwner`
     /// on a real item, for a non-creating operation, becomes `Lock` (see [`prepare`]).
     BlindTakeover,
@@ -60,7 +60,7 @@ pub enum Variant {
     /// tombstone carrying its `aborted` entry (`fence_aborted` creating the item,
     /// `attribute_not_exists(key)`), instead of answering "already done" with nothing written.
     /// Closes the orphan lock the correct protocol leaves when the item is created after the
-    /// abort and the aborted transaction's prepare lands late (see the crate docs). Override of
+    /// abort and the aborted transaction's prepare lands late (see `docs/model-check.md`). Override of
     /// [`rules::abort`]'s answer: "already done" on an absent item becomes that write (see
     /// [`abort`]).
     AbortBuriesAbsent,
@@ -367,7 +367,7 @@ pub fn complete<const TXS: usize>(
 /// "already done"; a tombstone keeps them both), so "every item acknowledged" in
 /// `Coordinator::complete` is the same as "every item is finished now". One exception: an abort
 /// that found no item wrote nothing, and if the item is created afterwards a late prepare may
-/// lock it for the aborted transaction (an orphan the lock rule aborts; see the crate docs,
+/// lock it for the aborted transaction (an orphan the lock rule aborts; see `docs/model-check.md`,
 /// "Creates and deletes").
 pub fn finished<const TXS: usize>(
     variant: Variant,

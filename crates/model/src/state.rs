@@ -8,7 +8,7 @@
 //! timestamps; of an operation only its kind ([`Op`]); transactions and the horizon as indices
 //! ordered like `began`.
 
-use twopc_core::model::FenceOutcome;
+use twopc_core::item::FenceOutcome;
 use twopc_core::rules::{Holder, Seen, Shape};
 use twopc_core::status::{Decision, TxStatus};
 
@@ -93,14 +93,14 @@ pub fn covers(horizon: Horizon, tx: Tx) -> bool {
     horizon.is_some_and(|h| tx <= h)
 }
 
-/// One participant item (`twopc_core::model::ItemState`, protocol attributes only).
+/// One participant item (`twopc_core::item::ItemState`, protocol attributes only).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ItemState<const TXS: usize> {
     /// The transaction holding the lock. Its `expiresAt` is the holder's deadline, so whether the
     /// lock expired is [`TxState::deadline_passed`] of the holder.
     pub lock: Option<Tx>,
     /// The fence: one entry per transaction at most. Either outcome may be pruned at any time by
-    /// the lock holder's commit or abort, which raises the horizon over it (see the crate docs,
+    /// the lock holder's commit or abort, which raises the horizon over it (see `docs/model-check.md`,
     /// "The fence horizon").
     pub fence: [Option<FenceOutcome>; TXS],
     /// The fence horizon: every transaction whose entry was removed is covered by it, and a
@@ -273,7 +273,7 @@ pub struct State<const TXS: usize, const ITEMS: usize> {
     pub txs: [TxState<ITEMS>; TXS],
     /// Per item.
     pub items: [ItemState<TXS>; ITEMS],
-    /// A participant answered a commit or abort with a protocol violation (DESIGN.md: "a commit
+    /// A participant answered a commit or abort with a protocol violation (docs/protocol.md, "Commit and abort": "a commit
     /// that finds neither its lock nor its fence entry ... report it loudly"). Sticky.
     pub violation_reported: bool,
 }

@@ -8,18 +8,18 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::OnceLock;
 
 use stateright::{Checker, Expectation, Model};
-use twopc_core::model::FenceOutcome;
+use twopc_core::item::FenceOutcome;
 use twopc_core::rules::{self, Resolution, Shape};
 use twopc_core::status::{Decision, TxStatus};
-use twopc_model::model::{
+use twopc_model::participant::Upkeep;
+use twopc_model::state::{Applied, Item, Op, Tx};
+use twopc_model::system::{
     ALL_CAN_COMMIT, APPLIED_AT_MOST_ONCE, ATOMICITY, CAN_ABORT, CAN_COMMIT,
     COMMIT_FINISHED_WITHOUT_COORDINATOR, COMMIT_OUTLIVES_ITS_FENCE_ENTRY,
     DELETE_LEAVES_A_TOMBSTONE, EVENTUALLY_ENDS, EVERY_TRANSACTION_ENDS, LATE_PREPARE_MEETS_FENCE,
     LATE_PREPARE_REFUSED_BY_HORIZON, LATE_PUT_REFUSED_BY_TOMBSTONE, NO_COMMIT_WITHOUT_DECISION,
     NO_LOCK_OUTLIVES_ITS_TRANSACTION, NO_VIOLATION_REPORTED, PUT_CREATES_AN_ITEM, SWEEPER_FINISHES,
 };
-use twopc_model::participant::Upkeep;
-use twopc_model::state::{Applied, Item, Op, Tx};
 use twopc_model::{Action, State, TwoByTwo, TwoPhaseCommit, Variant};
 
 /// Unique states of the correct protocol, 2 transactions x 2 shared items. Update deliberately.
@@ -636,7 +636,7 @@ fn commit_without_fence_leaves_a_lock_behind_its_ended_transaction() {
         "no fence, lingering-lock counterexample:\n{}",
         show(run.counterexample(NO_LOCK_OUTLIVES_ITS_TRANSACTION))
     );
-    // Exactly the two harms DESIGN.md names for a late prepare; atomicity (all or nothing)
+    // Exactly the two harms docs/protocol.md names for a late prepare; atomicity (all or nothing)
     // survives, and so does liveness: the resolver removes the hanging lock after its expiry.
     assert_eq!(
         run.failures(&model),

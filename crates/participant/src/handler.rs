@@ -7,7 +7,7 @@
 use lambda_runtime::{Diagnostic, LambdaEvent};
 use serde_json::Value;
 use tracing::{Instrument, error, info};
-use twopc_core::model::ParticipantCall;
+use twopc_core::message::ParticipantCall;
 use twopc_core::ports::PortError;
 use twopc_runtime::LiveParticipant;
 use twopc_runtime::errors::ErrorKind;
@@ -121,7 +121,8 @@ mod tests {
     use super::*;
     use lambda_runtime::Context;
     use serde_json::json;
-    use twopc_core::model::{CompleteReply, PrepareReply, Vote, VoteReason};
+    use twopc_core::message::{CompleteReply, PrepareReply};
+    use twopc_core::record::{Vote, VoteReason};
     use twopc_runtime::Clients;
     use twopc_runtime::config::{Config, Role, var};
 

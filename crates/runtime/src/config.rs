@@ -384,7 +384,7 @@ fn number<T: std::str::FromStr>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use twopc_core::model::Target;
+    use twopc_core::record::Target;
 
     fn lookup(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
         let map: BTreeMap<String, String> = pairs

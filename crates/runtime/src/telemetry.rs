@@ -17,8 +17,8 @@ use serde_json::{Map, Value, json};
 use tracing::Span;
 use tracing_subscriber::EnvFilter;
 use twopc_core::ids::TxId;
-use twopc_core::model::{TxRecord, Vote};
 use twopc_core::ports::{Clock, SystemClock};
+use twopc_core::record::{TxRecord, Vote};
 use twopc_core::status::TxStatus;
 
 use crate::config::var;
@@ -239,7 +239,7 @@ pub fn abort_reason(record: &TxRecord) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use twopc_core::model::VoteReason;
+    use twopc_core::record::VoteReason;
 
     fn record(status: TxStatus, votes: Vec<Vote>) -> TxRecord {
         TxRecord {

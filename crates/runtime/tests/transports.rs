@@ -9,11 +9,10 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use twopc_core::ids::TxId;
-use twopc_core::model::{
-    CompleteReply, CompleteRequest, ParticipantCall, PrepareRequest, Target, Vote, VoteReason,
-};
+use twopc_core::message::{CompleteReply, CompleteRequest, ParticipantCall, PrepareRequest};
 use twopc_core::op::Operation;
 use twopc_core::ports::{Transport, TransportError};
+use twopc_core::record::{Target, Vote, VoteReason};
 use twopc_runtime::transport::{HttpTransport, LambdaTransport};
 
 const BIG: &str = "12345678901234567890123456789012345678";

@@ -19,8 +19,9 @@ use hyper_util::rt::TokioExecutor;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio::sync::OnceCell;
-use twopc_core::model::{CompleteReply, CompleteRequest, PrepareReply, PrepareRequest, Target};
+use twopc_core::message::{CompleteReply, CompleteRequest, PrepareReply, PrepareRequest};
 use twopc_core::ports::{Transport, TransportError};
+use twopc_core::record::Target;
 
 /// The largest reply read from a participant service: replies are a few hundred bytes.
 const MAX_REPLY_BYTES: usize = 1024 * 1024;

@@ -17,10 +17,11 @@ use aws_sdk_lambda::operation::invoke::InvokeError;
 use aws_sdk_lambda::primitives::Blob;
 use aws_sdk_lambda::types::InvocationType;
 use serde::de::DeserializeOwned;
-use twopc_core::model::{
-    CompleteReply, CompleteRequest, ParticipantCall, PrepareReply, PrepareRequest, Target,
+use twopc_core::message::{
+    CompleteReply, CompleteRequest, ParticipantCall, PrepareReply, PrepareRequest,
 };
 use twopc_core::ports::{Transport, TransportError};
+use twopc_core::record::Target;
 
 use crate::errors::FunctionError;
 

@@ -11,8 +11,9 @@ pub mod http;
 pub mod lambda;
 
 use twopc_core::direct::DirectTransport;
-use twopc_core::model::{CompleteReply, CompleteRequest, PrepareReply, PrepareRequest, Target};
+use twopc_core::message::{CompleteReply, CompleteRequest, PrepareReply, PrepareRequest};
 use twopc_core::ports::{Clock, ParticipantStore, Transport, TransportError, TxLog};
+use twopc_core::record::Target;
 
 pub use self::http::HttpTransport;
 pub use self::lambda::LambdaTransport;

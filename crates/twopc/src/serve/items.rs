@@ -14,7 +14,7 @@ use twopc_core::request::KeyType;
 use super::answers::{json_response, refusal};
 use super::stack::Stack;
 
-fn item_view(state: &twopc_core::model::ItemState) -> Option<Value> {
+fn item_view(state: &twopc_core::item::ItemState) -> Option<Value> {
     let item = twopc_dynamo::items::business_view(state)?;
     Some(json!({"item": item, "lockedBy": state.lock.as_ref().map(|l| l.tx_id.to_string())}))
 }

@@ -5,7 +5,7 @@
 //! state with no step left is a real end of a behaviour; the liveness properties rely on that.
 
 use stateright::{Model, Property};
-use twopc_core::model::FenceOutcome;
+use twopc_core::item::FenceOutcome;
 use twopc_core::rules::{self, AfterLostSwap, PrepareStep, Recovery, Resolution, Shape};
 use twopc_core::status::{Decision, TxStatus};
 
@@ -15,30 +15,30 @@ use crate::state::{Applied, Clock, Coordinator, Item, ItemState, Op, State, Tx, 
 /// Property: a transaction is never applied on one item and aborted on another, a transaction
 /// whose record says `COMMITTED` has applied on every item, an abort-decided transaction has
 /// applied nowhere, and once no step is left, every commit-decided transaction has applied on
-/// every item. DESIGN.md, invariant "Atomicity".
+/// every item. `docs/protocol.md`, invariant "Atomicity".
 pub const ATOMICITY: &str = "atomicity";
-/// Property: no item applies a transaction's operation more than once. DESIGN.md, invariant
+/// Property: no item applies a transaction's operation more than once. `docs/protocol.md`, invariant
 /// "Atomicity" ("applied exactly once") and "The fence".
 pub const APPLIED_AT_MOST_ONCE: &str = "no operation applied twice";
 /// Property: an item applies a transaction's operation only if that transaction's record has
-/// reached `COMMITTING`. DESIGN.md §3 step 3: "The write of `COMMITTING` is the commit point."
+/// reached `COMMITTING`. `docs/protocol.md`, "The steps": `COMMITTING` is the commit point.
 pub const NO_COMMIT_WITHOUT_DECISION: &str = "no commit without a recorded commit decision";
 /// Property: no participant ever answers a commit or abort with a protocol violation (a commit
 /// that finds neither its lock nor its fence entry, or an item whose fence contradicts the
-/// decision). DESIGN.md, "The fence", last sentence.
+/// decision). `docs/protocol.md`, "Commit and abort".
 pub const NO_VIOLATION_REPORTED: &str = "no protocol violation reported";
 /// Property: a state with no step left has every transaction ended (terminal record, or never
-/// begun) and no item locked. DESIGN.md, invariant "No stuck lock". Exact, because every
-/// behaviour of the correct model is finite (see the crate docs).
+/// begun) and no item locked. `docs/protocol.md`, invariant "No stuck lock". Exact, because every
+/// behaviour of the correct model is finite (see `docs/model-check.md`).
 pub const EVERY_TRANSACTION_ENDS: &str = "every transaction ends and leaves no lock";
 /// Property: from any state, if every coordinator stops for good and every message in flight is
 /// lost, the sweeper and the resolvers alone (deadlines passed) end every transaction and free
-/// every item. DESIGN.md §1 (sweeper) and §2: "The record alone is enough to finish the
+/// every item. `docs/protocol.md`, "Recovery" and "Records": "The record is alone enough to finish a
 /// transaction."
 pub const SWEEPER_FINISHES: &str = "the sweeper alone finishes every transaction";
 /// Property (`Property::eventually`): every behaviour reaches a state where every transaction
 /// ended and no item is locked. Stateright checks `eventually` only along the first path that
-/// reaches each state (see the crate docs); [`EVERY_TRANSACTION_ENDS`] is the exact form.
+/// reaches each state (see `docs/model-check.md`); [`EVERY_TRANSACTION_ENDS`] is the exact form.
 pub const EVENTUALLY_ENDS: &str = "eventually every transaction ends";
 /// Example wanted: some transaction commits on every item.
 pub const CAN_COMMIT: &str = "a transaction can commit";
@@ -70,10 +70,10 @@ pub const DELETE_LEAVES_A_TOMBSTONE: &str = "a delete leaves a tombstone";
 /// decided transaction, faces a tombstone whose fence entry or horizon covers that transaction:
 /// the tombstone, not the item's absence, keeps it out.
 pub const LATE_PUT_REFUSED_BY_TOMBSTONE: &str = "a late prepare of a put is refused by a tombstone";
-/// Property: an item is locked only by a transaction whose record is not terminal. DESIGN.md,
+/// Property: an item is locked only by a transaction whose record is not terminal. `docs/protocol.md`,
 /// "The fence": a prepare landing after its transaction ended must not "leave a lock behind"
 /// (the hanging problem). The correct protocol breaks it where an item is created after an abort
-/// found it absent (the crate docs, "Creates and deletes").
+/// found it absent (`docs/model-check.md`, "Creates and deletes").
 pub const NO_LOCK_OUTLIVES_ITS_TRANSACTION: &str = "no lock outlives its transaction";
 
 /// One step of the system. Each is one DynamoDB request (or a refused conditional one), one

@@ -1,0 +1,145 @@
+//! What the protocol keeps on a participant item: its lock, its fence and horizon, its shape
+//! (placeholder, tombstone), as the stores read them back (`docs/protocol.md`, "Records").
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::ids::TxId;
+use crate::op::Operation;
+
+/// An item's key: attribute name → value (a string or a number).
+pub type Key = BTreeMap<String, Value>;
+
+/// The lock a prepared transaction holds on an item.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Lock {
+    /// The owner.
+    pub tx_id: TxId,
+    /// When the owner's deadline passes (epoch ms). Past it, a newcomer may *resolve* the
+    /// owner (the lock rule, `docs/protocol.md`); it never frees the lock by itself.
+    pub expires_at: u64,
+    /// When the owner began (epoch ms, its record's `createdAt`): orders it against the
+    /// item's fence horizon.
+    pub began: u64,
+    /// The pending operation, applied at commit.
+    pub op: Operation,
+    /// Who prepared it (for people reading the item).
+    pub coordinator: String,
+}
+
+/// A transaction's outcome as recorded in an item's fence.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FenceOutcome {
+    /// Committed on this item.
+    Committed,
+    /// Aborted on this item.
+    Aborted,
+}
+
+/// One fence entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "StoredFenceEntry")]
+pub struct FenceEntry {
+    /// The outcome.
+    #[serde(rename = "o")]
+    pub outcome: FenceOutcome,
+    /// When the transaction began (epoch ms): removing the entry raises the item's horizon to
+    /// at least this.
+    #[serde(rename = "b")]
+    pub began: u64,
+    /// When the entry is stale (epoch ms): a later write removes it unless the fence has room.
+    #[serde(rename = "x")]
+    pub expires_at: u64,
+}
+
+/// A fence entry as stored: entries written before the horizon existed have no `b`. Their
+/// `x` (at least their deadline, so later than their begin) stands in: removing such an entry
+/// then raises the horizon at least as far as needed, never less (safe; at worst a live
+/// transaction's prepare is refused for a while after the upgrade).
+#[derive(Deserialize)]
+struct StoredFenceEntry {
+    o: FenceOutcome,
+    b: Option<u64>,
+    x: u64,
+}
+
+impl From<StoredFenceEntry> for FenceEntry {
+    fn from(e: StoredFenceEntry) -> Self {
+        FenceEntry {
+            outcome: e.o,
+            began: e.b.unwrap_or(e.x),
+            expires_at: e.x,
+        }
+    }
+}
+
+/// A participant item as the protocol sees it.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct ItemState {
+    /// The lock, if a transaction holds one.
+    pub lock: Option<Lock>,
+    /// Recent transaction outcomes on the item.
+    pub fence: BTreeMap<TxId, FenceEntry>,
+    /// The fence horizon (`txFenceHorizon`, 0 when absent): every transaction whose entry was
+    /// removed began at or before it, and a prepare of a transaction that began at or before
+    /// it is refused. See "The fence horizon" in `docs/architecture.md`.
+    pub horizon: u64,
+    /// A placeholder locked by a creating prepare: readers treat it as absent.
+    pub placeholder: bool,
+    /// What a committed delete (or an aborted create) leaves: the key, the fence and the
+    /// horizon, so that late prepares stay refused. Readers treat it as absent; a creating
+    /// prepare may take it.
+    pub tombstone: bool,
+    /// The business attributes (protocol attributes removed).
+    pub attributes: BTreeMap<String, Value>,
+}
+
+impl ItemState {
+    /// What the protocol's rules read of this item, for transaction `tx` (which began at
+    /// `began`) at time `now`.
+    pub fn seen_by(&self, tx: &TxId, began: u64, now: u64) -> crate::rules::Seen {
+        use crate::rules::{Holder, Seen, Shape};
+        Seen {
+            shape: if self.placeholder {
+                Shape::Placeholder
+            } else if self.tombstone {
+                Shape::Tombstone
+            } else {
+                Shape::Real
+            },
+            holder: match &self.lock {
+                None => Holder::Nobody,
+                Some(l) if &l.tx_id == tx => Holder::Me,
+                Some(l) => Holder::Other {
+                    expired: now > l.expires_at,
+                },
+            },
+            entry: self.fence.get(tx).map(|e| e.outcome),
+            covered: began <= self.horizon,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fence_entry_without_its_begin_takes_its_expiry_as_an_upper_bound() {
+        let old: FenceEntry =
+            serde_json::from_str(r#"{"o": "committed", "x": 1700000125000}"#).expect("old entry");
+        assert_eq!(old.began, 1_700_000_125_000);
+        let new = FenceEntry {
+            outcome: FenceOutcome::Aborted,
+            began: 1_700_000_000_000,
+            expires_at: 1_700_000_015_000,
+        };
+        let back: FenceEntry =
+            serde_json::from_str(&serde_json::to_string(&new).expect("ser")).expect("de");
+        assert_eq!(back, new);
+    }
+}

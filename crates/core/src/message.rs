@@ -1,0 +1,247 @@
+//! What coordinators and participants send each other, over every transport: prepare,
+//! commit and abort, and their answers. The operation always comes from the durable record (or
+//! the lock), never from a client at this point.
+
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::Value;
+
+use crate::ids::TxId;
+use crate::item::Key;
+use crate::op::Operation;
+use crate::record::{Vote, VoteReason};
+
+/// Prepare, as sent to a participant.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PrepareRequest {
+    /// Transaction.
+    pub tx_id: TxId,
+    /// Its deadline (epoch ms): a prepare arriving later is refused.
+    pub deadline: u64,
+    /// When it began (epoch ms, the record's `createdAt`).
+    pub began: u64,
+    /// The item.
+    pub key: Key,
+    /// The operation to hold in the lock.
+    pub op: Operation,
+    /// Who asks.
+    pub coordinator: String,
+}
+
+/// What the lock holder's commit or abort removes from the item's fence, in the same write,
+/// and the horizon it sets (computed at prepare from the fence the lock was taken over; see
+/// [`crate::rules::plan_prune`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Prune {
+    /// The entries to remove.
+    pub ids: Vec<TxId>,
+    /// The item's horizon after the write: at least the `began` of every removed entry.
+    pub horizon: u64,
+}
+
+/// A participant's answer to prepare.
+///
+/// `Deserialize` is written by hand: `#[serde(flatten)]` buffers the content, and with
+/// `arbitrary_precision` a buffered number no longer reads as `u64`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PrepareReply {
+    /// The vote.
+    #[serde(flatten)]
+    pub vote: Vote,
+    /// What to prune from the fence with the commit or abort (a `yes` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prune: Option<Prune>,
+}
+
+impl PrepareReply {
+    /// A `no` vote.
+    pub fn no(reason: VoteReason, message: impl Into<String>) -> PrepareReply {
+        PrepareReply {
+            vote: Vote::no(reason, message),
+            prune: None,
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for PrepareReply {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut v = Value::deserialize(d)?;
+        let prune = match v.as_object_mut().and_then(|o| o.remove("prune")) {
+            None | Some(Value::Null) => None,
+            Some(p) => Some(serde_json::from_value(p).map_err(D::Error::custom)?),
+        };
+        Ok(PrepareReply {
+            vote: serde_json::from_value(v).map_err(D::Error::custom)?,
+            prune,
+        })
+    }
+}
+
+/// Commit or abort, as sent to a participant. The operation comes from the durable record (or
+/// the lock), never from anything a client sends at this point.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CompleteRequest {
+    /// Transaction.
+    pub tx_id: TxId,
+    /// Its deadline (epoch ms): the fence entry outlives it.
+    pub deadline: u64,
+    /// When it began (epoch ms, the record's `createdAt`).
+    pub began: u64,
+    /// The item.
+    pub key: Key,
+    /// The operation of the record.
+    pub op: Operation,
+    /// What to prune from the fence in the same write (from the prepare's reply; may be absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prune: Option<Prune>,
+    /// This item answered the prepare with a `no` (a hint for abort: fence first, since the lock
+    /// is most likely not ours; a duplicate prepare that locked it since is still released).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub refused: bool,
+}
+
+/// A participant's answer to commit or abort.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "result", rename_all = "camelCase")]
+pub enum CompleteReply {
+    /// Done now.
+    Done,
+    /// Done before (a duplicate): nothing changed.
+    AlreadyDone,
+    /// The item contradicts the decision (e.g. commit finds neither its lock nor its fence
+    /// entry). Never papered over: the transaction stays unfinished and is reported.
+    Violation {
+        /// What was found.
+        message: String,
+    },
+}
+
+impl CompleteReply {
+    /// Whether the participant acknowledged.
+    pub fn acknowledged(&self) -> bool {
+        !matches!(self, CompleteReply::Violation { .. })
+    }
+}
+
+/// A message to a participant over a transport (`lambda`, `http`):
+/// `{"action": "prepare"|"commit"|"abort", "request": {...}}`.
+///
+/// Parsed through [`serde_json::Value`] by hand, never through a serde-tagged enum: tagged and
+/// untagged enums buffer their content and would lose the exact text of numbers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ParticipantCall {
+    /// Lock and check.
+    Prepare(PrepareRequest),
+    /// Apply and unlock.
+    Commit(CompleteRequest),
+    /// Unlock.
+    Abort(CompleteRequest),
+}
+
+impl ParticipantCall {
+    /// The action name.
+    pub fn action(&self) -> &'static str {
+        match self {
+            ParticipantCall::Prepare(_) => "prepare",
+            ParticipantCall::Commit(_) => "commit",
+            ParticipantCall::Abort(_) => "abort",
+        }
+    }
+
+    /// The wire form.
+    pub fn to_json(&self) -> Value {
+        let request = match self {
+            ParticipantCall::Prepare(r) => serde_json::to_value(r),
+            ParticipantCall::Commit(r) | ParticipantCall::Abort(r) => serde_json::to_value(r),
+        };
+        serde_json::json!({"action": self.action(), "request": request.unwrap_or(Value::Null)})
+    }
+
+    /// Reads the wire form; the error says what is wrong.
+    pub fn from_json(mut v: Value) -> Result<ParticipantCall, String> {
+        let action = v
+            .get("action")
+            .and_then(Value::as_str)
+            .ok_or("missing \"action\" (prepare, commit or abort)")?
+            .to_owned();
+        let request = v
+            .get_mut("request")
+            .map(Value::take)
+            .ok_or("missing \"request\"")?;
+        let bad = |e: serde_json::Error| format!("{action} request: {e}");
+        match action.as_str() {
+            "prepare" => serde_json::from_value(request)
+                .map(ParticipantCall::Prepare)
+                .map_err(bad),
+            "commit" => serde_json::from_value(request)
+                .map(ParticipantCall::Commit)
+                .map_err(bad),
+            "abort" => serde_json::from_value(request)
+                .map(ParticipantCall::Abort)
+                .map_err(bad),
+            other => Err(format!(
+                "unknown action {other:?}; expected prepare, commit or abort"
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn participant_calls_round_trip_with_exact_numbers() {
+        let v: Value = serde_json::from_str(
+            r#"{"action": "commit", "request": {"txId": "0b6f6c1e-3f0e-4c3a-9a53-1f2d3c4b5a69",
+                "deadline": 1700000000000, "began": 1699999995000, "key": {"id": "alice"},
+                "op": {"add": {"balance": 12345678901234567890123456789012345678}}}}"#,
+        )
+        .expect("json");
+        let call = ParticipantCall::from_json(v.clone()).expect("parse");
+        let ParticipantCall::Commit(req) = &call else {
+            panic!("{call:?}")
+        };
+        assert_eq!(
+            req.op.add["balance"].as_str(),
+            "12345678901234567890123456789012345678"
+        );
+        assert_eq!(
+            ParticipantCall::from_json(call.to_json()).expect("again"),
+            call
+        );
+        assert!(
+            ParticipantCall::from_json(serde_json::json!({"action": "explode", "request": {}}))
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn replies_round_trip() {
+        let no = PrepareReply::no(VoteReason::Conflict, "held");
+        let yes = PrepareReply {
+            vote: Vote::Yes,
+            prune: Some(Prune {
+                ids: vec![TxId::random()],
+                horizon: 1_700_000_000_123,
+            }),
+        };
+        for r in [no, yes] {
+            let text = serde_json::to_string(&r).expect("ser");
+            let back: PrepareReply = serde_json::from_str(&text).expect("de from text");
+            assert_eq!(back, r);
+            let back: PrepareReply =
+                serde_json::from_value(serde_json::to_value(&r).expect("ser")).expect("de");
+            assert_eq!(back, r);
+        }
+        let c = CompleteReply::Violation {
+            message: "x".into(),
+        };
+        let back: CompleteReply =
+            serde_json::from_value(serde_json::to_value(&c).expect("ser")).expect("de");
+        assert_eq!(back, c);
+    }
+}

@@ -1,0 +1,187 @@
+//! The transaction record, alone enough to finish a transaction: its participants (service,
+//! target, key, operation), status, deadline and votes.
+
+use serde::{Deserialize, Serialize};
+
+use crate::ids::TxId;
+use crate::item::Key;
+use crate::op::Operation;
+use crate::status::TxStatus;
+
+/// How a participant service is reached (stored in the record, so recovery needs nothing else).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "transport", rename_all = "lowercase")]
+pub enum Target {
+    /// The coordinator runs the participant logic on the table itself.
+    Direct {
+        /// The participant table.
+        table: String,
+    },
+    /// A participant Lambda function, invoked `RequestResponse`.
+    Lambda {
+        /// Function name or ARN.
+        function: String,
+    },
+    /// An external service speaking the participant JSON over HTTP.
+    Http {
+        /// Base URL; `/prepare`, `/commit` and `/abort` are appended.
+        url: String,
+    },
+}
+
+/// Why a participant voted no.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum VoteReason {
+    /// The item is locked by another live transaction.
+    Conflict,
+    /// A `require` condition does not hold (or `put` found the item already there).
+    Condition,
+    /// The item does not exist.
+    NotFound,
+    /// The operation cannot apply to this item.
+    Invalid,
+    /// The transaction's deadline has passed.
+    Expired,
+    /// This transaction already ended on this item (a late or duplicated prepare).
+    Fenced,
+    /// The participant did not answer (timeout, transport error).
+    Unreachable,
+}
+
+impl VoteReason {
+    /// The stable code, as in the API's `code` field.
+    pub fn code(self) -> &'static str {
+        match self {
+            VoteReason::Conflict => "conflict",
+            VoteReason::Condition => "condition",
+            VoteReason::NotFound => "notFound",
+            VoteReason::Invalid => "invalid",
+            VoteReason::Expired => "expired",
+            VoteReason::Fenced => "fenced",
+            VoteReason::Unreachable => "unreachable",
+        }
+    }
+}
+
+/// A participant's answer to prepare.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "vote", rename_all = "lowercase")]
+pub enum Vote {
+    /// Locked and every rule holds.
+    Yes,
+    /// Refused.
+    No {
+        /// Why.
+        reason: VoteReason,
+        /// For people.
+        message: String,
+    },
+}
+
+impl Vote {
+    /// A `no` vote.
+    pub fn no(reason: VoteReason, message: impl Into<String>) -> Vote {
+        Vote::No {
+            reason,
+            message: message.into(),
+        }
+    }
+
+    /// Whether the vote is yes.
+    pub fn is_yes(&self) -> bool {
+        matches!(self, Vote::Yes)
+    }
+
+    /// Whether the participant itself refused (a `no` for any reason but `unreachable`): its
+    /// prepare took no lock, as far as that answer goes.
+    pub fn refused(&self) -> bool {
+        matches!(self, Vote::No { reason, .. } if *reason != VoteReason::Unreachable)
+    }
+}
+
+/// A participant as recorded in the transaction record.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ParticipantEntry {
+    /// The service name.
+    pub participant: String,
+    /// How it is reached.
+    pub target: Target,
+    /// The item's key.
+    pub key: Key,
+    /// What to do to the item.
+    pub op: Operation,
+}
+
+/// The transaction record: alone enough to finish the transaction.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TxRecord {
+    /// Id.
+    pub tx_id: TxId,
+    /// Status.
+    pub status: TxStatus,
+    /// Participants, in request order.
+    pub participants: Vec<ParticipantEntry>,
+    /// Votes, in participant order; empty until decided.
+    #[serde(default)]
+    pub votes: Vec<Vote>,
+    /// Prepare must be decided by then (epoch ms).
+    pub deadline: u64,
+    /// Epoch ms.
+    pub created_at: u64,
+    /// Epoch ms.
+    pub updated_at: u64,
+    /// The client's idempotency key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
+    /// Hash of the request body: the same key with another body is refused.
+    pub request_hash: String,
+    /// The coordinator run that began it (tells our own retried begin from a client replay).
+    pub begun_by: String,
+    /// Recovery attempts that could not finish it.
+    #[serde(default)]
+    pub attempts: u32,
+    /// Not scheduled for recovery before then (epoch ms); set by the sweeper's backoff.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after: Option<u64>,
+}
+
+impl TxRecord {
+    /// The record the lock rule writes for a lock whose owner never began: `ABORTED`, so that
+    /// owner can never begin (its begin is conditional on no record).
+    pub fn never_began(tx: &TxId, now: u64) -> TxRecord {
+        TxRecord {
+            tx_id: tx.clone(),
+            status: TxStatus::Aborted,
+            participants: vec![],
+            votes: vec![],
+            deadline: now,
+            created_at: now,
+            updated_at: now,
+            idempotency_key: None,
+            request_hash: String::new(),
+            begun_by: "resolver (the transaction never began)".into(),
+            attempts: 0,
+            retry_after: None,
+        }
+    }
+
+    /// The record as a successful status swap to `to` leaves it (what [`TxLog::transition`]
+    /// writes, computed here instead of read back).
+    ///
+    /// [`TxLog::transition`]: crate::ports::TxLog::transition
+    pub fn moved(&self, to: TxStatus, votes: Option<&[Vote]>, now: u64) -> TxRecord {
+        let mut r = self.clone();
+        r.status = to;
+        r.updated_at = now;
+        if let Some(v) = votes {
+            r.votes = v.to_vec();
+        }
+        if to.is_terminal() {
+            r.retry_after = None;
+        }
+        r
+    }
+}
