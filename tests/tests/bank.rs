@@ -308,7 +308,7 @@ async fn bank_invariants_hold_under_crashes_duplicates_delays_and_expiry() {
         // The first passes' sweeper may die anywhere mid-pass (a Lambda killed while resolving).
         let flaky = passes <= 3;
         let crash = Arc::new(if flaky {
-            CrashAt::randomly(seed ^ passes, 0.05)
+            CrashAt::randomly(seed ^ passes, 0.005)
         } else {
             CrashAt::new(None)
         });
