@@ -303,3 +303,14 @@ pub fn transfer(from: &str, to: &str, amount: i64) -> Value {
         {"participant": "wallets", "key": {"id": to}, "op": {"add": {"balance": amount}}}
     ]})
 }
+
+/// The same request made exclusive: each operation also sets `memo`, so its participants lock
+/// their items instead of reserving (for the suites about locks).
+pub fn exclusive(mut body: Value) -> Value {
+    if let Some(ps) = body["participants"].as_array_mut() {
+        for p in ps {
+            p["op"]["set"] = json!({"memo": "exclusive"});
+        }
+    }
+    body
+}

@@ -398,6 +398,11 @@ async fn bank_invariants_hold_under_crashes_duplicates_delays_and_expiry() {
                 item.lock.map(|l| l.tx_id)
             );
             assert!(
+                item.reservations.is_empty() && item.escrow.is_empty(),
+                "{service}/{id} still reserved by {:?}",
+                item.reservations.keys().collect::<Vec<_>>()
+            );
+            assert!(
                 !item.placeholder,
                 "{service}/{id} is a leftover placeholder"
             );

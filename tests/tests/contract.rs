@@ -11,7 +11,7 @@ use twopc_core::memory::{MemoryItems, MemoryTxLog};
 use twopc_core::message::Prune;
 use twopc_core::op::Operation;
 use twopc_core::ports::{
-    CompleteWrite, Created, ParticipantStore, PortError, PrepareWrite, Swapped, TxLog,
+    CompleteWrite, Completion, Created, ParticipantStore, PortError, PrepareWrite, Swapped, TxLog,
 };
 use twopc_core::record::TxRecord;
 use twopc_core::request::KeySchema;
@@ -177,16 +177,19 @@ async fn commit<I: ParticipantStore, L: TxLog>(
     l: &Lock,
     prune: Option<&Prune>,
 ) -> Result<CompleteWrite, PortError> {
-    s.items()
-        .commit(
-            s.table(),
-            &key(id),
-            &l.tx_id,
-            &l.op,
-            entry(FenceOutcome::Committed, l.began),
-            prune,
-        )
-        .await
+    let c = completion(l, FenceOutcome::Committed, prune);
+    s.items().commit(s.table(), &key(id), &c).await
+}
+
+/// What a commit or abort of `l` writes.
+fn completion<'a>(l: &'a Lock, outcome: FenceOutcome, prune: Option<&'a Prune>) -> Completion<'a> {
+    Completion {
+        tx: &l.tx_id,
+        op: &l.op,
+        entry: entry(outcome, l.began),
+        prune,
+        shared: false,
+    }
 }
 
 /// Locks `id` for a transaction that began at `began` and commits it there.
@@ -214,7 +217,7 @@ async fn prepare_locks_a_free_item_and_reports_the_fence_it_found<I: Participant
     let tx = TxId::random();
     let l = lock(&tx, NOW + 10, json!({"add": {"balance": -1}}));
     match prepare(&s, "alice", &l).await {
-        PrepareWrite::Locked { fence, horizon } => {
+        PrepareWrite::Locked { fence, horizon, .. } => {
             assert_eq!(fence.keys().collect::<Vec<_>>(), [&earlier]);
             assert_eq!(horizon, 0);
         }
@@ -307,9 +310,7 @@ async fn prepare_evaluates_requires_as_dynamodb_does<I: ParticipantStore, L: TxL
                 .abort(
                     s.table(),
                     &key("alice"),
-                    &l.tx_id,
-                    entry(FenceOutcome::Aborted, NOW),
-                    None,
+                    &completion(&l, FenceOutcome::Aborted, None),
                 )
                 .await
                 .expect("abort");
@@ -473,9 +474,7 @@ async fn abort_releases_and_an_aborted_placeholder_becomes_a_tombstone<
                 .abort(
                     s.table(),
                     &key(id),
-                    &l.tx_id,
-                    entry(FenceOutcome::Aborted, l.began),
-                    None,
+                    &completion(&l, FenceOutcome::Aborted, None),
                 )
                 .await
                 .expect("abort")
@@ -593,10 +592,10 @@ async fn drop_lock_removes_only_its_own_lock_unapplied<I: ParticipantStore, L: T
     let l = lock(&TxId::random(), NOW, json!({"add": {"balance": 1}}));
     assert!(locked(&prepare(&s, "alice", &l).await));
     let drop = |tx: TxId| {
-        let s = &s;
+        let (s, op) = (&s, &l.op);
         async move {
             s.items()
-                .drop_lock(s.table(), &key("alice"), &tx)
+                .drop_lock(s.table(), &key("alice"), &tx, op)
                 .await
                 .expect("drop")
         }

@@ -65,7 +65,7 @@ async fn a_transfer_through_the_participant_function_commits_and_an_overdraft_ab
         "{rec:?}\n{}",
         lambda.log_text()
     );
-    assert_eq!(rec.votes, vec![Vote::Yes, Vote::Yes]);
+    assert!(rec.votes.iter().all(Vote::is_yes), "{:?}", rec.votes);
     assert_eq!(
         w.attr("accounts", "alice", "balance").await.as_deref(),
         Some("70")

@@ -42,6 +42,7 @@ fn complete_req(tx: &TxId, deadline: u64, id: &str, o: Value) -> CompleteRequest
         op: op(o),
         prune: None,
         refused: false,
+        shared: false,
     }
 }
 
@@ -52,7 +53,7 @@ fn began(deadline: u64) -> u64 {
 
 fn reason(reply: &PrepareReply) -> Option<VoteReason> {
     match &reply.vote {
-        Vote::Yes => None,
+        Vote::Yes { .. } => None,
         Vote::No { reason, .. } => Some(*reason),
     }
 }
@@ -92,7 +93,7 @@ async fn transfer_across_two_tables_commits() {
     let w = World::new().await;
     bank(&w).await;
     let rec = w.transfer("alice", "bob", 30).await;
-    assert_eq!(rec.status, TxStatus::Committed);
+    assert_eq!(rec.status, TxStatus::Committed, "{:?}", rec.votes);
     assert!(rec.votes.iter().all(Vote::is_yes));
     assert_eq!(
         w.attr("accounts", "alice", "balance").await.as_deref(),
@@ -124,7 +125,7 @@ async fn insufficient_balance_aborts_and_leaves_no_lock() {
         "{:?}",
         rec.votes
     );
-    assert_eq!(rec.votes[1], Vote::Yes);
+    assert!(rec.votes[1].is_yes(), "{:?}", rec.votes);
     assert_eq!(
         w.attr("accounts", "alice", "balance").await.as_deref(),
         Some("100")
@@ -145,17 +146,28 @@ async fn insufficient_balance_aborts_and_leaves_no_lock() {
 async fn conflicting_live_lock_votes_conflict() {
     let w = World::new().await;
     bank(&w).await;
+    // A live holder, as its coordinator leaves it between prepare and decide: its record is
+    // PREPARING and its deadline has not passed.
     let holder = TxId::random();
-    let deadline = w.clock.now_ms() + 10_000;
+    let now = w.clock.now_ms();
+    let mut record = TxRecord::never_began(&holder, now);
+    record.status = TxStatus::Preparing;
+    record.deadline = now + 10_000;
+    w.log.create(&record).await.expect("holder's record");
     let held = w
         .participant
         .prepare(
             &w.accounts,
-            &prepare_req(&holder, deadline, "alice", json!({"set": {"note": "x"}})),
+            &prepare_req(
+                &holder,
+                record.deadline,
+                "alice",
+                json!({"set": {"note": "x"}}),
+            ),
         )
         .await
         .expect("prepare");
-    assert_eq!(held.vote, Vote::Yes);
+    assert!(held.vote.is_yes(), "{:?}", held.vote);
 
     let rec = w.transfer("alice", "bob", 10).await;
     assert_eq!(rec.status, TxStatus::Aborted);
@@ -284,7 +296,7 @@ async fn prepared_put(w: &World, id: &str) -> (PrepareRequest, CompleteRequest) 
         .prepare(&w.wallets, &prep)
         .await
         .expect("prepare");
-    assert_eq!(vote.vote, Vote::Yes);
+    assert!(vote.vote.is_yes(), "{:?}", vote.vote);
     (prep, complete_req(&tx, deadline, id, put))
 }
 
@@ -363,22 +375,22 @@ async fn repeated_prepare_is_a_yes_and_changes_nothing() {
         "alice",
         json!({"add": {"balance": -10}}),
     );
-    assert_eq!(
+    assert!(
         w.participant
             .prepare(&w.accounts, &req)
             .await
             .expect("prepare")
-            .vote,
-        Vote::Yes
+            .vote
+            .is_yes()
     );
     let first = w.item("accounts", "alice").await;
-    assert_eq!(
+    assert!(
         w.participant
             .prepare(&w.accounts, &req)
             .await
             .expect("prepare again")
-            .vote,
-        Vote::Yes
+            .vote
+            .is_yes()
     );
     assert_eq!(w.item("accounts", "alice").await, first);
 }
@@ -677,7 +689,10 @@ async fn a_status_swap_returns_exactly_the_record_it_stored_without_reading_it_b
         .expect("valid");
     let mut record = req.begin(TxId::random(), None, "test".into(), w.clock.now_ms());
     w.log.create(&record).await.expect("create");
-    let votes = [Vote::Yes, Vote::no(VoteReason::Condition, "short")];
+    let votes = [
+        Vote::yes(twopc_core::op::Mode::Exclusive),
+        Vote::no(VoteReason::Condition, "short"),
+    ];
     for (to, votes) in [
         (TxStatus::Aborting, Some(&votes[..])),
         (TxStatus::Aborted, None),
@@ -748,6 +763,7 @@ fn first_participant_messages(rec: &TxRecord) -> (PrepareRequest, CompleteReques
             op: p.op.clone(),
             prune: None,
             refused: false,
+            shared: false,
         },
     )
 }
@@ -855,7 +871,7 @@ async fn a_commit_never_lowers_a_horizon_raised_after_its_prepare() {
         .prepare(&w.accounts, &prep)
         .await
         .expect("prepare");
-    assert_eq!(vote.vote, Vote::Yes);
+    assert!(vote.vote.is_yes(), "{:?}", vote.vote);
     let prune = vote.prune.clone().expect("a full fence is pruned");
     // Meanwhile X, which began later, aborts on alice without a lock: the fence is full, so
     // X raises the horizon above h1.
@@ -909,7 +925,7 @@ async fn an_abort_hinted_refused_still_releases_a_lock_its_duplicate_prepare_too
         .prepare(&w.accounts, &prepare_req(&tx, deadline, "alice", o.clone()))
         .await
         .expect("duplicate prepare");
-    assert_eq!(vote.vote, Vote::Yes);
+    assert!(vote.vote.is_yes(), "{:?}", vote.vote);
     let mut abort = complete_req(&tx, deadline, "alice", o);
     abort.refused = true;
     let reply = w
@@ -936,7 +952,7 @@ async fn an_abort_hinted_refused_fences_an_item_another_transaction_holds() {
     bank(&w).await;
     let holder = TxId::random();
     let deadline = w.clock.now_ms() + 5_000;
-    let o = json!({"add": {"balance": -10}});
+    let o = json!({"add": {"balance": -10}, "set": {"memo": "held"}});
     w.participant
         .prepare(
             &w.accounts,
@@ -975,7 +991,7 @@ async fn an_abort_hinted_refused_fences_an_item_another_transaction_holds() {
 async fn stuck_owner(w: &World, status: TxStatus) -> TxRecord {
     let tx = TxId::random();
     let now = w.clock.now_ms();
-    let mut body = transfer("alice", "bob", 10);
+    let mut body = twopc_tests::exclusive(transfer("alice", "bob", 10));
     body["timeoutMs"] = json!(1_000);
     let req = w.coordinator.validate(&body).expect("valid");
     let record = req.begin(tx.clone(), None, "owner".into(), now);
@@ -990,13 +1006,13 @@ async fn stuck_owner(w: &World, status: TxStatus) -> TxRecord {
             op: p.op.clone(),
             coordinator: "owner".into(),
         };
-        assert_eq!(
+        assert!(
             w.participant
                 .prepare(table, &r)
                 .await
                 .expect("owner prepare")
-                .vote,
-            Vote::Yes
+                .vote
+                .is_yes()
         );
     }
     let mut record = record;
@@ -1052,7 +1068,7 @@ async fn expired_lock_of_a_preparing_owner_past_its_deadline_is_aborted_then_tak
     bank(&w).await;
     let owner = stuck_owner(&w, TxStatus::Preparing).await;
     let (t2, reply) = newcomer(&w).await;
-    assert_eq!(reply.vote, Vote::Yes);
+    assert!(reply.vote.is_yes(), "{:?}", reply.vote);
     assert_eq!(
         w.log
             .get(&owner.tx_id)
@@ -1111,7 +1127,7 @@ async fn expired_lock_of_a_committing_owner_is_rolled_forward_not_stolen() {
         "the owner's debit must be applied"
     );
     let (t2, reply) = newcomer(&w).await;
-    assert_eq!(reply.vote, Vote::Yes);
+    assert!(reply.vote.is_yes(), "{:?}", reply.vote);
     assert_eq!(lock_owner(&w, "accounts", "alice").await, Some(t2));
     let done = w
         .coordinator
@@ -1136,7 +1152,7 @@ async fn expired_lock_of_an_aborting_owner_is_released_unapplied() {
     bank(&w).await;
     let owner = stuck_owner(&w, TxStatus::Aborting).await;
     let (t2, reply) = newcomer(&w).await;
-    assert_eq!(reply.vote, Vote::Yes);
+    assert!(reply.vote.is_yes(), "{:?}", reply.vote);
     assert_eq!(lock_owner(&w, "accounts", "alice").await, Some(t2));
     assert_eq!(
         w.attr("accounts", "alice", "balance").await.as_deref(),
@@ -1155,7 +1171,7 @@ async fn expired_lock_of_an_aborted_owner_is_released_unapplied() {
     bank(&w).await;
     let owner = stuck_owner(&w, TxStatus::Aborted).await;
     let (t2, reply) = newcomer(&w).await;
-    assert_eq!(reply.vote, Vote::Yes);
+    assert!(reply.vote.is_yes(), "{:?}", reply.vote);
     assert_eq!(lock_owner(&w, "accounts", "alice").await, Some(t2));
     assert_eq!(
         w.attr("accounts", "alice", "balance").await.as_deref(),
@@ -1196,7 +1212,7 @@ async fn expired_lock_of_a_committed_owner_is_a_stale_duplicate_dropped_without_
         "a stale lock's op is never applied"
     );
     let (t2, reply) = newcomer(&w).await;
-    assert_eq!(reply.vote, Vote::Yes);
+    assert!(reply.vote.is_yes(), "{:?}", reply.vote);
     assert_eq!(lock_owner(&w, "accounts", "alice").await, Some(t2));
     assert_eq!(
         w.log
@@ -1230,7 +1246,7 @@ async fn expired_lock_whose_owner_never_began_gets_an_aborted_record() {
     assert!(matches!(locked, PrepareWrite::Locked { .. }));
     w.clock.advance(1_001);
     let (t2, reply) = newcomer(&w).await;
-    assert_eq!(reply.vote, Vote::Yes);
+    assert!(reply.vote.is_yes(), "{:?}", reply.vote);
     let rec = w.log.get(&ghost).await.expect("get").expect("created");
     assert_eq!(rec.status, TxStatus::Aborted);
     assert_eq!(lock_owner(&w, "accounts", "alice").await, Some(t2));

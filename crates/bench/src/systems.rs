@@ -375,7 +375,7 @@ fn classify(record: &TxRecord) -> Outcome {
         TxStatus::Aborted => {
             let mut reasons = record.votes.iter().filter_map(|v| match v {
                 Vote::No { reason, .. } => Some(*reason),
-                Vote::Yes => None,
+                Vote::Yes { .. } => None,
             });
             if reasons.clone().any(|r| r == VoteReason::Conflict) {
                 Outcome::Conflict
@@ -486,6 +486,7 @@ impl Serial {
                 op: p.op.clone(),
                 prune: hints.get(i).cloned().flatten(),
                 refused: decision == ours && votes.get(i).is_some_and(Vote::refused),
+                shared: false,
             };
             let t = table(&p.target)?;
             let reply = match decision {

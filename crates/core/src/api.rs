@@ -48,7 +48,7 @@ pub fn submitted(record: &TxRecord) -> Answer {
         TxStatus::Aborted | TxStatus::Aborting => {
             let first_no = record.votes.iter().find_map(|v| match v {
                 Vote::No { reason, message } => Some((reason.code(), message.clone())),
-                Vote::Yes => None,
+                Vote::Yes { .. } => None,
             });
             let (code, message) = first_no.unwrap_or((
                 "aborted",

@@ -4,7 +4,11 @@
 //! validated here, never converted to a binary float. DynamoDB keeps up to 38 significant digits
 //! with magnitudes from 1E-130 to below 1E+126.
 
+use std::cmp::Ordering;
 use std::fmt;
+use std::str::FromStr;
+
+use bigdecimal::BigDecimal;
 
 /// Most significant digits DynamoDB keeps.
 pub const MAX_DIGITS: usize = 38;
@@ -45,6 +49,60 @@ impl Decimal {
         self.0.starts_with('-') && self.0.bytes().any(|b| (b'1'..=b'9').contains(&b))
     }
 
+    /// Zero.
+    pub fn zero() -> Decimal {
+        Decimal("0".to_owned())
+    }
+
+    fn big(&self) -> BigDecimal {
+        // Validated text always parses; zero stands in only if that ever broke.
+        BigDecimal::from_str(&self.0).unwrap_or_default()
+    }
+
+    fn from_big(b: &BigDecimal) -> Result<Decimal, DecimalError> {
+        Decimal::parse(&canonical(b))
+    }
+
+    /// The exact sum, or DynamoDB's refusal of it (more than 38 significant digits, or out of
+    /// range).
+    pub fn checked_add(&self, other: &Decimal) -> Result<Decimal, DecimalError> {
+        Decimal::from_big(&(self.big() + other.big()))
+    }
+
+    /// The negation.
+    pub fn neg(&self) -> Decimal {
+        Decimal::from_big(&-self.big()).unwrap_or_else(|_| self.clone())
+    }
+
+    /// This if negative, else zero.
+    pub fn min_zero(&self) -> Decimal {
+        if self.is_negative() {
+            self.clone()
+        } else {
+            Decimal::zero()
+        }
+    }
+
+    /// This if positive, else zero.
+    pub fn max_zero(&self) -> Decimal {
+        if self.is_negative() || self.big() == BigDecimal::default() {
+            Decimal::zero()
+        } else {
+            self.clone()
+        }
+    }
+
+    /// The same value in one spelling: no exponent, no leading or trailing zeros, no `-0`
+    /// (`1.50`, `1.5` and `15e-1` all read `1.5`), so stored values can be compared as text.
+    pub fn canonical(&self) -> Decimal {
+        Decimal::from_big(&self.big()).unwrap_or_else(|_| self.clone())
+    }
+
+    /// Numeric order (`1.50` equals `1.5`).
+    pub fn cmp_value(&self, other: &Decimal) -> Ordering {
+        self.big().cmp(&other.big())
+    }
+
     /// As a JSON number that keeps every digit.
     pub fn to_json(&self) -> serde_json::Value {
         match self.0.parse::<serde_json::Number>() {
@@ -58,6 +116,20 @@ impl Decimal {
 impl fmt::Display for Decimal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
+    }
+}
+
+/// A decimal's plain spelling without redundant zeros.
+fn canonical(b: &BigDecimal) -> String {
+    let n = b.normalized();
+    if n == BigDecimal::default() {
+        return "0".to_owned();
+    }
+    let plain = n.to_plain_string();
+    if plain.contains('.') {
+        plain.trim_end_matches('0').trim_end_matches('.').to_owned()
+    } else {
+        plain
     }
 }
 
@@ -163,6 +235,37 @@ mod tests {
                 .map(|d| d.is_negative())
                 .unwrap_or(true)
         );
+    }
+
+    #[test]
+    fn sums_are_exact_and_refused_past_38_digits() {
+        let d = |s: &str| Decimal::parse(s).expect("valid");
+        assert_eq!(d("0.1").checked_add(&d("0.2")), Ok(d("0.3")));
+        assert_eq!(d("100").checked_add(&d("-25.50")), Ok(d("74.5")));
+        assert_eq!(d("1e2").checked_add(&d("-1E2")), Ok(d("0")));
+        let big = d("99999999999999999999999999999999999999");
+        assert!(big.checked_add(&d("0.1")).is_err(), "39 significant digits");
+        assert_eq!(
+            big.checked_add(&d("1")).map(|s| s.cmp_value(&d("1e38"))),
+            Ok(Ordering::Equal)
+        );
+        assert_eq!(d("-2.5").neg(), d("2.5"));
+        assert_eq!((d("-3").min_zero(), d("3").min_zero()), (d("-3"), d("0")));
+        assert_eq!((d("-3").max_zero(), d("3").max_zero()), (d("0"), d("3")));
+    }
+
+    #[test]
+    fn canonical_spelling_compares_as_text() {
+        let d = |s: &str| Decimal::parse(s).expect("valid");
+        for (a, b) in [
+            ("1.50", "1.5"),
+            ("15e-1", "1.5"),
+            ("-0.0", "0"),
+            ("1E+3", "1000"),
+        ] {
+            assert_eq!(d(a).canonical(), d(b), "{a}");
+        }
+        assert_eq!(d("10").cmp_value(&d("9.99")), Ordering::Greater);
     }
 
     #[test]

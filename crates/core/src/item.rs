@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::decimal::Decimal;
 use crate::ids::TxId;
 use crate::op::Operation;
 
@@ -96,13 +97,39 @@ pub struct ItemState {
     pub tombstone: bool,
     /// The business attributes (protocol attributes removed).
     pub attributes: BTreeMap<String, Value>,
+    /// Reservations standing on the item (each like a lock: owner, expiry, began, operation);
+    /// several may stand at once, never beside a lock.
+    pub reservations: BTreeMap<TxId, Lock>,
+    /// Per reserved attribute, what the standing reservations escrow.
+    pub escrow: BTreeMap<String, Escrow>,
+    /// New reservations are refused until then (epoch ms): an exclusive operation is waiting for
+    /// the standing ones to drain, so a stream of reservations cannot starve it.
+    pub paused_until: u64,
+}
+
+/// What the standing reservations on one attribute escrow. Valid only while `count > 0`: the
+/// last reservation's release clears it, so a first reservation starts from the value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Escrow {
+    /// Reservations standing on the attribute.
+    pub count: u64,
+    /// The lowest value the attribute could reach: the value plus every standing negative
+    /// change.
+    pub low: Decimal,
+    /// The highest: the value plus every standing positive change.
+    pub high: Decimal,
+    /// The floor the standing reservations keep the value above (their `gte` bounds, which must
+    /// agree).
+    pub floor: Option<Decimal>,
+    /// The ceiling they keep it below (their `lte` bounds, which must agree).
+    pub ceiling: Option<Decimal>,
 }
 
 impl ItemState {
     /// What the protocol's rules read of this item, for transaction `tx` (which began at
     /// `began`) at time `now`.
     pub fn seen_by(&self, tx: &TxId, began: u64, now: u64) -> crate::rules::Seen {
-        use crate::rules::{Holder, Seen, Shape};
+        use crate::rules::{Holder, Others, Seen, Shape};
         Seen {
             shape: if self.placeholder {
                 Shape::Placeholder
@@ -120,6 +147,22 @@ impl ItemState {
             },
             entry: self.fence.get(tx).map(|e| e.outcome),
             covered: began <= self.horizon,
+            reserved_by_me: self.reservations.contains_key(tx),
+            reserved_by_others: {
+                let others = self.reservations.iter().filter(|(id, _)| *id != tx);
+                let mut expired = false;
+                let mut any = false;
+                for (_, r) in others {
+                    any = true;
+                    expired |= now > r.expires_at;
+                }
+                match (any, expired) {
+                    (false, _) => Others::None,
+                    (true, false) => Others::Live,
+                    (true, true) => Others::Expired,
+                }
+            },
+            paused: now < self.paused_until,
         }
     }
 }

@@ -56,8 +56,38 @@ pub const PLACEHOLDER: &str = "txPlaceholder";
 /// Marks a tombstone.
 pub const TOMBSTONE: &str = "txTombstone";
 
-/// Every attribute the protocol keeps on items: an operation may not write them, and the
-/// business view of an item leaves them out (but [`VERSION`] and [`LAST_TX`], which readers see).
+/// A reservation of transaction `<txId>` (a map like [`LOCK`]'s): `txRes:<txId>`.
+pub const RESERVATION_PREFIX: &str = "txRes:";
+/// Reservations standing on the item (a number; 0 or absent: none).
+pub const RESERVATIONS: &str = "txResN";
+/// New reservations are refused until then (epoch ms): an exclusive operation waits.
+pub const PAUSED_UNTIL: &str = "txPause";
+/// Reservations standing on attribute `<a>`: `txN:<a>`.
+pub const ESCROW_COUNT_PREFIX: &str = "txN:";
+/// The lowest value attribute `<a>` could reach: `txLo:<a>`.
+pub const ESCROW_LOW_PREFIX: &str = "txLo:";
+/// The highest: `txHi:<a>`.
+pub const ESCROW_HIGH_PREFIX: &str = "txHi:";
+/// The floor the standing reservations keep `<a>` above: `txFl:<a>`.
+pub const ESCROW_FLOOR_PREFIX: &str = "txFl:";
+/// The ceiling they keep it below: `txCe:<a>`.
+pub const ESCROW_CEILING_PREFIX: &str = "txCe:";
+
+/// A prefixed attribute name (`txRes:<txId>`, `txLo:<a>`, ...). The `:` keeps it apart from
+/// every business attribute: names an operation may use cannot contain one.
+pub fn prefixed(prefix: &str, name: &str) -> String {
+    format!("{prefix}{name}")
+}
+
+/// Whether an attribute is the protocol's (an operation may not write it; readers do not see it,
+/// but for [`ITEM_VISIBLE_ATTRIBUTES`]).
+pub fn is_protocol_attribute(name: &str) -> bool {
+    ITEM_PROTOCOL_ATTRIBUTES.contains(&name) || name.contains(':')
+}
+
+/// Every attribute the protocol keeps on items under a fixed name (the prefixed ones aside: see
+/// [`is_protocol_attribute`]): an operation may not write them, and the business view of an
+/// item leaves them out (but [`VERSION`] and [`LAST_TX`], which readers see).
 pub const ITEM_PROTOCOL_ATTRIBUTES: &[&str] = &[
     LOCK,
     LOCK_EXPIRES_AT,
@@ -68,6 +98,8 @@ pub const ITEM_PROTOCOL_ATTRIBUTES: &[&str] = &[
     LAST_TX,
     PLACEHOLDER,
     TOMBSTONE,
+    RESERVATIONS,
+    PAUSED_UNTIL,
 ];
 
 /// Protocol attributes readers see with the business attributes.

@@ -11,20 +11,18 @@
 
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashMap};
-use std::str::FromStr;
 use std::sync::{Arc, Mutex};
 
-use bigdecimal::BigDecimal;
 use serde_json::Value;
 
-use crate::decimal::{Decimal, MAX_DIGITS};
+use crate::decimal::Decimal;
 use crate::ids::TxId;
-use crate::item::{FenceEntry, ItemState, Key, Lock};
+use crate::item::{Escrow, FenceEntry, ItemState, Key, Lock};
 use crate::layout::{LAST_TX, VERSION};
 use crate::message::Prune;
 use crate::op::{Comparator, Condition, Operation};
 use crate::ports::{
-    CompleteWrite, Created, ParticipantStore, PortError, PrepareWrite, Swapped, TxLog,
+    CompleteWrite, Completion, Created, ParticipantStore, PortError, PrepareWrite, Swapped, TxLog,
     check_transition,
 };
 use crate::record::{TxRecord, Vote};
@@ -55,16 +53,10 @@ fn key_id(key: &Key) -> String {
     serde_json::to_string(key).unwrap_or_default()
 }
 
-/// The item as a step of `tx` sees it (the holder's expiry does not matter to admission).
-fn seen(item: Option<&ItemState>, tx: &TxId, began: u64) -> Seen {
-    item.map_or(Seen::ABSENT, |i| i.seen_by(tx, began, 0))
-}
-
-fn number(v: &Value) -> Option<BigDecimal> {
-    match v {
-        Value::Number(n) => BigDecimal::from_str(&n.to_string()).ok(),
-        _ => None,
-    }
+/// The item as a step of `tx` sees it at `now` (holders' expiry does not matter to admission;
+/// a pause of reservations does).
+fn seen(item: Option<&ItemState>, tx: &TxId, began: u64, now: u64) -> Seen {
+    item.map_or(Seen::ABSENT, |i| i.seen_by(tx, began, now))
 }
 
 /// DynamoDB's comparison of an attribute with a value: numbers numerically, strings by their
@@ -76,7 +68,9 @@ fn compares(attr: Option<&Value>, c: Comparator, v: &Value) -> bool {
         return c == Comparator::Ne;
     };
     let order = match (a, v) {
-        (Value::Number(_), Value::Number(_)) => number(a).zip(number(v)).map(|(x, y)| x.cmp(&y)),
+        (Value::Number(_), Value::Number(_)) => {
+            number_of(a).zip(number_of(v)).map(|(x, y)| x.cmp_value(&y))
+        }
         (Value::String(x), Value::String(y)) => Some(x.as_bytes().cmp(y.as_bytes())),
         _ if std::mem::discriminant(a) == std::mem::discriminant(v) => {
             return match c {
@@ -118,17 +112,10 @@ fn business_holds(op: &Operation, key: &Key, attrs: &BTreeMap<String, Value>) ->
 
 /// `if_not_exists(attr, 0) + delta`, exactly, or DynamoDB's refusal of a result it cannot store.
 fn add(current: Option<&Value>, delta: &Decimal) -> Result<Value, String> {
-    let base = current.and_then(number).unwrap_or_default();
-    let delta = BigDecimal::from_str(delta.as_str()).map_err(|e| e.to_string())?;
-    let sum = base + delta;
-    if sum.normalized().digits() > MAX_DIGITS as u64 {
-        return Err(format!(
-            "Number overflow: {sum} has more than {MAX_DIGITS} significant digits"
-        ));
-    }
-    Decimal::parse(&sum.to_string())
+    let base = current.and_then(number_of).unwrap_or_else(Decimal::zero);
+    base.checked_add(delta)
         .map(|d| d.to_json())
-        .map_err(|e| e.to_string())
+        .map_err(|e| format!("Number overflow: {e}"))
 }
 
 fn apply(item: &mut ItemState, key: &Key, tx: &TxId, op: &Operation) -> Result<(), PortError> {
@@ -171,10 +158,20 @@ fn bump(item: &mut ItemState, tx: &TxId) {
         .insert(LAST_TX.into(), Value::String(tx.to_string()));
 }
 
-/// The lock holder's release: the lock goes, the entry (if any) is written, the pruned entries
-/// go and the horizon rises to the prune's; a placeholder becomes a tombstone.
-fn release(item: &mut ItemState, tx: &TxId, entry: Option<FenceEntry>, prune: Option<&Prune>) {
+/// The holder's release: the lock or reservation goes (a reservation's escrow with it, as
+/// `applied` says whether its changes were just applied), the entry (if any) is written, the
+/// pruned entries go and the horizon rises to the prune's; a placeholder becomes a tombstone.
+fn release(
+    item: &mut ItemState,
+    tx: &TxId,
+    applied: bool,
+    entry: Option<FenceEntry>,
+    prune: Option<&Prune>,
+) {
     item.lock = None;
+    if let Some(r) = item.reservations.remove(tx) {
+        give_back(item, &r.op, applied);
+    }
     if let Some(p) = prune {
         for id in p.ids.iter().filter(|id| *id != tx) {
             item.fence.remove(id);
@@ -190,9 +187,91 @@ fn release(item: &mut ItemState, tx: &TxId, entry: Option<FenceEntry>, prune: Op
     }
 }
 
-/// Whether `tx` holds the item's lock.
+/// Whether `tx` holds the item (its lock or a reservation).
 fn held(item: &ItemState, tx: &TxId) -> bool {
-    item.lock.as_ref().is_some_and(|l| &l.tx_id == tx)
+    item.lock.as_ref().is_some_and(|l| &l.tx_id == tx) || item.reservations.contains_key(tx)
+}
+
+/// The escrow of a released reservation of `op`, whose changes the value now holds (`applied`:
+/// committed just before) or never will: each extreme keeps only what the remaining
+/// reservations could still do; the last reservation on an attribute clears its escrow.
+fn give_back(item: &mut ItemState, op: &Operation, applied: bool) {
+    for (name, d) in &op.add {
+        let Some(s) = item.escrow.get_mut(name) else {
+            continue;
+        };
+        s.count = s.count.saturating_sub(1);
+        if s.count == 0 {
+            item.escrow.remove(name);
+            continue;
+        }
+        let (low, high) = if applied {
+            (d.max_zero(), d.min_zero())
+        } else {
+            (d.min_zero().neg(), d.max_zero().neg())
+        };
+        s.low = s.low.checked_add(&low).unwrap_or_else(|_| s.low.clone());
+        s.high = s.high.checked_add(&high).unwrap_or_else(|_| s.high.clone());
+    }
+}
+
+/// Whether a reservation of `lock.op` may stand beside what `item` holds (the conditions the
+/// DynamoDB adapter spells): each attribute absent or a number; each bound holding against the
+/// escrowed extreme (or the value, if nothing is escrowed yet) and agreeing with the standing
+/// reservations' bound; a change that moves an attribute toward a bound others keep, without a
+/// bound of its own, is refused.
+fn escrow_admits(item: &ItemState, op: &Operation) -> bool {
+    let Some(escrowed) = op.escrow() else {
+        return false;
+    };
+    escrowed.iter().all(|(name, e)| {
+        let value = match item.attributes.get(name) {
+            None => Decimal::zero(),
+            Some(v) => match number_of(v) {
+                Some(d) => d,
+                None => return false,
+            },
+        };
+        let standing = item.escrow.get(name).filter(|s| s.count > 0);
+        let (low, high) = standing.map_or((&value, &value), |s| (&s.low, &s.high));
+        let bound = |v: &Value| number_of(v);
+        let lower_ok = match op.require.get(name) {
+            Some(Condition::Compare(Comparator::Gte, v)) => {
+                bound(v).is_some_and(|v| low.cmp_value(&v) != Ordering::Less)
+            }
+            _ => true,
+        };
+        let upper_ok = match op.require.get(name) {
+            Some(Condition::Compare(Comparator::Lte, v)) => {
+                bound(v).is_some_and(|v| high.cmp_value(&v) != Ordering::Greater)
+            }
+            _ => true,
+        };
+        let agrees =
+            |mine: &Option<Decimal>, theirs: Option<&Decimal>, moves: bool| match (mine, theirs) {
+                (Some(m), Some(t)) => m == t,
+                (None, Some(_)) => !moves,
+                _ => true,
+            };
+        let floor_ok = agrees(
+            &e.floor,
+            standing.and_then(|s| s.floor.as_ref()),
+            e.delta.is_negative(),
+        );
+        let ceiling_ok = agrees(
+            &e.ceiling,
+            standing.and_then(|s| s.ceiling.as_ref()),
+            !e.delta.is_negative() && e.delta != Decimal::zero(),
+        );
+        lower_ok && upper_ok && floor_ok && ceiling_ok
+    })
+}
+
+fn number_of(v: &Value) -> Option<Decimal> {
+    match v {
+        Value::Number(n) => Decimal::parse(&n.to_string()).ok(),
+        _ => None,
+    }
 }
 
 /// Whether the holder's pruning release may write: the horizon is not above the planned one (a
@@ -264,7 +343,7 @@ impl ParticipantStore for MemoryItems {
             let op = &lock.op;
             let empty = BTreeMap::new();
             let attrs = item.map_or(&empty, |i| &i.attributes);
-            let admitted = rules::prepare(seen(item, &lock.tx_id, lock.began), op.creates())
+            let admitted = rules::prepare(seen(item, &lock.tx_id, lock.began, 0), op.creates())
                 == PrepareStep::Lock
                 && business_holds(op, key, attrs);
             if !admitted {
@@ -281,7 +360,11 @@ impl ParticipantStore for MemoryItems {
                 item.placeholder = true;
                 item.tombstone = false;
             }
-            PrepareWrite::Locked { fence, horizon }
+            PrepareWrite::Locked {
+                fence,
+                horizon,
+                shared: false,
+            }
         })
     }
 
@@ -289,26 +372,24 @@ impl ParticipantStore for MemoryItems {
         &self,
         table: &str,
         key: &Key,
-        tx: &TxId,
-        op: &Operation,
-        entry: FenceEntry,
-        prune: Option<&Prune>,
+        c: &Completion<'_>,
     ) -> Result<CompleteWrite, PortError> {
+        let op = c.op;
         // A delete's tombstone takes the higher horizon (read, then replace); any other commit
         // is refused if the horizon rose above the planned one.
-        let admit = |i: &ItemState| held(i, tx) && (op.delete || prune_fits(i, prune));
+        let admit = |i: &ItemState| held(i, c.tx) && (op.delete || prune_fits(i, c.prune));
         self.write(table, key, admit, |item| {
             if op.delete {
                 let version = item.attributes.get(VERSION).cloned();
                 item.attributes = key.clone();
                 item.attributes
                     .extend(version.map(|v| (VERSION.to_owned(), v)));
-                bump(item, tx);
-                release(item, tx, Some(entry), prune);
+                bump(item, c.tx);
+                release(item, c.tx, true, Some(c.entry), c.prune);
                 item.tombstone = true;
             } else {
-                apply(item, key, tx, op)?;
-                release(item, tx, Some(entry), prune);
+                apply(item, key, c.tx, op)?;
+                release(item, c.tx, true, Some(c.entry), c.prune);
             }
             Ok(())
         })
@@ -318,14 +399,81 @@ impl ParticipantStore for MemoryItems {
         &self,
         table: &str,
         key: &Key,
-        tx: &TxId,
-        entry: FenceEntry,
-        prune: Option<&Prune>,
+        c: &Completion<'_>,
     ) -> Result<CompleteWrite, PortError> {
-        let admit = |i: &ItemState| held(i, tx) && prune_fits(i, prune);
+        let admit = |i: &ItemState| held(i, c.tx) && prune_fits(i, c.prune);
         self.write(table, key, admit, |item| {
-            release(item, tx, Some(entry), prune);
+            release(item, c.tx, false, Some(c.entry), c.prune);
             Ok(())
+        })
+    }
+
+    async fn reserve(
+        &self,
+        table: &str,
+        key: &Key,
+        lock: &Lock,
+        now: u64,
+    ) -> Result<PrepareWrite, PortError> {
+        self.with_table(table, |t| {
+            let Some(item) = t.get_mut(&key_id(key)) else {
+                return PrepareWrite::Refused(None);
+            };
+            let locked = |i: &ItemState| PrepareWrite::Locked {
+                fence: i.fence.clone(),
+                horizon: i.horizon,
+                shared: i.reservations.keys().any(|id| id != &lock.tx_id),
+            };
+            if item.reservations.contains_key(&lock.tx_id) {
+                return locked(item); // a retry: reserved already
+            }
+            let admitted = rules::reserve(seen(Some(item), &lock.tx_id, lock.began, now))
+                == PrepareStep::Lock
+                && escrow_admits(item, &lock.op);
+            if !admitted {
+                return PrepareWrite::Refused(Some(Box::new(item.clone())));
+            }
+            let reply = locked(item);
+            for (name, e) in lock.op.escrow().into_iter().flatten() {
+                let value = item
+                    .attributes
+                    .get(&name)
+                    .and_then(number_of)
+                    .unwrap_or_else(Decimal::zero);
+                let s = item.escrow.entry(name).or_insert_with(|| Escrow {
+                    count: 0,
+                    low: value.clone(),
+                    high: value,
+                    floor: None,
+                    ceiling: None,
+                });
+                s.count += 1;
+                s.low = s
+                    .low
+                    .checked_add(&e.delta.min_zero())
+                    .unwrap_or_else(|_| s.low.clone());
+                s.high = s
+                    .high
+                    .checked_add(&e.delta.max_zero())
+                    .unwrap_or_else(|_| s.high.clone());
+                s.floor = e.floor.or(s.floor.take());
+                s.ceiling = e.ceiling.or(s.ceiling.take());
+            }
+            item.reservations.insert(lock.tx_id.clone(), lock.clone());
+            reply
+        })
+    }
+
+    async fn pause_reservations(
+        &self,
+        table: &str,
+        key: &Key,
+        until: u64,
+    ) -> Result<(), PortError> {
+        self.with_table(table, |t| {
+            if let Some(item) = t.get_mut(&key_id(key)) {
+                item.paused_until = item.paused_until.max(until);
+            }
         })
     }
 
@@ -338,7 +486,7 @@ impl ParticipantStore for MemoryItems {
         capacity: usize,
     ) -> Result<CompleteWrite, PortError> {
         let admit =
-            |i: &ItemState| rules::abort(seen(Some(i), tx, entry.began)) == AbortStep::FenceOut;
+            |i: &ItemState| rules::abort(seen(Some(i), tx, entry.began, 0)) == AbortStep::FenceOut;
         self.write(table, key, admit, |item| {
             match rules::fence_out(item.fence.len(), capacity) {
                 FenceOut::Entry => {
@@ -355,13 +503,14 @@ impl ParticipantStore for MemoryItems {
         table: &str,
         key: &Key,
         tx: &TxId,
+        _op: &Operation,
     ) -> Result<CompleteWrite, PortError> {
         self.write(
             table,
             key,
             |i| held(i, tx),
             |item| {
-                release(item, tx, None, None);
+                release(item, tx, false, None, None);
                 Ok(())
             },
         )
@@ -377,13 +526,16 @@ impl ParticipantStore for MemoryItems {
         self.with_table(table, |t| {
             let mut found: Vec<(Key, Lock)> = t
                 .values()
-                .filter_map(|i| {
-                    let lock = i.lock.as_ref().filter(|l| l.expires_at < now)?;
+                .flat_map(|i| {
                     let key = schema
                         .attributes()
                         .map(|a| Some((a.name.clone(), i.attributes.get(&a.name)?.clone())))
-                        .collect::<Option<Key>>()?;
-                    Some((key, lock.clone()))
+                        .collect::<Option<Key>>();
+                    let holders = i.lock.iter().chain(i.reservations.values());
+                    holders
+                        .filter(|l| l.expires_at < now)
+                        .filter_map(move |l| Some((key.clone()?, l.clone())))
+                        .collect::<Vec<_>>()
                 })
                 .collect();
             found.sort_by_key(|(_, l)| l.expires_at);
@@ -489,14 +641,21 @@ mod tests {
     fn sums_are_exact_and_overflow_is_refused_as_dynamodb_refuses_it() {
         let d = |s: &str| Decimal::parse(s).expect("decimal");
         assert_eq!(add(Some(&n("0.1")), &d("0.2")), Ok(n("0.3")));
-        assert_eq!(add(None, &d("-2.50")), Ok(n("-2.50")));
+        let debit = add(None, &d("-2.50")).expect("sum");
+        assert_eq!(
+            number_of(&debit).map(|x| x.cmp_value(&d("-2.5"))),
+            Some(Ordering::Equal)
+        );
         let big = "99999999999999999999999999999999999999";
         assert!(
             add(Some(&n("0.1")), &d(big)).is_err(),
             "39 significant digits"
         );
         let sum = add(Some(&n("1")), &d(big)).expect("one significant digit");
-        assert_eq!(number(&sum), number(&n("1E+38")));
+        assert_eq!(
+            number_of(&sum).map(|x| x.cmp_value(&d("1E+38"))),
+            Some(Ordering::Equal)
+        );
     }
 
     #[test]

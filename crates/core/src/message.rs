@@ -53,6 +53,10 @@ pub struct PrepareReply {
     /// What to prune from the fence with the commit or abort (a `yes` only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prune: Option<Prune>,
+    /// A reservation only: other reservations stood beside it (a hint passed back with the
+    /// commit or abort).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub shared: bool,
 }
 
 impl PrepareReply {
@@ -61,6 +65,7 @@ impl PrepareReply {
         PrepareReply {
             vote: Vote::no(reason, message),
             prune: None,
+            shared: false,
         }
     }
 }
@@ -68,13 +73,16 @@ impl PrepareReply {
 impl<'de> Deserialize<'de> for PrepareReply {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut v = Value::deserialize(d)?;
-        let prune = match v.as_object_mut().and_then(|o| o.remove("prune")) {
+        let mut take = |name: &str| v.as_object_mut().and_then(|o| o.remove(name));
+        let prune = match take("prune") {
             None | Some(Value::Null) => None,
             Some(p) => Some(serde_json::from_value(p).map_err(D::Error::custom)?),
         };
+        let shared = take("shared").and_then(|s| s.as_bool()).unwrap_or(false);
         Ok(PrepareReply {
             vote: serde_json::from_value(v).map_err(D::Error::custom)?,
             prune,
+            shared,
         })
     }
 }
@@ -101,6 +109,9 @@ pub struct CompleteRequest {
     /// is most likely not ours; a duplicate prepare that locked it since is still released).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub refused: bool,
+    /// Its prepare's reply said other reservations stood beside it (a hint for the store).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub shared: bool,
 }
 
 /// A participant's answer to commit or abort.
@@ -223,11 +234,12 @@ mod tests {
     fn replies_round_trip() {
         let no = PrepareReply::no(VoteReason::Conflict, "held");
         let yes = PrepareReply {
-            vote: Vote::Yes,
+            vote: Vote::yes(crate::op::Mode::Reserved),
             prune: Some(Prune {
                 ids: vec![TxId::random()],
                 horizon: 1_700_000_000_123,
             }),
+            shared: true,
         };
         for r in [no, yes] {
             let text = serde_json::to_string(&r).expect("ser");

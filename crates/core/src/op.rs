@@ -77,6 +77,29 @@ impl Comparator {
     }
 }
 
+/// How a participant holds an item for a transaction.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// A lock: the item is the transaction's alone until it ends.
+    #[default]
+    Exclusive,
+    /// A reservation: the item's numbers are escrowed, and other reservations may stand beside it.
+    Reserved,
+}
+
+/// One attribute of a commuting operation: its change, and the bounds its `require` puts on the
+/// attribute while the reservation stands (`floor`: never below; `ceiling`: never above).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Escrowed {
+    /// The change.
+    pub delta: Decimal,
+    /// `gte v` becomes `v + min(0, delta)`, in canonical spelling.
+    pub floor: Option<Decimal>,
+    /// `lte v` becomes `v + max(0, delta)`, in canonical spelling.
+    pub ceiling: Option<Decimal>,
+}
+
 /// A business rule checked, at prepare, on the item as it is.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Condition {
@@ -367,6 +390,60 @@ impl Operation {
     /// Whether the operation creates its item (`put`): prepare locks a placeholder.
     pub fn creates(&self) -> bool {
         self.put.is_some()
+    }
+
+    /// How a participant holds its item: [`Mode::Reserved`] when the operation commutes with
+    /// others like it (it only adds to numbers, and bounds only those numbers, from below with
+    /// `gte` or from above with `lte`), [`Mode::Exclusive`] otherwise (`set`, `remove`, `put`,
+    /// `delete`, another comparison, a bound on another attribute, a strict `gt`/`lt`).
+    pub fn mode(&self) -> Mode {
+        if self.escrow().is_some() {
+            Mode::Reserved
+        } else {
+            Mode::Exclusive
+        }
+    }
+
+    /// The reserved changes of a commuting operation, by attribute (`None`: it does not commute).
+    pub fn escrow(&self) -> Option<BTreeMap<String, Escrowed>> {
+        let adds_only = !self.add.is_empty()
+            && self.set.is_empty()
+            && self.remove.is_empty()
+            && self.put.is_none()
+            && !self.delete;
+        if !adds_only {
+            return None;
+        }
+        let mut out = BTreeMap::new();
+        for (name, delta) in &self.add {
+            out.insert(
+                name.clone(),
+                Escrowed {
+                    delta: delta.clone(),
+                    floor: None,
+                    ceiling: None,
+                },
+            );
+        }
+        for (name, cond) in &self.require {
+            let e = out.get_mut(name)?;
+            let Condition::Compare(cmp, Value::Number(n)) = cond else {
+                return None;
+            };
+            let v = Decimal::parse(&n.to_string()).ok()?;
+            match cmp {
+                // `v <= before` with `after = before + delta`: the value may not fall below
+                // `v + min(0, delta)` while the reservation stands.
+                Comparator::Gte => {
+                    e.floor = Some(v.checked_add(&e.delta.min_zero()).ok()?.canonical())
+                }
+                Comparator::Lte => {
+                    e.ceiling = Some(v.checked_add(&e.delta.max_zero()).ok()?.canonical())
+                }
+                _ => return None,
+            }
+        }
+        Some(out)
     }
 
     /// The JSON form, in a canonical order.

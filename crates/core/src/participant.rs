@@ -10,17 +10,19 @@
 
 use tracing::{error, info, warn};
 
+use crate::decimal::Decimal;
 use crate::ids::TxId;
 use crate::item::{FenceEntry, FenceOutcome, ItemState, Key, Lock};
 use crate::message::{CompleteReply, CompleteRequest, PrepareReply, PrepareRequest};
-use crate::op::Condition;
+use crate::op::{Condition, Mode};
 use crate::ports::{
-    Clock, CompleteWrite, Created, ParticipantStore, PortError, PrepareWrite, Swapped, TxLog,
+    Clock, CompleteWrite, Completion, Created, ParticipantStore, PortError, PrepareWrite, Swapped,
+    TxLog,
 };
-use crate::record::VoteReason;
+use crate::record::{Vote, VoteReason};
 use crate::rules::{
-    self, AbortStep, CommitStep, PrepareRefusal, PrepareStep, Reply, Resolution, Seen, Shape,
-    Violation,
+    self, AbortStep, CommitStep, Others, PrepareRefusal, PrepareStep, Reply, Resolution, Seen,
+    Shape, Violation,
 };
 use crate::status::TxStatus;
 
@@ -41,8 +43,13 @@ pub struct ParticipantConfig {
     /// default costs at most ~3 KB. A prepare is refused by the horizon only if more than this
     /// many transactions that began after its own ended on the item before it landed.
     pub fence_capacity: usize,
-    /// How many expired owners one prepare resolves before it gives up with `conflict`.
+    /// How many rounds of settling other holders one prepare goes through before it gives up
+    /// with `conflict`.
     pub max_resolutions: usize,
+    /// How long an exclusive operation that meets live reservations pauses new ones (ms), so
+    /// that the standing ones drain and its retry can lock the item: a stream of reservations
+    /// never starves it.
+    pub reservation_pause_ms: u64,
 }
 
 impl Default for ParticipantConfig {
@@ -51,6 +58,7 @@ impl Default for ParticipantConfig {
             fence_margin_ms: 10_000,
             fence_capacity: 32,
             max_resolutions: 3,
+            reservation_pause_ms: 1_000,
         }
     }
 }
@@ -93,12 +101,15 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
         &self.store
     }
 
-    /// Prepare: lock the item for the transaction and check the operation's rules.
+    /// Prepare: hold the item for the transaction (a lock, or a reservation for a commuting
+    /// operation) and check the operation's rules. Other holders it meets are settled by the
+    /// lock rule where they may be (expired, or already decided); live ones make it a conflict.
     pub async fn prepare(
         &self,
         table: &str,
         req: &PrepareRequest,
     ) -> Result<PrepareReply, PortError> {
+        let mode = req.op.mode();
         let lock = Lock {
             tx_id: req.tx_id.clone(),
             expires_at: req.deadline,
@@ -118,10 +129,18 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
                     ),
                 ));
             }
-            let item = match self.store.prepare(table, &req.key, &lock).await? {
-                PrepareWrite::Locked { fence, horizon } => {
+            let write = match mode {
+                Mode::Exclusive => self.store.prepare(table, &req.key, &lock).await?,
+                Mode::Reserved => self.store.reserve(table, &req.key, &lock, now).await?,
+            };
+            let item = match write {
+                PrepareWrite::Locked {
+                    fence,
+                    horizon,
+                    shared,
+                } => {
                     return Ok(PrepareReply {
-                        vote: crate::record::Vote::Yes,
+                        vote: Vote::yes(mode),
                         prune: rules::plan_prune(
                             &fence,
                             horizon,
@@ -129,11 +148,12 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
                             now,
                             self.config.fence_capacity,
                         ),
+                        shared,
                     });
                 }
                 PrepareWrite::Refused(item) => item,
             };
-            match classify_refusal(item.as_deref(), &lock, now) {
+            let (owners, waiting) = match classify_refusal(item.as_deref(), &lock, now) {
                 Refusal::Vote(VoteReason::NotFound, _) if item.is_none() => {
                     return Ok(no(
                         VoteReason::NotFound,
@@ -141,22 +161,41 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
                     ));
                 }
                 Refusal::Vote(reason, message) => return Ok(no(reason, message)),
-                Refusal::ExpiredOwner(owner) => {
-                    if attempt == self.config.max_resolutions {
-                        break;
-                    }
-                    if self.resolve(table, &req.key, &owner).await? == Resolved::OwnerLive {
-                        return Ok(no(
-                            VoteReason::Conflict,
-                            format!("locked by live transaction {}", owner.tx_id),
-                        ));
-                    }
+                Refusal::Held { owners, waiting } => (owners, waiting),
+            };
+            if attempt == self.config.max_resolutions {
+                break;
+            }
+            let mut live = vec![];
+            for owner in &owners {
+                if self.resolve(table, &req.key, owner).await? == Resolved::OwnerLive {
+                    live.push(owner.tx_id.to_string());
                 }
             }
+            if live.is_empty() {
+                continue; // every holder settled here: try again
+            }
+            if waiting {
+                let until = (now + self.config.reservation_pause_ms).min(req.deadline);
+                self.store
+                    .pause_reservations(table, &req.key, until)
+                    .await?;
+                return Ok(no(
+                    VoteReason::Conflict,
+                    format!(
+                        "reserved by live transactions {}; new reservations are paused until they end, so a retry can take the item",
+                        live.join(", ")
+                    ),
+                ));
+            }
+            return Ok(no(
+                VoteReason::Conflict,
+                format!("held by live transaction {}", live.join(", ")),
+            ));
         }
         Ok(no(
             VoteReason::Conflict,
-            "the item kept being locked by other transactions".to_owned(),
+            "the item kept being held by other transactions".to_owned(),
         ))
     }
 
@@ -166,14 +205,9 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
         table: &str,
         req: &CompleteRequest,
     ) -> Result<CompleteReply, PortError> {
-        let entry = self.entry(FenceOutcome::Committed, req);
-        let mut prune = req.prune.as_ref();
+        let mut c = self.completion(FenceOutcome::Committed, req);
         loop {
-            let item = match self
-                .store
-                .commit(table, &req.key, &req.tx_id, &req.op, entry, prune)
-                .await?
-            {
+            let item = match self.store.commit(table, &req.key, &c).await? {
                 CompleteWrite::Done => return Ok(CompleteReply::Done),
                 CompleteWrite::Refused(item) => item,
             };
@@ -181,7 +215,7 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
             match rules::commit(seen, req.op.delete) {
                 // Still ours: the horizon rose past the prune's since our prepare (a lock-free
                 // abort of a full fence). Commit without pruning rather than lower it.
-                CommitStep::Apply if prune.is_some() => prune = None,
+                CommitStep::Apply if c.prune.is_some() => c.prune = None,
                 CommitStep::Apply => {
                     return Err(PortError::Fatal {
                         context: format!("committing {} in {table}", req.tx_id),
@@ -208,8 +242,7 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
         table: &str,
         req: &CompleteRequest,
     ) -> Result<CompleteReply, PortError> {
-        let entry = self.entry(FenceOutcome::Aborted, req);
-        let mut prune = req.prune.as_ref();
+        let mut c = self.completion(FenceOutcome::Aborted, req);
         // Whose write comes first: the lock holder's release, unless this item refused the
         // prepare (then the lock is most likely someone else's or nobody's, and fencing
         // first saves the release's refused write).
@@ -217,16 +250,14 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
         // A prepare may land between our writes; each write settles one such race.
         for _ in 0..6 {
             let write = if release {
-                self.store
-                    .abort(table, &req.key, &req.tx_id, entry, prune)
-                    .await?
+                self.store.abort(table, &req.key, &c).await?
             } else {
                 self.store
                     .fence_aborted(
                         table,
                         &req.key,
                         &req.tx_id,
-                        entry,
+                        c.entry,
                         self.config.fence_capacity,
                     )
                     .await?
@@ -239,7 +270,7 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
                 // Our prepare holds the lock (it landed after a refused write), or the horizon
                 // rose past the prune's since our prepare: release, without pruning.
                 AbortStep::Release => {
-                    prune = None;
+                    c.prune = None;
                     release = true;
                 }
                 // Someone else's lock, or none: fence the transaction out.
@@ -255,9 +286,10 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
         })
     }
 
-    /// Settles an expired lock's owner on this item by the lock rule ([`rules::resolve`]):
-    /// reads the owner's record and follows it, one write at a time, until the owner is live
-    /// or this item no longer holds its lock.
+    /// Settles the owner of a lock or reservation on this item by the lock rule
+    /// ([`rules::resolve`]): reads the owner's record and follows it, one write at a time, until
+    /// the owner is live (`PREPARING`, deadline not passed) or this item is no longer held by it.
+    /// An expired holder is always settled; a live one only if its owner already decided.
     pub async fn resolve(
         &self,
         table: &str,
@@ -268,7 +300,9 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
         for _ in 0..4 {
             let now = self.clock.now_ms();
             let status = record.as_ref().map(|r| r.status);
-            let past = record.as_ref().is_none_or(|r| now > r.deadline);
+            let past = record
+                .as_ref()
+                .map_or(now > owner.expires_at, |r| now > r.deadline);
             match rules::resolve(status, past) {
                 Resolution::OwnerLive => return Ok(Resolved::OwnerLive),
                 Resolution::RecordAborted => {
@@ -314,7 +348,9 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
                 Resolution::DropStale => {
                     error!(tx_id = %owner.tx_id, table, key = %show_key(key),
                         "stale lock of a COMMITTED transaction found; removing it without applying its operation");
-                    self.store.drop_lock(table, key, &owner.tx_id).await?;
+                    self.store
+                        .drop_lock(table, key, &owner.tx_id, &owner.op)
+                        .await?;
                     return Ok(Resolved::DroppedStale);
                 }
             }
@@ -337,12 +373,18 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
         }
     }
 
-    /// The fence entry a commit or abort of `req` writes.
-    fn entry(&self, outcome: FenceOutcome, req: &CompleteRequest) -> FenceEntry {
-        FenceEntry {
-            outcome,
-            began: req.began,
-            expires_at: self.clock.now_ms().max(req.deadline) + self.config.fence_margin_ms,
+    /// What a commit or abort of `req` writes: its fence entry (`outcome`), its prune, the hint.
+    fn completion<'a>(&self, outcome: FenceOutcome, req: &'a CompleteRequest) -> Completion<'a> {
+        Completion {
+            tx: &req.tx_id,
+            op: &req.op,
+            entry: FenceEntry {
+                outcome,
+                began: req.began,
+                expires_at: self.clock.now_ms().max(req.deadline) + self.config.fence_margin_ms,
+            },
+            prune: req.prune.as_ref(),
+            shared: req.shared,
         }
     }
 
@@ -399,6 +441,7 @@ fn complete_request(owner: &Lock, key: &Key) -> CompleteRequest {
         op: owner.op.clone(),
         prune: None,
         refused: false,
+        shared: false,
     }
 }
 
@@ -419,21 +462,47 @@ pub fn show_key(key: &Key) -> String {
 pub enum Refusal {
     /// Vote no.
     Vote(VoteReason, String),
-    /// Another transaction's lock expired: resolve its owner, then try again.
-    ExpiredOwner(Lock),
+    /// Other transactions hold the item: settle each by the lock rule where it may be (expired,
+    /// or already decided), then try again. `waiting`: they are reservations an exclusive
+    /// operation waits for (if some are live, it pauses new ones).
+    Held {
+        /// The holders.
+        owners: Vec<Lock>,
+        /// An exclusive operation waits for these reservations.
+        waiting: bool,
+    },
 }
 
-/// Reads a refused prepare off the item it found (`None`: no item) by the prepare rule
-/// ([`rules::prepare`]), with a message for people.
+/// Reads a refused prepare or reservation off the item it found (`None`: no item) by the rule
+/// of its mode ([`rules::prepare`], [`rules::reserve`]), with a message for people.
 pub fn classify_refusal(item: Option<&ItemState>, lock: &Lock, now: u64) -> Refusal {
     let vote = |reason, message: String| Refusal::Vote(reason, message);
     let seen = item.map_or(Seen::ABSENT, |i| i.seen_by(&lock.tx_id, lock.began, now));
-    let refusal = match rules::prepare(seen, lock.op.creates()) {
+    let mode = lock.op.mode();
+    let step = match mode {
+        Mode::Exclusive => rules::prepare(seen, lock.op.creates()),
+        Mode::Reserved => rules::reserve(seen),
+    };
+    let refusal = match step {
         PrepareStep::Refuse(r) => r,
         // The protocol admits it, so one of the operation's own conditions failed.
         PrepareStep::Lock => PrepareRefusal::Business,
     };
-    let owner = item.and_then(|i| i.lock.as_ref());
+    let reservations = |expired_only: bool| -> Vec<Lock> {
+        item.map(|i| {
+            i.reservations
+                .iter()
+                .filter(|(id, r)| **id != lock.tx_id && (!expired_only || now > r.expires_at))
+                .map(|(_, r)| r.clone())
+                .collect()
+        })
+        .unwrap_or_default()
+    };
+    let lock_owner = || {
+        item.and_then(|i| i.lock.clone())
+            .into_iter()
+            .collect::<Vec<_>>()
+    };
     match refusal {
         PrepareRefusal::Fenced(outcome) => vote(
             VoteReason::Fenced,
@@ -454,20 +523,29 @@ pub fn classify_refusal(item: Option<&ItemState>, lock: &Lock, now: u64) -> Refu
                 item.map_or(0, |i| i.horizon)
             ),
         ),
-        PrepareRefusal::ResolveOwner => match owner {
-            Some(owner) => Refusal::ExpiredOwner(owner.clone()),
-            None => vote(VoteReason::Conflict, "the item's lock changed".to_owned()),
+        // A live lock's owner may already have decided: settling it here is the lock rule's
+        // answer too, and it spares the newcomer a wait for the lease.
+        PrepareRefusal::Locked => Refusal::Held {
+            owners: lock_owner(),
+            waiting: false,
         },
-        PrepareRefusal::Locked => vote(
+        PrepareRefusal::ResolveOwner => {
+            let mut owners = lock_owner();
+            if owners.is_empty() {
+                owners = reservations(true);
+            }
+            Refusal::Held {
+                owners,
+                waiting: false,
+            }
+        }
+        PrepareRefusal::Reserved => Refusal::Held {
+            owners: reservations(false),
+            waiting: true,
+        },
+        PrepareRefusal::Paused => vote(
             VoteReason::Conflict,
-            match owner {
-                Some(o) => format!(
-                    "locked by transaction {} (deadline in {} ms)",
-                    o.tx_id,
-                    o.expires_at.saturating_sub(now)
-                ),
-                None => "locked by another transaction".to_owned(),
-            },
+            "new reservations of this item are paused while an exclusive operation waits for it: retry".to_owned(),
         ),
         PrepareRefusal::NotFound(shape) => vote(
             VoteReason::NotFound,
@@ -482,7 +560,10 @@ pub fn classify_refusal(item: Option<&ItemState>, lock: &Lock, now: u64) -> Refu
             VoteReason::Condition,
             "put: the item already exists".to_owned(),
         ),
-        PrepareRefusal::Business => business_refusal(item, lock),
+        PrepareRefusal::Business => match mode {
+            Mode::Exclusive => business_refusal(item, lock),
+            Mode::Reserved => escrow_refusal(item, lock, seen, &reservations(true)),
+        },
     }
 }
 
@@ -518,6 +599,78 @@ fn business_refusal(item: Option<&ItemState>, lock: &Lock) -> Refusal {
     )
 }
 
+/// Why a reservation's own conditions failed: the committed value breaks a bound (`condition`:
+/// no outcome of the transactions in flight helps), a bound holds for the committed value but
+/// not for every outcome of the reservations in flight (`conflict`, or settle the expired
+/// ones), or in-flight reservations keep the attribute to another bound (`conflict`).
+fn escrow_refusal(item: Option<&ItemState>, lock: &Lock, seen: Seen, expired: &[Lock]) -> Refusal {
+    let Some(escrowed) = lock.op.escrow() else {
+        return business_refusal(item, lock);
+    };
+    let conflict = |m: String| Refusal::Vote(VoteReason::Conflict, m);
+    for (name, e) in &escrowed {
+        let value = match item.and_then(|i| i.attributes.get(name)) {
+            None => Decimal::zero(),
+            Some(v) => match Decimal::parse(&v.to_string()) {
+                Ok(d) if v.is_number() => d,
+                _ => return business_refusal(item, lock),
+            },
+        };
+        let standing = item
+            .and_then(|i| i.escrow.get(name))
+            .filter(|s| s.count > 0);
+        let breaks_committed = bounds_of(lock, name).is_some_and(|(lo, hi)| {
+            lo.is_some_and(|v| value.cmp_value(&v).is_lt())
+                || hi.is_some_and(|v| value.cmp_value(&v).is_gt())
+        });
+        if breaks_committed {
+            // No outcome of the transactions in flight helps: the business condition fails.
+            return business_refusal(item, lock);
+        }
+        let Some(s) = standing else { continue };
+        let disagrees =
+            |mine: &Option<Decimal>, theirs: &Option<Decimal>, moves: bool| match (mine, theirs) {
+                (Some(m), Some(t)) => m != t,
+                (None, Some(_)) => moves,
+                _ => false,
+            };
+        if disagrees(&e.floor, &s.floor, e.delta.is_negative())
+            || disagrees(&e.ceiling, &s.ceiling, !e.delta.is_negative())
+        {
+            return conflict(format!(
+                "transactions in flight keep {name} within other bounds (floor {}, ceiling {}): retry when they end",
+                s.floor
+                    .as_ref()
+                    .map_or("none".to_owned(), Decimal::to_string),
+                s.ceiling
+                    .as_ref()
+                    .map_or("none".to_owned(), Decimal::to_string),
+            ));
+        }
+        if seen.reserved_by_others == Others::Expired && !expired.is_empty() {
+            return Refusal::Held {
+                owners: expired.to_vec(),
+                waiting: false,
+            };
+        }
+        return conflict(format!(
+            "{name} meets the bound for its committed value ({value}) but not if every transaction in flight on it commits (lowest {}, highest {}): retry",
+            s.low, s.high
+        ));
+    }
+    business_refusal(item, lock)
+}
+
+/// The `require` bounds of a reserved attribute (`gte`, `lte` values).
+fn bounds_of(lock: &Lock, name: &str) -> Option<(Option<Decimal>, Option<Decimal>)> {
+    let value = |v: &serde_json::Value| Decimal::parse(&v.to_string()).ok();
+    match lock.op.require.get(name) {
+        Some(Condition::Compare(crate::op::Comparator::Gte, v)) => Some((value(v), None)),
+        Some(Condition::Compare(crate::op::Comparator::Lte, v)) => Some((None, value(v))),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -547,14 +700,14 @@ mod tests {
                 expires_at: 10,
             },
         );
-        let r = classify_refusal(Some(&item), &lock(&tx, 100, json!({"add": {"b": 1}})), 5);
+        let r = classify_refusal(Some(&item), &lock(&tx, 100, json!({"set": {"b": 1}})), 5);
         assert!(matches!(r, Refusal::Vote(VoteReason::Fenced, _)), "{r:?}");
     }
 
     #[test]
     fn the_horizon_refuses_a_prepare_that_began_at_or_before_it_unless_the_lock_is_its_own() {
         let tx = TxId::random();
-        let mine = lock(&tx, 100, json!({"add": {"b": 1}})); // began 95
+        let mine = lock(&tx, 100, json!({"set": {"b": 1}})); // began 95
         let mut item = ItemState {
             horizon: 95,
             ..Default::default()
@@ -584,20 +737,46 @@ mod tests {
     }
 
     #[test]
-    fn live_lock_is_a_conflict_and_expired_lock_is_resolved_not_taken() {
+    fn another_lock_is_settled_through_its_owner_never_taken() {
+        // Live or expired, the holder is handed to the lock rule (which settles a live one only
+        // if its owner decided); the prepare never writes over it.
         let (me, other) = (TxId::random(), TxId::random());
         let item = ItemState {
-            lock: Some(lock(&other, 50, json!({"add": {"b": 1}}))),
+            lock: Some(lock(&other, 50, json!({"set": {"b": 1}}))),
             ..Default::default()
         };
-        let mine = lock(&me, 100, json!({"add": {"b": 1}}));
+        let mine = lock(&me, 100, json!({"set": {"b": 1}}));
+        for now in [49, 51] {
+            assert!(
+                matches!(classify_refusal(Some(&item), &mine, now),
+                    Refusal::Held { owners, waiting: false } if owners.len() == 1 && owners[0].tx_id == other),
+                "at {now}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_exclusive_operation_waits_for_reservations_and_a_reservation_for_nothing_but_a_lock() {
+        let (me, other) = (TxId::random(), TxId::random());
+        let item = ItemState {
+            attributes: [("b".to_owned(), json!(10))].into(),
+            reservations: [(other.clone(), lock(&other, 50, json!({"add": {"b": -1}})))].into(),
+            ..Default::default()
+        };
+        let exclusive = lock(&me, 100, json!({"set": {"b": 1}}));
         assert!(matches!(
-            classify_refusal(Some(&item), &mine, 49),
-            Refusal::Vote(VoteReason::Conflict, _)
+            classify_refusal(Some(&item), &exclusive, 10),
+            Refusal::Held { waiting: true, .. }
         ));
-        assert!(
-            matches!(classify_refusal(Some(&item), &mine, 51), Refusal::ExpiredOwner(l) if l.tx_id == other)
-        );
+        let paused = ItemState {
+            paused_until: 20,
+            ..item
+        };
+        let reserving = lock(&me, 100, json!({"add": {"b": 1}}));
+        assert!(matches!(
+            classify_refusal(Some(&paused), &reserving, 10),
+            Refusal::Vote(VoteReason::Conflict, m) if m.contains("paused")
+        ));
     }
 
     #[test]

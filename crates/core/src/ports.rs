@@ -177,15 +177,17 @@ pub trait TxLog: Send + Sync {
     ) -> impl Future<Output = Result<(), PortError>> + Send;
 }
 
-/// What a failed conditional prepare found.
+/// What a conditional prepare or reservation did.
 #[derive(Debug)]
 pub enum PrepareWrite {
-    /// Locked (or already locked by this transaction).
+    /// Locked or reserved (or already, by this transaction).
     Locked {
         /// The item's fence after the write: the commit/abort prunes it.
         fence: BTreeMap<TxId, FenceEntry>,
         /// The item's fence horizon (0 when none).
         horizon: u64,
+        /// Other reservations stood on the item (a reservation only): a hint for the release.
+        shared: bool,
     },
     /// The condition failed; the item as it was (None: no such item).
     Refused(Option<Box<ItemState>>),
@@ -198,6 +200,24 @@ pub enum CompleteWrite {
     Done,
     /// The condition failed; the item as it was (None: no such item).
     Refused(Option<Box<ItemState>>),
+}
+
+/// What a commit or abort writes besides releasing the item: the transaction's fence entry
+/// and the pruning its prepare planned. Whether the transaction holds a lock or a reservation
+/// follows from the operation ([`Operation::mode`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Completion<'a> {
+    /// The transaction.
+    pub tx: &'a TxId,
+    /// Its operation on the item (from the record, or from the lock).
+    pub op: &'a Operation,
+    /// Its fence entry (`committed` or `aborted`).
+    pub entry: FenceEntry,
+    /// Entries to remove and the horizon to raise to, planned at prepare.
+    pub prune: Option<&'a Prune>,
+    /// A reservation only: other reservations stood beside it at prepare (a hint for the
+    /// store's first attempt; never trusted).
+    pub shared: bool,
 }
 
 /// Participant items, in any table.
@@ -214,34 +234,52 @@ pub trait ParticipantStore: Send + Sync {
         lock: &Lock,
     ) -> impl Future<Output = Result<PrepareWrite, PortError>> + Send;
 
-    /// One conditional write: apply `op`, release the lock, write `entry` (`committed`) into
-    /// the fence, carry out `prune` — only if the lock is `tx`'s. A delete leaves a tombstone
-    /// (key, fence, horizon), never nothing.
+    /// One conditional write: reserve `lock.op`'s changes (a commuting operation:
+    /// [`Operation::escrow`]) for `lock.tx_id` if no lock stands, reservations are not paused
+    /// at `now`, the transaction began after the fence horizon and has no fence entry, and each
+    /// bound holds against the escrowed extreme (lowest for `gte`, highest for `lte`) and agrees
+    /// with the other reservations' bound; or if the reservation is already `tx`'s.
+    fn reserve(
+        &self,
+        table: &str,
+        key: &Key,
+        lock: &Lock,
+        now: u64,
+    ) -> impl Future<Output = Result<PrepareWrite, PortError>> + Send;
+
+    /// One conditional write, only if the item is `c.tx`'s (lock or reservation): apply `c.op`,
+    /// release, write `c.entry` (`committed`) into the fence, carry out `c.prune`. A delete
+    /// leaves a tombstone (key, fence, horizon), never nothing.
     fn commit(
         &self,
         table: &str,
         key: &Key,
-        tx: &TxId,
-        op: &Operation,
-        entry: FenceEntry,
-        prune: Option<&Prune>,
+        c: &Completion<'_>,
     ) -> impl Future<Output = Result<CompleteWrite, PortError>> + Send;
 
-    /// One conditional write: release the lock (a placeholder becomes a tombstone), write `entry`
-    /// (`aborted`) into the fence, carry out `prune` — only if the lock is `tx`'s.
+    /// One conditional write, only if the item is `c.tx`'s: release it without applying
+    /// anything (a placeholder becomes a tombstone; a reservation gives its escrow back), write
+    /// `c.entry` (`aborted`) into the fence, carry out `c.prune`.
     fn abort(
         &self,
         table: &str,
         key: &Key,
-        tx: &TxId,
-        entry: FenceEntry,
-        prune: Option<&Prune>,
+        c: &Completion<'_>,
     ) -> impl Future<Output = Result<CompleteWrite, PortError>> + Send;
+
+    /// Refuses new reservations until `until` (epoch ms), unless already paused longer: an
+    /// exclusive operation waits for the standing ones to drain.
+    fn pause_reservations(
+        &self,
+        table: &str,
+        key: &Key,
+        until: u64,
+    ) -> impl Future<Output = Result<(), PortError>> + Send;
 
     /// Fences `tx` out of an existing item it does not hold, so a late prepare is refused: one
     /// conditional write of `entry` (`aborted`) if the fence has fewer than `capacity` entries,
     /// else one that raises the horizon to `entry.began`. Refused if the item is absent,
-    /// already fenced for `tx` (entry or horizon), or now locked by `tx`.
+    /// already fenced for `tx` (entry or horizon), or now held by `tx` (lock or reservation).
     fn fence_aborted(
         &self,
         table: &str,
@@ -251,16 +289,19 @@ pub trait ParticipantStore: Send + Sync {
         capacity: usize,
     ) -> impl Future<Output = Result<CompleteWrite, PortError>> + Send;
 
-    /// Removes `tx`'s lock without applying anything (a stale duplicate of a committed owner).
+    /// Removes `tx`'s lock or reservation (of `op`) without applying anything and without a
+    /// fence entry (a stale duplicate of a committed owner).
     fn drop_lock(
         &self,
         table: &str,
         key: &Key,
         tx: &TxId,
+        op: &Operation,
     ) -> impl Future<Output = Result<CompleteWrite, PortError>> + Send;
 
-    /// Items whose lock expired before `now` (through the table's sparse lock index, never a
-    /// scan), at most `limit`: their key and lock.
+    /// Items whose lock or some reservation expired before `now` (through the table's sparse
+    /// lock index, never a scan), at most `limit`: their key and each expired holder (a
+    /// reservation reads as the lock of its owner).
     fn expired_locks(
         &self,
         table: &str,

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::ids::TxId;
 use crate::item::Key;
-use crate::op::Operation;
+use crate::op::{Mode, Operation};
 use crate::status::TxStatus;
 
 /// How a participant service is reached (stored in the record, so recovery needs nothing else).
@@ -68,8 +68,13 @@ impl VoteReason {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "vote", rename_all = "lowercase")]
 pub enum Vote {
-    /// Locked and every rule holds.
-    Yes,
+    /// Held (locked or reserved) and every rule holds.
+    Yes {
+        /// How the participant holds the item (records written before modes read as
+        /// exclusive).
+        #[serde(default)]
+        mode: Mode,
+    },
     /// Refused.
     No {
         /// Why.
@@ -88,9 +93,14 @@ impl Vote {
         }
     }
 
+    /// A `yes` vote.
+    pub fn yes(mode: Mode) -> Vote {
+        Vote::Yes { mode }
+    }
+
     /// Whether the vote is yes.
     pub fn is_yes(&self) -> bool {
-        matches!(self, Vote::Yes)
+        matches!(self, Vote::Yes { .. })
     }
 
     /// Whether the participant itself refused (a `no` for any reason but `unreachable`): its

@@ -53,18 +53,35 @@ pub enum Holder {
     },
 }
 
+/// Whether other transactions hold reservations on an item.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Others {
+    /// None.
+    None,
+    /// Some, all live.
+    Live,
+    /// Some, at least one past its owner's deadline (resolve it by the lock rule).
+    Expired,
+}
+
 /// An item as one transaction's step finds it: everything the protocol's rules read of it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Seen {
     /// What the item is.
     pub shape: Shape,
-    /// Who holds its lock.
+    /// Who holds its (exclusive) lock.
     pub holder: Holder,
     /// The transaction's own fence entry on the item, if any.
     pub entry: Option<FenceOutcome>,
     /// Whether the item's fence horizon covers the transaction (it began at or before it): no
     /// prepare of it may lock the item again.
     pub covered: bool,
+    /// Whether the transaction holds a reservation on the item.
+    pub reserved_by_me: bool,
+    /// Whether other transactions do.
+    pub reserved_by_others: Others,
+    /// Whether new reservations are paused (an exclusive operation waits for the item).
+    pub paused: bool,
 }
 
 impl Seen {
@@ -74,7 +91,15 @@ impl Seen {
         holder: Holder::Nobody,
         entry: None,
         covered: false,
+        reserved_by_me: false,
+        reserved_by_others: Others::None,
+        paused: false,
     };
+
+    /// Whether the transaction holds the item, by lock or by reservation.
+    pub fn held_by_me(self) -> bool {
+        self.holder == Holder::Me || self.reserved_by_me
+    }
 }
 
 /// Why a prepare may not lock an item.
@@ -87,8 +112,14 @@ pub enum PrepareRefusal {
     BelowHorizon,
     /// Another transaction holds the lock and its deadline has not passed.
     Locked,
-    /// Another transaction's lock expired: resolve its owner ([`resolve`]), then try again.
+    /// Another transaction's lock, or one of its reservations, expired: resolve its owner
+    /// ([`resolve`]), then try again.
     ResolveOwner,
+    /// Other transactions' reservations stand: an exclusive operation waits until they drain
+    /// (it pauses new reservations meanwhile).
+    Reserved,
+    /// New reservations are paused: an exclusive operation is waiting for the item.
+    Paused,
     /// The operation needs a business item and there is none of this shape.
     NotFound(Shape),
     /// A creating operation (`put`) on an item that exists.
@@ -133,11 +164,44 @@ pub fn prepare(seen: Seen, creates: bool) -> PrepareStep {
     if let Holder::Other { expired } = seen.holder {
         return refuse(if expired { ResolveOwner } else { Locked });
     }
+    match seen.reserved_by_others {
+        Others::Expired => return refuse(ResolveOwner),
+        Others::Live => return refuse(Reserved),
+        Others::None => {}
+    }
     match (creates, seen.shape) {
         (true, Shape::Absent | Shape::Tombstone) | (false, Shape::Real) => PrepareStep::Lock,
         (true, _) => refuse(Exists),
         (false, shape) => refuse(NotFound(shape)),
     }
+}
+
+/// The reservation rule, for a commuting operation: like [`prepare`], but other reservations may
+/// stand beside it, only a lock excludes it, and it waits while an exclusive operation does.
+/// Its own bounds against the escrowed extremes are the operation's own conditions: a refused
+/// write that this admits failed one of them (`Business`).
+pub fn reserve(seen: Seen) -> PrepareStep {
+    use PrepareRefusal::*;
+    let refuse = PrepareStep::Refuse;
+    if let Some(outcome) = seen.entry {
+        return refuse(Fenced(outcome));
+    }
+    if seen.reserved_by_me {
+        return PrepareStep::Lock; // a retry: yes again
+    }
+    if seen.covered {
+        return refuse(BelowHorizon);
+    }
+    if let Holder::Other { expired } = seen.holder {
+        return refuse(if expired { ResolveOwner } else { Locked });
+    }
+    if seen.shape != Shape::Real {
+        return refuse(NotFound(seen.shape));
+    }
+    if seen.paused {
+        return refuse(Paused);
+    }
+    PrepareStep::Lock
 }
 
 /// The answer of a commit or abort to its sender.
@@ -189,7 +253,7 @@ pub enum CommitStep {
 /// anything else contradicts the decision.
 pub fn commit(seen: Seen, deletes: bool) -> CommitStep {
     let answer = CommitStep::Answer;
-    if seen.holder == Holder::Me {
+    if seen.held_by_me() {
         return CommitStep::Apply;
     }
     if seen.shape == Shape::Absent {
@@ -227,7 +291,7 @@ pub enum AbortStep {
 /// contradicts the decision; otherwise fence the transaction out.
 pub fn abort(seen: Seen) -> AbortStep {
     let answer = AbortStep::Answer;
-    if seen.holder == Holder::Me {
+    if seen.held_by_me() {
         return AbortStep::Release;
     }
     if seen.shape == Shape::Absent {
@@ -264,10 +328,11 @@ pub fn fence_out(entries: usize, capacity: usize) -> FenceOut {
 /// is never free, it only gives the right to settle its owner by the owner's record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Resolution {
-    /// Owner `PREPARING` and its deadline has not passed: the lock stands (`conflict`).
+    /// Owner `PREPARING` (or its record missing) and its deadline has not passed: the lock
+    /// stands (`conflict`).
     OwnerLive,
-    /// Owner record missing: the owner never began. Record it `ABORTED` (only if still
-    /// missing), then abort it here.
+    /// Owner record missing and the lock expired: the owner never began. Record it `ABORTED`
+    /// (only if still missing), then abort it here.
     RecordAborted,
     /// Owner `PREPARING` past its deadline: compare-and-swap it to `ABORTING`, then follow the
     /// record as it then is.
@@ -281,10 +346,13 @@ pub enum Resolution {
     DropStale,
 }
 
-/// The lock rule, from the owner's record (`None`: missing) and whether its deadline passed.
+/// The lock rule, from the owner's record (`None`: missing) and whether its deadline passed (a
+/// missing record's deadline is the lock's expiry: a live lock of a missing record is left
+/// alone, as a coordinator that writes its record with its prepares would need).
 pub fn resolve(owner: Option<TxStatus>, deadline_passed: bool) -> Resolution {
     match owner {
-        None => Resolution::RecordAborted,
+        None if deadline_passed => Resolution::RecordAborted,
+        None => Resolution::OwnerLive,
         Some(TxStatus::Preparing) if deadline_passed => Resolution::DecideAbort,
         Some(TxStatus::Preparing) => Resolution::OwnerLive,
         Some(TxStatus::Committing) => Resolution::RollForward,
@@ -598,7 +666,8 @@ mod tests {
     #[test]
     fn the_lock_rule_follows_the_owners_record() {
         use TxStatus::*;
-        assert_eq!(resolve(None, false), Resolution::RecordAborted);
+        assert_eq!(resolve(None, true), Resolution::RecordAborted);
+        assert_eq!(resolve(None, false), Resolution::OwnerLive);
         assert_eq!(resolve(Some(Preparing), false), Resolution::OwnerLive);
         assert_eq!(resolve(Some(Preparing), true), Resolution::DecideAbort);
         assert_eq!(resolve(Some(Committing), true), Resolution::RollForward);

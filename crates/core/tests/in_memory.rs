@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 use twopc_core::coordinator::{Coordinator, CoordinatorConfig};
+use twopc_core::decimal::Decimal;
 use twopc_core::direct::DirectTransport;
 use twopc_core::ids::TxId;
 use twopc_core::item::{FenceOutcome, Key};
@@ -103,7 +104,7 @@ impl Bank {
 
     /// Decides `record` to commit, as its coordinator would have before going silent.
     async fn decide_commit(&self, record: &TxRecord) -> TxRecord {
-        let votes = vec![Vote::Yes; record.participants.len()];
+        let votes = vec![Vote::yes(twopc_core::op::Mode::Exclusive); record.participants.len()];
         match self
             .log
             .transition(
@@ -120,9 +121,14 @@ impl Bank {
         }
     }
 
+    /// The balance, in canonical spelling (`99.9`: stores may keep or drop trailing zeros).
     async fn balance(&self, id: &str) -> String {
         let item = self.items.read(TABLE, &key(id)).await.expect("read");
-        item.expect("item").attributes["balance"].to_string()
+        let text = item.expect("item").attributes["balance"].to_string();
+        Decimal::parse(&text)
+            .expect("a number")
+            .canonical()
+            .to_string()
     }
 
     async fn locked(&self, id: &str) -> bool {
@@ -142,9 +148,14 @@ impl Bank {
         }
     }
 
-    /// A transaction begun and prepared everywhere, whose coordinator then went silent.
+    /// A transaction begun and prepared everywhere (locks: its operations also set `memo`),
+    /// whose coordinator then went silent.
     async fn abandoned(&self, body: &Value) -> TxRecord {
-        let request = self.coordinator.validate(body).expect("valid");
+        let mut body = body.clone();
+        for p in body["participants"].as_array_mut().into_iter().flatten() {
+            p["op"]["set"] = json!({"memo": "abandoned"});
+        }
+        let request = self.coordinator.validate(&body).expect("valid");
         let record = request.begin(TxId::random(), None, "gone".into(), self.clock.now_ms());
         self.log.create(&record).await.expect("begin");
         for i in 0..record.participants.len() {
@@ -166,7 +177,7 @@ async fn a_transfer_commits_exactly_and_an_overdraft_aborts_leaving_no_lock() {
     assert_eq!(done.status, TxStatus::Committed);
     assert_eq!(
         (b.balance("alice").await, b.balance("bob").await),
-        ("99.90".to_owned(), "50.10".to_owned())
+        ("99.9".to_owned(), "50.1".to_owned())
     );
     let refused = b.transfer("bob", "alice", "1000").await;
     assert_eq!(refused.status, TxStatus::Aborted);
@@ -177,7 +188,7 @@ async fn a_transfer_commits_exactly_and_an_overdraft_aborts_leaving_no_lock() {
             ..
         }
     ));
-    assert_eq!(b.balance("bob").await, "50.10");
+    assert_eq!(b.balance("bob").await, "50.1");
     assert!(!b.locked("alice").await && !b.locked("bob").await);
 }
 
@@ -244,7 +255,11 @@ async fn a_newcomer_aborts_an_expired_undecided_owner_and_never_applies_it() {
 async fn a_lock_whose_owner_never_began_is_recorded_aborted_and_removed() {
     let b = bank();
     let ghost = TxId::random();
-    let op = Operation::from_json("op", &json!({"add": {"balance": 5}})).expect("op");
+    let op = Operation::from_json(
+        "op",
+        &json!({"add": {"balance": 5}, "set": {"memo": "ghost"}}),
+    )
+    .expect("op");
     let now = b.clock.now_ms();
     let req = PrepareRequest {
         tx_id: ghost.clone(),
@@ -314,6 +329,7 @@ async fn the_sweeper_finishes_a_decided_commit_from_the_record_alone() {
         op: owner.participants[0].op.clone(),
         prune: None,
         refused: false,
+        shared: false,
     };
     let target = Target::Direct {
         table: TABLE.into(),

@@ -57,17 +57,15 @@ impl Expr {
 
 /// `SET a, b REMOVE c, d` from clause lists.
 pub fn update_expression(set: &[String], remove: &[String]) -> String {
-    let mut out = String::new();
-    if !set.is_empty() {
-        out.push_str("SET ");
-        out.push_str(&set.join(", "));
-    }
-    if !remove.is_empty() {
-        if !out.is_empty() {
-            out.push(' ');
-        }
-        out.push_str("REMOVE ");
-        out.push_str(&remove.join(", "));
-    }
-    out
+    update_with_add(set, remove, &[])
+}
+
+/// `SET a, b REMOVE c ADD d :one` from clause lists (empty ones left out).
+pub fn update_with_add(set: &[String], remove: &[String], add: &[String]) -> String {
+    [("SET", set), ("REMOVE", remove), ("ADD", add)]
+        .iter()
+        .filter(|(_, clauses)| !clauses.is_empty())
+        .map(|(word, clauses)| format!("{word} {}", clauses.join(", ")))
+        .collect::<Vec<_>>()
+        .join(" ")
 }

@@ -8,21 +8,25 @@ use std::collections::BTreeMap;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
 use serde_json::Value;
+use twopc_core::decimal::Decimal;
 use twopc_core::ids::TxId;
-use twopc_core::item::{FenceEntry, FenceOutcome, ItemState, Key, Lock};
+use twopc_core::item::{Escrow, FenceEntry, FenceOutcome, ItemState, Key, Lock};
 use twopc_core::layout::{
-    ABORTED, COMMITTED, ENTRY_BEGAN, ENTRY_OUTCOME, ENTRY_STALE, FENCE, HORIZON,
-    ITEM_PROTOCOL_ATTRIBUTES, ITEM_VISIBLE_ATTRIBUTES, LAST_TX, LOCK, LOCK_EXPIRES_AT, LOCK_SHARD,
-    LOCK_TX, PLACEHOLDER, TOMBSTONE, VERSION,
+    ABORTED, COMMITTED, ENTRY_BEGAN, ENTRY_OUTCOME, ENTRY_STALE, ESCROW_CEILING_PREFIX,
+    ESCROW_COUNT_PREFIX, ESCROW_FLOOR_PREFIX, ESCROW_HIGH_PREFIX, ESCROW_LOW_PREFIX, FENCE,
+    HORIZON, ITEM_VISIBLE_ATTRIBUTES, LAST_TX, LOCK, LOCK_EXPIRES_AT, LOCK_SHARD, LOCK_TX,
+    PAUSED_UNTIL, PLACEHOLDER, RESERVATION_PREFIX, RESERVATIONS, TOMBSTONE, VERSION,
+    is_protocol_attribute, prefixed,
 };
 use twopc_core::message::Prune;
-use twopc_core::op::{Condition, Operation};
-use twopc_core::ports::{CompleteWrite, ParticipantStore, PortError, PrepareWrite};
+use twopc_core::op::{Condition, Mode, Operation};
+use twopc_core::ports::{CompleteWrite, Completion, ParticipantStore, PortError, PrepareWrite};
 use twopc_core::request::KeySchema;
 
 use crate::codec::{Item, from_attr, from_item, to_attr, to_item};
 use crate::error::{classify, corrupt};
 use crate::expr::{Expr, update_expression};
+use crate::reservations::Give;
 use crate::tables::{INDEX_SHARDS, LOCK_INDEX, shard_of};
 
 /// Participant items in any table, through one DynamoDB client.
@@ -59,11 +63,54 @@ pub fn item_state(item: &Item) -> Result<ItemState, PortError> {
     };
     let placeholder = attrs.remove(PLACEHOLDER).is_some();
     let tombstone = attrs.remove(TOMBSTONE).is_some();
-    for name in ITEM_PROTOCOL_ATTRIBUTES {
-        if !ITEM_VISIBLE_ATTRIBUTES.contains(name) {
-            attrs.remove(*name);
+    let paused_until = attrs.get(PAUSED_UNTIL).and_then(Value::as_u64).unwrap_or(0);
+    let mut reservations = BTreeMap::new();
+    let mut escrow: BTreeMap<String, Escrow> = BTreeMap::new();
+    let number = |v: &Value, what: &str| {
+        Decimal::parse(&v.to_string()).map_err(|e| bad(format!("{what}: {e}")))
+    };
+    for (name, v) in &attrs {
+        if let Some(tx) = name.strip_prefix(RESERVATION_PREFIX) {
+            let r: Lock = serde_json::from_value(v.clone())
+                .map_err(|e| bad(format!("reservation {tx}: {e}")))?;
+            reservations.insert(r.tx_id.clone(), r);
+            continue;
+        }
+        let field = [
+            ESCROW_COUNT_PREFIX,
+            ESCROW_LOW_PREFIX,
+            ESCROW_HIGH_PREFIX,
+            ESCROW_FLOOR_PREFIX,
+            ESCROW_CEILING_PREFIX,
+        ]
+        .into_iter()
+        .find_map(|p| name.strip_prefix(p).map(|a| (p, a)));
+        let Some((prefix, attr)) = field else {
+            continue;
+        };
+        let s = escrow.entry(attr.to_owned()).or_insert_with(|| Escrow {
+            count: 0,
+            low: Decimal::zero(),
+            high: Decimal::zero(),
+            floor: None,
+            ceiling: None,
+        });
+        match prefix {
+            ESCROW_COUNT_PREFIX => {
+                s.count = v
+                    .as_u64()
+                    .ok_or_else(|| bad(format!("{name} is not a count")))?
+            }
+            ESCROW_LOW_PREFIX => s.low = number(v, name)?,
+            ESCROW_HIGH_PREFIX => s.high = number(v, name)?,
+            ESCROW_FLOOR_PREFIX => s.floor = Some(number(v, name)?),
+            _ => s.ceiling = Some(number(v, name)?),
         }
     }
+    escrow.retain(|_, s| s.count > 0);
+    attrs.retain(|name, _| {
+        !is_protocol_attribute(name) || ITEM_VISIBLE_ATTRIBUTES.contains(&name.as_str())
+    });
     Ok(ItemState {
         lock,
         fence,
@@ -71,18 +118,21 @@ pub fn item_state(item: &Item) -> Result<ItemState, PortError> {
         placeholder,
         tombstone,
         attributes: attrs.into_iter().collect(),
+        reservations,
+        escrow,
+        paused_until,
     })
 }
 
-fn key_item(key: &Key) -> Item {
+pub(crate) fn key_item(key: &Key) -> Item {
     to_item(key)
 }
 
-fn first_key_name(key: &Key) -> &str {
+pub(crate) fn first_key_name(key: &Key) -> &str {
     key.keys().next().map_or("", String::as_str)
 }
 
-fn entry(e: &FenceEntry) -> AttributeValue {
+pub(crate) fn entry(e: &FenceEntry) -> AttributeValue {
     let o = match e.outcome {
         FenceOutcome::Committed => COMMITTED,
         FenceOutcome::Aborted => ABORTED,
@@ -103,12 +153,12 @@ fn entry(e: &FenceEntry) -> AttributeValue {
     )
 }
 
-fn number(n: u64) -> AttributeValue {
+pub(crate) fn number(n: u64) -> AttributeValue {
     AttributeValue::N(n.to_string())
 }
 
 /// `#lock.#txId = :tx`
-fn owned_by(e: &mut Expr, tx: &TxId) -> String {
+pub(crate) fn owned_by(e: &mut Expr, tx: &TxId) -> String {
     let path = e.path(&[LOCK, LOCK_TX]);
     format!("{path} = {}", e.value(AttributeValue::S(tx.to_string())))
 }
@@ -116,16 +166,31 @@ fn owned_by(e: &mut Expr, tx: &TxId) -> String {
 /// A lock holder's release: `tx` holds the lock; the lock and its index attributes go, and the
 /// fence is pruned with the horizon raised, never lowered (the write is then also conditional
 /// on the horizon being at most the new one: a lock-free abort may have raised it).
-struct Release {
-    set: Vec<String>,
-    remove: Vec<String>,
-    condition: String,
+pub(crate) struct Release {
+    pub(crate) set: Vec<String>,
+    pub(crate) remove: Vec<String>,
+    pub(crate) condition: String,
 }
 
-fn release_clauses(e: &mut Expr, tx: &TxId, prune: Option<&Prune>) -> Release {
-    let mut remove = vec![e.name(LOCK), e.name(LOCK_EXPIRES_AT), e.name(LOCK_SHARD)];
-    let mut set = vec![];
-    let mut condition = owned_by(e, tx);
+pub(crate) fn release_clauses(e: &mut Expr, tx: &TxId, prune: Option<&Prune>) -> Release {
+    let owned = owned_by(e, tx);
+    let mut release = prune_clauses(e, tx, prune, owned);
+    for name in [LOCK, LOCK_EXPIRES_AT, LOCK_SHARD] {
+        release.remove.push(e.name(name));
+    }
+    release
+}
+
+/// The pruning a holder's release carries out (`prune`): the entries go, the horizon is set,
+/// and the write is conditional on the horizon not being above the planned one, besides
+/// `condition`.
+pub(crate) fn prune_clauses(
+    e: &mut Expr,
+    tx: &TxId,
+    prune: Option<&Prune>,
+    condition: String,
+) -> Release {
+    let (mut set, mut remove, mut condition) = (vec![], vec![], condition);
     if let Some(p) = prune {
         for id in p.ids.iter().filter(|id| *id != tx) {
             remove.push(e.path(&[FENCE, id.as_str()]));
@@ -151,19 +216,19 @@ fn require_clause(e: &mut Expr, name: &str, cond: &Condition) -> String {
 }
 
 /// One conditional `UpdateItem`.
-struct Write {
-    update: String,
-    condition: String,
-    returns: ReturnValue,
+pub(crate) struct Write {
+    pub(crate) update: String,
+    pub(crate) condition: String,
+    pub(crate) returns: ReturnValue,
 }
 
-enum Outcome {
+pub(crate) enum Outcome {
     Written(Option<Item>),
     Refused(Option<Item>),
 }
 
 impl DynamoItems {
-    async fn write(
+    pub(crate) async fn write(
         &self,
         table: &str,
         key: &Key,
@@ -199,7 +264,7 @@ impl DynamoItems {
     }
 
     /// The raw item (strongly consistent read).
-    async fn get(
+    pub(crate) async fn get(
         &self,
         table: &str,
         key: &Key,
@@ -376,6 +441,46 @@ impl DynamoItems {
     }
 }
 
+/// Whether a refused release found the item locked (not reserved) by `tx`.
+fn locked_by(w: &CompleteWrite, tx: &TxId) -> bool {
+    matches!(w, CompleteWrite::Refused(Some(item)) if item.lock.as_ref().is_some_and(|l| &l.tx_id == tx))
+}
+
+impl DynamoItems {
+    /// Points the lock index at the earliest standing reservation of an item found there with
+    /// nothing expired, or takes the item out of it when nothing stands (only if no lock was
+    /// taken and no reservation made meanwhile: both keep the index themselves).
+    async fn reindex(&self, table: &str, key: &Key, state: &ItemState) -> Result<(), PortError> {
+        if state.lock.is_some() {
+            return Ok(());
+        }
+        let mut e = Expr::new();
+        let (lock, n) = (e.name(LOCK), e.name(RESERVATIONS));
+        let count = e.value(number(state.reservations.len() as u64));
+        let unchanged = if state.reservations.is_empty() {
+            format!("attribute_not_exists({lock}) AND (attribute_not_exists({n}) OR {n} = {count})")
+        } else {
+            format!("attribute_not_exists({lock}) AND {n} = {count}")
+        };
+        let (shard, expires) = (e.name(LOCK_SHARD), e.name(LOCK_EXPIRES_AT));
+        let update = match state.reservations.values().map(|r| r.expires_at).min() {
+            None => format!("REMOVE {shard}, {expires}"),
+            Some(x) => format!("SET {expires} = {}", e.value(number(x))),
+        };
+        let w = Write {
+            update,
+            condition: unchanged,
+            returns: ReturnValue::None,
+        };
+        // Refused: the item changed meanwhile, and whoever changed it kept the index.
+        self.write(table, key, e, w, || {
+            format!("reindexing an item of {table}")
+        })
+        .await
+        .map(|_| ())
+    }
+}
+
 impl ParticipantStore for DynamoItems {
     async fn prepare(
         &self,
@@ -436,6 +541,12 @@ impl ParticipantStore for DynamoItems {
             conds.push(format!(
                 "((attribute_not_exists({lock_name}) AND (attribute_not_exists({horizon}) OR {horizon} < {began})) OR {mine})"
             ));
+            // No reservation stands beside a lock.
+            let n = e.name(RESERVATIONS);
+            conds.push(format!(
+                "(attribute_not_exists({n}) OR {n} = {})",
+                e.value(number(0))
+            ));
         }
         conds.push(format!(
             "attribute_not_exists({})",
@@ -474,6 +585,7 @@ impl ParticipantStore for DynamoItems {
                 Ok(PrepareWrite::Locked {
                     fence: state.fence,
                     horizon: state.horizon,
+                    shared: false,
                 })
             }
             Outcome::Refused(item) => Ok(PrepareWrite::Refused(
@@ -486,11 +598,16 @@ impl ParticipantStore for DynamoItems {
         &self,
         table: &str,
         key: &Key,
-        tx: &TxId,
-        op: &Operation,
-        fence: FenceEntry,
-        prune: Option<&Prune>,
+        c: &Completion<'_>,
     ) -> Result<CompleteWrite, PortError> {
+        let (tx, op, fence, prune) = (c.tx, c.op, c.entry, c.prune);
+        if op.mode() == Mode::Reserved {
+            let done = self.release_reservation(table, key, c, Give::Apply).await?;
+            if !locked_by(&done, tx) {
+                return Ok(done);
+            }
+            // A commuting operation held under a lock (prepared as exclusive): release the lock.
+        }
         let mut e = Expr::new();
         let ctx = || format!("committing {tx} in {table}");
         if op.delete {
@@ -557,11 +674,50 @@ impl ParticipantStore for DynamoItems {
         &self,
         table: &str,
         key: &Key,
-        tx: &TxId,
-        fence: FenceEntry,
-        prune: Option<&Prune>,
+        c: &Completion<'_>,
     ) -> Result<CompleteWrite, PortError> {
-        self.release(table, key, tx, Some(&fence), prune).await
+        if c.op.mode() == Mode::Reserved {
+            let done = self.release_reservation(table, key, c, Give::Back).await?;
+            if !locked_by(&done, c.tx) {
+                return Ok(done);
+            }
+        }
+        self.release(table, key, c.tx, Some(&c.entry), c.prune)
+            .await
+    }
+
+    async fn reserve(
+        &self,
+        table: &str,
+        key: &Key,
+        lock: &Lock,
+        now: u64,
+    ) -> Result<PrepareWrite, PortError> {
+        self.reserve_item(table, key, lock, now).await
+    }
+
+    async fn pause_reservations(
+        &self,
+        table: &str,
+        key: &Key,
+        until: u64,
+    ) -> Result<(), PortError> {
+        let mut e = Expr::new();
+        let (k, pause) = (e.name(first_key_name(key)), e.name(PAUSED_UNTIL));
+        let until = e.value(number(until));
+        let w = Write {
+            update: format!("SET {pause} = {until}"),
+            condition: format!(
+                "attribute_exists({k}) AND (attribute_not_exists({pause}) OR {pause} < {until})"
+            ),
+            returns: ReturnValue::None,
+        };
+        // Refused: no item, or paused as long already. Either way, nothing more to do.
+        self.write(table, key, e, w, || {
+            format!("pausing reservations in {table}")
+        })
+        .await
+        .map(|_| ())
     }
 
     async fn fence_aborted(
@@ -591,9 +747,11 @@ impl ParticipantStore for DynamoItems {
             let txv = e.value(AttributeValue::S(tx.to_string()));
             let path = e.path(&[FENCE, tx.as_str()]);
             let began = e.value(number(fence.began));
-            // Exists, not ours, not fenced yet (no entry, horizon below its begin).
+            let res = e.name(&prefixed(RESERVATION_PREFIX, tx.as_str()));
+            // Exists, not ours (lock or reservation), not fenced yet (no entry, horizon below
+            // its begin).
             let base = format!(
-                "attribute_exists({k}) AND (attribute_not_exists({lock}) OR {lock_tx} <> {txv}) AND attribute_not_exists({path}) AND (attribute_not_exists({horizon}) OR {horizon} < {began})"
+                "attribute_exists({k}) AND (attribute_not_exists({lock}) OR {lock_tx} <> {txv}) AND attribute_not_exists({res}) AND attribute_not_exists({path}) AND (attribute_not_exists({horizon}) OR {horizon} < {began})"
             );
             let (set, condition) = match shape {
                 Shape::Add => (
@@ -626,7 +784,8 @@ impl ParticipantStore for DynamoItems {
                 Outcome::Refused(Some(item)) => (item.contains_key(FENCE), item_state(&item)?),
             };
             let fenced = refused.fence.contains_key(tx) || fence.began <= refused.horizon;
-            let ours = refused.lock.as_ref().is_some_and(|l| &l.tx_id == tx);
+            let ours = refused.lock.as_ref().is_some_and(|l| &l.tx_id == tx)
+                || refused.reservations.contains_key(tx);
             let next = if fenced || ours {
                 None
             } else if !has_map && shape == Shape::Add {
@@ -648,7 +807,25 @@ impl ParticipantStore for DynamoItems {
         table: &str,
         key: &Key,
         tx: &TxId,
+        op: &Operation,
     ) -> Result<CompleteWrite, PortError> {
+        if op.mode() == Mode::Reserved {
+            let c = Completion {
+                tx,
+                op,
+                entry: FenceEntry {
+                    outcome: FenceOutcome::Aborted,
+                    began: 0,
+                    expires_at: 0,
+                },
+                prune: None,
+                shared: true,
+            };
+            let done = self.release_reservation(table, key, &c, Give::Drop).await?;
+            if !locked_by(&done, tx) {
+                return Ok(done);
+            }
+        }
         self.release(table, key, tx, None, None).await
     }
 
@@ -686,7 +863,13 @@ impl ParticipantStore for DynamoItems {
                     .map_err(|err| classify(format!("querying expired locks of {table}"), err))?;
                 for item in out.items() {
                     let state = item_state(item)?;
-                    let Some(lock) = state.lock else { continue };
+                    let expired: Vec<Lock> = state
+                        .lock
+                        .iter()
+                        .chain(state.reservations.values())
+                        .filter(|l| l.expires_at < now)
+                        .cloned()
+                        .collect();
                     let mut key = Key::new();
                     for attr in schema.attributes() {
                         let v = item.get(&attr.name).ok_or_else(|| {
@@ -701,7 +884,12 @@ impl ParticipantStore for DynamoItems {
                                 .map_err(|err| corrupt("reading a key", err.to_string()))?,
                         );
                     }
-                    found.push((key, lock));
+                    if expired.is_empty() {
+                        // Reservations leave the index attributes behind (a release does not
+                        // know it is the last): bring them up to date.
+                        self.reindex(table, &key, &state).await?;
+                    }
+                    found.extend(expired.into_iter().map(|l| (key.clone(), l)));
                 }
                 start = out.last_evaluated_key().cloned();
                 if start.is_none() {

@@ -15,6 +15,7 @@ pub mod connections;
 pub mod error;
 pub mod expr;
 pub mod items;
+mod reservations;
 pub mod tables;
 pub mod txlog;
 

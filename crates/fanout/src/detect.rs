@@ -4,8 +4,8 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Number, Value};
 use twopc_core::layout::{
-    COMMITTED, ENTRY_OUTCOME, FENCE, ITEM_PROTOCOL_ATTRIBUTES, LOCK, LOCK_TX, PARTICIPANTS,
-    PLACEHOLDER, STATUS, TOMBSTONE, TX_ID, VERSION,
+    COMMITTED, ENTRY_OUTCOME, FENCE, LOCK, LOCK_TX, PARTICIPANTS, PLACEHOLDER, STATUS, TOMBSTONE,
+    TX_ID, VERSION, is_protocol_attribute,
 };
 use twopc_core::request::KeySchema;
 use twopc_core::status::TxStatus;
@@ -91,7 +91,7 @@ fn committed_ids(image: Option<&Map<String, Value>>) -> Vec<&str> {
 fn business(image: &Map<String, Value>) -> Map<String, Value> {
     image
         .iter()
-        .filter(|(k, _)| !ITEM_PROTOCOL_ATTRIBUTES.contains(&k.as_str()))
+        .filter(|(k, _)| !is_protocol_attribute(k))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect()
 }

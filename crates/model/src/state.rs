@@ -9,7 +9,7 @@
 //! ordered like `began`.
 
 use twopc_core::item::FenceOutcome;
-use twopc_core::rules::{Holder, Seen, Shape};
+use twopc_core::rules::{Holder, Others, Seen, Shape};
 use twopc_core::status::{Decision, TxStatus};
 
 /// A transaction, by index (`0..TXS`). Every transaction touches every item, with the operation
@@ -161,6 +161,9 @@ impl<const TXS: usize> ItemState<TXS> {
             },
             entry: self.fence[tx.ix()],
             covered: covers(self.horizon, tx),
+            reserved_by_me: false,
+            reserved_by_others: Others::None,
+            paused: false,
         }
     }
 }

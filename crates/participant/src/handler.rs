@@ -122,6 +122,7 @@ mod tests {
     use lambda_runtime::Context;
     use serde_json::json;
     use twopc_core::message::{CompleteReply, PrepareReply};
+    use twopc_core::op::Mode;
     use twopc_core::record::{Vote, VoteReason};
     use twopc_runtime::Clients;
     use twopc_runtime::config::{Config, Role, var};
@@ -171,14 +172,13 @@ mod tests {
         let vote: PrepareReply =
             serde_json::from_value(call(&app, json(PREPARE)).await.expect("prepare"))
                 .expect("a vote");
-        assert_eq!(vote.vote, Vote::Yes);
-        assert!(
-            w.item("accounts", "alice")
-                .await
-                .expect("item")
-                .lock
-                .is_some()
+        assert_eq!(
+            vote.vote,
+            Vote::yes(Mode::Reserved),
+            "a debit with a floor commutes"
         );
+        let alice = w.item("accounts", "alice").await.expect("item");
+        assert!(alice.lock.is_none() && alice.reservations.len() == 1);
 
         let done: CompleteReply =
             serde_json::from_value(call(&app, json(COMMIT)).await.expect("commit"))

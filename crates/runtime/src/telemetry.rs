@@ -231,7 +231,7 @@ pub fn abort_reason(record: &TxRecord) -> &'static str {
         .iter()
         .find_map(|v| match v {
             Vote::No { reason, .. } => Some(reason.code()),
-            Vote::Yes => None,
+            Vote::Yes { .. } => None,
         })
         .unwrap_or("deadline")
 }
@@ -287,12 +287,21 @@ mod tests {
         m.transaction(
             &record(
                 TxStatus::Aborted,
-                vec![Vote::Yes, Vote::no(VoteReason::Condition, "balance")],
+                vec![
+                    Vote::yes(twopc_core::op::Mode::Exclusive),
+                    Vote::no(VoteReason::Condition, "balance"),
+                ],
             ),
             7,
         );
         m.transaction(&record(TxStatus::Aborted, vec![]), 9);
-        m.transaction(&record(TxStatus::Committed, vec![Vote::Yes]), 3);
+        m.transaction(
+            &record(
+                TxStatus::Committed,
+                vec![Vote::yes(twopc_core::op::Mode::Exclusive)],
+            ),
+            3,
+        );
         let lines = m.lines();
         assert_eq!(lines[0]["Reason"], "condition");
         assert_eq!(lines[0]["Aborted"], 1);

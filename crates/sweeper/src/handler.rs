@@ -177,13 +177,8 @@ mod tests {
         w.seed("accounts", "alice", json!({"balance": 100})).await;
         w.seed("wallets", "bob", json!({"balance": 0})).await;
         let crashed = abandoned_an_hour_ago(&w, &transfer("alice", "bob", 30)).await;
-        assert!(
-            w.item("accounts", "alice")
-                .await
-                .expect("alice")
-                .lock
-                .is_some()
-        );
+        let alice = w.item("accounts", "alice").await.expect("alice");
+        assert_eq!(alice.reservations.len(), 1, "the debit holds a reservation");
         let app = app(&w, &twopc_tests::endpoint()).await;
 
         // WHEN the schedule fires
@@ -197,7 +192,11 @@ mod tests {
         let record = w.log.get(&crashed).await.expect("read").expect("record");
         assert_eq!(record.status, TxStatus::Aborted);
         for (s, id) in [("accounts", "alice"), ("wallets", "bob")] {
-            assert_eq!(w.item(s, id).await.expect("item").lock, None, "{s}/{id}");
+            let item = w.item(s, id).await.expect("item");
+            assert!(
+                item.lock.is_none() && item.reservations.is_empty(),
+                "{s}/{id} still held"
+            );
         }
         assert_eq!(
             w.attr("accounts", "alice", "balance").await.as_deref(),

@@ -174,14 +174,17 @@ async fn serve_answers_like_the_api_and_recovers_after_a_sigkill_mid_load() {
             .scan("accounts")
             .await
             .into_iter()
-            .filter(|i| i.contains_key(layout::LOCK))
+            .filter(|i| {
+                i.contains_key(layout::LOCK)
+                    || i.keys().any(|k| k.starts_with(layout::RESERVATION_PREFIX))
+            })
             .count();
         if open == 0 && locked == 0 {
             break;
         }
         assert!(
             Instant::now() < until,
-            "{open} transactions still open, {locked} items still locked after 60 s"
+            "{open} transactions still open, {locked} items still held after 60 s"
         );
         tokio::time::sleep(Duration::from_millis(200)).await; // waiting for the sweeper's timer
     }
