@@ -107,6 +107,15 @@ contract!(
     expired_locks_lists_the_locks_past_their_expiry,
     the_log_creates_once_and_swaps_status_by_compare_and_swap,
     the_log_lists_overdue_records_and_backs_off_failed_ones,
+    reservations_stand_side_by_side_and_each_bound_is_checked_against_the_extreme,
+    releasing_reservations_applies_or_gives_back_their_escrow_and_the_last_clears_it,
+    an_upper_bound_is_checked_against_the_highest_value,
+    reservations_on_one_attribute_must_agree_on_their_bound,
+    a_retried_reservation_is_reserved_once,
+    a_lock_and_reservations_exclude_each_other,
+    a_pause_refuses_new_reservations_until_it_ends,
+    a_reservation_obeys_the_fence_and_the_horizon,
+    expired_reservations_are_listed_and_fence_aborted_skips_its_own,
 );
 
 const NOW: u64 = 1_800_000_000_000;
@@ -753,4 +762,362 @@ async fn the_log_lists_overdue_records_and_backs_off_failed_ones<I: ParticipantS
         .expect("no-op");
     let finished = log.get(&done.tx_id).await.expect("get").expect("record");
     assert_eq!((finished.attempts, finished.retry_after), (0, None));
+}
+
+// ---------------------------------------------------------------- reservations
+
+async fn reserve<I: ParticipantStore, L: TxLog>(
+    s: &Stores<I, L>,
+    id: &str,
+    l: &Lock,
+) -> PrepareWrite {
+    s.items()
+        .reserve(s.table(), &key(id), l, NOW)
+        .await
+        .expect("reserve")
+}
+
+/// A debit of `amount` that keeps the balance at or above zero.
+fn debit(tx: &TxId, began: u64, amount: i64) -> Lock {
+    lock(
+        tx,
+        began,
+        json!({"add": {"balance": -amount}, "require": {"balance": {"gte": amount}}}),
+    )
+}
+
+async fn escrow_of<I: ParticipantStore, L: TxLog>(
+    s: &Stores<I, L>,
+    id: &str,
+    attr: &str,
+) -> Option<(u64, String, String)> {
+    let item = read(s, id).await.expect("item");
+    item.escrow.get(attr).map(|e| {
+        (
+            e.count,
+            e.low.canonical().to_string(),
+            e.high.canonical().to_string(),
+        )
+    })
+}
+
+async fn release<I: ParticipantStore, L: TxLog>(
+    s: &Stores<I, L>,
+    id: &str,
+    l: &Lock,
+    commit: bool,
+) -> CompleteWrite {
+    let outcome = if commit {
+        FenceOutcome::Committed
+    } else {
+        FenceOutcome::Aborted
+    };
+    let c = completion(l, outcome, None);
+    let w = if commit {
+        s.items().commit(s.table(), &key(id), &c).await
+    } else {
+        s.items().abort(s.table(), &key(id), &c).await
+    };
+    w.expect("release")
+}
+
+async fn reservations_stand_side_by_side_and_each_bound_is_checked_against_the_extreme<
+    I: ParticipantStore,
+    L: TxLog,
+>(
+    s: Stores<I, L>,
+) {
+    s.seed("alice", json!({"balance": 30})).await;
+    let debits: Vec<Lock> = (0..3)
+        .map(|i| debit(&TxId::random(), NOW + i, 10))
+        .collect();
+    for d in &debits {
+        assert!(
+            locked(&reserve(&s, "alice", d).await),
+            "three debits of 10 fit in 30"
+        );
+    }
+    // The lowest the balance could reach is 0: a fourth debit could break the floor.
+    let fourth = debit(&TxId::random(), NOW + 9, 10);
+    let refused = refused_item(reserve(&s, "alice", &fourth).await).expect("the item");
+    assert_eq!(refused.reservations.len(), 3);
+    assert_eq!(
+        escrow_of(&s, "alice", "balance").await,
+        Some((3, "0".to_owned(), "30".to_owned()))
+    );
+    let alice = read(&s, "alice").await.expect("alice");
+    assert!(alice.lock.is_none());
+    assert_eq!(
+        number(alice.attributes.get("balance")),
+        "30",
+        "readers see the committed value"
+    );
+    assert_eq!(
+        alice.escrow["balance"]
+            .floor
+            .as_ref()
+            .map(|f| f.to_string()),
+        Some("0".into())
+    );
+}
+
+async fn releasing_reservations_applies_or_gives_back_their_escrow_and_the_last_clears_it<
+    I: ParticipantStore,
+    L: TxLog,
+>(
+    s: Stores<I, L>,
+) {
+    s.seed("alice", json!({"balance": 30})).await;
+    let (a, b, c) = (
+        debit(&TxId::random(), NOW, 10),
+        debit(&TxId::random(), NOW + 1, 10),
+        lock(&TxId::random(), NOW + 2, json!({"add": {"balance": 5}})),
+    );
+    for l in [&a, &b, &c] {
+        assert!(locked(&reserve(&s, "alice", l).await));
+    }
+    assert_eq!(
+        escrow_of(&s, "alice", "balance").await,
+        Some((3, "10".to_owned(), "35".to_owned()))
+    );
+    assert!(matches!(
+        release(&s, "alice", &a, true).await,
+        CompleteWrite::Done
+    ));
+    let alice = read(&s, "alice").await.expect("alice");
+    assert_eq!(number(alice.attributes.get("balance")), "20");
+    assert_eq!(
+        alice.fence.get(&a.tx_id).map(|e| e.outcome),
+        Some(FenceOutcome::Committed)
+    );
+    assert_eq!(number(alice.attributes.get(layout::VERSION)), "1");
+    assert_eq!(
+        escrow_of(&s, "alice", "balance").await,
+        Some((2, "10".to_owned(), "25".to_owned()))
+    );
+    assert!(matches!(
+        release(&s, "alice", &b, false).await,
+        CompleteWrite::Done
+    ));
+    assert_eq!(
+        escrow_of(&s, "alice", "balance").await,
+        Some((1, "20".to_owned(), "25".to_owned()))
+    );
+    // A release of a reservation that is not there is refused.
+    assert!(matches!(
+        release(&s, "alice", &b, false).await,
+        CompleteWrite::Refused(Some(_))
+    ));
+    assert!(matches!(
+        release(&s, "alice", &c, true).await,
+        CompleteWrite::Done
+    ));
+    let alice = read(&s, "alice").await.expect("alice");
+    assert_eq!(number(alice.attributes.get("balance")), "25");
+    assert!(
+        alice.reservations.is_empty() && alice.escrow.is_empty(),
+        "{alice:?}"
+    );
+    // A new reservation starts from the value.
+    let d = debit(&TxId::random(), NOW + 3, 25);
+    assert!(locked(&reserve(&s, "alice", &d).await));
+    assert_eq!(
+        escrow_of(&s, "alice", "balance").await,
+        Some((1, "0".to_owned(), "25".to_owned()))
+    );
+}
+
+async fn an_upper_bound_is_checked_against_the_highest_value<I: ParticipantStore, L: TxLog>(
+    s: Stores<I, L>,
+) {
+    // A quota of 10: each use of 4 requires `used <= 6` before it.
+    s.seed("q", json!({"used": 0})).await;
+    let usage = |began| {
+        lock(
+            &TxId::random(),
+            began,
+            json!({"add": {"used": 4}, "require": {"used": {"lte": 6}}}),
+        )
+    };
+    assert!(locked(&reserve(&s, "q", &usage(NOW)).await));
+    assert!(locked(&reserve(&s, "q", &usage(NOW + 1)).await));
+    assert!(
+        !locked(&reserve(&s, "q", &usage(NOW + 2)).await),
+        "8 + 4 would pass 10"
+    );
+    assert_eq!(
+        escrow_of(&s, "q", "used").await,
+        Some((2, "0".to_owned(), "8".to_owned()))
+    );
+}
+
+async fn reservations_on_one_attribute_must_agree_on_their_bound<I: ParticipantStore, L: TxLog>(
+    s: Stores<I, L>,
+) {
+    s.seed("alice", json!({"balance": 100})).await;
+    assert!(locked(
+        &reserve(&s, "alice", &debit(&TxId::random(), NOW, 10)).await
+    ));
+    // Keep 20 in the account: another floor than the standing one.
+    let keep_twenty = lock(
+        &TxId::random(),
+        NOW + 1,
+        json!({"add": {"balance": -10}, "require": {"balance": {"gte": 30}}}),
+    );
+    assert!(!locked(&reserve(&s, "alice", &keep_twenty).await));
+    // A debit with no floor of its own could take the balance below the standing floor.
+    let unbounded = lock(&TxId::random(), NOW + 2, json!({"add": {"balance": -1}}));
+    assert!(!locked(&reserve(&s, "alice", &unbounded).await));
+    // A credit moves away from the floor: it joins.
+    let credit = lock(&TxId::random(), NOW + 3, json!({"add": {"balance": 5}}));
+    assert!(locked(&reserve(&s, "alice", &credit).await));
+    // Another attribute's escrow is its own.
+    let points = lock(&TxId::random(), NOW + 4, json!({"add": {"points": -1}}));
+    assert!(
+        locked(&reserve(&s, "alice", &points).await),
+        "an absent attribute counts as 0"
+    );
+    assert_eq!(
+        escrow_of(&s, "alice", "points").await,
+        Some((1, "-1".to_owned(), "0".to_owned()))
+    );
+}
+
+async fn a_retried_reservation_is_reserved_once<I: ParticipantStore, L: TxLog>(s: Stores<I, L>) {
+    s.seed("alice", json!({"balance": 30})).await;
+    let d = debit(&TxId::random(), NOW, 10);
+    assert!(locked(&reserve(&s, "alice", &d).await));
+    assert!(
+        locked(&reserve(&s, "alice", &d).await),
+        "a retry answers yes again"
+    );
+    assert_eq!(
+        escrow_of(&s, "alice", "balance").await,
+        Some((1, "20".to_owned(), "30".to_owned()))
+    );
+}
+
+async fn a_lock_and_reservations_exclude_each_other<I: ParticipantStore, L: TxLog>(
+    s: Stores<I, L>,
+) {
+    s.seed("alice", json!({"balance": 30})).await;
+    let d = debit(&TxId::random(), NOW, 10);
+    assert!(locked(&reserve(&s, "alice", &d).await));
+    let exclusive = lock(&TxId::random(), NOW + 1, json!({"set": {"note": "x"}}));
+    let found = refused_item(prepare(&s, "alice", &exclusive).await).expect("the item");
+    assert_eq!(found.reservations.len(), 1);
+    release(&s, "alice", &d, true).await;
+    assert!(
+        locked(&prepare(&s, "alice", &exclusive).await),
+        "no reservation stands any more"
+    );
+    let after = debit(&TxId::random(), NOW + 2, 10);
+    let found = refused_item(reserve(&s, "alice", &after).await).expect("the item");
+    assert_eq!(found.lock.map(|l| l.tx_id), Some(exclusive.tx_id));
+}
+
+async fn a_pause_refuses_new_reservations_until_it_ends<I: ParticipantStore, L: TxLog>(
+    s: Stores<I, L>,
+) {
+    s.seed("alice", json!({"balance": 30})).await;
+    s.items()
+        .pause_reservations(s.table(), &key("alice"), NOW + 100)
+        .await
+        .expect("pause");
+    let d = debit(&TxId::random(), NOW, 10);
+    assert!(!locked(&reserve(&s, "alice", &d).await), "paused at NOW");
+    let later = s
+        .items()
+        .reserve(s.table(), &key("alice"), &d, NOW + 100)
+        .await
+        .expect("reserve");
+    assert!(locked(&later), "the pause has ended");
+    // Pausing a missing item creates nothing.
+    s.items()
+        .pause_reservations(s.table(), &key("nobody"), NOW + 100)
+        .await
+        .expect("pause");
+    assert!(read(&s, "nobody").await.is_none());
+}
+
+async fn a_reservation_obeys_the_fence_and_the_horizon<I: ParticipantStore, L: TxLog>(
+    s: Stores<I, L>,
+) {
+    s.seed("alice", json!({"balance": 30})).await;
+    let d = debit(&TxId::random(), NOW, 10);
+    assert!(locked(&reserve(&s, "alice", &d).await));
+    release(&s, "alice", &d, true).await;
+    let late = refused_item(reserve(&s, "alice", &d).await).expect("the item");
+    assert_eq!(
+        late.fence.get(&d.tx_id).map(|e| e.outcome),
+        Some(FenceOutcome::Committed),
+        "a late reservation of an ended transaction is refused"
+    );
+    s.items()
+        .fence_aborted(
+            s.table(),
+            &key("alice"),
+            &TxId::random(),
+            entry(FenceOutcome::Aborted, NOW + 50),
+            0,
+        )
+        .await
+        .expect("raise the horizon");
+    let below = debit(&TxId::random(), NOW + 50, 1);
+    assert!(
+        !locked(&reserve(&s, "alice", &below).await),
+        "at the horizon"
+    );
+    let above = debit(&TxId::random(), NOW + 51, 1);
+    assert!(locked(&reserve(&s, "alice", &above).await));
+}
+
+async fn expired_reservations_are_listed_and_fence_aborted_skips_its_own<
+    I: ParticipantStore,
+    L: TxLog,
+>(
+    s: Stores<I, L>,
+) {
+    s.seed("alice", json!({"balance": 30})).await;
+    let early = debit(&TxId::random(), NOW, 10);
+    let late = debit(&TxId::random(), NOW + 60_000, 10);
+    assert!(locked(&reserve(&s, "alice", &early).await));
+    assert!(locked(&reserve(&s, "alice", &late).await));
+    let found = s
+        .items()
+        .expired_locks(s.table(), &KeySchema::string_hash("id"), NOW + 10_000, 10)
+        .await
+        .expect("expired");
+    let found: Vec<(Key, TxId)> = found.into_iter().map(|(k, l)| (k, l.tx_id)).collect();
+    assert_eq!(found, [(key("alice"), early.tx_id.clone())]);
+    let own = s
+        .items()
+        .fence_aborted(
+            s.table(),
+            &key("alice"),
+            &early.tx_id,
+            entry(FenceOutcome::Aborted, early.began),
+            9,
+        )
+        .await
+        .expect("fence");
+    assert!(
+        matches!(own, CompleteWrite::Refused(Some(_))),
+        "a reservation of its own is released, not fenced over"
+    );
+    // A stale duplicate dropped gives its escrow back and writes no entry.
+    let dropped = s
+        .items()
+        .drop_lock(s.table(), &key("alice"), &late.tx_id, &late.op)
+        .await
+        .expect("drop");
+    assert!(matches!(dropped, CompleteWrite::Done));
+    let alice = read(&s, "alice").await.expect("alice");
+    assert!(
+        !alice.reservations.contains_key(&late.tx_id) && !alice.fence.contains_key(&late.tx_id)
+    );
+    assert_eq!(
+        escrow_of(&s, "alice", "balance").await,
+        Some((1, "20".to_owned(), "30".to_owned()))
+    );
 }
