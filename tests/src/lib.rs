@@ -11,9 +11,11 @@ use twopc_core::coordinator::{Coordinator, CoordinatorConfig};
 use twopc_core::direct::DirectTransport;
 use twopc_core::ids::TxId;
 use twopc_core::item::{ItemState, Key};
+use twopc_core::message::{CompleteRequest, PrepareReply, PrepareRequest};
 use twopc_core::participant::{Participant, ParticipantConfig};
 use twopc_core::ports::{Clock, ManualClock, ParticipantStore, SystemClock, Transport};
 use twopc_core::record::Target;
+use twopc_core::record::{Vote, VoteReason};
 use twopc_core::request::{KeySchema, Limits, ServiceConfig};
 use twopc_core::sweeper::{LockTable, SweepConfig, Sweeper};
 use twopc_dynamo::tables::{TableKind, TableSpec, ensure_table};
@@ -313,4 +315,48 @@ pub fn exclusive(mut body: Value) -> Value {
         }
     }
     body
+}
+
+/// An operation from its JSON.
+pub fn op(v: Value) -> twopc_core::op::Operation {
+    twopc_core::op::Operation::from_json("op", &v).expect("valid op")
+}
+
+/// A prepare of `o` on `accounts`-style item `id` by `tx`, which began 5 s before `deadline`.
+pub fn prepare_req(tx: &TxId, deadline: u64, id: &str, o: Value) -> PrepareRequest {
+    PrepareRequest {
+        tx_id: tx.clone(),
+        deadline,
+        began: began(deadline),
+        key: key(id),
+        op: op(o),
+        coordinator: "test".into(),
+    }
+}
+
+/// The commit or abort of the same.
+pub fn complete_req(tx: &TxId, deadline: u64, id: &str, o: Value) -> CompleteRequest {
+    CompleteRequest {
+        tx_id: tx.clone(),
+        deadline,
+        began: began(deadline),
+        key: key(id),
+        op: op(o),
+        prune: None,
+        refused: false,
+        shared: false,
+    }
+}
+
+/// The begin time the request helpers give a transaction with this deadline.
+pub fn began(deadline: u64) -> u64 {
+    deadline.saturating_sub(5_000)
+}
+
+/// A no vote's reason (`None`: yes).
+pub fn reason(reply: &PrepareReply) -> Option<VoteReason> {
+    match &reply.vote {
+        Vote::Yes { .. } => None,
+        Vote::No { reason, .. } => Some(*reason),
+    }
 }

@@ -9,54 +9,13 @@ use twopc_core::ids::TxId;
 use twopc_core::item::{FenceOutcome, ItemState, Lock};
 use twopc_core::layout;
 use twopc_core::message::{CompleteReply, CompleteRequest, PrepareReply, PrepareRequest};
-use twopc_core::op::Operation;
 use twopc_core::participant::{ParticipantConfig, Resolved};
 use twopc_core::ports::{
     Clock, ParticipantStore, PrepareWrite, Swapped, Transport, TransportError, TxLog,
 };
 use twopc_core::record::{Target, TxRecord, Vote, VoteReason};
 use twopc_core::status::TxStatus;
-use twopc_tests::{World, key, transfer};
-
-fn op(v: Value) -> Operation {
-    Operation::from_json("op", &v).expect("valid op")
-}
-
-fn prepare_req(tx: &TxId, deadline: u64, id: &str, o: Value) -> PrepareRequest {
-    PrepareRequest {
-        tx_id: tx.clone(),
-        deadline,
-        began: began(deadline),
-        key: key(id),
-        op: op(o),
-        coordinator: "test".into(),
-    }
-}
-
-fn complete_req(tx: &TxId, deadline: u64, id: &str, o: Value) -> CompleteRequest {
-    CompleteRequest {
-        tx_id: tx.clone(),
-        deadline,
-        began: began(deadline),
-        key: key(id),
-        op: op(o),
-        prune: None,
-        refused: false,
-        shared: false,
-    }
-}
-
-/// The begin time the request helpers give a transaction with this deadline.
-fn began(deadline: u64) -> u64 {
-    deadline.saturating_sub(5_000)
-}
-
-fn reason(reply: &PrepareReply) -> Option<VoteReason> {
-    match &reply.vote {
-        Vote::Yes { .. } => None,
-        Vote::No { reason, .. } => Some(*reason),
-    }
-}
+use twopc_tests::{World, complete_req, key, op, prepare_req, reason, transfer};
 
 async fn bank(w: &World) {
     w.seed("accounts", "alice", json!({"balance": 100})).await;
