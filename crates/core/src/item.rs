@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::decimal::Decimal;
 use crate::ids::TxId;
-use crate::op::Operation;
+use crate::op::{Escrowed, Operation};
 
 /// An item's key: attribute name → value (a string or a number).
 pub type Key = BTreeMap<String, Value>;
@@ -126,6 +126,41 @@ pub struct Escrow {
 }
 
 impl ItemState {
+    /// Reserved attribute `name` as a reservation of `e` finds it: what [`rules::escrow`]
+    /// reads (`None`: the attribute holds something other than a number). An absent attribute
+    /// counts as 0; with nothing standing, the extremes are the value.
+    ///
+    /// [`rules::escrow`]: crate::rules::escrow
+    pub fn escrow_seen(&self, name: &str, e: &Escrowed) -> Option<crate::rules::EscrowSeen> {
+        use crate::rules::{EscrowSeen, Keeps};
+        let value = match self.attributes.get(name) {
+            None => Decimal::zero(),
+            Some(v) if v.is_number() => Decimal::parse(&v.to_string()).ok()?,
+            Some(_) => return None,
+        };
+        let standing = self.escrow.get(name).filter(|s| s.count > 0);
+        let (lowest, highest) = standing.map_or((&value, &value), |s| (&s.low, &s.high));
+        let vs = |x: &Decimal, bound: &Option<Decimal>| bound.as_ref().map(|b| x.cmp_value(b));
+        let same = |a: &&Decimal, b: &&Decimal| a.cmp_value(b).is_eq();
+        Some(EscrowSeen {
+            change: e.delta.cmp_value(&Decimal::zero()),
+            value_vs_lower: vs(&value, &e.lower),
+            value_vs_upper: vs(&value, &e.upper),
+            lowest_vs_lower: vs(lowest, &e.lower),
+            highest_vs_upper: vs(highest, &e.upper),
+            floor: Keeps::of(
+                e.floor.as_ref(),
+                standing.and_then(|s| s.floor.as_ref()),
+                same,
+            ),
+            ceiling: Keeps::of(
+                e.ceiling.as_ref(),
+                standing.and_then(|s| s.ceiling.as_ref()),
+                same,
+            ),
+        })
+    }
+
     /// What the protocol's rules read of this item, for transaction `tx` (which began at
     /// `began`) at time `now`.
     pub fn seen_by(&self, tx: &TxId, began: u64, now: u64) -> crate::rules::Seen {

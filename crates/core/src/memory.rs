@@ -215,55 +215,15 @@ fn give_back(item: &mut ItemState, op: &Operation, applied: bool) {
     }
 }
 
-/// Whether a reservation of `lock.op` may stand beside what `item` holds (the conditions the
-/// DynamoDB adapter spells): each attribute absent or a number; each bound holding against the
-/// escrowed extreme (or the value, if nothing is escrowed yet) and agreeing with the standing
-/// reservations' bound; a change that moves an attribute toward a bound others keep, without a
-/// bound of its own, is refused.
+/// Whether a reservation of `op` may stand beside what `item` holds: each reserved attribute
+/// absent or a number, and admitted by [`rules::escrow`] (the conditions the DynamoDB adapter
+/// spells).
 fn escrow_admits(item: &ItemState, op: &Operation) -> bool {
-    let Some(escrowed) = op.escrow() else {
-        return false;
-    };
-    escrowed.iter().all(|(name, e)| {
-        let value = match item.attributes.get(name) {
-            None => Decimal::zero(),
-            Some(v) => match number_of(v) {
-                Some(d) => d,
-                None => return false,
-            },
-        };
-        let standing = item.escrow.get(name).filter(|s| s.count > 0);
-        let (low, high) = standing.map_or((&value, &value), |s| (&s.low, &s.high));
-        let bound = |v: &Value| number_of(v);
-        let lower_ok = match op.require.get(name) {
-            Some(Condition::Compare(Comparator::Gte, v)) => {
-                bound(v).is_some_and(|v| low.cmp_value(&v) != Ordering::Less)
-            }
-            _ => true,
-        };
-        let upper_ok = match op.require.get(name) {
-            Some(Condition::Compare(Comparator::Lte, v)) => {
-                bound(v).is_some_and(|v| high.cmp_value(&v) != Ordering::Greater)
-            }
-            _ => true,
-        };
-        let agrees =
-            |mine: &Option<Decimal>, theirs: Option<&Decimal>, moves: bool| match (mine, theirs) {
-                (Some(m), Some(t)) => m == t,
-                (None, Some(_)) => !moves,
-                _ => true,
-            };
-        let floor_ok = agrees(
-            &e.floor,
-            standing.and_then(|s| s.floor.as_ref()),
-            e.delta.is_negative(),
-        );
-        let ceiling_ok = agrees(
-            &e.ceiling,
-            standing.and_then(|s| s.ceiling.as_ref()),
-            !e.delta.is_negative() && e.delta != Decimal::zero(),
-        );
-        lower_ok && upper_ok && floor_ok && ceiling_ok
+    op.escrow().is_some_and(|escrowed| {
+        escrowed.iter().all(|(name, e)| {
+            item.escrow_seen(name, e)
+                .is_some_and(|seen| rules::escrow(seen).is_ok())
+        })
     })
 }
 

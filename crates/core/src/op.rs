@@ -94,6 +94,10 @@ pub enum Mode {
 pub struct Escrowed {
     /// The change.
     pub delta: Decimal,
+    /// The `gte` bound's value, checked against the lowest value the attribute could reach.
+    pub lower: Option<Decimal>,
+    /// The `lte` bound's value, checked against the highest.
+    pub upper: Option<Decimal>,
     /// `gte v` becomes `v + min(0, delta)`, in canonical spelling.
     pub floor: Option<Decimal>,
     /// `lte v` becomes `v + max(0, delta)`, in canonical spelling.
@@ -420,6 +424,8 @@ impl Operation {
                 name.clone(),
                 Escrowed {
                     delta: delta.clone(),
+                    lower: None,
+                    upper: None,
                     floor: None,
                     ceiling: None,
                 },
@@ -435,10 +441,12 @@ impl Operation {
                 // `v <= before` with `after = before + delta`: the value may not fall below
                 // `v + min(0, delta)` while the reservation stands.
                 Comparator::Gte => {
-                    e.floor = Some(v.checked_add(&e.delta.min_zero()).ok()?.canonical())
+                    e.floor = Some(v.checked_add(&e.delta.min_zero()).ok()?.canonical());
+                    e.lower = Some(v);
                 }
                 Comparator::Lte => {
-                    e.ceiling = Some(v.checked_add(&e.delta.max_zero()).ok()?.canonical())
+                    e.ceiling = Some(v.checked_add(&e.delta.max_zero()).ok()?.canonical());
+                    e.upper = Some(v);
                 }
                 _ => return None,
             }

@@ -21,8 +21,8 @@ use crate::ports::{
 };
 use crate::record::{Vote, VoteReason};
 use crate::rules::{
-    self, AbortStep, CommitStep, Others, PrepareRefusal, PrepareStep, Reply, Resolution, Seen,
-    Shape, Violation,
+    self, AbortStep, CommitStep, EscrowRefusal, Others, PrepareRefusal, PrepareStep, Reply,
+    Resolution, Seen, Shape, Violation,
 };
 use crate::status::TxStatus;
 
@@ -599,76 +599,48 @@ fn business_refusal(item: Option<&ItemState>, lock: &Lock) -> Refusal {
     )
 }
 
-/// Why a reservation's own conditions failed: the committed value breaks a bound (`condition`:
-/// no outcome of the transactions in flight helps), a bound holds for the committed value but
-/// not for every outcome of the reservations in flight (`conflict`, or settle the expired
-/// ones), or in-flight reservations keep the attribute to another bound (`conflict`).
+/// Why a reservation's own conditions failed, by [`rules::escrow`] on the first attribute it
+/// refuses: the committed value breaks a bound (`condition`: no outcome of the transactions in
+/// flight helps), in-flight reservations keep the attribute to another bound (`conflict`), or a
+/// bound holds for the committed value but not for every outcome of the reservations in flight
+/// (`conflict`, or settle the expired ones first).
 fn escrow_refusal(item: Option<&ItemState>, lock: &Lock, seen: Seen, expired: &[Lock]) -> Refusal {
-    let Some(escrowed) = lock.op.escrow() else {
+    let (Some(escrowed), Some(found)) = (lock.op.escrow(), item) else {
         return business_refusal(item, lock);
     };
     let conflict = |m: String| Refusal::Vote(VoteReason::Conflict, m);
     for (name, e) in &escrowed {
-        let value = match item.and_then(|i| i.attributes.get(name)) {
-            None => Decimal::zero(),
-            Some(v) => match Decimal::parse(&v.to_string()) {
-                Ok(d) if v.is_number() => d,
-                _ => return business_refusal(item, lock),
-            },
+        let Some(escrow) = found.escrow_seen(name, e) else {
+            return business_refusal(item, lock); // not a number
         };
-        let standing = item
-            .and_then(|i| i.escrow.get(name))
-            .filter(|s| s.count > 0);
-        let breaks_committed = bounds_of(lock, name).is_some_and(|(lo, hi)| {
-            lo.is_some_and(|v| value.cmp_value(&v).is_lt())
-                || hi.is_some_and(|v| value.cmp_value(&v).is_gt())
-        });
-        if breaks_committed {
-            // No outcome of the transactions in flight helps: the business condition fails.
-            return business_refusal(item, lock);
+        let standing = found.escrow.get(name).filter(|s| s.count > 0);
+        let show = |d: Option<&Decimal>| d.map_or("none".to_owned(), Decimal::to_string);
+        match rules::escrow(escrow) {
+            Ok(()) => continue,
+            Err(EscrowRefusal::Breaks) => return business_refusal(item, lock),
+            Err(EscrowRefusal::Disagrees) => {
+                return conflict(format!(
+                    "transactions in flight keep {name} within other bounds (floor {}, ceiling {}): retry when they end",
+                    show(standing.and_then(|s| s.floor.as_ref())),
+                    show(standing.and_then(|s| s.ceiling.as_ref())),
+                ));
+            }
+            Err(EscrowRefusal::InFlight) => {
+                if seen.reserved_by_others == Others::Expired && !expired.is_empty() {
+                    return Refusal::Held {
+                        owners: expired.to_vec(),
+                        waiting: false,
+                    };
+                }
+                return conflict(format!(
+                    "{name} meets its bound for the committed value but not if every transaction in flight on it commits (lowest {}, highest {}): retry",
+                    show(standing.map(|s| &s.low)),
+                    show(standing.map(|s| &s.high)),
+                ));
+            }
         }
-        let Some(s) = standing else { continue };
-        let disagrees =
-            |mine: &Option<Decimal>, theirs: &Option<Decimal>, moves: bool| match (mine, theirs) {
-                (Some(m), Some(t)) => m != t,
-                (None, Some(_)) => moves,
-                _ => false,
-            };
-        if disagrees(&e.floor, &s.floor, e.delta.is_negative())
-            || disagrees(&e.ceiling, &s.ceiling, !e.delta.is_negative())
-        {
-            return conflict(format!(
-                "transactions in flight keep {name} within other bounds (floor {}, ceiling {}): retry when they end",
-                s.floor
-                    .as_ref()
-                    .map_or("none".to_owned(), Decimal::to_string),
-                s.ceiling
-                    .as_ref()
-                    .map_or("none".to_owned(), Decimal::to_string),
-            ));
-        }
-        if seen.reserved_by_others == Others::Expired && !expired.is_empty() {
-            return Refusal::Held {
-                owners: expired.to_vec(),
-                waiting: false,
-            };
-        }
-        return conflict(format!(
-            "{name} meets the bound for its committed value ({value}) but not if every transaction in flight on it commits (lowest {}, highest {}): retry",
-            s.low, s.high
-        ));
     }
     business_refusal(item, lock)
-}
-
-/// The `require` bounds of a reserved attribute (`gte`, `lte` values).
-fn bounds_of(lock: &Lock, name: &str) -> Option<(Option<Decimal>, Option<Decimal>)> {
-    let value = |v: &serde_json::Value| Decimal::parse(&v.to_string()).ok();
-    match lock.op.require.get(name) {
-        Some(Condition::Compare(crate::op::Comparator::Gte, v)) => Some((value(v), None)),
-        Some(Condition::Compare(crate::op::Comparator::Lte, v)) => Some((None, value(v))),
-        _ => None,
-    }
 }
 
 #[cfg(test)]

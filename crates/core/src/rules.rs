@@ -11,11 +11,13 @@
 //! | rule | decides |
 //! | --- | --- |
 //! | [`prepare`] | whether a prepare may lock an item, and if not, why |
+//! | [`reserve`], [`escrow`] | whether a commuting operation may reserve an item, and its bounds |
 //! | [`commit`], [`abort`], [`fence_out`] | what a commit or abort does on an item as found |
 //! | [`resolve`] | the lock rule: what to do about an expired lock's owner |
 //! | [`decision`], [`after_lost_decide`], [`after_lost_finalize`], [`recovery`] | the record's moves |
 //! | [`plan_prune`] | which fence entries the lock holder's release removes, and the new horizon |
 
+use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
 use crate::ids::TxId;
@@ -202,6 +204,96 @@ pub fn reserve(seen: Seen) -> PrepareStep {
         return refuse(Paused);
     }
     PrepareStep::Lock
+}
+
+/// How a new reservation's bound on one side of an attribute (its floor, or its ceiling) meets
+/// the one the standing reservations keep.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Keeps {
+    /// Neither keeps one.
+    Neither,
+    /// Only the new reservation.
+    Mine,
+    /// Only the standing ones.
+    Theirs,
+    /// Both, the same.
+    Same,
+    /// Both, different ones.
+    Different,
+}
+
+impl Keeps {
+    /// From the new reservation's bound and the standing ones', `same` telling equal bounds.
+    pub fn of<T>(mine: Option<T>, theirs: Option<T>, same: impl Fn(&T, &T) -> bool) -> Keeps {
+        match (mine, theirs) {
+            (None, None) => Keeps::Neither,
+            (Some(_), None) => Keeps::Mine,
+            (None, Some(_)) => Keeps::Theirs,
+            (Some(m), Some(t)) if same(&m, &t) => Keeps::Same,
+            (Some(_), Some(_)) => Keeps::Different,
+        }
+    }
+}
+
+/// One attribute of a commuting operation as its reservation finds it, each fact reduced to a
+/// comparison (`Operation::escrow` gives the bounds; the store the value and the extremes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct EscrowSeen {
+    /// The sign of the change (`Less`: a debit).
+    pub change: Ordering,
+    /// The committed value against the operation's lower bound (`gte v`); `None`: no such bound.
+    pub value_vs_lower: Option<Ordering>,
+    /// The committed value against its upper bound (`lte v`).
+    pub value_vs_upper: Option<Ordering>,
+    /// The lowest value the attribute could reach if every standing debit committed and no
+    /// credit did (the value, if nothing stands) against the lower bound.
+    pub lowest_vs_lower: Option<Ordering>,
+    /// The highest (every standing credit, no debit) against the upper bound.
+    pub highest_vs_upper: Option<Ordering>,
+    /// The floor the standing reservations keep against the operation's own.
+    pub floor: Keeps,
+    /// The ceiling.
+    pub ceiling: Keeps,
+}
+
+/// Why a reservation's bounds refuse it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum EscrowRefusal {
+    /// The committed value breaks the bound: no outcome of the transactions in flight helps
+    /// (`condition`).
+    Breaks,
+    /// The standing reservations keep the attribute to another bound, or the change moves it
+    /// toward a bound they keep without one of its own (`conflict`: retry once they end).
+    Disagrees,
+    /// The bound holds for the committed value, not for every outcome of the reservations in
+    /// flight (`conflict`).
+    InFlight,
+}
+
+/// The escrow rule, per reserved attribute: a bound is checked against the extreme every
+/// subset of the standing reservations could reach (a lower bound against the lowest, an upper
+/// against the highest), and every standing reservation keeps the same floor and ceiling, so
+/// that each new reservation's check protects the standing ones too and every bound holds in
+/// every committed history (`docs/protocol.md`, "Reservations"). A change without a floor of
+/// its own may not move the value toward a floor others keep (nor up toward their ceiling).
+pub fn escrow(seen: EscrowSeen) -> Result<(), EscrowRefusal> {
+    let below = |o: Option<Ordering>| o == Some(Ordering::Less);
+    let above = |o: Option<Ordering>| o == Some(Ordering::Greater);
+    if below(seen.value_vs_lower) || above(seen.value_vs_upper) {
+        return Err(EscrowRefusal::Breaks);
+    }
+    let agrees = |keeps: Keeps, toward: Ordering| match keeps {
+        Keeps::Different => false,
+        Keeps::Theirs => seen.change != toward,
+        Keeps::Neither | Keeps::Mine | Keeps::Same => true,
+    };
+    if !agrees(seen.floor, Ordering::Less) || !agrees(seen.ceiling, Ordering::Greater) {
+        return Err(EscrowRefusal::Disagrees);
+    }
+    if below(seen.lowest_vs_lower) || above(seen.highest_vs_upper) {
+        return Err(EscrowRefusal::InFlight);
+    }
+    Ok(())
 }
 
 /// The answer of a commit or abort to its sender.
@@ -706,5 +798,72 @@ mod tests {
             Recovery::Complete(Decision::Commit)
         );
         assert_eq!(recovery(Aborted, true), Recovery::Ended);
+    }
+
+    /// A debit of `amount` with `gte amount` on a value with a standing lowest (floors 0).
+    fn debit(value: i32, lowest: i32, amount: i32, standing_floor: Option<i32>) -> EscrowSeen {
+        EscrowSeen {
+            change: Ordering::Less,
+            value_vs_lower: Some(value.cmp(&amount)),
+            value_vs_upper: None,
+            lowest_vs_lower: Some(lowest.cmp(&amount)),
+            highest_vs_upper: None,
+            floor: Keeps::of(Some(0), standing_floor, |a, b| a == b),
+            ceiling: Keeps::Neither,
+        }
+    }
+
+    #[test]
+    fn a_debit_is_checked_against_the_lowest_value_in_flight() {
+        // 100 committed, debits of 60 standing: a debit of 40 fits, one of 41 does not.
+        assert_eq!(escrow(debit(100, 40, 40, Some(0))), Ok(()));
+        assert_eq!(
+            escrow(debit(100, 40, 41, Some(0))),
+            Err(EscrowRefusal::InFlight)
+        );
+        // The committed value itself is short: no outcome helps.
+        assert_eq!(escrow(debit(30, 30, 41, None)), Err(EscrowRefusal::Breaks));
+    }
+
+    #[test]
+    fn standing_reservations_keep_one_floor() {
+        // `gte 150` with a debit of 50 keeps the value above 100; others keep it above 0.
+        let other_floor = EscrowSeen {
+            floor: Keeps::of(Some(100), Some(0), |a, b| a == b),
+            ..debit(500, 500, 150, Some(0))
+        };
+        assert_eq!(escrow(other_floor), Err(EscrowRefusal::Disagrees));
+        // A debit without a bound may not move toward a floor others keep; a credit may.
+        let unbounded = EscrowSeen {
+            value_vs_lower: None,
+            lowest_vs_lower: None,
+            floor: Keeps::Theirs,
+            ..debit(500, 500, 10, Some(0))
+        };
+        assert_eq!(escrow(unbounded), Err(EscrowRefusal::Disagrees));
+        let credit = EscrowSeen {
+            change: Ordering::Greater,
+            ..unbounded
+        };
+        assert_eq!(escrow(credit), Ok(()));
+        // An upper bound is checked against the highest, and the ceiling works the same way.
+        let over = EscrowSeen {
+            change: Ordering::Greater,
+            value_vs_lower: None,
+            lowest_vs_lower: None,
+            value_vs_upper: Some(Ordering::Less),
+            highest_vs_upper: Some(Ordering::Greater),
+            floor: Keeps::Neither,
+            ceiling: Keeps::Same,
+        };
+        assert_eq!(escrow(over), Err(EscrowRefusal::InFlight));
+        let debit_under_a_ceiling = EscrowSeen {
+            change: Ordering::Less,
+            ceiling: Keeps::Theirs,
+            value_vs_upper: None,
+            highest_vs_upper: None,
+            ..over
+        };
+        assert_eq!(escrow(debit_under_a_ceiling), Ok(()));
     }
 }
