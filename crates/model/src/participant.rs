@@ -11,9 +11,7 @@
 //! written, and documented, where it applies.
 
 use twopc_core::item::FenceOutcome;
-use twopc_core::rules::{
-    self, AbortStep, CommitStep, Holder, PrepareRefusal, PrepareStep, Reply, Shape,
-};
+use twopc_core::rules::{self, AbortStep, CommitStep, PrepareRefusal, PrepareStep, Reply, Shape};
 use twopc_core::status::Decision;
 
 use crate::state::{ItemState, Op, Tx};
@@ -64,6 +62,16 @@ pub enum Variant {
     /// [`rules::abort`]'s answer: "already done" on an absent item becomes that write (see
     /// [`abort`]).
     AbortBuriesAbsent,
+    /// A reservation's bound is checked against the committed value instead of the lowest value
+    /// the reservations in flight could leave (`rules::escrow` given `value_vs_lower` for
+    /// `lowest_vs_lower`): two debits that each fit the balance, but not together, both reserve
+    /// and both commit. Override of the facts given to the rule (see [`escrow_seen`]).
+    CommittedBound,
+    /// An exclusive prepare takes the lock while reservations stand (no `txResN = 0` in its
+    /// condition): its bound, checked on the committed value, ignores what the reservations
+    /// will take. Override of [`rules::prepare`]'s answer: `Reserved` becomes `Lock` (see
+    /// [`prepare`]).
+    LockIgnoresReservations,
 }
 
 impl Variant {
@@ -118,7 +126,7 @@ pub fn upkeep_applies<const TXS: usize>(
         Upkeep::Plain => true,
         Upkeep::Prune(mask) => {
             variant.fences()
-                && seen.holder == Holder::Me
+                && seen.held_by_me()
                 && mask & (1 << tx.0) == 0
                 && (0..TXS).all(|u| mask & (1 << u) == 0 || item.fence[u].is_some())
         }
@@ -128,6 +136,40 @@ pub fn upkeep_applies<const TXS: usize>(
                 && rules::abort(seen) == AbortStep::FenceOut
                 && item.fence.iter().any(Option::is_some)
         }
+    }
+}
+
+/// The one reserved attribute of `tx`'s commuting `ops[tx]` as its reservation finds `item`:
+/// what `ItemState::escrow_seen` gives `rules::escrow` in `crates/core`. The extremes are the
+/// value moved by every standing reservation's debits (the lowest; no operation of the model
+/// has an upper bound, so the highest is not needed); the standing floor is the one their operations keep (all keep 0 or none in the model's
+/// operations). [`Variant::CommittedBound`] checks the bound against the value instead.
+pub fn escrow_seen<const TXS: usize>(
+    variant: Variant,
+    item: &ItemState<TXS>,
+    tx: Tx,
+    ops: &[Op; TXS],
+) -> rules::EscrowSeen {
+    let op = ops[tx.ix()];
+    let standing = (0..TXS).filter(|&u| u != tx.ix() && item.reserved[u]);
+    let mut lowest = item.value;
+    let mut standing_floor = None;
+    for u in standing {
+        lowest += ops[u].delta().min(0);
+        standing_floor = standing_floor.or(ops[u].floor());
+    }
+    if variant == Variant::CommittedBound {
+        lowest = item.value;
+    }
+    let vs = |x: i8| op.lower_bound().map(|b| x.cmp(&b));
+    rules::EscrowSeen {
+        change: op.delta().cmp(&0),
+        value_vs_lower: vs(item.value),
+        value_vs_upper: None,
+        lowest_vs_lower: vs(lowest),
+        highest_vs_upper: None,
+        floor: rules::Keeps::of(op.floor(), standing_floor, |a, b| a == b),
+        ceiling: rules::Keeps::Neither,
     }
 }
 
@@ -147,13 +189,23 @@ pub fn upkeep_applies<const TXS: usize>(
 /// prepare sent in time land at any later moment, with no bound.
 ///
 /// `deadline_passed[u]` says whether transaction `u`'s deadline (and lock) has expired.
+///
+/// A commuting operation ([`Op::reserves`]) asks [`rules::reserve`] instead, then, unless the
+/// reservation is already `tx`'s, [`rules::escrow`] (the write's bound conditions): its `Lock`
+/// is the reservation (`DynamoItems::reserve_item`). An exclusive prepare that the rule refuses
+/// for live reservations pauses new ones (`pause_reservations`), until its deadline.
+/// A [`Op::Withdraw`]'s own bound is checked on the committed value, in the same write.
+///
+/// `ops[u]` is what transaction `u` does to this item (`op` is `ops[tx]`): a reservation's
+/// extremes depend on the standing ones' changes.
 pub fn prepare<const TXS: usize>(
     variant: Variant,
     mut item: ItemState<TXS>,
     tx: Tx,
-    op: Op,
+    ops: &[Op; TXS],
     deadline_passed: &[bool; TXS],
 ) -> (ItemState<TXS>, PrepareStep) {
+    let op = ops[tx.ix()];
     let mut seen = item.seen_by(tx, deadline_passed);
     // NoFence checks no entry, NoFence and NoHorizon no horizon: the rule is not told. (Without
     // a fence, nothing writes an entry or raises the horizon anyway.)
@@ -163,7 +215,31 @@ pub fn prepare<const TXS: usize>(
     if !variant.checks_horizon() {
         seen.covered = false;
     }
+    if op.reserves() {
+        let mut step = rules::reserve(seen);
+        if step == PrepareStep::Lock
+            && !item.reserved[tx.ix()]
+            && rules::escrow(escrow_seen(variant, &item, tx, ops)).is_err()
+        {
+            step = PrepareStep::Refuse(PrepareRefusal::Business);
+        }
+        if step == PrepareStep::Lock {
+            item.reserved[tx.ix()] = true;
+        }
+        return (item, step);
+    }
     let mut step = rules::prepare(seen, op.creates());
+    // LockIgnoresReservations: the lock's write does not wait for the reservations to drain.
+    if variant == Variant::LockIgnoresReservations
+        && step == PrepareStep::Refuse(PrepareRefusal::Reserved)
+    {
+        step = PrepareStep::Lock;
+    }
+    // Live reservations: pause new ones (the real participant first settles those whose owner
+    // decided, and pauses only if one stays live; pausing more often only refuses more).
+    if step == PrepareStep::Refuse(PrepareRefusal::Reserved) && !deadline_passed[tx.ix()] {
+        item.paused_by[tx.ix()] = true;
+    }
     // BlindTakeover: the rule says resolve the expired owner; the blind write on a real item
     // (`expiresAt < now`, for a non-creating operation) overwrites its lock instead. The rule
     // answers `ResolveOwner` only past the entry and the horizon, which the blind write checks
@@ -174,6 +250,13 @@ pub fn prepare<const TXS: usize>(
         && !op.creates()
     {
         step = PrepareStep::Lock;
+    }
+    // A withdrawal's bound, on the committed value (the lock keeps it until commit).
+    if step == PrepareStep::Lock
+        && item.lock != Some(tx)
+        && op.lower_bound().is_some_and(|b| item.value < b)
+    {
+        step = PrepareStep::Refuse(PrepareRefusal::Business);
     }
     if step == PrepareStep::Lock && item.lock != Some(tx) {
         item.lock = Some(tx);
@@ -200,7 +283,11 @@ fn release<const TXS: usize>(
     outcome: FenceOutcome,
     upkeep: Upkeep,
 ) -> ItemState<TXS> {
-    item.lock = None;
+    if item.reserved[tx.ix()] {
+        item.reserved[tx.ix()] = false;
+    } else {
+        item.lock = None;
+    }
     if variant.fences() {
         item.fence[tx.ix()] = Some(outcome);
         if let Upkeep::Prune(mask) = upkeep {
@@ -265,8 +352,9 @@ pub fn commit<const TXS: usize>(
             );
             item = release(variant, item, tx, FenceOutcome::Committed, upkeep);
             item.applied[t] = item.applied[t].bump();
+            item.value += op.delta();
             match op {
-                Op::Update => {}
+                Op::Update | Op::Withdraw | Op::Debit | Op::Credit => {}
                 Op::Put => item.shape = Shape::Real,
                 Op::Delete => item = bury(variant, item),
             }
@@ -326,7 +414,7 @@ pub fn abort<const TXS: usize>(
     }
 }
 
-/// Remove `tx`'s lock without applying anything and without a fence entry: the effect of the
+/// Remove `tx`'s lock or reservation without applying anything and without a fence entry: the effect of the
 /// lock rule's `DropStale` (`ParticipantStore::drop_lock`). A placeholder becomes a tombstone
 /// (`release`).
 pub fn drop_stale_lock<const TXS: usize>(
@@ -341,6 +429,8 @@ pub fn drop_stale_lock<const TXS: usize>(
             item = bury(variant, item);
         }
     }
+    // A reservation: given back (`release_reservation` with `Give::Drop`).
+    item.reserved[tx.ix()] = false;
     item
 }
 
@@ -418,6 +508,17 @@ mod tests {
         upkeep: Upkeep,
     ) -> (ItemState<TXS>, Reply) {
         super::abort(variant, item, tx, upkeep, &[false; TXS])
+    }
+
+    /// Prepare where every transaction does `op` to the item.
+    fn prepare<const TXS: usize>(
+        variant: Variant,
+        item: ItemState<TXS>,
+        tx: Tx,
+        op: Op,
+        deadline_passed: &[bool; TXS],
+    ) -> (ItemState<TXS>, PrepareStep) {
+        super::prepare(variant, item, tx, &[op; TXS], deadline_passed)
     }
 
     fn complete(
@@ -885,5 +986,51 @@ mod tests {
             UPD,
             Decision::Abort
         ));
+    }
+
+    #[test]
+    fn reservations_stand_side_by_side_and_each_release_applies_only_its_own_change() {
+        let ops = [Op::Debit, Op::Credit];
+        let item = ItemState::<2> { value: 1, ..free() };
+        let (one, vote) = super::prepare(Variant::Correct, item, T0, &ops, &NO_DEADLINE_PASSED);
+        assert_eq!((one.reserved, vote), ([true, false], LOCK));
+        let (both, vote) = super::prepare(Variant::Correct, one, T1, &ops, &NO_DEADLINE_PASSED);
+        assert_eq!((both.reserved, vote), ([true, true], LOCK));
+        // A retry is yes again and writes nothing.
+        assert_eq!(
+            super::prepare(Variant::Correct, both, T0, &ops, &NO_DEADLINE_PASSED),
+            (both, LOCK)
+        );
+        let (credited, reply) = commit(Variant::Correct, both, T1, Op::Credit, PLAIN);
+        assert_eq!(reply, Reply::Done);
+        assert_eq!((credited.value, credited.reserved), (2, [true, false]));
+        let (aborted, _) = abort(Variant::Correct, credited, T0, PLAIN);
+        assert_eq!(
+            (aborted.value, aborted.reserved, aborted.fence),
+            (
+                2,
+                [false, false],
+                [Some(FenceOutcome::Aborted), Some(FenceOutcome::Committed)]
+            )
+        );
+        // A stale reservation is given back without applying.
+        assert_eq!(drop_stale_lock(Variant::Correct, one, T0), item);
+    }
+
+    #[test]
+    fn a_lock_and_reservations_exclude_each_other() {
+        let ops = [Op::Debit, Op::Withdraw];
+        let item = ItemState::<2> { value: 2, ..free() };
+        let (reserved, _) = super::prepare(Variant::Correct, item, T0, &ops, &NO_DEADLINE_PASSED);
+        let (paused, vote) =
+            super::prepare(Variant::Correct, reserved, T1, &ops, &NO_DEADLINE_PASSED);
+        assert_eq!(vote, REFUSE(PrepareRefusal::Reserved));
+        assert_eq!((paused.lock, paused.paused_by), (None, [false, true]));
+        let (locked, vote) = super::prepare(Variant::Correct, item, T1, &ops, &NO_DEADLINE_PASSED);
+        assert_eq!((locked.lock, vote), (Some(T1), LOCK));
+        assert_eq!(
+            super::prepare(Variant::Correct, locked, T0, &ops, &NO_DEADLINE_PASSED),
+            (locked, REFUSE(Locked))
+        );
     }
 }

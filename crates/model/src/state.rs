@@ -36,22 +36,56 @@ impl Item {
 }
 
 /// The kind of operation a transaction applies to an item (`twopc_core::op::Operation`, its
-/// content left out): all the participant's decisions read of it is whether it creates the item
-/// (`Operation::creates`, a `put`) or removes it (`delete`).
+/// content reduced to what the participant's decisions read: whether it creates the item
+/// (`Operation::creates`, a `put`) or removes it (`delete`), whether it commutes
+/// (`Operation::mode`), and, on the one number the model tracks ([`ItemState::value`]), its
+/// change and its bound.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Op {
-    /// Changes an existing item (`add`, `set`, `remove`, `require`): needs a real item.
+    /// Changes an existing item (`set`, `remove`, ...) but not its number: needs a real item;
+    /// exclusive.
     Update,
     /// Creates the item (`put`): needs it absent, a tombstone, or already our placeholder.
     Put,
     /// Deletes the item (`delete`): needs a real item; committed, leaves a tombstone.
     Delete,
+    /// `add -1` with `require gte 1` and a `set` beside it: exclusive, its bound checked on the
+    /// committed value at prepare (the lock keeps it true until commit).
+    Withdraw,
+    /// `add -1` with `require gte 1`: commutes, so it reserves (its floor: 0).
+    Debit,
+    /// `add +1`, no bound: commutes, so it reserves.
+    Credit,
 }
 
 impl Op {
     /// Whether the operation creates its item (`Operation::creates`).
     pub fn creates(self) -> bool {
         self == Op::Put
+    }
+
+    /// Whether it reserves instead of locking (`Operation::mode` is `Mode::Reserved`).
+    pub fn reserves(self) -> bool {
+        matches!(self, Op::Debit | Op::Credit)
+    }
+
+    /// Its change to the number.
+    pub fn delta(self) -> i8 {
+        match self {
+            Op::Withdraw | Op::Debit => -1,
+            Op::Credit => 1,
+            Op::Update | Op::Put | Op::Delete => 0,
+        }
+    }
+
+    /// Its lower bound on the number (`require gte`), if any.
+    pub fn lower_bound(self) -> Option<i8> {
+        matches!(self, Op::Withdraw | Op::Debit).then_some(1)
+    }
+
+    /// The floor its reservation keeps the number above (`Escrowed::floor`: `v + min(0, d)`).
+    pub fn floor(self) -> Option<i8> {
+        self.lower_bound().map(|v| v + self.delta().min(0))
     }
 }
 
@@ -114,6 +148,18 @@ pub struct ItemState<const TXS: usize> {
     /// Absent, real, placeholder or tombstone. Stays [`Shape::Real`] in a configuration where
     /// every operation is an [`Op::Update`] of an existing item.
     pub shape: Shape,
+    /// The one business number the model tracks (a balance): every commit of a [`Op::Withdraw`],
+    /// [`Op::Debit`] or [`Op::Credit`] adds its change. Constant where no operation changes it.
+    pub value: i8,
+    /// The transactions holding a reservation (`txRes:<txId>`). The extremes and the floor the
+    /// real item stores (`txLo`, `txHi`, `txFl`) are functions of these and of the
+    /// configuration's operations (`participant::escrow_seen`).
+    pub reserved: [bool; TXS],
+    /// Transactions whose exclusive prepare met live reservations and paused new ones
+    /// (`txPause`). A pause lasts until its transaction's deadline at the latest
+    /// (`Participant::prepare` writes `min(now + pause, deadline)`); the model keeps it exactly
+    /// that long, and a later pause by the same transaction changes nothing.
+    pub paused_by: [bool; TXS],
     /// Applications of each transaction's operation (the business effect, `txVersion`). An
     /// observer's record, not an attribute: it survives the item's removal
     /// ([`crate::participant::Variant::DeleteRemoves`]), so a second application after a
@@ -140,6 +186,9 @@ impl<const TXS: usize> ItemState<TXS> {
             horizon: None,
             horizon_at_lock: None,
             shape,
+            value: 0,
+            reserved: [false; TXS],
+            paused_by: [false; TXS],
             applied: [Applied::Never; TXS],
         }
     }
@@ -161,10 +210,32 @@ impl<const TXS: usize> ItemState<TXS> {
             },
             entry: self.fence[tx.ix()],
             covered: covers(self.horizon, tx),
-            reserved_by_me: false,
-            reserved_by_others: Others::None,
-            paused: false,
+            reserved_by_me: self.reserved[tx.ix()],
+            reserved_by_others: {
+                let others = (0..TXS).filter(|&u| u != tx.ix() && self.reserved[u]);
+                let (mut any, mut expired) = (false, false);
+                for u in others {
+                    any = true;
+                    expired |= deadline_passed[u];
+                }
+                match (any, expired) {
+                    (false, _) => Others::None,
+                    (true, false) => Others::Live,
+                    (true, true) => Others::Expired,
+                }
+            },
+            paused: (0..TXS).any(|u| self.paused_by[u] && !deadline_passed[u]),
         }
+    }
+
+    /// Whether some transaction holds a reservation.
+    pub fn is_reserved(&self) -> bool {
+        self.reserved.iter().any(|r| *r)
+    }
+
+    /// Whether `tx` holds the item, by lock or reservation.
+    pub fn held_by(&self, tx: Tx) -> bool {
+        self.lock == Some(tx) || self.reserved[tx.ix()]
     }
 }
 
@@ -294,6 +365,15 @@ impl<const TXS: usize, const ITEMS: usize> State<TXS, ITEMS> {
             items: shapes.map(ItemState::with_shape),
             violation_reported: false,
         }
+    }
+
+    /// Nothing begun, every item free, of the given shape and holding the given number.
+    pub fn with_items(shapes: [Shape; ITEMS], values: [i8; ITEMS]) -> Self {
+        let mut state = Self::with_shapes(shapes);
+        for (item, value) in state.items.iter_mut().zip(values) {
+            item.value = value;
+        }
+        state
     }
 
     /// The transaction's state.

@@ -76,6 +76,17 @@ pub const LATE_PUT_REFUSED_BY_TOMBSTONE: &str = "a late prepare of a put is refu
 /// found it absent (`docs/model-check.md`, "Creates and deletes").
 pub const NO_LOCK_OUTLIVES_ITS_TRANSACTION: &str = "no lock outlives its transaction";
 
+/// Property: no committed value of an item breaks a bound some transaction's operation keeps on
+/// it (the floor of its `require gte`): no balance goes negative, however the transactions in
+/// flight end. `docs/protocol.md`, "Reservations".
+pub const BOUNDS_HOLD: &str = "every committed value respects every bound";
+/// Property: an item is never locked and reserved at once. `docs/protocol.md`, "Reservations":
+/// a lock and reservations exclude each other.
+pub const LOCK_EXCLUDES_RESERVATIONS: &str = "a lock and reservations exclude each other";
+/// Example wanted (configurations where two transactions reserve one item): two reservations
+/// stand on one item at once.
+pub const RESERVATIONS_SHARE_AN_ITEM: &str = "two reservations stand on one item";
+
 /// One step of the system. Each is one DynamoDB request (or a refused conditional one), one
 /// message delivery, or the passing of time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -103,10 +114,11 @@ pub enum Action {
     DeliverComplete(Tx, Item, Upkeep),
     /// Time passes the transaction's deadline (and its locks' `expiresAt`).
     Expire(Tx),
-    /// A resolver on an item whose lock expired follows the lock rule one write (a newcomer's
-    /// prepare, or the sweeper walking the lock-expiry index); a commit or abort it writes for
-    /// the owner carries out the upkeep.
-    Resolve(Item, Upkeep),
+    /// A resolver on an item held (locked or reserved) by a transaction follows the lock rule
+    /// one write for that owner: the sweeper walking the lock-expiry index, or a newcomer's
+    /// prepare, which also settles a live owner that already decided. A commit or abort it
+    /// writes for the owner carries out the upkeep.
+    Resolve(Item, Tx, Upkeep),
     /// Sweeper (`Coordinator::recover` on an overdue record): `PREPARING` past deadline →
     /// `ABORTING`.
     SweepAbort(Tx),
@@ -128,6 +140,8 @@ pub struct TwoPhaseCommit<const TXS: usize, const ITEMS: usize> {
     pub ops: [[Op; ITEMS]; TXS],
     /// Each item's shape in the initial state (unlocked, empty fence, no horizon).
     pub initial: [Shape; ITEMS],
+    /// Each item's number in the initial state ([`ItemState::value`]).
+    pub values: [i8; ITEMS],
 }
 
 /// The size the tests check exhaustively: two transactions that both touch the same two items.
@@ -171,7 +185,18 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
             variant,
             ops,
             initial,
+            values: [0; ITEMS],
         }
+    }
+
+    /// The same, with each item's number starting at `values[i]`.
+    pub const fn with_values(self, values: [i8; ITEMS]) -> Self {
+        TwoPhaseCommit { values, ..self }
+    }
+
+    /// What every transaction does to `item`.
+    pub fn column(&self, item: Item) -> [Op; TXS] {
+        self.ops.map(|row| row[item.ix()])
     }
 
     /// What `tx` does to `item`.
@@ -234,8 +259,10 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
                     .chain(upkeeps.map(move |u| Action::SweepComplete(t, i, u)))
             })
         });
-        let per_item =
-            Self::items().flat_map(|i| Self::upkeeps(None).map(move |u| Action::Resolve(i, u)));
+        let per_item = Self::items().flat_map(|i| {
+            Self::txs()
+                .flat_map(move |t| Self::upkeeps(None).map(move |u| Action::Resolve(i, t, u)))
+        });
         per_tx.chain(per_tx_item).chain(per_item)
     }
 
@@ -252,7 +279,7 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
             Action::DeliverPrepare(t, i) => self.deliver_prepare(state, t, i),
             Action::DeliverComplete(t, i, u) => self.deliver_complete(state, t, i, u),
             Action::Expire(t) => expire(state, t),
-            Action::Resolve(i, u) => self.resolve(state, i, u),
+            Action::Resolve(i, t, u) => self.resolve(state, i, t, u),
             Action::SweepAbort(t) => sweep_abort(state, t),
             Action::SweepComplete(t, i, u) => self.sweep_complete(state, t, i, u),
             Action::SweepFinalize(t) => self.sweep_finalize(state, t),
@@ -330,8 +357,8 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
             return state; // never sent in time
         }
         let deadlines = state.deadlines_passed();
-        let op = self.op(t, i);
-        let (after, step) = participant::prepare(self.variant, *state.item(i), t, op, &deadlines);
+        let ops = self.column(i);
+        let (after, step) = participant::prepare(self.variant, *state.item(i), t, &ops, &deadlines);
         *state.item_mut(i) = after;
         // A yes vote is the rule's `Lock`; any refusal is a no.
         if let (PrepareStep::Lock, Coordinator::Preparing { yes }) =
@@ -355,21 +382,28 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
         }
     }
 
-    /// A resolver on an expired lock follows [`rules::resolve`] from the owner's record, one
-    /// write.
-    fn resolve(&self, mut state: State<TXS, ITEMS>, i: Item, upkeep: Upkeep) -> State<TXS, ITEMS> {
-        let Some(owner) = state.item(i).lock else {
+    /// A resolver settles `owner`'s lock or reservation on item `i` by [`rules::resolve`] from
+    /// the owner's record, one write. Past the owner's deadline anyone may (a newcomer's
+    /// prepare, or the sweeper walking the lock-expiry index); before it, only a newcomer whose
+    /// prepare met the owner, and only if the owner already decided (`OwnerLive` otherwise): the
+    /// model lets any other transaction's prepare in flight be that newcomer.
+    fn resolve(
+        &self,
+        mut state: State<TXS, ITEMS>,
+        i: Item,
+        owner: Tx,
+        upkeep: Upkeep,
+    ) -> State<TXS, ITEMS> {
+        if !state.item(i).held_by(owner) {
             return state;
-        };
+        }
         let deadline_passed = state.tx(owner).deadline_passed();
-        // A resolver meets only an expired lock (a newcomer's prepare refused `ResolveOwner`,
-        // or the sweeper's lock-expiry index); a live one stands (a newcomer votes conflict).
-        if !deadline_passed {
+        let newcomer = Self::txs().any(|u| u != owner && state.tx(u).prepares_in_flight);
+        if !deadline_passed && !newcomer {
             return state;
         }
         match rules::resolve(state.tx(owner).record, deadline_passed) {
-            // The lock's expiry is its owner's deadline, so an expired lock's owner is never
-            // live here; it would be no step.
+            // Undecided and live: the lock or reservation stands (a newcomer votes conflict).
             Resolution::OwnerLive => {}
             // `create_aborted`; the lock goes by `AbortHere` next round.
             Resolution::RecordAborted => state.tx_mut(owner).record = Some(TxStatus::Aborted),
@@ -453,7 +487,11 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
                         )
                         .chain([Action::SweepFinalize(t)])
                 })
-                .chain(Self::items().map(|i| Action::Resolve(i, Upkeep::Plain)))
+                .chain(
+                    Self::items().flat_map(|i| {
+                        Self::txs().map(move |t| Action::Resolve(i, t, Upkeep::Plain))
+                    }),
+                )
         };
         for _round in 0..(4 * (TXS + ITEMS) + 4) {
             let before = s;
@@ -468,9 +506,13 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
     }
 }
 
-/// Every transaction ended and no item is locked.
+/// Every transaction ended and no item is locked or reserved.
 pub fn settled<const TXS: usize, const ITEMS: usize>(state: &State<TXS, ITEMS>) -> bool {
-    state.txs.iter().all(|t| t.has_ended()) && state.items.iter().all(|i| i.lock.is_none())
+    state.txs.iter().all(|t| t.has_ended())
+        && state
+            .items
+            .iter()
+            .all(|i| i.lock.is_none() && !i.is_reserved())
 }
 
 /// What the sweeper does with a record ([`rules::recovery`]), if it picks it up: it reads only
@@ -818,10 +860,40 @@ fn no_lock_outlives_its_transaction<const TXS: usize, const ITEMS: usize>(
     _: &M<TXS, ITEMS>,
     state: &State<TXS, ITEMS>,
 ) -> bool {
-    state.items.iter().all(|i| match i.lock {
-        Some(t) => !state.tx(t).record.is_some_and(TxStatus::is_terminal),
-        None => true,
+    state.items.iter().all(|i| {
+        M::<TXS, ITEMS>::txs()
+            .all(|t| !i.held_by(t) || !state.tx(t).record.is_some_and(TxStatus::is_terminal))
     })
+}
+
+fn bounds_hold<const TXS: usize, const ITEMS: usize>(
+    model: &M<TXS, ITEMS>,
+    state: &State<TXS, ITEMS>,
+) -> bool {
+    M::<TXS, ITEMS>::items().all(|i| {
+        let floor = model.column(i).iter().filter_map(|op| op.floor()).min();
+        floor.is_none_or(|f| state.item(i).value >= f)
+    })
+}
+
+fn lock_excludes_reservations<const TXS: usize, const ITEMS: usize>(
+    _: &M<TXS, ITEMS>,
+    state: &State<TXS, ITEMS>,
+) -> bool {
+    state
+        .items
+        .iter()
+        .all(|i| i.lock.is_none() || !i.is_reserved())
+}
+
+fn reservations_share_an_item<const TXS: usize, const ITEMS: usize>(
+    _: &M<TXS, ITEMS>,
+    state: &State<TXS, ITEMS>,
+) -> bool {
+    state
+        .items
+        .iter()
+        .any(|i| i.reserved.iter().filter(|r| **r).count() >= 2)
 }
 
 impl<const TXS: usize, const ITEMS: usize> Model for TwoPhaseCommit<TXS, ITEMS> {
@@ -829,7 +901,7 @@ impl<const TXS: usize, const ITEMS: usize> Model for TwoPhaseCommit<TXS, ITEMS> 
     type Action = Action;
 
     fn init_states(&self) -> Vec<Self::State> {
-        vec![State::with_shapes(self.initial)]
+        vec![State::with_items(self.initial, self.values)]
     }
 
     fn actions(&self, _state: &Self::State, actions: &mut Vec<Self::Action>) {
@@ -851,6 +923,8 @@ impl<const TXS: usize, const ITEMS: usize> Model for TwoPhaseCommit<TXS, ITEMS> 
                 NO_LOCK_OUTLIVES_ITS_TRANSACTION,
                 no_lock_outlives_its_transaction,
             ),
+            Property::always(BOUNDS_HOLD, bounds_hold),
+            Property::always(LOCK_EXCLUDES_RESERVATIONS, lock_excludes_reservations),
             Property::always(EVERY_TRANSACTION_ENDS, every_transaction_ends),
             Property::always(SWEEPER_FINISHES, sweeper_finishes),
             Property::eventually(EVENTUALLY_ENDS, eventually_ends),
@@ -881,6 +955,14 @@ impl<const TXS: usize, const ITEMS: usize> Model for TwoPhaseCommit<TXS, ITEMS> 
             properties.push(Property::sometimes(
                 LATE_PUT_REFUSED_BY_TOMBSTONE,
                 late_put_refused_by_tombstone,
+            ));
+        }
+        if M::<TXS, ITEMS>::items()
+            .any(|i| self.column(i).iter().filter(|op| op.reserves()).count() >= 2)
+        {
+            properties.push(Property::sometimes(
+                RESERVATIONS_SHARE_AN_ITEM,
+                reservations_share_an_item,
             ));
         }
         if self.has_op(Op::Delete) {

@@ -9,55 +9,56 @@ use std::sync::OnceLock;
 
 use stateright::{Checker, Expectation, Model};
 use twopc_core::item::FenceOutcome;
-use twopc_core::rules::{self, Resolution, Shape};
+use twopc_core::rules::{self, Others, PrepareRefusal, PrepareStep, Resolution, Shape};
 use twopc_core::status::{Decision, TxStatus};
-use twopc_model::participant::Upkeep;
+use twopc_model::participant::{self, Upkeep};
 use twopc_model::state::{Applied, Item, Op, Tx};
 use twopc_model::system::{
-    ALL_CAN_COMMIT, APPLIED_AT_MOST_ONCE, ATOMICITY, CAN_ABORT, CAN_COMMIT,
+    ALL_CAN_COMMIT, APPLIED_AT_MOST_ONCE, ATOMICITY, BOUNDS_HOLD, CAN_ABORT, CAN_COMMIT,
     COMMIT_FINISHED_WITHOUT_COORDINATOR, COMMIT_OUTLIVES_ITS_FENCE_ENTRY,
     DELETE_LEAVES_A_TOMBSTONE, EVENTUALLY_ENDS, EVERY_TRANSACTION_ENDS, LATE_PREPARE_MEETS_FENCE,
-    LATE_PREPARE_REFUSED_BY_HORIZON, LATE_PUT_REFUSED_BY_TOMBSTONE, NO_COMMIT_WITHOUT_DECISION,
-    NO_LOCK_OUTLIVES_ITS_TRANSACTION, NO_VIOLATION_REPORTED, PUT_CREATES_AN_ITEM, SWEEPER_FINISHES,
+    LATE_PREPARE_REFUSED_BY_HORIZON, LATE_PUT_REFUSED_BY_TOMBSTONE, LOCK_EXCLUDES_RESERVATIONS,
+    NO_COMMIT_WITHOUT_DECISION, NO_LOCK_OUTLIVES_ITS_TRANSACTION, NO_VIOLATION_REPORTED,
+    PUT_CREATES_AN_ITEM, RESERVATIONS_SHARE_AN_ITEM, SWEEPER_FINISHES,
 };
 use twopc_model::{Action, State, TwoByTwo, TwoPhaseCommit, Variant};
 
 /// Unique states of the correct protocol, 2 transactions x 2 shared items. Update deliberately.
-const CORRECT_2X2_STATES: usize = 52_397;
+const CORRECT_2X2_STATES: usize = 60_989;
 /// Unique states of the blind-takeover variant, 2 x 2. Update deliberately.
-const BLIND_TAKEOVER_2X2_STATES: usize = 74_722;
+const BLIND_TAKEOVER_2X2_STATES: usize = 86_866;
 /// Unique states of the no-fence variant, 2 x 2. Update deliberately.
-const NO_FENCE_2X2_STATES: usize = 73_970;
+const NO_FENCE_2X2_STATES: usize = 90_194;
 /// Unique states of the no-horizon variant, 2 x 2. Update deliberately.
-const NO_HORIZON_2X2_STATES: usize = 195_747;
+const NO_HORIZON_2X2_STATES: usize = 248_453;
 /// Unique states of the correct protocol, 2 transactions x 3 shared items. Update deliberately.
-const CORRECT_2X3_STATES: usize = 338_767;
+const CORRECT_2X3_STATES: usize = 411_599;
 /// Unique states of the correct protocol, 3 transactions x 1 item (ignored test).
-const CORRECT_3X1_STATES: usize = 1_417_419;
+const CORRECT_3X1_STATES: usize = 1_671_937;
 /// Unique states of the stale-horizon variant, 3 x 1 (ignored test).
-const STALE_HORIZON_3X1_STATES: usize = 1_579_572;
+const STALE_HORIZON_3X1_STATES: usize = 1_861_366;
 /// Unique states of the blind-takeover variant, 3 x 1 (ignored test).
-const BLIND_TAKEOVER_3X1_STATES: usize = 2_159_505;
+const BLIND_TAKEOVER_3X1_STATES: usize = 2_541_589;
 /// Unique states of the correct protocol, 3 transactions x 2 shared items (ignored test).
-const CORRECT_3X2_STATES: usize = 18_175_265;
+const CORRECT_3X2_STATES: usize = 23_523_343;
 /// Unique states of the correct protocol, `T0` puts and `T1` deletes one item that starts
 /// absent. Update deliberately.
-const CORRECT_PUT_DELETE_STATES: usize = 7_363;
+const CORRECT_PUT_DELETE_STATES: usize = 7_819;
 /// Unique states of the delete-removes variant, same configuration. Update deliberately.
-const DELETE_REMOVES_PUT_DELETE_STATES: usize = 7_963;
+const DELETE_REMOVES_PUT_DELETE_STATES: usize = 8_969;
 /// Unique states of the abort-buries-absent variant, same configuration. Update deliberately.
-const ABORT_BURIES_ABSENT_PUT_DELETE_STATES: usize = 7_782;
+const ABORT_BURIES_ABSENT_PUT_DELETE_STATES: usize = 8_190;
 /// Unique states of the correct protocol, `T0` puts item 0 (absent) and updates item 1 (real),
 /// `T1` deletes item 0 and updates item 1. Update deliberately.
-const CORRECT_CREATE_2X2_STATES: usize = 31_315;
+const CORRECT_CREATE_2X2_STATES: usize = 35_175;
 /// Unique states of the abort-buries-absent variant, same configuration. Update deliberately.
-const ABORT_BURIES_ABSENT_CREATE_2X2_STATES: usize = 36_971;
+const ABORT_BURIES_ABSENT_CREATE_2X2_STATES: usize = 40_541;
 /// Unique states of the correct protocol, put / delete / put on one absent item (ignored test).
-const CORRECT_PUT_DELETE_PUT_STATES: usize = 1_163_906;
+const CORRECT_PUT_DELETE_PUT_STATES: usize = 1_320_384;
 /// Unique states of the abort-buries-absent variant, same configuration (ignored test).
-const ABORT_BURIES_ABSENT_PUT_DELETE_PUT_STATES: usize = 969_914;
+const ABORT_BURIES_ABSENT_PUT_DELETE_PUT_STATES: usize = 1_093_528;
 /// Unique states of the delete-removes variant, same configuration (ignored test).
-const DELETE_REMOVES_PUT_DELETE_PUT_STATES: usize = 1_350_202;
+const DELETE_REMOVES_PUT_DELETE_PUT_STATES: usize = 1_605_652;
 
 type S = State<2, 2>;
 
@@ -126,6 +127,10 @@ fn run(variant: Variant) -> &'static Run {
         // Creates and deletes: checked in their own configurations (below).
         Variant::DeleteRemoves | Variant::AbortBuriesAbsent => {
             panic!("{variant:?} changes nothing without creates and deletes")
+        }
+        // Reservations: checked in their own configurations (below).
+        Variant::CommittedBound | Variant::LockIgnoresReservations => {
+            panic!("{variant:?} changes nothing without reservations")
         }
     };
     cell.get_or_init(|| check(variant))
@@ -353,7 +358,7 @@ fn correct_protocol_keeps_every_property_for_two_transactions_on_three_items() {
 }
 
 #[test]
-#[ignore = "1.4 million states: seconds in release; run with `cargo test -p twopc-model --release -- --ignored`"]
+#[ignore = "1.7 million states: seconds in release; run with `cargo test -p twopc-model --release -- --ignored`"]
 fn correct_protocol_keeps_every_property_for_three_transactions_on_one_item() {
     // Three transactions: a holder can prune one entry while a third transaction's abort
     // raises the horizon, and pruning can raise the horizon over a transaction other than the
@@ -368,7 +373,7 @@ fn correct_protocol_keeps_every_property_for_three_transactions_on_one_item() {
 }
 
 #[test]
-#[ignore = "28.5 million states: about 7 minutes and a few GB; run with `cargo test -p twopc-model --release -- --ignored`"]
+#[ignore = "23.5 million states: about 7 minutes and a few GB; run with `cargo test -p twopc-model --release -- --ignored`"]
 fn correct_protocol_keeps_every_property_for_three_transactions_on_two_items() {
     let checker = TwoPhaseCommit::<3, 2>::new(Variant::Correct)
         .checker()
@@ -400,10 +405,10 @@ fn kind<const TXS: usize, const ITEMS: usize>(
     match action {
         Action::DeliverComplete(_, _, Upkeep::Prune(_))
         | Action::SweepComplete(_, _, Upkeep::Prune(_))
-        | Action::Resolve(_, Upkeep::Prune(_)) => "a lock holder's release prunes fence entries",
+        | Action::Resolve(_, _, Upkeep::Prune(_)) => "a lock holder's release prunes fence entries",
         Action::DeliverComplete(_, _, Upkeep::Raise)
         | Action::SweepComplete(_, _, Upkeep::Raise)
-        | Action::Resolve(_, Upkeep::Raise) => "a lock-free abort raises the horizon",
+        | Action::Resolve(_, _, Upkeep::Raise) => "a lock-free abort raises the horizon",
         Action::Begin(_) => "begin",
         Action::SendPrepares(_) => "send prepares",
         Action::Decide(_, _) => "decide",
@@ -418,19 +423,40 @@ fn kind<const TXS: usize, const ITEMS: usize>(
         {
             "a put takes a tombstone"
         }
+        Action::DeliverPrepare(t, i)
+            if model.op(t, i).reserves()
+                && state
+                    .item(i)
+                    .seen_by(t, &state.deadlines_passed())
+                    .reserved_by_others
+                    != Others::None =>
+        {
+            "a reservation stands beside another"
+        }
+        Action::DeliverPrepare(t, i)
+            if rules::prepare(
+                state.item(i).seen_by(t, &state.deadlines_passed()),
+                model.op(t, i).creates(),
+            ) == PrepareStep::Refuse(PrepareRefusal::Reserved) =>
+        {
+            "an exclusive prepare meets reservations and pauses new ones"
+        }
         Action::DeliverPrepare(_, _) => "deliver prepare",
         Action::DeliverComplete(_, _, _) => "deliver commit/abort",
         Action::Expire(_) => "time passes",
-        Action::Resolve(i, _) => {
-            let owner = state.item(i).lock;
-            match owner.map(|o| rules::resolve(state.tx(o).record, state.tx(o).deadline_passed())) {
+        Action::Resolve(_, o, _) if !state.tx(o).deadline_passed() => {
+            "a newcomer settles a live owner that already decided"
+        }
+        Action::Resolve(i, o, _) => {
+            let held = state.item(i).held_by(o).then_some(o);
+            match held.map(|o| rules::resolve(state.tx(o).record, state.tx(o).deadline_passed())) {
                 Some(Resolution::OwnerLive) => "resolve: a live owner",
                 Some(Resolution::RecordAborted) => "resolve: record a missing owner ABORTED",
                 Some(Resolution::DecideAbort) => "resolve: abort an overdue PREPARING owner",
                 Some(Resolution::RollForward) => "resolve: roll a COMMITTING owner forward",
                 Some(Resolution::AbortHere) => "resolve: abort an aborted owner here",
                 Some(Resolution::DropStale) => "resolve: drop a stale lock of a COMMITTED owner",
-                None => "resolve without a lock",
+                None => "resolve what the owner does not hold",
             }
         }
         Action::SweepAbort(_) => "sweeper aborts",
@@ -528,6 +554,7 @@ fn correct_protocol_exercises_every_step_but_two_resolutions_it_never_needs() {
         "sweeper finalizes",
         "a lock holder's release prunes fence entries",
         "a lock-free abort raises the horizon",
+        "a newcomer settles a live owner that already decided",
     ]);
     // Not reachable in the baseline, and rightly so: begin precedes every prepare (no lock of a
     // missing owner), and a fence entry or the horizon refuses every late prepare (no stale
@@ -600,7 +627,7 @@ fn blind_takeover_with_a_third_transaction_loses_a_decided_commit_silently() {
 }
 
 #[test]
-#[ignore = "2.2 million states: seconds in release; run with `cargo test -p twopc-model --release -- --ignored`"]
+#[ignore = "2.5 million states: seconds in release; run with `cargo test -p twopc-model --release -- --ignored`"]
 fn blind_takeover_breaks_atomicity_for_three_transactions_on_one_item() {
     let (failures, states) =
         exhaustive_failures(TwoPhaseCommit::<3, 1>::new(Variant::BlindTakeover));
@@ -728,7 +755,7 @@ fn a_release_writing_a_stale_horizon_lets_an_aborted_transaction_lock_the_item()
         BTreeSet::from([NO_LOCK_OUTLIVES_ITS_TRANSACTION])
     );
     let after = model.step(*end, Action::Expire(T2));
-    let after = model.step(after, Action::Resolve(I0, PLAIN));
+    let after = model.step(after, Action::Resolve(I0, T2, PLAIN));
     assert_eq!(after.item(I0).lock, None);
     assert!(broken(&model, &after).is_empty());
     // The real release only raises (`horizon <= :h`, else it releases without pruning), as the
@@ -741,7 +768,7 @@ fn a_release_writing_a_stale_horizon_lets_an_aborted_transaction_lock_the_item()
 }
 
 #[test]
-#[ignore = "1.6 million states: seconds in release; run with `cargo test -p twopc-model --release -- --ignored`"]
+#[ignore = "1.9 million states: seconds in release; run with `cargo test -p twopc-model --release -- --ignored`"]
 fn a_release_writing_a_stale_horizon_only_leaves_an_orphan_lock_for_three_transactions() {
     let (failures, states) =
         exhaustive_failures(TwoPhaseCommit::<3, 1>::new(Variant::StaleHorizon));
@@ -854,7 +881,7 @@ fn an_abort_that_finds_no_item_lets_a_late_prepare_lock_the_created_item_for_an_
     // An orphan lock, harmless but for availability: the lock rule aborts it here once it
     // expires, applying nothing.
     let after = model.step(*end, Action::Expire(T1));
-    let after = model.step(after, Action::Resolve(I0, PLAIN));
+    let after = model.step(after, Action::Resolve(I0, T1, PLAIN));
     assert_eq!(after.item(I0).lock, None);
     assert_eq!(
         after.item(I0).fence,
@@ -1082,7 +1109,7 @@ fn an_abort_that_buries_an_absent_item_keeps_every_property_for_every_pair_of_op
 }
 
 #[test]
-#[ignore = "1.2 million states: seconds in release; run with `cargo test -p twopc-model --release -- --ignored`"]
+#[ignore = "1.3 million states: seconds in release; run with `cargo test -p twopc-model --release -- --ignored`"]
 fn tombstones_keep_every_safety_property_of_put_delete_put() {
     let explored = explore(put_delete_put(Variant::Correct));
     assert_eq!(
@@ -1094,7 +1121,7 @@ fn tombstones_keep_every_safety_property_of_put_delete_put() {
 }
 
 #[test]
-#[ignore = "1 million states: seconds in release; run with `cargo test -p twopc-model --release -- --ignored`"]
+#[ignore = "1.1 million states: seconds in release; run with `cargo test -p twopc-model --release -- --ignored`"]
 fn an_abort_that_buries_an_absent_item_keeps_every_property_of_put_delete_put() {
     let checker = put_delete_put(Variant::AbortBuriesAbsent)
         .checker()
@@ -1108,7 +1135,7 @@ fn an_abort_that_buries_an_absent_item_keeps_every_property_of_put_delete_put() 
 }
 
 #[test]
-#[ignore = "1.4 million states: seconds in release; run with `cargo test -p twopc-model --release -- --ignored`"]
+#[ignore = "1.6 million states: seconds in release; run with `cargo test -p twopc-model --release -- --ignored`"]
 fn a_delete_that_removes_the_item_breaks_put_delete_put_the_same_way() {
     let (failures, states) = exhaustive_failures(put_delete_put(Variant::DeleteRemoves));
     assert_eq!(
@@ -1146,5 +1173,313 @@ fn three_transactions_creating_and_deleting_one_item() {
             };
             assert_eq!(failures, expected, "{variant:?} {ops:?} from {initial:?}");
         }
+    }
+}
+
+// ---- reservations: commuting changes on a hot item ------------------------------------------------
+
+/// Unique states of the correct protocol, two debits of 1 (`gte 1`) from one item holding 1.
+/// Update deliberately.
+const CORRECT_TWO_DEBITS_STATES: usize = 10_257;
+/// Unique states of the committed-bound variant, same configuration. Update deliberately.
+const COMMITTED_BOUND_TWO_DEBITS_STATES: usize = 12_350;
+/// Unique states of the correct protocol, two debits of 1 from one item holding 2 (room for
+/// both). Update deliberately.
+const CORRECT_TWO_DEBITS_WITH_ROOM_STATES: usize = 12_350;
+/// Unique states of the correct protocol, a debit and an exclusive withdrawal of 1 from one item
+/// holding 1. Update deliberately.
+const CORRECT_DEBIT_AND_WITHDRAW_STATES: usize = 13_368;
+/// Unique states of the lock-ignores-reservations variant, same configuration. Update
+/// deliberately.
+const LOCK_IGNORES_RESERVATIONS_STATES: usize = 12_350;
+/// Unique states of the correct protocol, transfers of 1 both ways between an item holding 1 and
+/// one holding 0. Update deliberately.
+const CORRECT_OPPOSITE_TRANSFERS_STATES: usize = 42_940;
+
+/// `T0` and `T1` each debit 1 from one item that holds `value`.
+fn two_debits(variant: Variant, value: i8) -> TwoPhaseCommit<2, 1> {
+    TwoPhaseCommit::with_ops(variant, [[Op::Debit], [Op::Debit]], [Shape::Real])
+        .with_values([value])
+}
+
+/// `T0` debits 1 (a reservation), `T1` withdraws 1 (exclusive: a lock), from one item holding 1.
+fn debit_and_withdraw(variant: Variant) -> TwoPhaseCommit<2, 1> {
+    TwoPhaseCommit::with_ops(variant, [[Op::Debit], [Op::Withdraw]], [Shape::Real]).with_values([1])
+}
+
+/// `T0` moves 1 from item 0 (holding 1) to item 1 (holding 0), `T1` moves 1 back: `T1`'s debit
+/// fits only once `T0`'s credit committed, since a credit in flight is never counted.
+fn opposite_transfers(variant: Variant) -> TwoPhaseCommit<2, 2> {
+    TwoPhaseCommit::with_ops(
+        variant,
+        [[Op::Debit, Op::Credit], [Op::Credit, Op::Debit]],
+        [Shape::Real; 2],
+    )
+    .with_values([1, 0])
+}
+
+/// The examples every reservation configuration shows.
+fn reservation_examples() -> BTreeSet<&'static str> {
+    BTreeSet::from([
+        CAN_COMMIT,
+        CAN_ABORT,
+        COMMIT_FINISHED_WITHOUT_COORDINATOR,
+        LATE_PREPARE_MEETS_FENCE,
+        LATE_PREPARE_REFUSED_BY_HORIZON,
+    ])
+}
+
+/// Explores a reservation configuration of the correct protocol: no property breaks, the
+/// examples it can show are shown, and the state count is the pinned one.
+fn assert_reservations_hold<const TXS: usize, const ITEMS: usize>(
+    name: &str,
+    model: TwoPhaseCommit<TXS, ITEMS>,
+    examples: &[&'static str],
+    pinned: usize,
+) {
+    let explored = explore(model);
+    eprintln!("{name}: {} states", explored.unique_states);
+    assert!(
+        explored.failures.is_empty(),
+        "{name}: {:?}\n{}",
+        explored.failures,
+        explored.counterexample(explored.failures.first().copied().unwrap_or_default())
+    );
+    let mut expected = reservation_examples();
+    expected.extend(examples);
+    assert_eq!(explored.examples, expected, "{name}");
+    assert_eq!(explored.unique_states, pinned, "{name}");
+}
+
+#[test]
+fn two_debits_that_do_not_both_fit_never_both_commit() {
+    // The second debit's reservation meets the first's: the value admits it, the lowest value
+    // in flight does not, so it is refused; whichever commits, the balance ends at 0.
+    assert_reservations_hold(
+        "two debits of 1 from 1",
+        two_debits(Variant::Correct, 1),
+        &[],
+        CORRECT_TWO_DEBITS_STATES,
+    );
+}
+
+#[test]
+fn two_debits_that_fit_reserve_side_by_side_and_both_commit() {
+    assert_reservations_hold(
+        "two debits of 1 from 2",
+        two_debits(Variant::Correct, 2),
+        &[
+            ALL_CAN_COMMIT,
+            RESERVATIONS_SHARE_AN_ITEM,
+            COMMIT_OUTLIVES_ITS_FENCE_ENTRY,
+        ],
+        CORRECT_TWO_DEBITS_WITH_ROOM_STATES,
+    );
+}
+
+#[test]
+fn a_reserved_debit_and_an_exclusive_withdrawal_exclude_each_other() {
+    assert_reservations_hold(
+        "a debit and a withdrawal of 1 from 1",
+        debit_and_withdraw(Variant::Correct),
+        &[],
+        CORRECT_DEBIT_AND_WITHDRAW_STATES,
+    );
+}
+
+#[test]
+fn transfers_both_ways_between_two_hot_items_keep_every_property() {
+    assert_reservations_hold(
+        "transfers of 1 both ways",
+        opposite_transfers(Variant::Correct),
+        &[
+            ALL_CAN_COMMIT,
+            RESERVATIONS_SHARE_AN_ITEM,
+            COMMIT_OUTLIVES_ITS_FENCE_ENTRY,
+        ],
+        CORRECT_OPPOSITE_TRANSFERS_STATES,
+    );
+}
+
+#[test]
+fn a_bound_checked_against_the_committed_value_lets_the_balance_go_negative() {
+    // Both debits of the one unit reserve (each checked against the value, 1), both commit.
+    let explored = explore(two_debits(Variant::CommittedBound, 1));
+    assert_eq!(explored.failures, BTreeSet::from([BOUNDS_HOLD]));
+    let path = &explored.discoveries[BOUNDS_HOLD];
+    assert!(
+        path.iter()
+            .any(|(s, _)| s.item(I0).reserved == [true, true]),
+        "{}",
+        explored.counterexample(BOUNDS_HOLD)
+    );
+    let (end, _) = path.last().expect("a path");
+    assert_eq!(
+        (end.item(I0).value, end.item(I0).applied),
+        (-1, [Applied::Once, Applied::Once])
+    );
+    assert_eq!(explored.unique_states, COMMITTED_BOUND_TWO_DEBITS_STATES);
+}
+
+#[test]
+fn a_lock_taken_beside_reservations_lets_the_balance_go_negative() {
+    // The withdrawal locks beside the debit's reservation, its bound checked on the value (1)
+    // alone; both commit.
+    let explored = explore(debit_and_withdraw(Variant::LockIgnoresReservations));
+    let path = &explored.discoveries[BOUNDS_HOLD];
+    assert!(
+        path.iter()
+            .any(|(s, _)| s.item(I0).lock == Some(T1) && s.item(I0).reserved[0]),
+        "{}",
+        explored.counterexample(BOUNDS_HOLD)
+    );
+    assert_eq!(path.last().expect("a path").0.item(I0).value, -1);
+    assert_eq!(
+        explored.failures,
+        BTreeSet::from([BOUNDS_HOLD, LOCK_EXCLUDES_RESERVATIONS])
+    );
+    assert_eq!(explored.unique_states, LOCK_IGNORES_RESERVATIONS_STATES);
+}
+
+#[test]
+fn reservation_configurations_are_finite_and_exercise_every_reservation_step() {
+    // No cycle: a pause is set once per transaction and lapses with its deadline, so the
+    // liveness properties stay exact with reservations too.
+    let mut effective = BTreeSet::new();
+    for w in [
+        walk(two_debits(Variant::Correct, 1)),
+        walk(two_debits(Variant::Correct, 2)),
+        walk(debit_and_withdraw(Variant::Correct)),
+    ] {
+        assert!(w.cycle.is_none(), "cycle through {:?}", w.cycle);
+        effective.extend(w.effective);
+    }
+    let w = walk(opposite_transfers(Variant::Correct));
+    assert!(w.cycle.is_none(), "cycle through {:?}", w.cycle);
+    effective.extend(w.effective);
+    for kind in [
+        "a reservation stands beside another",
+        "an exclusive prepare meets reservations and pauses new ones",
+        "a newcomer settles a live owner that already decided",
+        "resolve: roll a COMMITTING owner forward",
+        "resolve: abort an overdue PREPARING owner",
+        "a lock holder's release prunes fence entries",
+        "a lock-free abort raises the horizon",
+    ] {
+        assert!(effective.contains(kind), "{kind}: {effective:#?}");
+    }
+}
+
+/// `tx` begins and sends its prepares.
+fn begin_and_send(tx: Tx) -> [Action; 2] {
+    [Action::Begin(tx), Action::SendPrepares(tx)]
+}
+
+#[test]
+fn a_debit_the_value_admits_is_refused_while_a_debit_in_flight_could_take_the_last_unit() {
+    let script = [&lock_item_0(T0)[..], &begin_and_send(T1)].concat();
+    for (variant, admitted) in [(Variant::Correct, false), (Variant::CommittedBound, true)] {
+        let model = two_debits(variant, 1);
+        let states = replay(&model, &script);
+        let end = *states.last().expect("states");
+        assert_eq!(end.item(I0).reserved, [true, false]);
+        let (_, step) = participant::prepare(
+            variant,
+            *end.item(I0),
+            T1,
+            &model.column(I0),
+            &end.deadlines_passed(),
+        );
+        let want = if admitted {
+            PrepareStep::Lock
+        } else {
+            PrepareStep::Refuse(PrepareRefusal::Business)
+        };
+        assert_eq!(step, want, "{variant:?}");
+    }
+}
+
+#[test]
+fn an_exclusive_prepare_pauses_new_reservations_until_its_deadline() {
+    // T0 reserves a debit; T1's withdrawal meets it and pauses new reservations; T2's debit is
+    // refused while the pause lasts, and reserves once T1's deadline passed.
+    let model = TwoPhaseCommit::<3, 1>::with_ops(
+        Variant::Correct,
+        [[Op::Debit], [Op::Withdraw], [Op::Debit]],
+        [Shape::Real],
+    )
+    .with_values([2]);
+    let script = [&lock_item_0(T0)[..], &lock_item_0(T1), &begin_and_send(T2)].concat();
+    let states = replay(&model, &script);
+    let paused = *states.last().expect("states");
+    assert_eq!(paused.item(I0).paused_by, [false, true, false]);
+    assert_eq!(paused.item(I0).lock, None);
+    assert!(
+        paused
+            .item(I0)
+            .seen_by(T2, &paused.deadlines_passed())
+            .paused
+    );
+    assert_eq!(
+        model.next_state(&paused, Action::DeliverPrepare(T2, I0)),
+        None,
+        "refused: nothing written"
+    );
+    let lapsed = model.step(paused, Action::Expire(T1));
+    let reserved = model.step(lapsed, Action::DeliverPrepare(T2, I0));
+    assert_eq!(reserved.item(I0).reserved, [true, false, true]);
+}
+
+#[test]
+fn a_newcomer_settles_a_decided_owner_without_waiting_for_its_deadline() {
+    // T0's debit is reserved and T0 decided to commit (its coordinator then stalls); T1's
+    // prepare meets the reservation and rolls T0 forward at once, deadlines far off.
+    let model = debit_and_withdraw(Variant::Correct);
+    let script = [
+        &lock_item_0(T0)[..],
+        &[Action::Decide(T0, Decision::Commit)],
+        &begin_and_send(T1),
+        &[Action::Resolve(I0, T0, PLAIN)],
+    ]
+    .concat();
+    let states = replay(&model, &script);
+    let end = states.last().expect("states");
+    assert!(!end.tx(T0).deadline_passed() && !end.tx(T1).deadline_passed());
+    assert_eq!(end.item(I0).reserved, [false, false]);
+    assert_eq!(
+        (end.item(I0).value, end.item(I0).applied[0]),
+        (0, Applied::Once)
+    );
+    // An undecided live owner is left alone.
+    let undecided = replay(
+        &model,
+        &[&lock_item_0(T0)[..], &begin_and_send(T1)].concat(),
+    );
+    let undecided = undecided.last().expect("states");
+    assert_eq!(
+        model.next_state(undecided, Action::Resolve(I0, T0, PLAIN)),
+        None
+    );
+}
+
+#[test]
+#[ignore = "3 configurations of 1.6 to 2.5 million states: a minute or two in release; run with `cargo test -p twopc-model --release -- --ignored`"]
+fn three_transactions_on_one_hot_item() {
+    use Op::{Credit, Debit, Withdraw};
+    let configs: [([[Op; 1]; 3], i8); 3] = [
+        ([[Debit], [Debit], [Withdraw]], 2),
+        ([[Debit], [Credit], [Withdraw]], 1),
+        ([[Debit], [Debit], [Credit]], 1),
+    ];
+    for (ops, value) in configs {
+        let model = TwoPhaseCommit::<3, 1>::with_ops(Variant::Correct, ops, [Shape::Real])
+            .with_values([value]);
+        let explored = explore(model);
+        eprintln!("{ops:?} from {value}: {} states", explored.unique_states);
+        assert!(
+            explored.failures.is_empty(),
+            "{ops:?} from {value}: {:?}",
+            explored.failures
+        );
     }
 }
