@@ -4,9 +4,13 @@
 //! the sweeper runs past every deadline, and every invariant of docs/protocol.md is checked against a
 //! ledger built from the transaction records.
 //!
+//! Two runs: transfers among 6 accounts on each of two tables, and a hot one among three
+//! accounts of one table, with small balances so that many transfers are unaffordable and
+//! every transfer's reservations stand beside others'.
+//!
 //! Knobs (environment): `TWOPC_BANK_TRANSFERS` (default 300), `TWOPC_BANK_CONCURRENCY` (16),
-//! `TWOPC_BANK_ACCOUNTS` per table (6: hot), `TWOPC_BANK_SEED` (random; printed, replays the
-//! same plan).
+//! `TWOPC_BANK_ACCOUNTS` per table (6; the hot run keeps 3), `TWOPC_BANK_SEED` (random;
+//! printed, replays the same plan).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -19,14 +23,54 @@ use serde_json::{Value, json};
 use twopc_core::fault::FaultPoint;
 use twopc_core::ids::TxId;
 use twopc_core::message::{CompleteReply, CompleteRequest, PrepareReply, PrepareRequest};
+use twopc_core::op::Mode;
 use twopc_core::ports::{ManualClock, Transport, TransportError};
-use twopc_core::record::Target;
+use twopc_core::record::{Target, Vote, VoteReason};
 use twopc_core::status::TxStatus;
 use twopc_core::sweeper::SweepConfig;
 use twopc_tests::{CrashAt, TestTransport, World};
 
-const INITIAL: i128 = 1_000;
 const TIMEOUT_MS: u64 = 1_000;
+
+/// The accounts of one run and the transfers planned between them.
+#[derive(Clone, Copy, Debug)]
+struct Bank {
+    /// The tables the accounts are spread over.
+    services: &'static [&'static str],
+    /// Accounts per table.
+    accounts: u64,
+    /// Each account's balance before the run.
+    initial: i64,
+    /// Most transfers move 1 to this much (exclusive)...
+    usual_max: i64,
+    /// ...and a tenth move an amount in this range, more than any balance can be after a few
+    /// moves: they abort.
+    large: (i64, i64),
+}
+
+impl Bank {
+    /// 6 accounts on each of two tables (`TWOPC_BANK_ACCOUNTS`), 1,000 each.
+    fn spread() -> Bank {
+        Bank {
+            services: &["accounts", "wallets"],
+            accounts: knob("TWOPC_BANK_ACCOUNTS", 6),
+            initial: 1_000,
+            usual_max: 400,
+            large: (1_500, 5_000),
+        }
+    }
+
+    /// Three accounts of one table, 100 each: every transfer contends with most others.
+    fn hot() -> Bank {
+        Bank {
+            services: &["accounts"],
+            accounts: 3,
+            initial: 100,
+            usual_max: 60,
+            large: (150, 400),
+        }
+    }
+}
 
 fn knob(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -51,16 +95,15 @@ struct Plan {
     jump_before_prepare: [u64; 2],
 }
 
-fn account(rng: &mut StdRng, accounts: u64) -> (&'static str, String) {
-    let service = if rng.random_bool(0.5) {
-        "accounts"
-    } else {
-        "wallets"
-    };
-    (service, format!("acct-{}", rng.random_range(0..accounts)))
+fn account(rng: &mut StdRng, bank: Bank) -> (&'static str, String) {
+    let service = bank.services[rng.random_range(0..bank.services.len())];
+    (
+        service,
+        format!("acct-{}", rng.random_range(0..bank.accounts)),
+    )
 }
 
-fn plans(seed: u64, transfers: u64, accounts: u64) -> Vec<Plan> {
+fn plans(seed: u64, transfers: u64, bank: Bank) -> Vec<Plan> {
     let mut rng = StdRng::seed_from_u64(seed);
     let points = [
         FaultPoint::AfterBegin,
@@ -74,10 +117,10 @@ fn plans(seed: u64, transfers: u64, accounts: u64) -> Vec<Plan> {
     ];
     (0..transfers)
         .map(|i| {
-            let from = account(&mut rng, accounts);
-            let mut to = account(&mut rng, accounts);
+            let from = account(&mut rng, bank);
+            let mut to = account(&mut rng, bank);
             while to == from {
-                to = account(&mut rng, accounts);
+                to = account(&mut rng, bank);
             }
             let mut jump = || match rng.random_range(0..100) {
                 0 => 130_000, // past fence retention: exercises pruning
@@ -91,9 +134,9 @@ fn plans(seed: u64, transfers: u64, accounts: u64) -> Vec<Plan> {
                 to,
                 // Some transfers are larger than any balance can be after a few moves: they abort.
                 amount: if rng.random_bool(0.1) {
-                    rng.random_range(1_500..5_000)
+                    rng.random_range(bank.large.0..bank.large.1)
                 } else {
-                    rng.random_range(1..400)
+                    rng.random_range(1..bank.usual_max)
                 },
                 crash: rng
                     .random_bool(0.3)
@@ -186,30 +229,66 @@ impl Transport for Chaos {
     }
 }
 
+/// What a run saw, besides the invariants it checked.
+#[derive(Debug, Default)]
+struct Seen {
+    committed: usize,
+    aborted: usize,
+    crashed: usize,
+    /// Yes votes, by how the participant held the item.
+    reserved: usize,
+    locked: usize,
+    /// No votes for insufficient funds (`condition`) and for contention (`conflict`).
+    condition: usize,
+    conflict: usize,
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bank_invariants_hold_under_crashes_duplicates_delays_and_expiry() {
+    let seen = run(Bank::spread()).await;
+    assert!(
+        seen.committed > 0 && seen.aborted > 0 && seen.crashed > 0,
+        "the run must exercise commits, aborts and crashes: {seen:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hot_bank_keeps_every_bound_with_all_transfers_among_three_accounts() {
+    // The same chaos, every transfer on three accounts with 100 each: debits reserve side by
+    // side (add-only, bounded by `gte`), many do not fit, and no balance may go negative.
+    let seen = run(Bank::hot()).await;
+    assert!(
+        seen.committed > 0 && seen.crashed > 0 && seen.condition > 0,
+        "the run must exercise commits, crashes and insufficient funds: {seen:?}"
+    );
+    assert!(
+        seen.reserved > 0 && seen.locked == 0,
+        "add-only transfers reserve, never lock: {seen:?}"
+    );
+}
+
+/// Runs the bank's transfers under chaos, then the sweeper, and checks every invariant.
+async fn run(bank: Bank) -> Seen {
     let transfers = knob("TWOPC_BANK_TRANSFERS", 300);
     let concurrency = knob("TWOPC_BANK_CONCURRENCY", 16) as usize;
-    let accounts = knob("TWOPC_BANK_ACCOUNTS", 6);
     let seed = knob("TWOPC_BANK_SEED", rand::rng().random());
-    eprintln!(
-        "bank: seed={seed} transfers={transfers} concurrency={concurrency} accounts/table={accounts}"
-    );
+    eprintln!("bank: seed={seed} transfers={transfers} concurrency={concurrency} {bank:?}");
 
     let w = World::new().await;
-    for service in ["accounts", "wallets"] {
-        for i in 0..accounts {
+    for service in bank.services {
+        for i in 0..bank.accounts {
             w.seed(
                 service,
                 &format!("acct-{i}"),
-                json!({"balance": INITIAL as i64}),
+                json!({"balance": bank.initial}),
             )
             .await;
         }
     }
-    let total_before = INITIAL * 2 * accounts as i128;
+    let initial = i128::from(bank.initial);
+    let total_before = initial * bank.services.len() as i128 * i128::from(bank.accounts);
     let counters = Arc::new(Counters::default());
-    let plans = plans(seed, transfers, accounts);
+    let plans = plans(seed, transfers, bank);
 
     // GIVEN concurrent transfers under chaos
     let outcomes: Vec<(Plan, Result<TxStatus, String>)> = futures::stream::iter(plans.clone())
@@ -350,11 +429,30 @@ async fn bank_invariants_hold_under_crashes_duplicates_delays_and_expiry() {
 
     let mut expected: BTreeMap<(String, String), i128> = BTreeMap::new();
     let mut commits_per_item: BTreeMap<(String, String), i128> = BTreeMap::new();
-    let (mut committed, mut aborted, mut crashed) = (0, 0, 0);
+    let mut seen = Seen::default();
     for (plan, outcome) in &outcomes {
         let record = by_id
             .get(&TxId::for_idempotency_key(&plan.key))
             .unwrap_or_else(|| panic!("no record for {}", plan.key));
+        for vote in &record.votes {
+            match vote {
+                Vote::Yes {
+                    mode: Mode::Reserved,
+                } => seen.reserved += 1,
+                Vote::Yes {
+                    mode: Mode::Exclusive,
+                } => seen.locked += 1,
+                Vote::No {
+                    reason: VoteReason::Condition,
+                    ..
+                } => seen.condition += 1,
+                Vote::No {
+                    reason: VoteReason::Conflict,
+                    ..
+                } => seen.conflict += 1,
+                Vote::No { .. } => {}
+            }
+        }
         match outcome {
             Ok(status) if status.is_terminal() => assert_eq!(
                 *status, record.status,
@@ -368,10 +466,10 @@ async fn bank_invariants_hold_under_crashes_duplicates_delays_and_expiry() {
                 plan.key,
                 record.status
             ),
-            Err(_) => crashed += 1,
+            Err(_) => seen.crashed += 1,
         }
         if record.status == TxStatus::Committed {
-            committed += 1;
+            seen.committed += 1;
             *expected
                 .entry((plan.from.0.to_owned(), plan.from.1.clone()))
                 .or_default() -= plan.amount as i128;
@@ -384,12 +482,12 @@ async fn bank_invariants_hold_under_crashes_duplicates_delays_and_expiry() {
                     .or_default() += 1;
             }
         } else {
-            aborted += 1;
+            seen.aborted += 1;
         }
     }
 
     let mut total_after = 0i128;
-    for service in ["accounts", "wallets"] {
+    for &service in bank.services {
         for item in w.scan(service).await {
             let id = item.attributes["id"].as_str().expect("id").to_owned();
             assert!(
@@ -414,7 +512,7 @@ async fn bank_invariants_hold_under_crashes_duplicates_delays_and_expiry() {
             let k = (service.to_owned(), id.clone());
             assert_eq!(
                 balance,
-                INITIAL + expected.get(&k).copied().unwrap_or(0),
+                initial + expected.get(&k).copied().unwrap_or(0),
                 "{service}/{id}: balance does not match the committed ledger"
             );
             let version: i128 = item
@@ -432,16 +530,12 @@ async fn bank_invariants_hold_under_crashes_duplicates_delays_and_expiry() {
     assert_eq!(total_after, total_before, "money was created or destroyed");
 
     eprintln!(
-        "bank: {transfers} transfers: {committed} committed, {aborted} aborted, {crashed} coordinators crashed; \
-         faults fired {}, duplicate completions {}, late prepares {} ({} refused), clock jumps {}, sweeper passes {passes}; violations 0",
+        "bank: {transfers} transfers: {seen:?}; faults fired {}, duplicate completions {}, late prepares {} ({} refused), clock jumps {}, sweeper passes {passes}; violations 0",
         counters.faults_fired.load(Ordering::Relaxed),
         counters.duplicates_delivered.load(Ordering::Relaxed),
         counters.late_prepares.load(Ordering::Relaxed),
         counters.late_prepares_refused.load(Ordering::Relaxed),
         counters.clock_jumps.load(Ordering::Relaxed),
     );
-    assert!(
-        committed > 0 && aborted > 0 && crashed > 0,
-        "the run must exercise commits, aborts and crashes"
-    );
+    seen
 }
