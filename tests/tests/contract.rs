@@ -116,9 +116,12 @@ contract!(
     a_pause_refuses_new_reservations_until_it_ends,
     a_reservation_obeys_the_fence_and_the_horizon,
     expired_reservations_are_listed_and_fence_aborted_skips_its_own,
+    an_item_takes_at_most_the_most_reservations,
 );
 
 const NOW: u64 = 1_800_000_000_000;
+/// Most reservations an item takes in these cases, but where a case says otherwise.
+const MOST: usize = 32;
 
 fn op(v: Value) -> Operation {
     Operation::from_json("op", &v).expect("operation")
@@ -772,7 +775,7 @@ async fn reserve<I: ParticipantStore, L: TxLog>(
     l: &Lock,
 ) -> PrepareWrite {
     s.items()
-        .reserve(s.table(), &key(id), l, NOW)
+        .reserve(s.table(), &key(id), l, NOW, MOST)
         .await
         .expect("reserve")
 }
@@ -951,6 +954,59 @@ async fn an_upper_bound_is_checked_against_the_highest_value<I: ParticipantStore
     );
 }
 
+async fn an_item_takes_at_most_the_most_reservations<I: ParticipantStore, L: TxLog>(
+    s: Stores<I, L>,
+) {
+    s.seed("alice", json!({"balance": 100})).await;
+    let debits: Vec<Lock> = (0..3)
+        .map(|n| debit(&TxId::random(), NOW + n, 10))
+        .collect();
+    for d in &debits[..2] {
+        let w = s
+            .items()
+            .reserve(s.table(), &key("alice"), d, NOW, 2)
+            .await
+            .expect("reserve");
+        assert!(locked(&w));
+    }
+    let refused = s
+        .items()
+        .reserve(s.table(), &key("alice"), &debits[2], NOW, 2)
+        .await
+        .expect("reserve");
+    let item = refused_item(refused).expect("the item");
+    assert_eq!(
+        item.reservations.len(),
+        2,
+        "two stand: the third is refused"
+    );
+    // A retry of a standing one is still reserved, full or not.
+    let again = s
+        .items()
+        .reserve(s.table(), &key("alice"), &debits[0], NOW, 2)
+        .await
+        .expect("reserve");
+    assert!(locked(&again));
+    // Once one is released, there is room again.
+    let c = Completion {
+        shared: true,
+        ..completion(&debits[0], FenceOutcome::Committed, None)
+    };
+    assert!(matches!(
+        s.items()
+            .commit(s.table(), &key("alice"), &c)
+            .await
+            .expect("commit"),
+        CompleteWrite::Done
+    ));
+    let w = s
+        .items()
+        .reserve(s.table(), &key("alice"), &debits[2], NOW, 2)
+        .await
+        .expect("reserve");
+    assert!(locked(&w));
+}
+
 async fn reservations_on_one_attribute_must_agree_on_their_bound<I: ParticipantStore, L: TxLog>(
     s: Stores<I, L>,
 ) {
@@ -1028,7 +1084,7 @@ async fn a_pause_refuses_new_reservations_until_it_ends<I: ParticipantStore, L: 
     assert!(!locked(&reserve(&s, "alice", &d).await), "paused at NOW");
     let later = s
         .items()
-        .reserve(s.table(), &key("alice"), &d, NOW + 100)
+        .reserve(s.table(), &key("alice"), &d, NOW + 100, MOST)
         .await
         .expect("reserve");
     assert!(locked(&later), "the pause has ended");

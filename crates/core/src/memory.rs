@@ -374,6 +374,7 @@ impl ParticipantStore for MemoryItems {
         key: &Key,
         lock: &Lock,
         now: u64,
+        most: usize,
     ) -> Result<PrepareWrite, PortError> {
         self.with_table(table, |t| {
             let Some(item) = t.get_mut(&key_id(key)) else {
@@ -387,7 +388,8 @@ impl ParticipantStore for MemoryItems {
             if item.reservations.contains_key(&lock.tx_id) {
                 return locked(item); // a retry: reserved already
             }
-            let admitted = rules::reserve(seen(Some(item), &lock.tx_id, lock.began, now))
+            let full = item.reservations.len() >= most;
+            let admitted = rules::reserve(seen(Some(item), &lock.tx_id, lock.began, now), full)
                 == PrepareStep::Lock
                 && escrow_admits(item, &lock.op);
             if !admitted {

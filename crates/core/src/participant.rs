@@ -50,6 +50,10 @@ pub struct ParticipantConfig {
     /// that the standing ones drain and its retry can lock the item: a stream of reservations
     /// never starves it.
     pub reservation_pause_ms: u64,
+    /// Most reservations that may stand on one item at once; a reservation beyond it votes
+    /// `conflict`. Each is stored on the item (~250 bytes with its operation), and DynamoDB
+    /// bills every write of the item by its size (a unit per KB) and caps it at 400 KB.
+    pub max_reservations: usize,
 }
 
 impl Default for ParticipantConfig {
@@ -59,6 +63,7 @@ impl Default for ParticipantConfig {
             fence_capacity: 32,
             max_resolutions: 3,
             reservation_pause_ms: 1_000,
+            max_reservations: 32,
         }
     }
 }
@@ -131,7 +136,12 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
             }
             let write = match mode {
                 Mode::Exclusive => self.store.prepare(table, &req.key, &lock).await?,
-                Mode::Reserved => self.store.reserve(table, &req.key, &lock, now).await?,
+                Mode::Reserved => {
+                    let most = self.config.max_reservations;
+                    self.store
+                        .reserve(table, &req.key, &lock, now, most)
+                        .await?
+                }
             };
             let item = match write {
                 PrepareWrite::Locked {
@@ -153,7 +163,9 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
                 }
                 PrepareWrite::Refused(item) => item,
             };
-            let (owners, waiting) = match classify_refusal(item.as_deref(), &lock, now) {
+            let full = |i: &ItemState| i.reservations.len() >= self.config.max_reservations;
+            let refusal = classify_refusal(item.as_deref(), &lock, now, full);
+            let (owners, waiting) = match refusal {
                 Refusal::Vote(VoteReason::NotFound, _) if item.is_none() => {
                     return Ok(no(
                         VoteReason::NotFound,
@@ -475,13 +487,19 @@ pub enum Refusal {
 
 /// Reads a refused prepare or reservation off the item it found (`None`: no item) by the rule
 /// of its mode ([`rules::prepare`], [`rules::reserve`]), with a message for people.
-pub fn classify_refusal(item: Option<&ItemState>, lock: &Lock, now: u64) -> Refusal {
+/// `full` says whether an item holds as many reservations as it takes.
+pub fn classify_refusal(
+    item: Option<&ItemState>,
+    lock: &Lock,
+    now: u64,
+    full: impl Fn(&ItemState) -> bool,
+) -> Refusal {
     let vote = |reason, message: String| Refusal::Vote(reason, message);
     let seen = item.map_or(Seen::ABSENT, |i| i.seen_by(&lock.tx_id, lock.began, now));
     let mode = lock.op.mode();
     let step = match mode {
         Mode::Exclusive => rules::prepare(seen, lock.op.creates()),
-        Mode::Reserved => rules::reserve(seen),
+        Mode::Reserved => rules::reserve(seen, item.is_some_and(full)),
     };
     let refusal = match step {
         PrepareStep::Refuse(r) => r,
@@ -543,6 +561,13 @@ pub fn classify_refusal(item: Option<&ItemState>, lock: &Lock, now: u64) -> Refu
             owners: reservations(false),
             waiting: true,
         },
+        PrepareRefusal::Full => vote(
+            VoteReason::Conflict,
+            format!(
+                "{} transactions hold reservations on this item, the most it takes (TWOPC_MAX_RESERVATIONS): retry",
+                item.map_or(0, |i| i.reservations.len())
+            ),
+        ),
         PrepareRefusal::Paused => vote(
             VoteReason::Conflict,
             "new reservations of this item are paused while an exclusive operation waits for it: retry".to_owned(),
@@ -672,7 +697,12 @@ mod tests {
                 expires_at: 10,
             },
         );
-        let r = classify_refusal(Some(&item), &lock(&tx, 100, json!({"set": {"b": 1}})), 5);
+        let r = classify_refusal(
+            Some(&item),
+            &lock(&tx, 100, json!({"set": {"b": 1}})),
+            5,
+            |_| false,
+        );
         assert!(matches!(r, Refusal::Vote(VoteReason::Fenced, _)), "{r:?}");
     }
 
@@ -684,7 +714,7 @@ mod tests {
             horizon: 95,
             ..Default::default()
         };
-        let r = classify_refusal(Some(&item), &mine, 5);
+        let r = classify_refusal(Some(&item), &mine, 5, |_| false);
         assert!(
             matches!(&r, Refusal::Vote(VoteReason::Fenced, m) if m.contains("horizon")),
             "{r:?}"
@@ -692,7 +722,7 @@ mod tests {
         item.horizon = 94;
         assert!(
             !matches!(
-                classify_refusal(Some(&item), &mine, 5),
+                classify_refusal(Some(&item), &mine, 5, |_| false),
                 Refusal::Vote(VoteReason::Fenced, _)
             ),
             "a transaction that began after the horizon is not fenced by it"
@@ -701,7 +731,7 @@ mod tests {
         item.lock = Some(mine.clone());
         assert!(
             !matches!(
-                classify_refusal(Some(&item), &mine, 5),
+                classify_refusal(Some(&item), &mine, 5, |_| false),
                 Refusal::Vote(VoteReason::Fenced, _)
             ),
             "a retried prepare finding its own lock is not fenced by a horizon raised meanwhile"
@@ -720,7 +750,7 @@ mod tests {
         let mine = lock(&me, 100, json!({"set": {"b": 1}}));
         for now in [49, 51] {
             assert!(
-                matches!(classify_refusal(Some(&item), &mine, now),
+                matches!(classify_refusal(Some(&item), &mine, now, |_| false),
                     Refusal::Held { owners, waiting: false } if owners.len() == 1 && owners[0].tx_id == other),
                 "at {now}"
             );
@@ -737,7 +767,7 @@ mod tests {
         };
         let exclusive = lock(&me, 100, json!({"set": {"b": 1}}));
         assert!(matches!(
-            classify_refusal(Some(&item), &exclusive, 10),
+            classify_refusal(Some(&item), &exclusive, 10, |_| false),
             Refusal::Held { waiting: true, .. }
         ));
         let paused = ItemState {
@@ -746,7 +776,7 @@ mod tests {
         };
         let reserving = lock(&me, 100, json!({"add": {"b": 1}}));
         assert!(matches!(
-            classify_refusal(Some(&paused), &reserving, 10),
+            classify_refusal(Some(&paused), &reserving, 10, |_| false),
             Refusal::Vote(VoteReason::Conflict, m) if m.contains("paused")
         ));
     }
@@ -766,6 +796,7 @@ mod tests {
                 json!({"add": {"balance": -100}, "require": {"balance": {"gte": 100}}}),
             ),
             1,
+            |_| false,
         );
         match r {
             Refusal::Vote(VoteReason::Condition, m) => {
@@ -786,6 +817,7 @@ mod tests {
             Some(&item),
             &lock(&tx, 100, json!({"add": {"balance": 1}})),
             1,
+            |_| false,
         );
         assert!(matches!(r, Refusal::Vote(VoteReason::Invalid, _)), "{r:?}");
     }
@@ -797,6 +829,7 @@ mod tests {
             Some(&ItemState::default()),
             &lock(&tx, 100, json!({"put": {"a": 1}})),
             1,
+            |_| false,
         );
         assert!(
             matches!(r, Refusal::Vote(VoteReason::Condition, _)),

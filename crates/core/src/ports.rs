@@ -238,13 +238,15 @@ pub trait ParticipantStore: Send + Sync {
     /// [`Operation::escrow`]) for `lock.tx_id` if no lock stands, reservations are not paused
     /// at `now`, the transaction began after the fence horizon and has no fence entry, and each
     /// bound holds against the escrowed extreme (lowest for `gte`, highest for `lte`) and agrees
-    /// with the other reservations' bound; or if the reservation is already `tx`'s.
+    /// with the other reservations' bound, and fewer than `most` reservations stand; or if the
+    /// reservation is already `tx`'s.
     fn reserve(
         &self,
         table: &str,
         key: &Key,
         lock: &Lock,
         now: u64,
+        most: usize,
     ) -> impl Future<Output = Result<PrepareWrite, PortError>> + Send;
 
     /// One conditional write, only if the item is `c.tx`'s (lock or reservation): apply `c.op`,

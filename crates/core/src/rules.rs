@@ -122,6 +122,9 @@ pub enum PrepareRefusal {
     Reserved,
     /// New reservations are paused: an exclusive operation is waiting for the item.
     Paused,
+    /// The item holds as many reservations as it takes (`ParticipantConfig::max_reservations`):
+    /// each one is stored on the item, which DynamoDB bills per KB written and caps at 400 KB.
+    Full,
     /// The operation needs a business item and there is none of this shape.
     NotFound(Shape),
     /// A creating operation (`put`) on an item that exists.
@@ -179,10 +182,11 @@ pub fn prepare(seen: Seen, creates: bool) -> PrepareStep {
 }
 
 /// The reservation rule, for a commuting operation: like [`prepare`], but other reservations may
-/// stand beside it, only a lock excludes it, and it waits while an exclusive operation does.
-/// Its own bounds against the escrowed extremes are the operation's own conditions: a refused
-/// write that this admits failed one of them (`Business`).
-pub fn reserve(seen: Seen) -> PrepareStep {
+/// stand beside it, only a lock excludes it, and it waits while an exclusive operation does or
+/// while the item holds as many reservations as it takes (`full`). Its own bounds against the
+/// escrowed extremes are the operation's own conditions ([`escrow`]): a refused write that this
+/// admits failed one of them (`Business`).
+pub fn reserve(seen: Seen, full: bool) -> PrepareStep {
     use PrepareRefusal::*;
     let refuse = PrepareStep::Refuse;
     if let Some(outcome) = seen.entry {
@@ -202,6 +206,9 @@ pub fn reserve(seen: Seen) -> PrepareStep {
     }
     if seen.paused {
         return refuse(Paused);
+    }
+    if full {
+        return refuse(Full);
     }
     PrepareStep::Lock
 }

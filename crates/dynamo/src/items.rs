@@ -692,8 +692,9 @@ impl ParticipantStore for DynamoItems {
         key: &Key,
         lock: &Lock,
         now: u64,
+        most: usize,
     ) -> Result<PrepareWrite, PortError> {
-        self.reserve_item(table, key, lock, now).await
+        self.reserve_item(table, key, lock, now, most).await
     }
 
     async fn pause_reservations(

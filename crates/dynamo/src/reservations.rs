@@ -157,6 +157,7 @@ impl DynamoItems {
         key: &Key,
         lock: &Lock,
         now: u64,
+        most: usize,
     ) -> Result<PrepareWrite, PortError> {
         let escrowed = lock.op.escrow().ok_or_else(|| PortError::Invalid {
             context: format!("reserving for {} in {table}", lock.tx_id),
@@ -186,6 +187,11 @@ impl DynamoItems {
             ),
             format!("(attribute_not_exists({horizon}) OR {horizon} < {began})"),
             format!("(attribute_not_exists({pause}) OR {pause} <= {now_v})"),
+            format!(
+                "(attribute_not_exists({n}) OR {n} < {})",
+                e.value(number(most as u64)),
+                n = e.name(RESERVATIONS)
+            ),
         ];
         let (shard, expires) = (e.name(LOCK_SHARD), e.name(LOCK_EXPIRES_AT));
         let mut set = vec![

@@ -216,7 +216,8 @@ pub fn prepare<const TXS: usize>(
         seen.covered = false;
     }
     if op.reserves() {
-        let mut step = rules::reserve(seen);
+        // At most three transactions: never more reservations than an item takes.
+        let mut step = rules::reserve(seen, false);
         if step == PrepareStep::Lock
             && !item.reserved[tx.ix()]
             && rules::escrow(escrow_seen(variant, &item, tx, ops)).is_err()

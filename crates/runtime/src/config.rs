@@ -48,6 +48,8 @@ pub mod var {
     /// function that runs it). Default 32; at least 1. Liveness only, see
     /// `ParticipantConfig::fence_capacity`.
     pub const FENCE_CAPACITY: &str = "TWOPC_FENCE_CAPACITY";
+    /// `ParticipantConfig::max_reservations`.
+    pub const MAX_RESERVATIONS: &str = "TWOPC_MAX_RESERVATIONS";
     /// How long past its deadline a fence entry is kept when the fence has room, in ms.
     /// Default 10000. Liveness only, see `ParticipantConfig::fence_margin_ms`.
     pub const FENCE_MARGIN_MS: &str = "TWOPC_FENCE_MARGIN_MS";
@@ -88,6 +90,7 @@ pub mod var {
         SWEEP_MAX_LOCKS,
         SWEEP_CONCURRENCY,
         FENCE_CAPACITY,
+        MAX_RESERVATIONS,
         FENCE_MARGIN_MS,
         METRICS_NAMESPACE,
         LOG,
@@ -280,8 +283,19 @@ impl Config {
                 var::FENCE_MARGIN_MS,
                 participant_defaults.fence_margin_ms,
             )?,
+            max_reservations: number(
+                &get,
+                var::MAX_RESERVATIONS,
+                participant_defaults.max_reservations,
+            )?,
             ..participant_defaults
         };
+        if participant.max_reservations == 0 {
+            return Err(ConfigError::Invalid {
+                var: var::MAX_RESERVATIONS,
+                problem: "must be at least 1 (0 would refuse every commuting change)".into(),
+            });
+        }
         if participant.fence_capacity == 0 {
             return Err(ConfigError::Invalid {
                 var: var::FENCE_CAPACITY,
@@ -567,10 +581,12 @@ mod tests {
                 (var::CALL_TIMEOUT_MS, "250"),
                 (var::COORDINATOR_ID, "me"),
                 (var::FENCE_CAPACITY, "8"),
+                (var::MAX_RESERVATIONS, "5"),
             ]),
         )
         .expect("valid");
         assert_eq!(c.participant.fence_capacity, 8);
+        assert_eq!(c.participant.max_reservations, 5);
         assert_eq!(
             c.participant.fence_margin_ms,
             ParticipantConfig::default().fence_margin_ms
@@ -585,6 +601,16 @@ mod tests {
         )
         .expect_err("a fence of no entries");
         assert!(e.to_string().contains(var::FENCE_CAPACITY), "{e}");
+        let e = Config::from_lookup(
+            Role::Participant,
+            lookup(&[
+                (var::TRANSACTIONS_TABLE, "tx"),
+                (var::PARTICIPANT_TABLE, "accounts"),
+                (var::MAX_RESERVATIONS, "0"),
+            ]),
+        )
+        .expect_err("no room for any reservation");
+        assert!(e.to_string().contains(var::MAX_RESERVATIONS), "{e}");
         let tables: Vec<&str> = c.lock_tables.iter().map(|t| t.table.as_str()).collect();
         assert_eq!(tables, ["accounts", "wallets"]);
         assert_eq!(c.lock_tables[0].key, KeySchema::string_hash("id"));

@@ -1,0 +1,323 @@
+//! Reservations against DynamoDB Local, through the participant logic and the coordinator: one
+//! test per rule of `docs/protocol.md`, "Reservations" (the store-level conditions are the
+//! contract suite's; the model check explores their interleavings).
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use twopc_core::fault::FaultPoint;
+use twopc_core::ids::TxId;
+use twopc_core::op::Mode;
+use twopc_core::participant::ParticipantConfig;
+use twopc_core::ports::{Clock, TxLog};
+use twopc_core::record::{Vote, VoteReason};
+use twopc_core::status::TxStatus;
+use twopc_tests::{CrashAt, World, complete_req, exclusive, prepare_req, reason, transfer};
+
+/// A debit of `amount` from `balance`, never below 0: commutes, so it reserves.
+fn debit(amount: i64) -> Value {
+    json!({"add": {"balance": -amount}, "require": {"balance": {"gte": amount}}})
+}
+
+/// The same debit with a `set` beside it: exclusive, so it locks.
+fn exclusive_debit(amount: i64) -> Value {
+    json!({"add": {"balance": -amount}, "require": {"balance": {"gte": amount}}, "set": {"memo": "x"}})
+}
+
+async fn merchant(w: &World, balance: i64) {
+    w.seed("accounts", "alice", json!({"balance": balance}))
+        .await;
+    w.seed("wallets", "bob", json!({"balance": 0})).await;
+}
+
+fn deadline(w: &World) -> u64 {
+    w.clock.now_ms() + 5_000
+}
+
+async fn balance(w: &World, service: &str, id: &str) -> String {
+    w.attr(service, id, "balance").await.expect("a balance")
+}
+
+/// A transfer whose coordinator dies at `point`, leaving its record as it was there.
+async fn crashed_transfer(w: &World, body: &Value, point: FaultPoint) -> TxId {
+    let key = format!("crash-{}", TxId::random());
+    let crash = Arc::new(CrashAt::new(point));
+    let c = w.coordinator_via(w.direct()).with_faults(crash.clone());
+    let stopped = crash
+        .run(c.submit(body, Some(&key)))
+        .await
+        .expect_err("must crash");
+    assert_eq!(stopped, point);
+    TxId::for_idempotency_key(&key)
+}
+
+#[tokio::test]
+async fn concurrent_debits_of_one_account_all_commit_when_the_balance_covers_them() {
+    let w = World::new().await;
+    merchant(&w, 100).await;
+    // Eight payments out of one account at once: each reserves beside the others.
+    let records = futures::future::join_all((0..8).map(|_| w.transfer("alice", "bob", 10))).await;
+    for r in &records {
+        assert_eq!(r.status, TxStatus::Committed, "{:?}", r.votes);
+        assert!(
+            r.votes.iter().all(|v| matches!(
+                v,
+                Vote::Yes {
+                    mode: Mode::Reserved
+                }
+            )),
+            "{:?}",
+            r.votes
+        );
+    }
+    assert_eq!(balance(&w, "accounts", "alice").await, "20");
+    assert_eq!(balance(&w, "wallets", "bob").await, "80");
+    let alice = w.item("accounts", "alice").await.expect("alice");
+    assert!(alice.reservations.is_empty() && alice.escrow.is_empty());
+    assert_eq!(alice.attributes[twopc_core::layout::VERSION], json!(8));
+}
+
+#[tokio::test]
+async fn a_debit_the_balance_covers_but_not_with_the_debits_in_flight_votes_conflict() {
+    let w = World::new().await;
+    merchant(&w, 100).await;
+    let (t1, t2) = (TxId::random(), TxId::random());
+    let d = deadline(&w);
+    let first = w
+        .participant
+        .prepare(&w.accounts, &prepare_req(&t1, d, "alice", debit(60)))
+        .await
+        .expect("prepare");
+    assert_eq!(
+        first.vote,
+        Vote::Yes {
+            mode: Mode::Reserved
+        }
+    );
+    let second = w
+        .participant
+        .prepare(&w.accounts, &prepare_req(&t2, d, "alice", debit(60)))
+        .await
+        .expect("prepare");
+    assert_eq!(reason(&second), Some(VoteReason::Conflict), "{second:?}");
+    // Readers see the committed value, not the 40 the reservation might leave.
+    assert_eq!(balance(&w, "accounts", "alice").await, "100");
+    // Once the first gives its reservation back, the second fits.
+    w.participant
+        .abort(&w.accounts, &complete_req(&t1, d, "alice", debit(60)))
+        .await
+        .expect("abort");
+    let t3 = TxId::random();
+    let third = w
+        .participant
+        .prepare(&w.accounts, &prepare_req(&t3, d, "alice", debit(60)))
+        .await
+        .expect("prepare");
+    assert!(third.vote.is_yes(), "{third:?}");
+}
+
+#[tokio::test]
+async fn a_debit_the_balance_cannot_cover_votes_condition() {
+    let w = World::new().await;
+    merchant(&w, 100).await;
+    let rec = w.transfer("alice", "bob", 150).await;
+    assert_eq!(rec.status, TxStatus::Aborted);
+    assert!(
+        matches!(&rec.votes[0], Vote::No { reason: VoteReason::Condition, message } if message.contains("balance gte 150 (is 100)")),
+        "{:?}",
+        rec.votes
+    );
+    assert_eq!(balance(&w, "accounts", "alice").await, "100");
+}
+
+#[tokio::test]
+async fn an_exclusive_operation_meeting_reservations_pauses_new_ones_and_then_locks() {
+    let w = World::new().await;
+    merchant(&w, 100).await;
+    let d = deadline(&w);
+    let reserving = TxId::random();
+    w.participant
+        .prepare(&w.accounts, &prepare_req(&reserving, d, "alice", debit(10)))
+        .await
+        .expect("prepare");
+    // The exclusive prepare meets a live reservation: conflict, and new reservations wait.
+    let locker = TxId::random();
+    let refused = w
+        .participant
+        .prepare(
+            &w.accounts,
+            &prepare_req(&locker, d, "alice", exclusive_debit(5)),
+        )
+        .await
+        .expect("prepare");
+    assert_eq!(reason(&refused), Some(VoteReason::Conflict), "{refused:?}");
+    let newcomer = w
+        .participant
+        .prepare(
+            &w.accounts,
+            &prepare_req(&TxId::random(), d, "alice", debit(1)),
+        )
+        .await
+        .expect("prepare");
+    assert!(
+        matches!(&newcomer.vote, Vote::No { reason: VoteReason::Conflict, message } if message.contains("paused")),
+        "{newcomer:?}"
+    );
+    // The standing reservation drains; the exclusive retry (a new transaction) locks.
+    w.participant
+        .commit(
+            &w.accounts,
+            &complete_req(&reserving, d, "alice", debit(10)),
+        )
+        .await
+        .expect("commit");
+    let retry = w
+        .participant
+        .prepare(
+            &w.accounts,
+            &prepare_req(&TxId::random(), d, "alice", exclusive_debit(5)),
+        )
+        .await
+        .expect("prepare");
+    assert_eq!(
+        retry.vote,
+        Vote::Yes {
+            mode: Mode::Exclusive
+        }
+    );
+}
+
+#[tokio::test]
+async fn a_prepare_meeting_a_decided_reservation_settles_it_without_waiting() {
+    let w = World::new().await;
+    merchant(&w, 100).await;
+    // A transfer decided to commit, and its coordinator died: its reservations stand, live.
+    let decided =
+        crashed_transfer(&w, &transfer("alice", "bob", 30), FaultPoint::AfterDecide).await;
+    let alice = w.item("accounts", "alice").await.expect("alice");
+    assert!(alice.reservations.contains_key(&decided));
+    // An exclusive change of alice, long before that deadline: it rolls the owner forward on
+    // alice, then locks.
+    let rec = w
+        .coordinator
+        .submit(&exclusive(transfer("alice", "bob", 5)), None)
+        .await
+        .expect("submit");
+    assert_eq!(rec.status, TxStatus::Committed, "{:?}", rec.votes);
+    assert_eq!(balance(&w, "accounts", "alice").await, "65");
+    let owner = w.log.get(&decided).await.expect("get").expect("record");
+    assert_eq!(
+        owner.status,
+        TxStatus::Committing,
+        "bob is the sweeper's to finish"
+    );
+}
+
+#[tokio::test]
+async fn an_expired_reservation_is_resolved_through_its_owners_record() {
+    let w = World::new().await;
+    merchant(&w, 100).await;
+    // Undecided, its coordinator gone: the reservation must not be dropped blindly.
+    let stalled = crashed_transfer(
+        &w,
+        &transfer("alice", "bob", 30),
+        FaultPoint::AfterPrepare(1),
+    )
+    .await;
+    w.clock.advance(60_000);
+    let rec = w.transfer("alice", "bob", 90).await;
+    assert_eq!(rec.status, TxStatus::Committed, "{:?}", rec.votes);
+    let owner = w.log.get(&stalled).await.expect("get").expect("record");
+    assert!(
+        matches!(owner.status, TxStatus::Aborting | TxStatus::Aborted),
+        "{}",
+        owner.status
+    );
+    assert_eq!(balance(&w, "accounts", "alice").await, "10");
+}
+
+#[tokio::test]
+async fn the_sweeper_finds_an_orphan_reservation_through_the_lock_index() {
+    let w = World::new().await;
+    merchant(&w, 100).await;
+    // A reservation whose transaction never began (no record): only the index finds it.
+    let orphan = TxId::random();
+    let d = deadline(&w);
+    w.participant
+        .prepare(&w.accounts, &prepare_req(&orphan, d, "alice", debit(10)))
+        .await
+        .expect("prepare");
+    w.clock.advance(60_000);
+    let report = w.sweeper().run().await.expect("sweep");
+    assert_eq!(
+        (report.expired_locks, report.locks_resolved),
+        (1, 1),
+        "{report:?}"
+    );
+    let alice = w.item("accounts", "alice").await.expect("alice");
+    assert!(alice.reservations.is_empty() && alice.escrow.is_empty());
+    assert_eq!(balance(&w, "accounts", "alice").await, "100");
+    let owner = w.log.get(&orphan).await.expect("get").expect("record");
+    assert_eq!(
+        owner.status,
+        TxStatus::Aborted,
+        "recorded so it can never begin"
+    );
+}
+
+#[tokio::test]
+async fn a_reservation_beyond_the_most_an_item_takes_votes_conflict() {
+    let w = World::with_participant_config(ParticipantConfig {
+        max_reservations: 2,
+        ..ParticipantConfig::default()
+    })
+    .await;
+    merchant(&w, 100).await;
+    let d = deadline(&w);
+    for _ in 0..2 {
+        let yes = w
+            .participant
+            .prepare(
+                &w.accounts,
+                &prepare_req(&TxId::random(), d, "alice", debit(1)),
+            )
+            .await
+            .expect("prepare");
+        assert!(yes.vote.is_yes(), "{yes:?}");
+    }
+    let third = w
+        .participant
+        .prepare(
+            &w.accounts,
+            &prepare_req(&TxId::random(), d, "alice", debit(1)),
+        )
+        .await
+        .expect("prepare");
+    assert!(
+        matches!(&third.vote, Vote::No { reason: VoteReason::Conflict, message } if message.contains("TWOPC_MAX_RESERVATIONS")),
+        "{third:?}"
+    );
+}
+
+#[tokio::test]
+async fn readers_see_committed_values_never_reservations_or_their_bounds() {
+    let w = World::new().await;
+    merchant(&w, 100).await;
+    let t = TxId::random();
+    w.participant
+        .prepare(
+            &w.accounts,
+            &prepare_req(&t, deadline(&w), "alice", debit(25)),
+        )
+        .await
+        .expect("prepare");
+    let alice = w.item("accounts", "alice").await.expect("alice");
+    assert!(!alice.reservations.is_empty());
+    let view = twopc_dynamo::items::business_view(&alice).expect("a real item");
+    assert_eq!(
+        view.keys().map(String::as_str).collect::<Vec<_>>(),
+        ["balance", "id"],
+        "no protocol attribute shows"
+    );
+    assert_eq!(view["balance"], json!(100));
+}
