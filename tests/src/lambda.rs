@@ -234,7 +234,6 @@ impl LocalFunction {
                 .expect("a valid operation"),
             prune: None,
             refused: false,
-            shared: false,
         };
         let call = transport.abort(&target, &probe);
         tokio::pin!(call);

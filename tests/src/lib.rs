@@ -344,7 +344,6 @@ pub fn complete_req(tx: &TxId, deadline: u64, id: &str, o: Value) -> CompleteReq
         op: op(o),
         prune: None,
         refused: false,
-        shared: false,
     }
 }
 

@@ -496,7 +496,7 @@ async fn run(bank: Bank) -> Seen {
                 item.lock.map(|l| l.tx_id)
             );
             assert!(
-                item.reservations.is_empty() && item.escrow.is_empty(),
+                item.reservations.is_empty(),
                 "{service}/{id} still reserved by {:?}",
                 item.reservations.keys().collect::<Vec<_>>()
             );
@@ -509,6 +509,14 @@ async fn run(bank: Bank) -> Seen {
                 .parse()
                 .expect("integral balance");
             assert!(balance >= 0, "{service}/{id} went negative: {balance}");
+            // What the reservations escrowed is all given back or applied: idle, at the value.
+            let value = twopc_core::decimal::Decimal::parse(&balance.to_string()).expect("n");
+            for (attr, escrow) in &item.escrow {
+                assert!(
+                    escrow.count == 0 && escrow.floors == 0 && !escrow.is_stale(&value),
+                    "{service}/{id}: escrow of {attr} not idle at the value: {escrow:?}"
+                );
+            }
             let k = (service.to_owned(), id.clone());
             assert_eq!(
                 balance,

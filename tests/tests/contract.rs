@@ -53,6 +53,32 @@ impl<I: ParticipantStore, L: TxLog> Stores<I, L> {
             Seeder::Dynamo(world) => world.seed("accounts", id, attrs).await,
         }
     }
+
+    /// The service sets one attribute of its item itself, outside any transaction.
+    async fn set_outside(&self, id: &str, name: &str, value: Value) {
+        match &self.seeder {
+            Seeder::Memory(items) => items.set_attribute(&self.table, &key(id), name, value),
+            Seeder::Dynamo(world) => {
+                let mut e = twopc_dynamo::expr::Expr::new();
+                let update = format!(
+                    "SET {} = {}",
+                    e.name(name),
+                    e.value(twopc_dynamo::codec::to_attr(&value))
+                );
+                world
+                    .client
+                    .update_item()
+                    .table_name(&self.table)
+                    .set_key(Some(twopc_dynamo::codec::to_item(&key(id))))
+                    .update_expression(update)
+                    .set_expression_attribute_names(e.names())
+                    .set_expression_attribute_values(e.values())
+                    .send()
+                    .await
+                    .expect("set outside the protocol");
+            }
+        }
+    }
 }
 
 async fn memory() -> Stores<MemoryItems, MemoryTxLog> {
@@ -108,7 +134,8 @@ contract!(
     the_log_creates_once_and_swaps_status_by_compare_and_swap,
     the_log_lists_overdue_records_and_backs_off_failed_ones,
     reservations_stand_side_by_side_and_each_bound_is_checked_against_the_extreme,
-    releasing_reservations_applies_or_gives_back_their_escrow_and_the_last_clears_it,
+    releasing_reservations_applies_or_gives_back_their_escrow_and_the_last_leaves_it_idle,
+    a_stale_idle_escrow_refuses_reservations_until_it_is_reset,
     an_upper_bound_is_checked_against_the_highest_value,
     reservations_on_one_attribute_must_agree_on_their_bound,
     a_retried_reservation_is_reserved_once,
@@ -200,7 +227,6 @@ fn completion<'a>(l: &'a Lock, outcome: FenceOutcome, prune: Option<&'a Prune>) 
         op: &l.op,
         entry: entry(outcome, l.began),
         prune,
-        shared: false,
     }
 }
 
@@ -864,7 +890,7 @@ async fn reservations_stand_side_by_side_and_each_bound_is_checked_against_the_e
     );
 }
 
-async fn releasing_reservations_applies_or_gives_back_their_escrow_and_the_last_clears_it<
+async fn releasing_reservations_applies_or_gives_back_their_escrow_and_the_last_leaves_it_idle<
     I: ParticipantStore,
     L: TxLog,
 >(
@@ -917,9 +943,16 @@ async fn releasing_reservations_applies_or_gives_back_their_escrow_and_the_last_
     ));
     let alice = read(&s, "alice").await.expect("alice");
     assert_eq!(number(alice.attributes.get("balance")), "25");
-    assert!(
-        alice.reservations.is_empty() && alice.escrow.is_empty(),
-        "{alice:?}"
+    assert!(alice.reservations.is_empty(), "{alice:?}");
+    // The last release leaves the escrow idle, at the value, its floor kept by nobody.
+    let idle = &alice.escrow["balance"];
+    assert_eq!(
+        (idle.count, idle.floors, idle.standing_floor()),
+        (0, 0, None)
+    );
+    assert_eq!(
+        escrow_of(&s, "alice", "balance").await,
+        Some((0, "25".to_owned(), "25".to_owned()))
     );
     // A new reservation starts from the value.
     let d = debit(&TxId::random(), NOW + 3, 25);
@@ -927,6 +960,45 @@ async fn releasing_reservations_applies_or_gives_back_their_escrow_and_the_last_
     assert_eq!(
         escrow_of(&s, "alice", "balance").await,
         Some((1, "0".to_owned(), "25".to_owned()))
+    );
+}
+
+async fn a_stale_idle_escrow_refuses_reservations_until_it_is_reset<
+    I: ParticipantStore,
+    L: TxLog,
+>(
+    s: Stores<I, L>,
+) {
+    s.seed("alice", json!({"balance": 30})).await;
+    let a = debit(&TxId::random(), NOW, 10);
+    assert!(locked(&reserve(&s, "alice", &a).await));
+    assert!(matches!(
+        release(&s, "alice", &a, true).await,
+        CompleteWrite::Done
+    ));
+    // The service writes its own balance outside any transaction: the idle escrow (20) is
+    // out of step with the value (5), and a reservation checked against it could overdraw.
+    s.set_outside("alice", "balance", json!(5)).await;
+    let b = debit(&TxId::random(), NOW + 1, 10);
+    assert!(!locked(&reserve(&s, "alice", &b).await), "stale: refused");
+    // A reset only removes an escrow nobody stands on; then the value decides.
+    s.items()
+        .reset_escrow(s.table(), &key("alice"), &["balance"])
+        .await
+        .expect("reset");
+    assert_eq!(escrow_of(&s, "alice", "balance").await, None);
+    let refused = refused_item(reserve(&s, "alice", &b).await).expect("the item");
+    assert_eq!(number(refused.attributes.get("balance")), "5", "10 > 5");
+    let c = debit(&TxId::random(), NOW + 2, 5);
+    assert!(locked(&reserve(&s, "alice", &c).await));
+    s.items()
+        .reset_escrow(s.table(), &key("alice"), &["balance"])
+        .await
+        .expect("reset");
+    assert_eq!(
+        escrow_of(&s, "alice", "balance").await,
+        Some((1, "0".to_owned(), "5".to_owned())),
+        "a standing reservation's escrow is never reset"
     );
 }
 
@@ -989,7 +1061,6 @@ async fn an_item_takes_at_most_the_most_reservations<I: ParticipantStore, L: TxL
     assert!(locked(&again));
     // Once one is released, there is room again.
     let c = Completion {
-        shared: true,
         ..completion(&debits[0], FenceOutcome::Committed, None)
     };
     assert!(matches!(

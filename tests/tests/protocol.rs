@@ -722,7 +722,6 @@ fn first_participant_messages(rec: &TxRecord) -> (PrepareRequest, CompleteReques
             op: p.op.clone(),
             prune: None,
             refused: false,
-            shared: false,
         },
     )
 }

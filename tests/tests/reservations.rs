@@ -4,9 +4,12 @@
 
 use std::sync::Arc;
 
+use aws_sdk_dynamodb::types::AttributeValue;
 use serde_json::{Value, json};
+use twopc_core::decimal::Decimal;
 use twopc_core::fault::FaultPoint;
 use twopc_core::ids::TxId;
+use twopc_core::item::ItemState;
 use twopc_core::op::Mode;
 use twopc_core::participant::ParticipantConfig;
 use twopc_core::ports::{Clock, TxLog};
@@ -36,6 +39,18 @@ fn deadline(w: &World) -> u64 {
 
 async fn balance(w: &World, service: &str, id: &str) -> String {
     w.attr(service, id, "balance").await.expect("a balance")
+}
+
+/// Nothing reserved on `item`, its escrow (if any) idle at `value`.
+fn assert_idle(item: &ItemState, value: &str) {
+    assert!(item.reservations.is_empty(), "{item:?}");
+    let value = Decimal::parse(value).expect("a number");
+    for (attr, escrow) in &item.escrow {
+        assert!(
+            escrow.count == 0 && escrow.floors == 0 && !escrow.is_stale(&value),
+            "{attr}: {escrow:?}"
+        );
+    }
 }
 
 /// A transfer whose coordinator dies at `point`, leaving its record as it was there.
@@ -73,7 +88,7 @@ async fn concurrent_debits_of_one_account_all_commit_when_the_balance_covers_the
     assert_eq!(balance(&w, "accounts", "alice").await, "20");
     assert_eq!(balance(&w, "wallets", "bob").await, "80");
     let alice = w.item("accounts", "alice").await.expect("alice");
-    assert!(alice.reservations.is_empty() && alice.escrow.is_empty());
+    assert_idle(&alice, "20");
     assert_eq!(alice.attributes[twopc_core::layout::VERSION], json!(8));
 }
 
@@ -255,7 +270,7 @@ async fn the_sweeper_finds_an_orphan_reservation_through_the_lock_index() {
         "{report:?}"
     );
     let alice = w.item("accounts", "alice").await.expect("alice");
-    assert!(alice.reservations.is_empty() && alice.escrow.is_empty());
+    assert_idle(&alice, "100");
     assert_eq!(balance(&w, "accounts", "alice").await, "100");
     let owner = w.log.get(&orphan).await.expect("get").expect("record");
     assert_eq!(
@@ -320,4 +335,43 @@ async fn readers_see_committed_values_never_reservations_or_their_bounds() {
         "no protocol attribute shows"
     );
     assert_eq!(view["balance"], json!(100));
+}
+
+#[tokio::test]
+async fn a_balance_written_outside_the_protocol_is_reserved_from_its_new_value() {
+    let w = World::new().await;
+    merchant(&w, 100).await;
+    assert_eq!(
+        w.transfer("alice", "bob", 30).await.status,
+        TxStatus::Committed
+    );
+    // The service itself sets alice's balance (no transaction): the idle escrow (70) is stale.
+    w.client
+        .update_item()
+        .table_name(&w.accounts)
+        .key("id", AttributeValue::S("alice".into()))
+        .update_expression("SET balance = :b")
+        .expression_attribute_values(":b", AttributeValue::N("20".into()))
+        .send()
+        .await
+        .expect("update outside the protocol");
+    // A debit of 50 fits the stale escrow, not the balance: refused for insufficient funds.
+    let rec = w.transfer("alice", "bob", 50).await;
+    assert_eq!(rec.status, TxStatus::Aborted, "{:?}", rec.votes);
+    assert!(
+        matches!(
+            &rec.votes[0],
+            Vote::No {
+                reason: VoteReason::Condition,
+                ..
+            }
+        ),
+        "{:?}",
+        rec.votes
+    );
+    assert_eq!(
+        w.transfer("alice", "bob", 20).await.status,
+        TxStatus::Committed
+    );
+    assert_idle(&w.item("accounts", "alice").await.expect("alice"), "0");
 }

@@ -486,7 +486,6 @@ impl Serial {
                 op: p.op.clone(),
                 prune: hints.get(i).cloned().flatten(),
                 refused: decision == ours && votes.get(i).is_some_and(Vote::refused),
-                shared: false,
             };
             let t = table(&p.target)?;
             let reply = match decision {

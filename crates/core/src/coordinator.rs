@@ -147,20 +147,14 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
         self.checkpoint(FaultPoint::AfterDecide).await;
 
         // 4-5. Complete everywhere, then finalize.
-        // What each prepare's reply planned for its item (the prune; the reservation hint),
-        // carried by the completion of the decision it was planned for.
-        let hints: Vec<Hint> = if decided.status.decision() == Some(decision) {
-            replies
-                .into_iter()
-                .map(|r| Hint {
-                    prune: r.prune,
-                    shared: r.shared,
-                })
-                .collect()
+        // What each prepare's reply planned for its item (the prune), carried by the completion
+        // of the decision it was planned for.
+        let prunes: Vec<Option<Prune>> = if decided.status.decision() == Some(decision) {
+            replies.into_iter().map(|r| r.prune).collect()
         } else {
             vec![]
         };
-        Ok(self.complete(decided, &hints).await?)
+        Ok(self.complete(decided, &prunes).await?)
     }
 
     /// Reads a record.
@@ -290,7 +284,13 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
         })
     }
 
-    async fn complete(&self, record: TxRecord, hints: &[Hint]) -> Result<TxRecord, PortError> {
+    /// Sends the decision to every participant (with the prune each one's prepare planned, if
+    /// known), then finalizes once every one acknowledged.
+    async fn complete(
+        &self,
+        record: TxRecord,
+        prunes: &[Option<Prune>],
+    ) -> Result<TxRecord, PortError> {
         let Some(decision) = record.status.decision() else {
             return Ok(record);
         };
@@ -306,8 +306,7 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
                     began: record.created_at,
                     key: p.key.clone(),
                     op: p.op.clone(),
-                    prune: hints.get(i).and_then(|h| h.prune.clone()),
-                    shared: hints.get(i).is_some_and(|h| h.shared),
+                    prune: prunes.get(i).cloned().flatten(),
                     refused: record.votes.get(i).is_some_and(Vote::refused),
                 };
                 let reply = match decision {
@@ -349,12 +348,6 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
             }
         }
     }
-}
-
-/// What a prepare's reply planned for the completion of its item.
-struct Hint {
-    prune: Option<Prune>,
-    shared: bool,
 }
 
 enum Begun {

@@ -107,22 +107,60 @@ pub struct ItemState {
     pub paused_until: u64,
 }
 
-/// What the standing reservations on one attribute escrow. Valid only while `count > 0`: the
-/// last reservation's release clears it, so a first reservation starts from the value.
+/// What the standing reservations on one attribute escrow. It stays on the item when the last
+/// reservation goes (`count` 0, the extremes back at the value: *idle*), so that every release
+/// is one write whether or not it is the last; an idle escrow whose extremes no longer match the
+/// value (something outside the protocol wrote the attribute) is *stale*, and is removed before
+/// the next reservation (`ParticipantStore::reset_escrow`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Escrow {
     /// Reservations standing on the attribute.
     pub count: u64,
+    /// Of those, the ones that keep a floor (a `gte` bound).
+    pub floors: u64,
+    /// Of those, the ones that keep a ceiling (an `lte` bound).
+    pub ceilings: u64,
     /// The lowest value the attribute could reach: the value plus every standing negative
     /// change.
     pub low: Decimal,
     /// The highest: the value plus every standing positive change.
     pub high: Decimal,
-    /// The floor the standing reservations keep the value above (their `gte` bounds, which must
-    /// agree).
+    /// The floor the standing reservations that keep one keep the value above (they must all
+    /// agree); meaningless while `floors` is 0.
     pub floor: Option<Decimal>,
-    /// The ceiling they keep it below (their `lte` bounds, which must agree).
+    /// The ceiling, likewise (`ceilings`).
     pub ceiling: Option<Decimal>,
+}
+
+impl Escrow {
+    /// Nothing escrowed yet: the extremes at `value`.
+    pub fn at(value: Decimal) -> Escrow {
+        Escrow {
+            count: 0,
+            floors: 0,
+            ceilings: 0,
+            low: value.clone(),
+            high: value,
+            floor: None,
+            ceiling: None,
+        }
+    }
+
+    /// The floor standing reservations keep, if any does.
+    pub fn standing_floor(&self) -> Option<&Decimal> {
+        self.floor.as_ref().filter(|_| self.floors > 0)
+    }
+
+    /// The ceiling standing reservations keep, if any does.
+    pub fn standing_ceiling(&self) -> Option<&Decimal> {
+        self.ceiling.as_ref().filter(|_| self.ceilings > 0)
+    }
+
+    /// Idle, and its extremes no longer at `value`.
+    pub fn is_stale(&self, value: &Decimal) -> bool {
+        self.count == 0
+            && (!self.low.cmp_value(value).is_eq() || !self.high.cmp_value(value).is_eq())
+    }
 }
 
 impl ItemState {
@@ -138,11 +176,13 @@ impl ItemState {
             Some(v) if v.is_number() => Decimal::parse(&v.to_string()).ok()?,
             Some(_) => return None,
         };
-        let standing = self.escrow.get(name).filter(|s| s.count > 0);
+        let escrow = self.escrow.get(name);
+        let standing = escrow.filter(|s| s.count > 0);
         let (lowest, highest) = standing.map_or((&value, &value), |s| (&s.low, &s.high));
         let vs = |x: &Decimal, bound: &Option<Decimal>| bound.as_ref().map(|b| x.cmp_value(b));
         let same = |a: &&Decimal, b: &&Decimal| a.cmp_value(b).is_eq();
         Some(EscrowSeen {
+            stale: escrow.is_some_and(|s| s.is_stale(&value)),
             change: e.delta.cmp_value(&Decimal::zero()),
             value_vs_lower: vs(&value, &e.lower),
             value_vs_upper: vs(&value, &e.upper),
@@ -150,12 +190,12 @@ impl ItemState {
             highest_vs_upper: vs(highest, &e.upper),
             floor: Keeps::of(
                 e.floor.as_ref(),
-                standing.and_then(|s| s.floor.as_ref()),
+                escrow.and_then(Escrow::standing_floor),
                 same,
             ),
             ceiling: Keeps::of(
                 e.ceiling.as_ref(),
-                standing.and_then(|s| s.ceiling.as_ref()),
+                escrow.and_then(Escrow::standing_ceiling),
                 same,
             ),
         })

@@ -64,6 +64,10 @@ pub const RESERVATIONS: &str = "txResN";
 pub const PAUSED_UNTIL: &str = "txPause";
 /// Reservations standing on attribute `<a>`: `txN:<a>`.
 pub const ESCROW_COUNT_PREFIX: &str = "txN:";
+/// Of those, the ones keeping a floor: `txNf:<a>`.
+pub const ESCROW_FLOORS_PREFIX: &str = "txNf:";
+/// Of those, the ones keeping a ceiling: `txNc:<a>`.
+pub const ESCROW_CEILINGS_PREFIX: &str = "txNc:";
 /// The lowest value attribute `<a>` could reach: `txLo:<a>`.
 pub const ESCROW_LOW_PREFIX: &str = "txLo:";
 /// The highest: `txHi:<a>`.

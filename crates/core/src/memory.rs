@@ -194,16 +194,17 @@ fn held(item: &ItemState, tx: &TxId) -> bool {
 
 /// The escrow of a released reservation of `op`, whose changes the value now holds (`applied`:
 /// committed just before) or never will: each extreme keeps only what the remaining
-/// reservations could still do; the last reservation on an attribute clears its escrow.
+/// reservations could still do (the last leaves them at the value, idle).
 fn give_back(item: &mut ItemState, op: &Operation, applied: bool) {
+    let escrowed = op.escrow().unwrap_or_default();
     for (name, d) in &op.add {
         let Some(s) = item.escrow.get_mut(name) else {
             continue;
         };
         s.count = s.count.saturating_sub(1);
-        if s.count == 0 {
-            item.escrow.remove(name);
-            continue;
+        if let Some(e) = escrowed.get(name) {
+            s.floors = s.floors.saturating_sub(u64::from(e.floor.is_some()));
+            s.ceilings = s.ceilings.saturating_sub(u64::from(e.ceiling.is_some()));
         }
         let (low, high) = if applied {
             (d.max_zero(), d.min_zero())
@@ -265,6 +266,16 @@ impl MemoryItems {
         });
     }
 
+    /// Sets one business attribute of an existing item outside the protocol (as the service
+    /// itself may), leaving everything else as it is.
+    pub fn set_attribute(&self, table: &str, key: &Key, name: &str, value: Value) {
+        let _ = self.with_table(table, |t| {
+            if let Some(item) = t.get_mut(&key_id(key)) {
+                item.attributes.insert(name.to_owned(), value);
+            }
+        });
+    }
+
     /// One conditional write on an existing item: refused (changing nothing, returning the
     /// item as it was) unless `admit` holds; otherwise `write` runs on a copy that replaces the
     /// item only if it succeeds, so a failed write changes nothing either.
@@ -320,11 +331,7 @@ impl ParticipantStore for MemoryItems {
                 item.placeholder = true;
                 item.tombstone = false;
             }
-            PrepareWrite::Locked {
-                fence,
-                horizon,
-                shared: false,
-            }
+            PrepareWrite::Locked { fence, horizon }
         })
     }
 
@@ -383,7 +390,6 @@ impl ParticipantStore for MemoryItems {
             let locked = |i: &ItemState| PrepareWrite::Locked {
                 fence: i.fence.clone(),
                 horizon: i.horizon,
-                shared: i.reservations.keys().any(|id| id != &lock.tx_id),
             };
             if item.reservations.contains_key(&lock.tx_id) {
                 return locked(item); // a retry: reserved already
@@ -402,14 +408,10 @@ impl ParticipantStore for MemoryItems {
                     .get(&name)
                     .and_then(number_of)
                     .unwrap_or_else(Decimal::zero);
-                let s = item.escrow.entry(name).or_insert_with(|| Escrow {
-                    count: 0,
-                    low: value.clone(),
-                    high: value,
-                    floor: None,
-                    ceiling: None,
-                });
+                let s = item.escrow.entry(name).or_insert_with(|| Escrow::at(value));
                 s.count += 1;
+                s.floors += u64::from(e.floor.is_some());
+                s.ceilings += u64::from(e.ceiling.is_some());
                 s.low = s
                     .low
                     .checked_add(&e.delta.min_zero())
@@ -418,11 +420,32 @@ impl ParticipantStore for MemoryItems {
                     .high
                     .checked_add(&e.delta.max_zero())
                     .unwrap_or_else(|_| s.high.clone());
-                s.floor = e.floor.or(s.floor.take());
-                s.ceiling = e.ceiling.or(s.ceiling.take());
+                if e.floor.is_some() {
+                    s.floor = e.floor;
+                }
+                if e.ceiling.is_some() {
+                    s.ceiling = e.ceiling;
+                }
             }
             item.reservations.insert(lock.tx_id.clone(), lock.clone());
             reply
+        })
+    }
+
+    async fn reset_escrow(
+        &self,
+        table: &str,
+        key: &Key,
+        attributes: &[&str],
+    ) -> Result<(), PortError> {
+        self.with_table(table, |t| {
+            if let Some(item) = t.get_mut(&key_id(key)) {
+                for name in attributes {
+                    if item.escrow.get(*name).is_some_and(|s| s.count == 0) {
+                        item.escrow.remove(*name);
+                    }
+                }
+            }
         })
     }
 

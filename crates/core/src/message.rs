@@ -53,10 +53,6 @@ pub struct PrepareReply {
     /// What to prune from the fence with the commit or abort (a `yes` only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prune: Option<Prune>,
-    /// A reservation only: other reservations stood beside it (a hint passed back with the
-    /// commit or abort).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub shared: bool,
 }
 
 impl PrepareReply {
@@ -65,7 +61,6 @@ impl PrepareReply {
         PrepareReply {
             vote: Vote::no(reason, message),
             prune: None,
-            shared: false,
         }
     }
 }
@@ -78,11 +73,9 @@ impl<'de> Deserialize<'de> for PrepareReply {
             None | Some(Value::Null) => None,
             Some(p) => Some(serde_json::from_value(p).map_err(D::Error::custom)?),
         };
-        let shared = take("shared").and_then(|s| s.as_bool()).unwrap_or(false);
         Ok(PrepareReply {
             vote: serde_json::from_value(v).map_err(D::Error::custom)?,
             prune,
-            shared,
         })
     }
 }
@@ -109,9 +102,6 @@ pub struct CompleteRequest {
     /// is most likely not ours; a duplicate prepare that locked it since is still released).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub refused: bool,
-    /// Its prepare's reply said other reservations stood beside it (a hint for the store).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub shared: bool,
 }
 
 /// A participant's answer to commit or abort.
@@ -239,7 +229,6 @@ mod tests {
                 ids: vec![TxId::random()],
                 horizon: 1_700_000_000_123,
             }),
-            shared: true,
         };
         for r in [no, yes] {
             let text = serde_json::to_string(&r).expect("ser");

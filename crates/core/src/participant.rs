@@ -144,11 +144,7 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
                 }
             };
             let item = match write {
-                PrepareWrite::Locked {
-                    fence,
-                    horizon,
-                    shared,
-                } => {
+                PrepareWrite::Locked { fence, horizon } => {
                     return Ok(PrepareReply {
                         vote: Vote::yes(mode),
                         prune: rules::plan_prune(
@@ -158,7 +154,6 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
                             now,
                             self.config.fence_capacity,
                         ),
-                        shared,
                     });
                 }
                 PrepareWrite::Refused(item) => item,
@@ -174,6 +169,14 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
                 }
                 Refusal::Vote(reason, message) => return Ok(no(reason, message)),
                 Refusal::Held { owners, waiting } => (owners, waiting),
+                Refusal::Stale(attributes) if attempt < self.config.max_resolutions => {
+                    let names: Vec<&str> = attributes.iter().map(String::as_str).collect();
+                    warn!(tx_id = %req.tx_id, table, key = %show_key(&req.key), attributes = ?names,
+                        "idle escrow out of step with the value (written outside the protocol): reset");
+                    self.store.reset_escrow(table, &req.key, &names).await?;
+                    continue;
+                }
+                Refusal::Stale(_) => break,
             };
             if attempt == self.config.max_resolutions {
                 break;
@@ -396,7 +399,6 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
                 expires_at: self.clock.now_ms().max(req.deadline) + self.config.fence_margin_ms,
             },
             prune: req.prune.as_ref(),
-            shared: req.shared,
         }
     }
 
@@ -453,7 +455,6 @@ fn complete_request(owner: &Lock, key: &Key) -> CompleteRequest {
         op: owner.op.clone(),
         prune: None,
         refused: false,
-        shared: false,
     }
 }
 
@@ -483,6 +484,9 @@ pub enum Refusal {
         /// An exclusive operation waits for these reservations.
         waiting: bool,
     },
+    /// The idle escrow of these attributes is stale (written outside the protocol since):
+    /// reset it, then try again.
+    Stale(Vec<String>),
 }
 
 /// Reads a refused prepare or reservation off the item it found (`None`: no item) by the rule
@@ -642,6 +646,14 @@ fn escrow_refusal(item: Option<&ItemState>, lock: &Lock, seen: Seen, expired: &[
         let show = |d: Option<&Decimal>| d.map_or("none".to_owned(), Decimal::to_string);
         match rules::escrow(escrow) {
             Ok(()) => continue,
+            Err(EscrowRefusal::Stale) => {
+                let stale = escrowed
+                    .iter()
+                    .filter(|(n, e)| found.escrow_seen(n, e).is_some_and(|s| s.stale))
+                    .map(|(n, _)| n.clone())
+                    .collect();
+                return Refusal::Stale(stale);
+            }
             Err(EscrowRefusal::Breaks) => return business_refusal(item, lock),
             Err(EscrowRefusal::Disagrees) => {
                 return conflict(format!(

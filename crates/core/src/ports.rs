@@ -186,8 +186,6 @@ pub enum PrepareWrite {
         fence: BTreeMap<TxId, FenceEntry>,
         /// The item's fence horizon (0 when none).
         horizon: u64,
-        /// Other reservations stood on the item (a reservation only): a hint for the release.
-        shared: bool,
     },
     /// The condition failed; the item as it was (None: no such item).
     Refused(Option<Box<ItemState>>),
@@ -215,9 +213,6 @@ pub struct Completion<'a> {
     pub entry: FenceEntry,
     /// Entries to remove and the horizon to raise to, planned at prepare.
     pub prune: Option<&'a Prune>,
-    /// A reservation only: other reservations stood beside it at prepare (a hint for the
-    /// store's first attempt; never trusted).
-    pub shared: bool,
 }
 
 /// Participant items, in any table.
@@ -268,6 +263,16 @@ pub trait ParticipantStore: Send + Sync {
         key: &Key,
         c: &Completion<'_>,
     ) -> impl Future<Output = Result<CompleteWrite, PortError>> + Send;
+
+    /// Removes the escrow of each of `attributes` on which no reservation stands (a stale one:
+    /// see `item::Escrow`), so that the next reservation starts from the value. Changes nothing
+    /// where a reservation stands or the item is missing.
+    fn reset_escrow(
+        &self,
+        table: &str,
+        key: &Key,
+        attributes: &[&str],
+    ) -> impl Future<Output = Result<(), PortError>> + Send;
 
     /// Refuses new reservations until `until` (epoch ms), unless already paused longer: an
     /// exclusive operation waits for the standing ones to drain.

@@ -246,6 +246,9 @@ impl Keeps {
 /// comparison (`Operation::escrow` gives the bounds; the store the value and the extremes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct EscrowSeen {
+    /// No reservation stands on the attribute and its escrow's extremes are not at the value:
+    /// something outside the protocol wrote it since (the escrow must be reset first).
+    pub stale: bool,
     /// The sign of the change (`Less`: a debit).
     pub change: Ordering,
     /// The committed value against the operation's lower bound (`gte v`); `None`: no such bound.
@@ -266,6 +269,8 @@ pub struct EscrowSeen {
 /// Why a reservation's bounds refuse it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum EscrowRefusal {
+    /// The attribute's idle escrow is stale: reset it, then try again.
+    Stale,
     /// The committed value breaks the bound: no outcome of the transactions in flight helps
     /// (`condition`).
     Breaks,
@@ -286,6 +291,9 @@ pub enum EscrowRefusal {
 pub fn escrow(seen: EscrowSeen) -> Result<(), EscrowRefusal> {
     let below = |o: Option<Ordering>| o == Some(Ordering::Less);
     let above = |o: Option<Ordering>| o == Some(Ordering::Greater);
+    if seen.stale {
+        return Err(EscrowRefusal::Stale);
+    }
     if below(seen.value_vs_lower) || above(seen.value_vs_upper) {
         return Err(EscrowRefusal::Breaks);
     }
@@ -810,6 +818,7 @@ mod tests {
     /// A debit of `amount` with `gte amount` on a value with a standing lowest (floors 0).
     fn debit(value: i32, lowest: i32, amount: i32, standing_floor: Option<i32>) -> EscrowSeen {
         EscrowSeen {
+            stale: false,
             change: Ordering::Less,
             value_vs_lower: Some(value.cmp(&amount)),
             value_vs_upper: None,
@@ -855,6 +864,7 @@ mod tests {
         assert_eq!(escrow(credit), Ok(()));
         // An upper bound is checked against the highest, and the ceiling works the same way.
         let over = EscrowSeen {
+            stale: false,
             change: Ordering::Greater,
             value_vs_lower: None,
             lowest_vs_lower: None,

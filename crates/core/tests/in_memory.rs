@@ -329,7 +329,6 @@ async fn the_sweeper_finishes_a_decided_commit_from_the_record_alone() {
         op: owner.participants[0].op.clone(),
         prune: None,
         refused: false,
-        shared: false,
     };
     let target = Target::Direct {
         table: TABLE.into(),

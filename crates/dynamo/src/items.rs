@@ -13,10 +13,10 @@ use twopc_core::ids::TxId;
 use twopc_core::item::{Escrow, FenceEntry, FenceOutcome, ItemState, Key, Lock};
 use twopc_core::layout::{
     ABORTED, COMMITTED, ENTRY_BEGAN, ENTRY_OUTCOME, ENTRY_STALE, ESCROW_CEILING_PREFIX,
-    ESCROW_COUNT_PREFIX, ESCROW_FLOOR_PREFIX, ESCROW_HIGH_PREFIX, ESCROW_LOW_PREFIX, FENCE,
-    HORIZON, ITEM_VISIBLE_ATTRIBUTES, LAST_TX, LOCK, LOCK_EXPIRES_AT, LOCK_SHARD, LOCK_TX,
-    PAUSED_UNTIL, PLACEHOLDER, RESERVATION_PREFIX, RESERVATIONS, TOMBSTONE, VERSION,
-    is_protocol_attribute, prefixed,
+    ESCROW_CEILINGS_PREFIX, ESCROW_COUNT_PREFIX, ESCROW_FLOOR_PREFIX, ESCROW_FLOORS_PREFIX,
+    ESCROW_HIGH_PREFIX, ESCROW_LOW_PREFIX, FENCE, HORIZON, ITEM_VISIBLE_ATTRIBUTES, LAST_TX, LOCK,
+    LOCK_EXPIRES_AT, LOCK_SHARD, LOCK_TX, PAUSED_UNTIL, PLACEHOLDER, RESERVATION_PREFIX,
+    RESERVATIONS, TOMBSTONE, VERSION, is_protocol_attribute, prefixed,
 };
 use twopc_core::message::Prune;
 use twopc_core::op::{Condition, Mode, Operation};
@@ -78,6 +78,8 @@ pub fn item_state(item: &Item) -> Result<ItemState, PortError> {
         }
         let field = [
             ESCROW_COUNT_PREFIX,
+            ESCROW_FLOORS_PREFIX,
+            ESCROW_CEILINGS_PREFIX,
             ESCROW_LOW_PREFIX,
             ESCROW_HIGH_PREFIX,
             ESCROW_FLOOR_PREFIX,
@@ -88,26 +90,23 @@ pub fn item_state(item: &Item) -> Result<ItemState, PortError> {
         let Some((prefix, attr)) = field else {
             continue;
         };
-        let s = escrow.entry(attr.to_owned()).or_insert_with(|| Escrow {
-            count: 0,
-            low: Decimal::zero(),
-            high: Decimal::zero(),
-            floor: None,
-            ceiling: None,
-        });
+        let s = escrow
+            .entry(attr.to_owned())
+            .or_insert_with(|| Escrow::at(Decimal::zero()));
+        let count = || {
+            v.as_u64()
+                .ok_or_else(|| bad(format!("{name} is not a count")))
+        };
         match prefix {
-            ESCROW_COUNT_PREFIX => {
-                s.count = v
-                    .as_u64()
-                    .ok_or_else(|| bad(format!("{name} is not a count")))?
-            }
+            ESCROW_COUNT_PREFIX => s.count = count()?,
+            ESCROW_FLOORS_PREFIX => s.floors = count()?,
+            ESCROW_CEILINGS_PREFIX => s.ceilings = count()?,
             ESCROW_LOW_PREFIX => s.low = number(v, name)?,
             ESCROW_HIGH_PREFIX => s.high = number(v, name)?,
             ESCROW_FLOOR_PREFIX => s.floor = Some(number(v, name)?),
             _ => s.ceiling = Some(number(v, name)?),
         }
     }
-    escrow.retain(|_, s| s.count > 0);
     attrs.retain(|name, _| {
         !is_protocol_attribute(name) || ITEM_VISIBLE_ATTRIBUTES.contains(&name.as_str())
     });
@@ -585,7 +584,6 @@ impl ParticipantStore for DynamoItems {
                 Ok(PrepareWrite::Locked {
                     fence: state.fence,
                     horizon: state.horizon,
-                    shared: false,
                 })
             }
             Outcome::Refused(item) => Ok(PrepareWrite::Refused(
@@ -695,6 +693,15 @@ impl ParticipantStore for DynamoItems {
         most: usize,
     ) -> Result<PrepareWrite, PortError> {
         self.reserve_item(table, key, lock, now, most).await
+    }
+
+    async fn reset_escrow(
+        &self,
+        table: &str,
+        key: &Key,
+        attributes: &[&str],
+    ) -> Result<(), PortError> {
+        self.reset_escrow_of(table, key, attributes).await
     }
 
     async fn pause_reservations(
@@ -820,7 +827,6 @@ impl ParticipantStore for DynamoItems {
                     expires_at: 0,
                 },
                 prune: None,
-                shared: true,
             };
             let done = self.release_reservation(table, key, &c, Give::Drop).await?;
             if !locked_by(&done, tx) {

@@ -1,24 +1,24 @@
-//! Reservations (escrow) as conditional writes: what `rules::reserve` and the bounds of
-//! `Operation::escrow` mean, spelled as DynamoDB expressions.
+//! Reservations (escrow) as conditional writes: what `rules::reserve` and `rules::escrow` mean,
+//! spelled as DynamoDB expressions.
 //!
 //! A reservation of transaction `T` is the map `txRes:<T>` (a lock's fields). Per reserved
-//! attribute `a`: `txN:a` (reservations standing), `txLo:a` / `txHi:a` (the lowest and highest
-//! value `a` could reach), `txFl:a` / `txCe:a` (the floor and ceiling they keep `a` within);
-//! `txResN` counts the item's reservations (a lock needs it at 0). Names with `:` never collide
-//! with business attributes. DynamoDB conditions compare but cannot add, so the extremes are
-//! stored and kept by the update expressions; the last release on an attribute removes its
-//! escrow, so a first reservation starts from the value (`if_not_exists`): one write shape for a
-//! reservation whether or not others stand.
-
-use std::collections::BTreeMap;
-
+//! attribute `a`: `txN:a` (reservations standing), `txNf:a` / `txNc:a` (of those, the ones
+//! keeping a floor / a ceiling), `txLo:a` / `txHi:a` (the lowest and highest value `a` could
+//! reach), `txFl:a` / `txCe:a` (the floor and ceiling the keepers keep `a` within); `txResN`
+//! counts the item's reservations (a lock needs it at 0). Names with `:` never collide with
+//! business attributes. DynamoDB conditions compare but cannot add, so the extremes are stored
+//! and kept by the update expressions. The escrow stays when the last reservation goes (idle:
+//! the extremes back at the value), so a reservation and a release are each one write shape,
+//! whatever else stands; an idle escrow out of step with the value (written outside the
+//! protocol) refuses the next reservation until `reset_escrow` removes it.
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 use twopc_core::decimal::Decimal;
-use twopc_core::item::{ItemState, Key, Lock};
+use twopc_core::item::{Key, Lock};
 use twopc_core::layout::{
-    ESCROW_CEILING_PREFIX, ESCROW_COUNT_PREFIX, ESCROW_FLOOR_PREFIX, ESCROW_HIGH_PREFIX,
-    ESCROW_LOW_PREFIX, FENCE, HORIZON, LAST_TX, LOCK, LOCK_EXPIRES_AT, LOCK_SHARD, PAUSED_UNTIL,
-    PLACEHOLDER, RESERVATION_PREFIX, RESERVATIONS, TOMBSTONE, VERSION, prefixed,
+    ESCROW_CEILING_PREFIX, ESCROW_CEILINGS_PREFIX, ESCROW_COUNT_PREFIX, ESCROW_FLOOR_PREFIX,
+    ESCROW_FLOORS_PREFIX, ESCROW_HIGH_PREFIX, ESCROW_LOW_PREFIX, FENCE, HORIZON, LAST_TX, LOCK,
+    LOCK_EXPIRES_AT, LOCK_SHARD, PAUSED_UNTIL, PLACEHOLDER, RESERVATION_PREFIX, RESERVATIONS,
+    TOMBSTONE, VERSION, prefixed,
 };
 use twopc_core::op::{Comparator, Condition, Escrowed, Operation};
 use twopc_core::ports::{CompleteWrite, Completion, PortError, PrepareWrite};
@@ -50,6 +50,8 @@ fn decimal(d: &Decimal) -> AttributeValue {
 /// ones an expression uses: DynamoDB refuses unused ones).
 struct Names {
     count: String,
+    floors: String,
+    ceilings: String,
     low: String,
     high: String,
     floor: String,
@@ -59,6 +61,8 @@ struct Names {
 fn names(attr: &str) -> Names {
     Names {
         count: prefixed(ESCROW_COUNT_PREFIX, attr),
+        floors: prefixed(ESCROW_FLOORS_PREFIX, attr),
+        ceilings: prefixed(ESCROW_CEILINGS_PREFIX, attr),
         low: prefixed(ESCROW_LOW_PREFIX, attr),
         high: prefixed(ESCROW_HIGH_PREFIX, attr),
         floor: prefixed(ESCROW_FLOOR_PREFIX, attr),
@@ -74,9 +78,10 @@ fn bound(op: &Operation, attr: &str, cmp: Comparator) -> Option<AttributeValue> 
     }
 }
 
-/// The condition and update of one reserved attribute: its type, its bounds against the
-/// escrowed extreme (or the value, if nothing is escrowed yet: an absent attribute counts as 0),
-/// the agreement of its floor and ceiling with the standing ones, and the new extremes.
+/// The condition and update of one reserved attribute (`rules::escrow` as expressions): its
+/// type; an idle escrow at the value (else it is stale); its bounds against the escrowed extreme
+/// (or the value, if nothing was ever escrowed: an absent attribute counts as 0); the agreement
+/// of its floor and ceiling with the keepers'; the new extremes and counts.
 fn reserve_attribute(
     e: &mut Expr,
     op: &Operation,
@@ -84,13 +89,19 @@ fn reserve_attribute(
     x: &Escrowed,
     conds: &mut Vec<String>,
     set: &mut Vec<String>,
+    add: &mut Vec<String>,
 ) {
     let a = e.name(attr);
     let n = names(attr);
     let zero = e.value(AttributeValue::N("0".into()));
+    let one = e.value(AttributeValue::N("1".into()));
     conds.push(format!(
         "(attribute_not_exists({a}) OR attribute_type({a}, {}))",
         e.value(AttributeValue::S("N".into()))
+    ));
+    let (count, low, high) = (e.name(&n.count), e.name(&n.low), e.name(&n.high));
+    conds.push(format!(
+        "(attribute_not_exists({count}) OR {count} > {zero} OR ({low} = {a} AND {high} = {a}) OR (attribute_not_exists({a}) AND {low} = {zero} AND {high} = {zero}))"
     ));
     let zero_meets = |v: &AttributeValue, want: std::cmp::Ordering| match v {
         AttributeValue::N(text) => Decimal::parse(text)
@@ -99,13 +110,12 @@ fn reserve_attribute(
         _ => false,
     };
     for (cmp, extreme, symbol, worse) in [
-        (Comparator::Gte, &n.low, ">=", std::cmp::Ordering::Less),
-        (Comparator::Lte, &n.high, "<=", std::cmp::Ordering::Greater),
+        (Comparator::Gte, &low, ">=", std::cmp::Ordering::Less),
+        (Comparator::Lte, &high, "<=", std::cmp::Ordering::Greater),
     ] {
         let Some(v) = bound(op, attr, cmp) else {
             continue;
         };
-        let extreme = e.name(extreme);
         let absent_ok = zero_meets(&v, worse);
         let v = e.value(v);
         let fresh = if absent_ok {
@@ -117,24 +127,31 @@ fn reserve_attribute(
             "((attribute_exists({extreme}) AND {extreme} {symbol} {v}) OR (attribute_not_exists({extreme}) AND {fresh}))"
         ));
     }
-    for (mine, theirs, moves) in [
-        (&x.floor, &n.floor, x.delta.is_negative()),
+    for (mine, keepers, theirs, moves) in [
+        (&x.floor, &n.floors, &n.floor, x.delta.is_negative()),
         (
             &x.ceiling,
+            &n.ceilings,
             &n.ceiling,
             x.delta.max_zero() != Decimal::zero(),
         ),
     ] {
+        // Placeholders only for what the expression uses: DynamoDB refuses unused ones.
+        let none_keep = |e: &mut Expr| {
+            let keepers = e.name(keepers);
+            let cond = format!("attribute_not_exists({keepers}) OR {keepers} = {zero}");
+            (keepers, cond)
+        };
         match mine {
             Some(b) => {
+                let (keepers, none) = none_keep(e);
                 let (theirs, b) = (e.name(theirs), e.value(decimal(b)));
-                conds.push(format!(
-                    "(attribute_not_exists({theirs}) OR {theirs} = {b})"
-                ));
+                conds.push(format!("({none} OR {theirs} = {b})"));
                 set.push(format!("{theirs} = {b}"));
+                add.push(format!("{keepers} {one}"));
             }
             // Moving toward a bound others keep, without a bound of its own: refused.
-            None if moves => conds.push(format!("attribute_not_exists({})", e.name(theirs))),
+            None if moves => conds.push(format!("({})", none_keep(e).1)),
             None => {}
         }
     }
@@ -143,9 +160,9 @@ fn reserve_attribute(
         e.value(decimal(&x.delta.min_zero())),
         e.value(decimal(&x.delta.max_zero())),
     );
-    let (low, high) = (e.name(&n.low), e.name(&n.high));
     set.push(format!("{low} = if_not_exists({low}, {start}) + {dneg}"));
     set.push(format!("{high} = if_not_exists({high}, {start}) + {dpos}"));
+    add.push(format!("{count} {one}"));
 }
 
 impl DynamoItems {
@@ -216,26 +233,21 @@ impl DynamoItems {
         let one = e.value(AttributeValue::N("1".into()));
         let mut add = vec![format!("{} {one}", e.name(RESERVATIONS))];
         for (attr, x) in &escrowed {
-            reserve_attribute(&mut e, &lock.op, attr, x, &mut conds, &mut set);
-            add.push(format!("{} {one}", e.name(&names(attr).count)));
+            reserve_attribute(&mut e, &lock.op, attr, x, &mut conds, &mut set, &mut add);
         }
         let w = Write {
             update: update_with_add(&set, &[], &add),
             condition: conds.join(" AND "),
-            // The fence and horizon as they were, and how many reservations stood.
+            // The fence and horizon as they were.
             returns: ReturnValue::UpdatedOld,
         };
         let ctx = || format!("reserving for {} in {table}", lock.tx_id);
         let item = match self.write(table, key, e, w, ctx).await? {
             Outcome::Written(old) => {
-                let old = old.unwrap_or_default();
-                let shared =
-                    matches!(old.get(RESERVATIONS), Some(AttributeValue::N(n)) if n != "0");
-                let state = item_state(&old)?;
+                let state = item_state(&old.unwrap_or_default())?;
                 return Ok(PrepareWrite::Locked {
                     fence: state.fence,
                     horizon: state.horizon,
-                    shared,
                 });
             }
             Outcome::Refused(None) => return Ok(PrepareWrite::Refused(None)),
@@ -244,7 +256,6 @@ impl DynamoItems {
         if item.reservations.contains_key(&lock.tx_id) {
             // A retry: the reservation stands already.
             return Ok(PrepareWrite::Locked {
-                shared: item.reservations.len() > 1,
                 fence: item.fence,
                 horizon: item.horizon,
             });
@@ -253,9 +264,8 @@ impl DynamoItems {
     }
 
     /// Releases `c.tx`'s reservation: applies its changes or gives them back, in one conditional
-    /// write. Whether it is the last reservation on each attribute decides the write's shape
-    /// (the last removes the attribute's escrow); the first attempt guesses from `c.shared`, a
-    /// refusal that still finds the reservation tells the counts, and the write is made again.
+    /// write (the reservation must stand), whatever else stands: the escrow moves by this
+    /// reservation's own changes and counts, and is left idle at the value by the last.
     pub(crate) async fn release_reservation(
         &self,
         table: &str,
@@ -264,105 +274,120 @@ impl DynamoItems {
         give: Give,
     ) -> Result<CompleteWrite, PortError> {
         let ctx = || format!("releasing the reservation of {} in {table}", c.tx);
-        let mut last: BTreeMap<&String, bool> = c.op.add.keys().map(|a| (a, !c.shared)).collect();
-        for _ in 0..4 {
-            let mut e = Expr::new();
-            let res = e.name(&prefixed(RESERVATION_PREFIX, c.tx.as_str()));
-            let pruning = prune_clauses(&mut e, c.tx, c.prune, format!("attribute_exists({res})"));
-            let (mut set, mut remove, mut condition) =
-                (pruning.set, pruning.remove, pruning.condition);
-            remove.push(res);
-            let minus = e.value(AttributeValue::N("-1".into()));
-            let mut add = vec![format!("{} {minus}", e.name(RESERVATIONS))];
-            for (attr, d) in &c.op.add {
-                let n = names(attr);
-                let count = e.name(&n.count);
-                let is_last = last.get(attr).copied().unwrap_or(true);
-                let one = e.value(AttributeValue::N("1".into()));
-                condition = format!(
-                    "{condition} AND {count} {} {one}",
-                    if is_last { "=" } else { ">" }
-                );
-                if give == Give::Apply {
-                    let a = e.name(attr);
-                    let zero = e.value(AttributeValue::N("0".into()));
-                    set.push(format!(
-                        "{a} = if_not_exists({a}, {zero}) + {}",
-                        e.value(decimal(d))
-                    ));
+        let escrowed = c.op.escrow().unwrap_or_default();
+        let mut e = Expr::new();
+        let res = e.name(&prefixed(RESERVATION_PREFIX, c.tx.as_str()));
+        let pruning = prune_clauses(&mut e, c.tx, c.prune, format!("attribute_exists({res})"));
+        let (mut set, mut remove, condition) = (pruning.set, pruning.remove, pruning.condition);
+        remove.push(res);
+        let minus = e.value(AttributeValue::N("-1".into()));
+        let mut add = vec![format!("{} {minus}", e.name(RESERVATIONS))];
+        for (attr, d) in &c.op.add {
+            let n = names(attr);
+            add.push(format!("{} {minus}", e.name(&n.count)));
+            if let Some(x) = escrowed.get(attr) {
+                if x.floor.is_some() {
+                    add.push(format!("{} {minus}", e.name(&n.floors)));
                 }
-                if is_last {
-                    remove.push(count);
-                    for name in [&n.low, &n.high, &n.floor, &n.ceiling] {
-                        remove.push(e.name(name));
-                    }
-                    continue;
+                if x.ceiling.is_some() {
+                    add.push(format!("{} {minus}", e.name(&n.ceilings)));
                 }
-                let (to_low, to_high) = if give == Give::Apply {
-                    (d.max_zero(), d.min_zero())
-                } else {
-                    (d.min_zero().neg(), d.max_zero().neg())
-                };
-                let (low, high) = (e.name(&n.low), e.name(&n.high));
-                set.push(format!("{low} = {low} + {}", e.value(decimal(&to_low))));
-                set.push(format!("{high} = {high} + {}", e.value(decimal(&to_high))));
-                add.push(format!("{count} {minus}"));
-            }
-            if give != Give::Drop {
-                set.push(format!(
-                    "{} = {}",
-                    e.path(&[FENCE, c.tx.as_str()]),
-                    e.value(entry(&c.entry))
-                ));
             }
             if give == Give::Apply {
-                let ver = e.name(VERSION);
+                let a = e.name(attr);
+                let zero = e.value(AttributeValue::N("0".into()));
                 set.push(format!(
-                    "{ver} = if_not_exists({ver}, {}) + {}",
-                    e.value(AttributeValue::N("0".into())),
-                    e.value(AttributeValue::N("1".into()))
-                ));
-                set.push(format!(
-                    "{} = {}",
-                    e.name(LAST_TX),
-                    e.value(AttributeValue::S(c.tx.to_string()))
+                    "{a} = if_not_exists({a}, {zero}) + {}",
+                    e.value(decimal(d))
                 ));
             }
-            let w = Write {
-                update: update_with_add(&set, &remove, &add),
-                condition,
-                returns: ReturnValue::None,
+            let (to_low, to_high) = if give == Give::Apply {
+                (d.max_zero(), d.min_zero())
+            } else {
+                (d.min_zero().neg(), d.max_zero().neg())
             };
-            let refused = match self.write(table, key, e, w, ctx).await? {
-                Outcome::Written(_) => return Ok(CompleteWrite::Done),
-                Outcome::Refused(None) => return Ok(CompleteWrite::Refused(None)),
-                Outcome::Refused(Some(item)) => item_state(&item)?,
-            };
-            if !retry_with_counts(&refused, c, &mut last) {
-                return Ok(CompleteWrite::Refused(Some(Box::new(refused))));
+            let (low, high) = (e.name(&n.low), e.name(&n.high));
+            set.push(format!("{low} = {low} + {}", e.value(decimal(&to_low))));
+            set.push(format!("{high} = {high} + {}", e.value(decimal(&to_high))));
+        }
+        if give != Give::Drop {
+            set.push(format!(
+                "{} = {}",
+                e.path(&[FENCE, c.tx.as_str()]),
+                e.value(entry(&c.entry))
+            ));
+        }
+        if give == Give::Apply {
+            let ver = e.name(VERSION);
+            set.push(format!(
+                "{ver} = if_not_exists({ver}, {}) + {}",
+                e.value(AttributeValue::N("0".into())),
+                e.value(AttributeValue::N("1".into()))
+            ));
+            set.push(format!(
+                "{} = {}",
+                e.name(LAST_TX),
+                e.value(AttributeValue::S(c.tx.to_string()))
+            ));
+        }
+        let w = Write {
+            update: update_with_add(&set, &remove, &add),
+            condition,
+            returns: ReturnValue::None,
+        };
+        match self.write(table, key, e, w, ctx).await? {
+            Outcome::Written(_) => Ok(CompleteWrite::Done),
+            Outcome::Refused(None) => Ok(CompleteWrite::Refused(None)),
+            Outcome::Refused(Some(item)) => {
+                Ok(CompleteWrite::Refused(Some(Box::new(item_state(&item)?))))
             }
         }
-        Err(PortError::Retryable {
-            context: ctx(),
-            source: "the reservation counts kept changing under the release".into(),
-        })
     }
-}
 
-/// After a refused release: whether the reservation still stands with a horizon the prune fits
-/// (so only the guess of which releases are last was wrong), and the right guess from the counts.
-fn retry_with_counts(
-    item: &ItemState,
-    c: &Completion<'_>,
-    last: &mut BTreeMap<&String, bool>,
-) -> bool {
-    let stands = item.reservations.contains_key(c.tx);
-    let prune_fits = c.prune.is_none_or(|p| item.horizon <= p.horizon);
-    if !stands || !prune_fits {
-        return false;
+    /// `ParticipantStore::reset_escrow`: one write removing the escrow of each attribute on
+    /// which no reservation stands.
+    pub(crate) async fn reset_escrow_of(
+        &self,
+        table: &str,
+        key: &Key,
+        attributes: &[&str],
+    ) -> Result<(), PortError> {
+        let mut e = Expr::new();
+        let zero = e.value(AttributeValue::N("0".into()));
+        let (mut remove, mut conds) = (vec![], vec![]);
+        for attr in attributes {
+            let n = names(attr);
+            let count = e.name(&n.count);
+            conds.push(format!(
+                "(attribute_not_exists({count}) OR {count} = {zero})"
+            ));
+            remove.push(count);
+            for name in [
+                &n.floors,
+                &n.ceilings,
+                &n.low,
+                &n.high,
+                &n.floor,
+                &n.ceiling,
+            ] {
+                remove.push(e.name(name));
+            }
+        }
+        if remove.is_empty() {
+            return Ok(());
+        }
+        let k = e.name(first_key_name(key));
+        conds.push(format!("attribute_exists({k})"));
+        let w = Write {
+            update: format!("REMOVE {}", remove.join(", ")),
+            condition: conds.join(" AND "),
+            returns: ReturnValue::None,
+        };
+        // Refused: a reservation stands again, or the item is gone; either way nothing to do.
+        self.write(table, key, e, w, || {
+            format!("resetting the escrow of an item of {table}")
+        })
+        .await
+        .map(|_| ())
     }
-    for (attr, is_last) in last.iter_mut() {
-        *is_last = item.escrow.get(*attr).is_none_or(|s| s.count <= 1);
-    }
-    true
 }

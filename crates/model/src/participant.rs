@@ -163,6 +163,8 @@ pub fn escrow_seen<const TXS: usize>(
     }
     let vs = |x: i8| op.lower_bound().map(|b| x.cmp(&b));
     rules::EscrowSeen {
+        // The model keeps no escrow of its own to go stale: only the protocol writes its items.
+        stale: false,
         change: op.delta().cmp(&0),
         value_vs_lower: vs(item.value),
         value_vs_upper: None,

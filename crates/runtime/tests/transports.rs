@@ -142,7 +142,6 @@ fn complete() -> CompleteRequest {
         op: p.op,
         prune: None,
         refused: false,
-        shared: false,
     }
 }
 
