@@ -105,9 +105,12 @@ fn print_transaction(common: &Common, status: u16, body: &Value) -> u8 {
                 .into_iter()
                 .flatten()
             {
+                // A no with its reason; a yes with how the item is held (reserved, exclusive).
                 let vote = match (
                     p.get("vote").and_then(Value::as_str),
-                    p.get("reason").and_then(Value::as_str),
+                    p.get("reason")
+                        .or_else(|| p.get("mode"))
+                        .and_then(Value::as_str),
                 ) {
                     (Some(v), Some(r)) => format!("{v} ({r})"),
                     (Some(v), None) => v.to_owned(),
