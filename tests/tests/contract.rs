@@ -136,6 +136,7 @@ contract!(
     reservations_stand_side_by_side_and_each_bound_is_checked_against_the_extreme,
     releasing_reservations_applies_or_gives_back_their_escrow_and_the_last_leaves_it_idle,
     a_stale_idle_escrow_refuses_reservations_until_it_is_reset,
+    strict_bounds_are_broken_by_reaching_their_value,
     an_upper_bound_is_checked_against_the_highest_value,
     reservations_on_one_attribute_must_agree_on_their_bound,
     a_retried_reservation_is_reserved_once,
@@ -885,8 +886,52 @@ async fn reservations_stand_side_by_side_and_each_bound_is_checked_against_the_e
         alice.escrow["balance"]
             .floor
             .as_ref()
-            .map(|f| f.to_string()),
-        Some("0".into())
+            .map(|f| f.stored(true)),
+        Some(">=0".into())
+    );
+}
+
+async fn strict_bounds_are_broken_by_reaching_their_value<I: ParticipantStore, L: TxLog>(
+    s: Stores<I, L>,
+) {
+    s.seed("alice", json!({"balance": 10})).await;
+    // `gt 5` with a debit of 5: the balance must stay above 0, never reach it.
+    let above = |began| {
+        lock(
+            &TxId::random(),
+            began,
+            json!({"add": {"balance": -5}, "require": {"balance": {"gt": 5}}}),
+        )
+    };
+    assert!(locked(&reserve(&s, "alice", &above(NOW)).await));
+    assert!(
+        !locked(&reserve(&s, "alice", &above(NOW + 1)).await),
+        "10 - 5 = 5 is not above 5"
+    );
+    // A `gte` floor at the same number is another bound: it waits for the strict one.
+    assert!(!locked(
+        &reserve(&s, "alice", &debit(&TxId::random(), NOW + 2, 1)).await
+    ));
+    assert_eq!(
+        read(&s, "alice").await.expect("alice").escrow["balance"]
+            .standing_floor()
+            .map(|f| f.stored(true)),
+        Some(">0".into())
+    );
+    // `lt 20` with a credit of 5: each credit needs the counter below 20 before it.
+    s.seed("q", json!({"used": 10})).await;
+    let under = |began| {
+        lock(
+            &TxId::random(),
+            began,
+            json!({"add": {"used": 5}, "require": {"used": {"lt": 20}}}),
+        )
+    };
+    assert!(locked(&reserve(&s, "q", &under(NOW)).await));
+    assert!(locked(&reserve(&s, "q", &under(NOW + 1)).await), "15 < 20");
+    assert!(
+        !locked(&reserve(&s, "q", &under(NOW + 2)).await),
+        "with both committed the counter is at 20, which is not below 20"
     );
 }
 

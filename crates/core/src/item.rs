@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::decimal::Decimal;
 use crate::ids::TxId;
-use crate::op::{Escrowed, Operation};
+use crate::op::{Bound, Escrowed, Operation};
 
 /// An item's key: attribute name → value (a string or a number).
 pub type Key = BTreeMap<String, Value>;
@@ -127,9 +127,9 @@ pub struct Escrow {
     pub high: Decimal,
     /// The floor the standing reservations that keep one keep the value above (they must all
     /// agree); meaningless while `floors` is 0.
-    pub floor: Option<Decimal>,
+    pub floor: Option<Bound>,
     /// The ceiling, likewise (`ceilings`).
-    pub ceiling: Option<Decimal>,
+    pub ceiling: Option<Bound>,
 }
 
 impl Escrow {
@@ -147,12 +147,12 @@ impl Escrow {
     }
 
     /// The floor standing reservations keep, if any does.
-    pub fn standing_floor(&self) -> Option<&Decimal> {
+    pub fn standing_floor(&self) -> Option<&Bound> {
         self.floor.as_ref().filter(|_| self.floors > 0)
     }
 
     /// The ceiling standing reservations keep, if any does.
-    pub fn standing_ceiling(&self) -> Option<&Decimal> {
+    pub fn standing_ceiling(&self) -> Option<&Bound> {
         self.ceiling.as_ref().filter(|_| self.ceilings > 0)
     }
 
@@ -179,11 +179,14 @@ impl ItemState {
         let escrow = self.escrow.get(name);
         let standing = escrow.filter(|s| s.count > 0);
         let (lowest, highest) = standing.map_or((&value, &value), |s| (&s.low, &s.high));
-        let vs = |x: &Decimal, bound: &Option<Decimal>| bound.as_ref().map(|b| x.cmp_value(b));
-        let same = |a: &&Decimal, b: &&Decimal| a.cmp_value(b).is_eq();
+        let vs = |x: &Decimal, bound: &Option<Bound>| bound.as_ref().map(|b| x.cmp_value(&b.value));
+        let strict = |bound: &Option<Bound>| bound.as_ref().is_some_and(|b| b.strict);
+        let same = |a: &&Bound, b: &&Bound| a.same(b);
         Some(EscrowSeen {
             stale: escrow.is_some_and(|s| s.is_stale(&value)),
             change: e.delta.cmp_value(&Decimal::zero()),
+            strict_lower: strict(&e.lower),
+            strict_upper: strict(&e.upper),
             value_vs_lower: vs(&value, &e.lower),
             value_vs_upper: vs(&value, &e.upper),
             lowest_vs_lower: vs(lowest, &e.lower),

@@ -94,14 +94,57 @@ pub enum Mode {
 pub struct Escrowed {
     /// The change.
     pub delta: Decimal,
-    /// The `gte` bound's value, checked against the lowest value the attribute could reach.
-    pub lower: Option<Decimal>,
-    /// The `lte` bound's value, checked against the highest.
-    pub upper: Option<Decimal>,
-    /// `gte v` becomes `v + min(0, delta)`, in canonical spelling.
-    pub floor: Option<Decimal>,
-    /// `lte v` becomes `v + max(0, delta)`, in canonical spelling.
-    pub ceiling: Option<Decimal>,
+    /// The `gte`/`gt` bound, checked against the lowest value the attribute could reach.
+    pub lower: Option<Bound>,
+    /// The `lte`/`lt` bound, checked against the highest.
+    pub upper: Option<Bound>,
+    /// `gte v` (`gt v`) keeps the value at (above) `v + min(0, delta)`, in canonical spelling.
+    pub floor: Option<Bound>,
+    /// `lte v` (`lt v`) keeps it at (below) `v + max(0, delta)`.
+    pub ceiling: Option<Bound>,
+}
+
+/// A bound on a number: a value, and whether the value itself breaks it (`gt`, `lt`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Bound {
+    /// The value.
+    pub value: Decimal,
+    /// `gt`/`lt`: the value itself is out of bounds.
+    pub strict: bool,
+}
+
+impl Bound {
+    /// Whether `self` and `other` bound alike (the same number, however spelled, and strictness).
+    pub fn same(&self, other: &Bound) -> bool {
+        self.strict == other.strict && self.value.cmp_value(&other.value).is_eq()
+    }
+
+    /// The stored spelling of a floor (`>=0`, `>0`) or a ceiling (`<=10`, `<10`): compared for
+    /// equality only, so the value is canonical.
+    pub fn stored(&self, floor: bool) -> String {
+        let symbol = match (floor, self.strict) {
+            (true, false) => ">=",
+            (true, true) => ">",
+            (false, false) => "<=",
+            (false, true) => "<",
+        };
+        format!("{symbol}{}", self.value.canonical())
+    }
+
+    /// Reads [`Bound::stored`] back.
+    pub fn parse_stored(text: &str) -> Option<Bound> {
+        let (strict, rest) = match text.strip_prefix(">=").or_else(|| text.strip_prefix("<=")) {
+            Some(rest) => (false, rest),
+            None => (
+                true,
+                text.strip_prefix('>').or_else(|| text.strip_prefix('<'))?,
+            ),
+        };
+        Some(Bound {
+            value: Decimal::parse(rest).ok()?,
+            strict,
+        })
+    }
 }
 
 /// A business rule checked, at prepare, on the item as it is.
@@ -437,18 +480,23 @@ impl Operation {
                 return None;
             };
             let v = Decimal::parse(&n.to_string()).ok()?;
+            let bound = |value: Decimal, strict| Bound { value, strict };
             match cmp {
                 // `v <= before` with `after = before + delta`: the value may not fall below
-                // `v + min(0, delta)` while the reservation stands.
-                Comparator::Gte => {
-                    e.floor = Some(v.checked_add(&e.delta.min_zero()).ok()?.canonical());
-                    e.lower = Some(v);
+                // `v + min(0, delta)` while the reservation stands (nor reach it, for `gt`).
+                Comparator::Gte | Comparator::Gt => {
+                    let strict = *cmp == Comparator::Gt;
+                    let floor = v.checked_add(&e.delta.min_zero()).ok()?.canonical();
+                    e.floor = Some(bound(floor, strict));
+                    e.lower = Some(bound(v, strict));
                 }
-                Comparator::Lte => {
-                    e.ceiling = Some(v.checked_add(&e.delta.max_zero()).ok()?.canonical());
-                    e.upper = Some(v);
+                Comparator::Lte | Comparator::Lt => {
+                    let strict = *cmp == Comparator::Lt;
+                    let ceiling = v.checked_add(&e.delta.max_zero()).ok()?.canonical();
+                    e.ceiling = Some(bound(ceiling, strict));
+                    e.upper = Some(bound(v, strict));
                 }
-                _ => return None,
+                Comparator::Eq | Comparator::Ne => return None,
             }
         }
         Some(out)
@@ -546,6 +594,30 @@ impl<'de> Deserialize<'de> for Operation {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn strict_and_loose_bounds_give_floors_and_ceilings_that_tell_them_apart() {
+        let op = parse(json!({"add": {"balance": -5, "used": 3},
+            "require": {"balance": {"gt": 5}, "used": {"lte": 7}}}))
+        .expect("valid");
+        let escrowed = op.escrow().expect("commutes");
+        let balance = &escrowed["balance"];
+        let floor = balance.floor.as_ref().expect("a floor");
+        assert_eq!((floor.stored(true), floor.strict), (">0".to_owned(), true));
+        assert!(balance.ceiling.is_none());
+        let used = &escrowed["used"];
+        let ceiling = used.ceiling.as_ref().expect("a ceiling");
+        assert_eq!(ceiling.stored(false), "<=10");
+        for text in [">0", ">=0", "<=10", "<10.5", ">-3"] {
+            let b = Bound::parse_stored(text).expect(text);
+            assert_eq!(b.stored(text.starts_with('>')), text);
+        }
+        assert!(Bound::parse_stored("=5").is_none());
+        // `eq` and `ne` do not commute: they lock.
+        let eq = parse(json!({"add": {"balance": -5}, "require": {"balance": {"eq": 5}}}))
+            .expect("valid");
+        assert!(eq.escrow().is_none());
+    }
+
     use super::*;
     use serde_json::json;
 

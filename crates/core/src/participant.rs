@@ -12,7 +12,7 @@ use tracing::{error, info, warn};
 
 use crate::decimal::Decimal;
 use crate::ids::TxId;
-use crate::item::{FenceEntry, FenceOutcome, ItemState, Key, Lock};
+use crate::item::{Escrow, FenceEntry, FenceOutcome, ItemState, Key, Lock};
 use crate::message::{CompleteReply, CompleteRequest, PrepareReply, PrepareRequest};
 use crate::op::{Condition, Mode};
 use crate::ports::{
@@ -658,8 +658,12 @@ fn escrow_refusal(item: Option<&ItemState>, lock: &Lock, seen: Seen, expired: &[
             Err(EscrowRefusal::Disagrees) => {
                 return conflict(format!(
                     "transactions in flight keep {name} within other bounds (floor {}, ceiling {}): retry when they end",
-                    show(standing.and_then(|s| s.floor.as_ref())),
-                    show(standing.and_then(|s| s.ceiling.as_ref())),
+                    standing
+                        .and_then(Escrow::standing_floor)
+                        .map_or("none".to_owned(), |b| b.stored(true)),
+                    standing
+                        .and_then(Escrow::standing_ceiling)
+                        .map_or("none".to_owned(), |b| b.stored(false)),
                 ));
             }
             Err(EscrowRefusal::InFlight) => {

@@ -251,7 +251,12 @@ pub struct EscrowSeen {
     pub stale: bool,
     /// The sign of the change (`Less`: a debit).
     pub change: Ordering,
-    /// The committed value against the operation's lower bound (`gte v`); `None`: no such bound.
+    /// The lower bound is `gt` (reaching it breaks it), not `gte`.
+    pub strict_lower: bool,
+    /// The upper bound is `lt`, not `lte`.
+    pub strict_upper: bool,
+    /// The committed value against the operation's lower bound (`gte v`, `gt v`); `None`: no
+    /// such bound.
     pub value_vs_lower: Option<Ordering>,
     /// The committed value against its upper bound (`lte v`).
     pub value_vs_upper: Option<Ordering>,
@@ -289,8 +294,12 @@ pub enum EscrowRefusal {
 /// every committed history (`docs/protocol.md`, "Reservations"). A change without a floor of
 /// its own may not move the value toward a floor others keep (nor up toward their ceiling).
 pub fn escrow(seen: EscrowSeen) -> Result<(), EscrowRefusal> {
-    let below = |o: Option<Ordering>| o == Some(Ordering::Less);
-    let above = |o: Option<Ordering>| o == Some(Ordering::Greater);
+    let below = |o: Option<Ordering>| {
+        o == Some(Ordering::Less) || (seen.strict_lower && o == Some(Ordering::Equal))
+    };
+    let above = |o: Option<Ordering>| {
+        o == Some(Ordering::Greater) || (seen.strict_upper && o == Some(Ordering::Equal))
+    };
     if seen.stale {
         return Err(EscrowRefusal::Stale);
     }
@@ -819,6 +828,8 @@ mod tests {
     fn debit(value: i32, lowest: i32, amount: i32, standing_floor: Option<i32>) -> EscrowSeen {
         EscrowSeen {
             stale: false,
+            strict_lower: false,
+            strict_upper: false,
             change: Ordering::Less,
             value_vs_lower: Some(value.cmp(&amount)),
             value_vs_upper: None,
@@ -865,6 +876,8 @@ mod tests {
         // An upper bound is checked against the highest, and the ceiling works the same way.
         let over = EscrowSeen {
             stale: false,
+            strict_lower: false,
+            strict_upper: false,
             change: Ordering::Greater,
             value_vs_lower: None,
             lowest_vs_lower: None,

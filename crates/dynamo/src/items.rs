@@ -19,7 +19,7 @@ use twopc_core::layout::{
     RESERVATIONS, TOMBSTONE, VERSION, is_protocol_attribute, prefixed,
 };
 use twopc_core::message::Prune;
-use twopc_core::op::{Condition, Mode, Operation};
+use twopc_core::op::{Bound, Condition, Mode, Operation};
 use twopc_core::ports::{CompleteWrite, Completion, ParticipantStore, PortError, PrepareWrite};
 use twopc_core::request::KeySchema;
 
@@ -103,8 +103,8 @@ pub fn item_state(item: &Item) -> Result<ItemState, PortError> {
             ESCROW_CEILINGS_PREFIX => s.ceilings = count()?,
             ESCROW_LOW_PREFIX => s.low = number(v, name)?,
             ESCROW_HIGH_PREFIX => s.high = number(v, name)?,
-            ESCROW_FLOOR_PREFIX => s.floor = Some(number(v, name)?),
-            _ => s.ceiling = Some(number(v, name)?),
+            ESCROW_FLOOR_PREFIX => s.floor = Some(stored_bound(v, name)?),
+            _ => s.ceiling = Some(stored_bound(v, name)?),
         }
     }
     attrs.retain(|name, _| {
@@ -121,6 +121,13 @@ pub fn item_state(item: &Item) -> Result<ItemState, PortError> {
         escrow,
         paused_until,
     })
+}
+
+/// A floor or ceiling as `Bound::stored` spells it.
+fn stored_bound(v: &Value, name: &str) -> Result<Bound, PortError> {
+    v.as_str()
+        .and_then(Bound::parse_stored)
+        .ok_or_else(|| corrupt("reading an item", format!("{name} is not a bound: {v}")))
 }
 
 pub(crate) fn key_item(key: &Key) -> Item {

@@ -20,7 +20,7 @@ use twopc_core::layout::{
     LOCK_EXPIRES_AT, LOCK_SHARD, PAUSED_UNTIL, PLACEHOLDER, RESERVATION_PREFIX, RESERVATIONS,
     TOMBSTONE, VERSION, prefixed,
 };
-use twopc_core::op::{Comparator, Condition, Escrowed, Operation};
+use twopc_core::op::Escrowed;
 use twopc_core::ports::{CompleteWrite, Completion, PortError, PrepareWrite};
 
 use crate::codec::to_attr;
@@ -70,21 +70,12 @@ fn names(attr: &str) -> Names {
     }
 }
 
-/// A `require` value of `attr` with comparator `cmp`, if the operation has one.
-fn bound(op: &Operation, attr: &str, cmp: Comparator) -> Option<AttributeValue> {
-    match op.require.get(attr) {
-        Some(Condition::Compare(c, v)) if *c == cmp => Some(to_attr(v)),
-        _ => None,
-    }
-}
-
 /// The condition and update of one reserved attribute (`rules::escrow` as expressions): its
 /// type; an idle escrow at the value (else it is stale); its bounds against the escrowed extreme
 /// (or the value, if nothing was ever escrowed: an absent attribute counts as 0); the agreement
 /// of its floor and ceiling with the keepers'; the new extremes and counts.
 fn reserve_attribute(
     e: &mut Expr,
-    op: &Operation,
     attr: &str,
     x: &Escrowed,
     conds: &mut Vec<String>,
@@ -103,21 +94,25 @@ fn reserve_attribute(
     conds.push(format!(
         "(attribute_not_exists({count}) OR {count} > {zero} OR ({low} = {a} AND {high} = {a}) OR (attribute_not_exists({a}) AND {low} = {zero} AND {high} = {zero}))"
     ));
-    let zero_meets = |v: &AttributeValue, want: std::cmp::Ordering| match v {
-        AttributeValue::N(text) => Decimal::parse(text)
-            .map(|d| Decimal::zero().cmp_value(&d) != want)
-            .unwrap_or(false),
-        _ => false,
-    };
-    for (cmp, extreme, symbol, worse) in [
-        (Comparator::Gte, &low, ">=", std::cmp::Ordering::Less),
-        (Comparator::Lte, &high, "<=", std::cmp::Ordering::Greater),
-    ] {
-        let Some(v) = bound(op, attr, cmp) else {
+    for (b, extreme, lower) in [(&x.lower, &low, true), (&x.upper, &high, false)] {
+        let Some(b) = b else {
             continue;
         };
-        let absent_ok = zero_meets(&v, worse);
-        let v = e.value(v);
+        let symbol = match (lower, b.strict) {
+            (true, false) => ">=",
+            (true, true) => ">",
+            (false, false) => "<=",
+            (false, true) => "<",
+        };
+        // An absent attribute counts as 0: does 0 meet the bound?
+        let zero = Decimal::zero().cmp_value(&b.value);
+        let absent_ok = match (lower, b.strict) {
+            (true, false) => zero.is_ge(),
+            (true, true) => zero.is_gt(),
+            (false, false) => zero.is_le(),
+            (false, true) => zero.is_lt(),
+        };
+        let v = e.value(decimal(&b.value));
         let fresh = if absent_ok {
             format!("({a} {symbol} {v} OR attribute_not_exists({a}))")
         } else {
@@ -145,7 +140,8 @@ fn reserve_attribute(
         match mine {
             Some(b) => {
                 let (keepers, none) = none_keep(e);
-                let (theirs, b) = (e.name(theirs), e.value(decimal(b)));
+                let stored = AttributeValue::S(b.stored(theirs == &n.floor));
+                let (theirs, b) = (e.name(theirs), e.value(stored));
                 conds.push(format!("({none} OR {theirs} = {b})"));
                 set.push(format!("{theirs} = {b}"));
                 add.push(format!("{keepers} {one}"));
@@ -233,7 +229,7 @@ impl DynamoItems {
         let one = e.value(AttributeValue::N("1".into()));
         let mut add = vec![format!("{} {one}", e.name(RESERVATIONS))];
         for (attr, x) in &escrowed {
-            reserve_attribute(&mut e, &lock.op, attr, x, &mut conds, &mut set, &mut add);
+            reserve_attribute(&mut e, attr, x, &mut conds, &mut set, &mut add);
         }
         let w = Write {
             update: update_with_add(&set, &[], &add),

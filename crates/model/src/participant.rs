@@ -165,6 +165,8 @@ pub fn escrow_seen<const TXS: usize>(
     rules::EscrowSeen {
         // The model keeps no escrow of its own to go stale: only the protocol writes its items.
         stale: false,
+        strict_lower: false,
+        strict_upper: false,
         change: op.delta().cmp(&0),
         value_vs_lower: vs(item.value),
         value_vs_upper: None,
