@@ -10,6 +10,7 @@ use twopc_core::decimal::Decimal;
 use twopc_core::fault::FaultPoint;
 use twopc_core::ids::TxId;
 use twopc_core::item::ItemState;
+use twopc_core::message::PrepareReply;
 use twopc_core::op::Mode;
 use twopc_core::participant::ParticipantConfig;
 use twopc_core::ports::{Clock, TxLog};
@@ -31,6 +32,25 @@ async fn merchant(w: &World, balance: i64) {
     w.seed("accounts", "alice", json!({"balance": balance}))
         .await;
     w.seed("wallets", "bob", json!({"balance": 0})).await;
+}
+
+/// `tx`'s prepare of `op` on alice, the reply.
+async fn prepare_alice(w: &World, tx: &TxId, deadline: u64, op: Value) -> PrepareReply {
+    w.participant
+        .prepare(&w.accounts, &prepare_req(tx, deadline, "alice", op))
+        .await
+        .expect("prepare")
+}
+
+/// `tx`'s commit (or abort) of `op` on alice.
+async fn complete_alice(w: &World, commit: bool, tx: &TxId, deadline: u64, op: Value) {
+    let req = complete_req(tx, deadline, "alice", op);
+    let reply = if commit {
+        w.participant.commit(&w.accounts, &req).await
+    } else {
+        w.participant.abort(&w.accounts, &req).await
+    };
+    assert!(reply.expect("complete").acknowledged());
 }
 
 fn deadline(w: &World) -> u64 {
@@ -98,36 +118,21 @@ async fn a_debit_the_balance_covers_but_not_with_the_debits_in_flight_votes_conf
     merchant(&w, 100).await;
     let (t1, t2) = (TxId::random(), TxId::random());
     let d = deadline(&w);
-    let first = w
-        .participant
-        .prepare(&w.accounts, &prepare_req(&t1, d, "alice", debit(60)))
-        .await
-        .expect("prepare");
+    let first = prepare_alice(&w, &t1, d, debit(60)).await;
     assert_eq!(
         first.vote,
         Vote::Yes {
             mode: Mode::Reserved
         }
     );
-    let second = w
-        .participant
-        .prepare(&w.accounts, &prepare_req(&t2, d, "alice", debit(60)))
-        .await
-        .expect("prepare");
+    let second = prepare_alice(&w, &t2, d, debit(60)).await;
     assert_eq!(reason(&second), Some(VoteReason::Conflict), "{second:?}");
     // Readers see the committed value, not the 40 the reservation might leave.
     assert_eq!(balance(&w, "accounts", "alice").await, "100");
     // Once the first gives its reservation back, the second fits.
-    w.participant
-        .abort(&w.accounts, &complete_req(&t1, d, "alice", debit(60)))
-        .await
-        .expect("abort");
+    complete_alice(&w, false, &t1, d, debit(60)).await;
     let t3 = TxId::random();
-    let third = w
-        .participant
-        .prepare(&w.accounts, &prepare_req(&t3, d, "alice", debit(60)))
-        .await
-        .expect("prepare");
+    let third = prepare_alice(&w, &t3, d, debit(60)).await;
     assert!(third.vote.is_yes(), "{third:?}");
 }
 
@@ -151,49 +156,19 @@ async fn an_exclusive_operation_meeting_reservations_pauses_new_ones_and_then_lo
     merchant(&w, 100).await;
     let d = deadline(&w);
     let reserving = TxId::random();
-    w.participant
-        .prepare(&w.accounts, &prepare_req(&reserving, d, "alice", debit(10)))
-        .await
-        .expect("prepare");
+    prepare_alice(&w, &reserving, d, debit(10)).await;
     // The exclusive prepare meets a live reservation: conflict, and new reservations wait.
     let locker = TxId::random();
-    let refused = w
-        .participant
-        .prepare(
-            &w.accounts,
-            &prepare_req(&locker, d, "alice", exclusive_debit(5)),
-        )
-        .await
-        .expect("prepare");
+    let refused = prepare_alice(&w, &locker, d, exclusive_debit(5)).await;
     assert_eq!(reason(&refused), Some(VoteReason::Conflict), "{refused:?}");
-    let newcomer = w
-        .participant
-        .prepare(
-            &w.accounts,
-            &prepare_req(&TxId::random(), d, "alice", debit(1)),
-        )
-        .await
-        .expect("prepare");
+    let newcomer = prepare_alice(&w, &TxId::random(), d, debit(1)).await;
     assert!(
         matches!(&newcomer.vote, Vote::No { reason: VoteReason::Conflict, message } if message.contains("paused")),
         "{newcomer:?}"
     );
     // The standing reservation drains; the exclusive retry (a new transaction) locks.
-    w.participant
-        .commit(
-            &w.accounts,
-            &complete_req(&reserving, d, "alice", debit(10)),
-        )
-        .await
-        .expect("commit");
-    let retry = w
-        .participant
-        .prepare(
-            &w.accounts,
-            &prepare_req(&TxId::random(), d, "alice", exclusive_debit(5)),
-        )
-        .await
-        .expect("prepare");
+    complete_alice(&w, true, &reserving, d, debit(10)).await;
+    let retry = prepare_alice(&w, &TxId::random(), d, exclusive_debit(5)).await;
     assert_eq!(
         retry.vote,
         Vote::Yes {
@@ -258,10 +233,7 @@ async fn the_sweeper_finds_an_orphan_reservation_through_the_lock_index() {
     // A reservation whose transaction never began (no record): only the index finds it.
     let orphan = TxId::random();
     let d = deadline(&w);
-    w.participant
-        .prepare(&w.accounts, &prepare_req(&orphan, d, "alice", debit(10)))
-        .await
-        .expect("prepare");
+    prepare_alice(&w, &orphan, d, debit(10)).await;
     w.clock.advance(60_000);
     let report = w.sweeper().run().await.expect("sweep");
     assert_eq!(
@@ -290,24 +262,10 @@ async fn a_reservation_beyond_the_most_an_item_takes_votes_conflict() {
     merchant(&w, 100).await;
     let d = deadline(&w);
     for _ in 0..2 {
-        let yes = w
-            .participant
-            .prepare(
-                &w.accounts,
-                &prepare_req(&TxId::random(), d, "alice", debit(1)),
-            )
-            .await
-            .expect("prepare");
+        let yes = prepare_alice(&w, &TxId::random(), d, debit(1)).await;
         assert!(yes.vote.is_yes(), "{yes:?}");
     }
-    let third = w
-        .participant
-        .prepare(
-            &w.accounts,
-            &prepare_req(&TxId::random(), d, "alice", debit(1)),
-        )
-        .await
-        .expect("prepare");
+    let third = prepare_alice(&w, &TxId::random(), d, debit(1)).await;
     assert!(
         matches!(&third.vote, Vote::No { reason: VoteReason::Conflict, message } if message.contains("TWOPC_MAX_RESERVATIONS")),
         "{third:?}"
@@ -319,13 +277,7 @@ async fn readers_see_committed_values_never_reservations_or_their_bounds() {
     let w = World::new().await;
     merchant(&w, 100).await;
     let t = TxId::random();
-    w.participant
-        .prepare(
-            &w.accounts,
-            &prepare_req(&t, deadline(&w), "alice", debit(25)),
-        )
-        .await
-        .expect("prepare");
+    prepare_alice(&w, &t, deadline(&w), debit(25)).await;
     let alice = w.item("accounts", "alice").await.expect("alice");
     assert!(!alice.reservations.is_empty());
     let view = twopc_dynamo::items::business_view(&alice).expect("a real item");

@@ -123,6 +123,34 @@ pub fn item_state(item: &Item) -> Result<ItemState, PortError> {
     })
 }
 
+/// `a = a + d`, an absent attribute counting as 0.
+pub(crate) fn add_to(e: &mut Expr, attr: &str, d: &Decimal) -> String {
+    let a = e.name(attr);
+    format!(
+        "{a} = if_not_exists({a}, {}) + {}",
+        e.value(AttributeValue::N("0".into())),
+        e.value(AttributeValue::N(d.to_string()))
+    )
+}
+
+/// What every commit writes beside its operation, for readers and the stream: `txVersion` + 1,
+/// `lastTx`.
+pub(crate) fn commit_marks(e: &mut Expr, tx: &TxId) -> [String; 2] {
+    let ver = e.name(VERSION);
+    [
+        format!(
+            "{ver} = if_not_exists({ver}, {}) + {}",
+            e.value(AttributeValue::N("0".into())),
+            e.value(AttributeValue::N("1".into()))
+        ),
+        format!(
+            "{} = {}",
+            e.name(LAST_TX),
+            e.value(AttributeValue::S(tx.to_string()))
+        ),
+    ]
+}
+
 /// A floor or ceiling as `Bound::stored` spells it.
 fn stored_bound(v: &Value, name: &str) -> Result<Bound, PortError> {
     v.as_str()
@@ -638,27 +666,12 @@ impl ParticipantStore for DynamoItems {
             remove.push(e.name(PLACEHOLDER));
         }
         for (name, d) in &op.add {
-            let n = e.name(name);
-            set.push(format!(
-                "{n} = if_not_exists({n}, {}) + {}",
-                e.value(AttributeValue::N("0".into())),
-                e.value(AttributeValue::N(d.to_string()))
-            ));
+            set.push(add_to(&mut e, name, d));
         }
         for name in &op.remove {
             remove.push(e.name(name));
         }
-        let ver = e.name(VERSION);
-        set.push(format!(
-            "{ver} = if_not_exists({ver}, {}) + {}",
-            e.value(AttributeValue::N("0".into())),
-            e.value(AttributeValue::N("1".into()))
-        ));
-        set.push(format!(
-            "{} = {}",
-            e.name(LAST_TX),
-            e.value(AttributeValue::S(tx.to_string()))
-        ));
+        set.extend(commit_marks(&mut e, tx));
         set.push(format!(
             "{} = {}",
             e.path(&[FENCE, tx.as_str()]),

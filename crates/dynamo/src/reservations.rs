@@ -16,9 +16,9 @@ use twopc_core::decimal::Decimal;
 use twopc_core::item::{Key, Lock};
 use twopc_core::layout::{
     ESCROW_CEILING_PREFIX, ESCROW_CEILINGS_PREFIX, ESCROW_COUNT_PREFIX, ESCROW_FLOOR_PREFIX,
-    ESCROW_FLOORS_PREFIX, ESCROW_HIGH_PREFIX, ESCROW_LOW_PREFIX, FENCE, HORIZON, LAST_TX, LOCK,
+    ESCROW_FLOORS_PREFIX, ESCROW_HIGH_PREFIX, ESCROW_LOW_PREFIX, FENCE, HORIZON, LOCK,
     LOCK_EXPIRES_AT, LOCK_SHARD, PAUSED_UNTIL, PLACEHOLDER, RESERVATION_PREFIX, RESERVATIONS,
-    TOMBSTONE, VERSION, prefixed,
+    TOMBSTONE, prefixed,
 };
 use twopc_core::op::Escrowed;
 use twopc_core::ports::{CompleteWrite, Completion, PortError, PrepareWrite};
@@ -27,7 +27,8 @@ use crate::codec::to_attr;
 use crate::error::corrupt;
 use crate::expr::{Expr, update_with_add};
 use crate::items::{
-    DynamoItems, Outcome, Write, entry, first_key_name, item_state, number, prune_clauses,
+    DynamoItems, Outcome, Write, add_to, commit_marks, entry, first_key_name, item_state, number,
+    prune_clauses,
 };
 use crate::tables::shard_of;
 
@@ -290,12 +291,7 @@ impl DynamoItems {
                 }
             }
             if give == Give::Apply {
-                let a = e.name(attr);
-                let zero = e.value(AttributeValue::N("0".into()));
-                set.push(format!(
-                    "{a} = if_not_exists({a}, {zero}) + {}",
-                    e.value(decimal(d))
-                ));
+                set.push(add_to(&mut e, attr, d));
             }
             let (to_low, to_high) = if give == Give::Apply {
                 (d.max_zero(), d.min_zero())
@@ -314,17 +310,7 @@ impl DynamoItems {
             ));
         }
         if give == Give::Apply {
-            let ver = e.name(VERSION);
-            set.push(format!(
-                "{ver} = if_not_exists({ver}, {}) + {}",
-                e.value(AttributeValue::N("0".into())),
-                e.value(AttributeValue::N("1".into()))
-            ));
-            set.push(format!(
-                "{} = {}",
-                e.name(LAST_TX),
-                e.value(AttributeValue::S(c.tx.to_string()))
-            ));
+            set.extend(commit_marks(&mut e, c.tx));
         }
         let w = Write {
             update: update_with_add(&set, &remove, &add),
