@@ -74,6 +74,9 @@ pub struct BenchConfig {
     /// deployment runs, or `--fence-capacity`, as `TWOPC_FENCE_CAPACITY` would set it, to measure
     /// what it costs.
     pub fence_capacity: usize,
+    /// Whether every request asks for its consumed capacity (the write units column); off
+    /// (`--no-write-units`) only to measure what asking costs.
+    pub write_units: bool,
 }
 
 impl BenchConfig {
@@ -137,6 +140,7 @@ impl BenchConfig {
             timeout_ms: 5000,
             seed: 7,
             fence_capacity: ParticipantConfig::default().fence_capacity,
+            write_units: true,
         }
     }
 

@@ -43,10 +43,13 @@ struct Counts {
     in_flight: AtomicI64,
     rounds: AtomicU64,
     units: Meter,
+    /// Whether requests ask for their consumed capacity (`--no-write-units` turns it off, to
+    /// measure what asking costs).
+    ask_units: bool,
 }
 
 /// The interceptor; clones share their counts.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct RequestCounter {
     counts: Arc<Counts>,
 }
@@ -112,9 +115,14 @@ impl Requests {
 }
 
 impl RequestCounter {
-    /// A counter at zero.
-    pub fn new() -> Self {
-        Self::default()
+    /// A counter at zero; `ask_units`: requests ask for their consumed capacity.
+    pub fn new(ask_units: bool) -> Self {
+        RequestCounter {
+            counts: Arc::new(Counts {
+                ask_units,
+                ..Counts::default()
+            }),
+        }
     }
 
     /// The counts now.
@@ -149,7 +157,9 @@ impl Intercept for RequestCounter {
         _runtime_components: &RuntimeComponents,
         cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
-        self.counts.units.ask(context.input_mut(), cfg);
+        if self.counts.ask_units {
+            self.counts.units.ask(context.input_mut(), cfg);
+        }
         Ok(())
     }
 

@@ -421,7 +421,7 @@ pub async fn run(config: &BenchConfig, progress: &dyn Fn(&str)) -> Result<Report
     let started = Instant::now();
     let cpu0 = CpuSnapshot::now();
     let load0 = procfs::load_average();
-    let counter = RequestCounter::new();
+    let counter = RequestCounter::new(config.write_units);
     let mut bench = Bench {
         config,
         client: client(&config.endpoint, &counter).await,

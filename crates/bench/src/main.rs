@@ -4,7 +4,7 @@
 //! twopc-bench [--quick] [--endpoint URL] [--out DIR] [--measure-secs S]
 //!             [--burst-rate R] [--burst-seconds S] [--no-burst]
 //!             [--systems native,coordinator,serial,unit] [--workloads uniform2,hot8,...]
-//!             [--concurrency 1,8,32] [--accounts N] [--fence-capacity N]
+//!             [--concurrency 1,8,32] [--accounts N] [--fence-capacity N] [--no-write-units]
 //! ```
 //!
 //! The filters run a part of the bench (to profile one system, say); `make bench` runs it all.
@@ -25,7 +25,7 @@ use twopc_bench::workload::{Contention, Workload};
 
 const USAGE: &str = "usage: twopc-bench [--quick] [--endpoint URL] [--out DIR] [--measure-secs S] \
                      [--burst-rate R] [--burst-seconds S] [--no-burst] [--systems native,coordinator,serial,unit] \
-                     [--workloads uniform2,uniform8,hot2,hot8] [--concurrency 1,8,32] [--accounts N] [--fence-capacity N]";
+                     [--workloads uniform2,uniform8,hot2,hot8] [--concurrency 1,8,32] [--accounts N] [--fence-capacity N] [--no-write-units]";
 
 struct Args {
     config: BenchConfig,
@@ -89,6 +89,7 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Args, String> {
                 i += 1;
             }
             "--no-burst" => config.burst = None,
+            "--no-write-units" => config.write_units = false,
             "--accounts" => {
                 config.accounts = number(i)? as u32;
                 i += 1;

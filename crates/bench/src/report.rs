@@ -323,7 +323,7 @@ fn hot_targets(r: &Report) -> Vec<Target> {
             }
         }
     }
-    if !units.is_empty() {
+    if !units.is_empty() && r.config.write_units {
         let worst = units
             .iter()
             .filter_map(|(c, x)| Some((c, (*x)?)))
@@ -650,8 +650,15 @@ pub fn markdown(r: &Report, now: SystemTime) -> String {
             times(na.and_then(|n| ratio(ms(c.latency.p99), ms(n.latency.p99)))),
             c.requests_per_commit(),
             by_op(c),
-            c.units_per_commit(),
-            times(na.and_then(|n| ratio(c.halves_per_commit(), n.halves_per_commit()))),
+            if r.config.write_units {
+                c.units_per_commit()
+            } else {
+                "–".into()
+            },
+            times(
+                na.filter(|_| r.config.write_units)
+                    .and_then(|n| ratio(c.halves_per_commit(), n.halves_per_commit()))
+            ),
             kb_per_commit(c),
             rounds,
             c.cpu_per_commit().as_micros(),
@@ -890,6 +897,14 @@ fn hot_keys(md: &mut String, r: &Report) {
 fn capacity_section(md: &mut String, r: &Report) {
     let lowest = r.config.concurrency.iter().copied().min().unwrap_or(1);
     let highest = r.config.concurrency.iter().copied().max().unwrap_or(1);
+    if !r.config.write_units {
+        let _ = writeln!(
+            md,
+            "\n## Write capacity\n\nNot measured in this run (`--no-write-units`: no request \
+             asked for its consumed capacity)."
+        );
+        return;
+    }
     let _ = writeln!(
         md,
         "\n## Write capacity: what a transaction costs in DynamoDB units\n"
