@@ -1,25 +1,14 @@
-//! What a transaction costs in DynamoDB's billing units, read off the responses themselves: the
-//! request counter ([`crate::counter`]) asks every request for `ReturnConsumedCapacity=INDEXES`
-//! (the total of `TOTAL`, split between the table and each index) on the typed input, before
-//! serialisation, and reads `ConsumedCapacity` back from every response — for every system
-//! alike, without touching the production adapters.
+//! What a transaction costs in DynamoDB's billing units, read off the responses: the request
+//! counter's interceptor ([`crate::counter`]) sets `ReturnConsumedCapacity=INDEXES` on every
+//! typed input and reads `ConsumedCapacity` back, for every system alike, with no change to the
+//! production adapters. Units are kept as whole half-units (DynamoDB reports multiples of 0.5),
+//! charged to the coordinator step whose [`in_step`] future sent them.
 //!
-//! - Units are kept exactly, as whole half-units (DynamoDB reports multiples of 0.5): what users
-//!   pay never passes through a float beyond the SDK's own field.
-//! - A write refused by its condition is charged by DynamoDB but reports nothing; its units are
-//!   *estimated* from the item the refusal returns (`ReturnValuesOnConditionCheckFailure`), and
-//!   kept apart from the reported ones.
-//! - DynamoDB Local under-reports a `TransactWriteItems` that writes several items of one table:
-//!   it counts each distinct per-item figure once (four items under 1 KB report 2 units, where
-//!   DynamoDB charges 2 per item: 8; checked by hand against 3.3.0). The meter therefore counts
-//!   at least 2 units per item written, which is exact for items under 1 KB (the native bench's
-//!   are: the audit reports their largest) and a lower bound otherwise.
-//! - Each unit is charged to the coordinator step it was spent in: the bench's timing wrappers
-//!   run every call of the coordinator (and of the serial driver) inside [`in_step`], and the
-//!   interceptor runs inside that call's future.
-//! - Two protocol attributes are read off the responses as they pass, to report the largest
-//!   reservation set and fence a prepare met (the audit after a cell finds neither: every
-//!   transaction has ended by then).
+//! Two gaps are filled, and said so in the report: a write refused by its condition is charged
+//! but reports nothing (estimated from the item the refusal returns); DynamoDB Local counts each
+//! distinct per-item figure of a multi-item `TransactWriteItems` once per table (four small items:
+//! 2 units, not 8), so a transaction counts at least 2 units per item. The prepares' responses
+//! also show the largest reservation set and fence, which the audit after a cell cannot see.
 
 use std::collections::HashMap;
 use std::future::Future;
