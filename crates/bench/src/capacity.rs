@@ -12,7 +12,7 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use aws_sdk_dynamodb::operation::delete_item::{
     DeleteItemError, DeleteItemInput, DeleteItemOutput,
@@ -70,7 +70,8 @@ pub struct Units {
     pub index: [u64; SLOTS],
     /// Writes that reported their units, by slot.
     pub writes: [u64; SLOTS],
-    /// Writes refused by their condition, by slot (DynamoDB charges them, reports nothing).
+    /// Writes refused by their condition, by slot (DynamoDB charges them, reports nothing;
+    /// counted whether or not requests ask for their capacity).
     pub refused: [u64; SLOTS],
     /// Estimated write units of the refused writes, by slot (from the item each returned).
     pub refused_estimate: [u64; SLOTS],
@@ -152,6 +153,8 @@ impl Peaks {
 /// The meter's counters (shared by the interceptor's clones).
 #[derive(Debug, Default)]
 pub struct Meter {
+    /// Whether requests ask for their consumed capacity now.
+    asking: AtomicBool,
     table: [AtomicU64; SLOTS],
     index: [AtomicU64; SLOTS],
     writes: [AtomicU64; SLOTS],
@@ -201,9 +204,21 @@ impl Meter {
         }
     }
 
+    /// Whether requests from now on ask for their consumed capacity.
+    pub fn set_asking(&self, on: bool) {
+        self.asking.store(on, Ordering::SeqCst);
+    }
+
+    fn asking(&self) -> bool {
+        self.asking.load(Ordering::SeqCst)
+    }
+
     /// Asks the request for its consumed capacity (`INDEXES`: the total, split by table and
-    /// index), and notes the size of an item put.
+    /// index), and notes the size of an item put — while asking.
     pub fn ask(&self, input: &mut Input, cfg: &mut ConfigBag) {
+        if !self.asking() {
+            return;
+        }
         let indexes = Some(ReturnConsumedCapacity::Indexes);
         if let Some(i) = input.downcast_mut::<UpdateItemInput>() {
             i.return_consumed_capacity = indexes;
@@ -247,6 +262,9 @@ impl Meter {
     /// Charges a write's reported units; `at_least`: half-units the table's share cannot be
     /// below (a transaction's 2 units per item).
     fn write(&self, c: Option<&ConsumedCapacity>, at_least: u64) {
+        if !self.asking() {
+            return;
+        }
         let slot = current_step();
         let Some(c) = c else {
             self.anomalies.fetch_add(1, Ordering::Relaxed);
@@ -283,6 +301,9 @@ impl Meter {
     }
 
     fn read(&self, c: Option<&ConsumedCapacity>) {
+        if !self.asking() {
+            return;
+        }
         match c.and_then(|c| c.capacity_units()).and_then(halves) {
             Some(h) => self.read.fetch_add(h, Ordering::Relaxed),
             None => self.anomalies.fetch_add(1, Ordering::Relaxed),

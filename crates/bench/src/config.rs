@@ -74,8 +74,8 @@ pub struct BenchConfig {
     /// deployment runs, or `--fence-capacity`, as `TWOPC_FENCE_CAPACITY` would set it, to measure
     /// what it costs.
     pub fence_capacity: usize,
-    /// Whether every request asks for its consumed capacity (the write units column); off
-    /// (`--no-write-units`) only to measure what asking costs.
+    /// Whether each cell ends with a units slice per system, whose requests ask for their
+    /// consumed capacity (the write units column); `--no-write-units` skips them.
     pub write_units: bool,
 }
 

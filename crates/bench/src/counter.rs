@@ -43,13 +43,10 @@ struct Counts {
     in_flight: AtomicI64,
     rounds: AtomicU64,
     units: Meter,
-    /// Whether requests ask for their consumed capacity (`--no-write-units` turns it off, to
-    /// measure what asking costs).
-    ask_units: bool,
 }
 
 /// The interceptor; clones share their counts.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct RequestCounter {
     counts: Arc<Counts>,
 }
@@ -115,14 +112,17 @@ impl Requests {
 }
 
 impl RequestCounter {
-    /// A counter at zero; `ask_units`: requests ask for their consumed capacity.
-    pub fn new(ask_units: bool) -> Self {
+    /// A counter at zero, its requests not asking for their consumed capacity.
+    pub fn new() -> Self {
         RequestCounter {
-            counts: Arc::new(Counts {
-                ask_units,
-                ..Counts::default()
-            }),
+            counts: Arc::new(Counts::default()),
         }
+    }
+
+    /// Whether requests from now on ask for their consumed capacity (and the meter reads it).
+    /// Asking slows DynamoDB Local, so the bench asks only in slices set aside for it.
+    pub fn ask_units(&self, on: bool) {
+        self.counts.units.set_asking(on);
     }
 
     /// The counts now.
@@ -157,9 +157,7 @@ impl Intercept for RequestCounter {
         _runtime_components: &RuntimeComponents,
         cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
-        if self.counts.ask_units {
-            self.counts.units.ask(context.input_mut(), cfg);
-        }
+        self.counts.units.ask(context.input_mut(), cfg);
         Ok(())
     }
 

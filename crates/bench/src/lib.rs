@@ -43,7 +43,7 @@ use aws_sdk_dynamodb::Client;
 use twopc_core::ids::TxId;
 use twopc_core::ports::{Clock, PortError, SystemClock, TxLog};
 
-use crate::capacity::Peaks;
+use crate::capacity::{Peaks, Units};
 use crate::config::{BenchConfig, Burst};
 use crate::counter::{RequestCounter, Requests};
 use crate::load::Sample;
@@ -217,6 +217,18 @@ impl Costs {
     }
 }
 
+/// What a cell's transfers cost in write units: measured in one more slice per system, run
+/// after the measured ones at the same concurrency, in which every request asks for its consumed
+/// capacity. Asking makes DynamoDB Local size every item it writes, which slowed every system,
+/// the coordinator most (NOTES.md), so the slices that give throughput, latency and CPU do not.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Capacity {
+    /// The units (and refused writes) of that slice.
+    pub units: Units,
+    /// Transfers committed in it.
+    pub committed: u64,
+}
+
 /// One system on one workload at one concurrency.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CellResult {
@@ -234,8 +246,10 @@ pub struct CellResult {
     pub window_committed: u64,
     /// Latency of the transfers committed within the window (retries included).
     pub latency: Latency,
-    /// Costs over the whole cell.
+    /// Costs over the measured slices.
     pub costs: Costs,
+    /// Write units, from the cell's units slice.
+    pub capacity: Capacity,
     /// The audit of the tables after the cell.
     pub audit: Audit,
     /// Failed checks (empty: the run conserved balances, applied exactly the committed writes,
@@ -264,18 +278,15 @@ impl CellResult {
     /// Write capacity units per committed transfer, as a decimal (aborts, retries and the
     /// refused writes' estimate included).
     pub fn units_per_commit(&self) -> String {
-        capacity::per(
-            self.costs.requests.units.write_halves(),
-            self.tally.committed,
-        )
+        capacity::per(self.capacity.units.write_halves(), self.capacity.committed)
     }
 
     /// Write capacity half-units per committed transfer, for ratios and charts (not for
     /// amounts: those are [`CellResult::units_per_commit`]).
     pub fn halves_per_commit(&self) -> f64 {
         ratio(
-            self.costs.requests.units.write_halves() as f64,
-            self.tally.committed as f64,
+            self.capacity.units.write_halves() as f64,
+            self.capacity.committed as f64,
         )
     }
 
@@ -421,7 +432,7 @@ pub async fn run(config: &BenchConfig, progress: &dyn Fn(&str)) -> Result<Report
     let started = Instant::now();
     let cpu0 = CpuSnapshot::now();
     let load0 = procfs::load_average();
-    let counter = RequestCounter::new(config.write_units);
+    let counter = RequestCounter::new();
     let mut bench = Bench {
         config,
         client: client(&config.endpoint, &counter).await,
@@ -652,16 +663,26 @@ impl Bench<'_> {
         workload: Workload,
         concurrency: usize,
         slices: Vec<Slice>,
+        units: Option<Slice>,
     ) -> Result<CellResult, BenchError> {
         let mut merged = Slice::default();
         for s in slices {
             merged.absorb(s);
         }
+        // The audit answers for every transfer the tables saw, the units slice's included.
+        let mut seen = merged.tally.clone();
+        let mut capacity = Capacity::default();
+        if let Some(u) = units {
+            seen.absorb(u.tally.clone());
+            merged.costs.peaks = merged.costs.peaks.max(&u.costs.peaks);
+            capacity = Capacity {
+                units: u.costs.requests.units,
+                committed: u.tally.committed,
+            };
+        }
         let driver = self.driver(system, workload.contention).await?;
         let audit_started = Instant::now();
-        let (audit, problems) = self
-            .audit(&driver, workload.contention, &merged.tally)
-            .await?;
+        let (audit, problems) = self.audit(&driver, workload.contention, &seen).await?;
         let audit_time = audit_started.elapsed();
         let result = CellResult {
             system,
@@ -672,10 +693,11 @@ impl Bench<'_> {
             window: merged.window,
             tally: merged.tally,
             costs: merged.costs,
+            capacity,
             audit,
             problems,
         };
-        let units = &result.costs.requests.units;
+        let units = &result.capacity.units;
         (self.progress)(&format!(
             "{:<11} {:<11} c={:<3} {:>7.1} tx/s  p50 {:>7.2} ms  p99 {:>7.2} ms  abort {:>5.1}% [{}]  {:>5.2} req/tx  {} WCU/tx (+{} refused)  {:>5} us cpu/tx  rounds {:.2}  peaks res {} fence {}  audit {:.1} s{}",
             workload.to_string(),
@@ -691,8 +713,8 @@ impl Bench<'_> {
                 .collect::<Vec<_>>()
                 .join(", "),
             result.requests_per_commit(),
-            capacity::per(units.reported_halves(), result.tally.committed),
-            capacity::per(units.refused_halves(), result.tally.committed),
+            capacity::per(units.reported_halves(), result.capacity.committed),
+            capacity::per(units.refused_halves(), result.capacity.committed),
             result.cpu_per_commit().as_micros(),
             result.rounds_per_attempt(),
             result.costs.peaks.reservations,
@@ -726,9 +748,22 @@ impl Bench<'_> {
                 slices[i].push(s);
             }
         }
+        // One more slice per system in which every request asks for its consumed capacity
+        // (asking slows DynamoDB Local: see `Capacity`).
+        let mut units: Vec<Option<Slice>> = systems.iter().map(|_| None).collect();
+        if self.config.write_units {
+            for (i, (system, workload)) in systems.iter().enumerate() {
+                self.counter.ask_units(true);
+                let s = self
+                    .slice(*system, *workload, concurrency, self.config.warmup, slice)
+                    .await;
+                self.counter.ask_units(false);
+                units[i] = Some(s?);
+            }
+        }
         let mut out = vec![];
-        for ((system, workload), s) in systems.iter().zip(slices) {
-            out.push(self.finish(*system, *workload, concurrency, s).await?);
+        for (((system, workload), s), u) in systems.iter().zip(slices).zip(units) {
+            out.push(self.finish(*system, *workload, concurrency, s, u).await?);
         }
         Ok(out)
     }

@@ -607,7 +607,8 @@ pub fn markdown(r: &Report, now: SystemTime) -> String {
          group take turns {} times ({:.1} s each after {:.1} s unmeasured, longer if fewer \
          than {} transfers committed in it), so a change in the machine's load (other processes share its 2 cores) reaches them alike; the figures add \
          their slices up. Throughput and latency (of committed transfers, retries included) come \
-         from the measured windows; requests, bytes, CPU and memory from whole slices. `× \
+         from the measured windows; requests, bytes, CPU and memory from whole slices; write \
+         units from one more slice per system that asked for them (see below). `× \
          native` compares with the native row of the same group. A transfer aborted by a \
          conflict is retried as a new transaction (up to {} attempts, jittered backoff), by \
          every system alike; `abort` counts transfers that never committed.\n",
@@ -806,8 +807,9 @@ pub fn markdown(r: &Report, now: SystemTime) -> String {
          a reservation (`txRes:<tx>`, a non-zero `txResN`) or an escrow attribute (`txN:`, \
          `txLo:`, `txHi:`, `txFl:`, `txCe:`), or be a placeholder; for the coordinator and the \
          serial driver the sparse pending index must hold no record.\n\
-         - Write units: every request asks for `ReturnConsumedCapacity=INDEXES`, for every \
-         system alike (its responses grow by ~100 bytes); see the write capacity section. \
+         - Write units: one more slice per cell and system in which every request asks for \
+         `ReturnConsumedCapacity=INDEXES`, for every system alike; see the write capacity \
+         section. Its transfers are audited with the cell's. \
          Participants run `ParticipantConfig::default()`{}.\n\
          - CPU: this process's per-thread counters (`/proc/self/task/*/schedstat`) over each \
          slice; the coarse `/proc/self/stat` ticks over the whole run agree ({:.1} s vs \
@@ -900,7 +902,7 @@ fn capacity_section(md: &mut String, r: &Report) {
     if !r.config.write_units {
         let _ = writeln!(
             md,
-            "\n## Write capacity\n\nNot measured in this run (`--no-write-units`: no request \
+            "\n## Write capacity\n\nNot measured in this run (`--no-write-units`: no units slices; no request \
              asked for its consumed capacity)."
         );
         return;
@@ -911,9 +913,12 @@ fn capacity_section(md: &mut String, r: &Report) {
     );
     let _ = writeln!(
         md,
-        "Every request of every system asks for `ReturnConsumedCapacity=INDEXES` (the total \
-         `TOTAL` reports, split between the table and its global secondary indexes), set by the \
-         bench's SDK interceptor, which reads the units back from each response (DynamoDB Local \
+        "After a cell's measured slices each system runs one more slice of the same length at \
+         the same concurrency in which every request asks for `ReturnConsumedCapacity=INDEXES` \
+         (the total `TOTAL` reports, split between the table and its global secondary indexes), \
+         set by the bench's SDK interceptor, which reads the units back from each response. The \
+         measured slices do not ask: asking makes DynamoDB Local size every item it writes, \
+         which slowed every system, the coordinator most (NOTES.md). DynamoDB Local \
          sizes them like DynamoDB: 1 unit per KB of the larger of the item before and after a \
          write, 2 per KB in a transaction; an index whose projected attributes change is \
          written too). A write refused by its condition is charged but reports nothing: its \
@@ -921,8 +926,8 @@ fn capacity_section(md: &mut String, r: &Report) {
          included in the totals. DynamoDB Local under-reports a transaction that writes \
          several items of one table (it counts each distinct per-item figure once), so a \
          transaction is counted at no less than 2 units per item, exact for items under 1 KB as \
-         the native bench's are. Units per committed transfer include aborted and retried \
-         attempts.\n"
+         the native bench's are. Units per committed transfer (of that slice) include aborted \
+         and retried attempts.\n"
     );
     let _ = writeln!(
         md,
@@ -936,8 +941,8 @@ fn capacity_section(md: &mut String, r: &Report) {
     for c in r.cells.iter().filter(|c| {
         c.system == System::Coordinator && (c.concurrency == lowest || c.concurrency == highest)
     }) {
-        let u = &c.costs.requests.units;
-        let n = c.tally.committed;
+        let u = &c.capacity.units;
+        let n = c.capacity.committed;
         for slot in 0..crate::capacity::SLOTS {
             if u.writes[slot] == 0 && u.refused[slot] == 0 {
                 continue;
@@ -973,7 +978,7 @@ fn capacity_section(md: &mut String, r: &Report) {
         .unit
         .iter()
         .chain(&r.cells)
-        .map(|c| c.costs.requests.units.anomalies)
+        .map(|c| c.capacity.units.anomalies)
         .sum();
     let _ = writeln!(
         md,
@@ -991,7 +996,7 @@ fn capacity_section(md: &mut String, r: &Report) {
          | --- | ---: | --- | ---: | ---: | ---: | ---: |"
     );
     for c in r.cells.iter().filter(|c| c.concurrency == highest) {
-        let u = &c.costs.requests.units;
+        let u = &c.capacity.units;
         let _ = writeln!(
             md,
             "| {} | {} | {} | {} | {} | {} | {} |",
@@ -1322,7 +1327,7 @@ fn units_number(halves: u64) -> Value {
 
 /// Write units of a cell: totals (exact), per committed transfer (two places), and by step.
 fn units_json(c: &CellResult) -> Value {
-    let u = &c.costs.requests.units;
+    let u = &c.capacity.units;
     let steps: serde_json::Map<String, Value> = (0..crate::capacity::SLOTS)
         .filter(|&i| u.writes[i] > 0 || u.refused[i] > 0)
         .map(|i| {
@@ -1350,6 +1355,7 @@ fn units_json(c: &CellResult) -> Value {
         "read": units_number(u.read),
         "anomalies": u.anomalies,
         "recordBytesAtBegin": u.put_bytes.checked_div(u.puts),
+        "committedInSlice": c.capacity.committed,
         "byStep": steps,
     })
 }
@@ -1375,7 +1381,6 @@ pub fn json(r: &Report) -> Value {
             "runtimeSeconds": b.runtime.as_secs_f64(),
             "latencyMs": {"mean": ms(b.latency.mean), "p50": ms(b.latency.p50), "p95": ms(b.latency.p95), "p99": ms(b.latency.p99)},
             "requests": b.costs.requests.total(),
-            "writeUnits": units_number(b.costs.requests.units.write_halves()),
             "problems": b.problems,
         })).collect::<Vec<_>>(),
         "targets": targets(r).iter().map(|t| json!({"what": t.what, "goal": t.goal, "measured": t.measured, "met": t.met})).collect::<Vec<_>>(),
