@@ -10,7 +10,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use twopc_core::layout::{DEADLINE, EXPIRE_AT, LOCK_EXPIRES_AT, LOCK_SHARD, PENDING, TX_ID};
+use twopc_core::layout::{
+    DEADLINE, EXPIRE_AT, LOCK_EXPIRES_AT, LOCK_SHARD, PENDING, RETRY_AFTER, TX_ID,
+};
 use twopc_core::record::Target;
 use twopc_core::request::{KeySchema, KeyType};
 use twopc_dynamo::tables::{LOCK_INDEX, PENDING_INDEX};
@@ -152,7 +154,14 @@ fn the_transactions_table_is_the_one_the_adapters_use() {
         )]
         .into()
     );
-    assert_eq!(t.projections, ["ALL"]);
+    // Keys and the sweeper's backoff only (crates/dynamo/src/tables.rs says why).
+    assert_eq!(t.projections, ["INCLUDE"]);
+    assert!(
+        block("Resources", "TransactionsTable")
+            .iter()
+            .any(|l| l.trim() == format!("- {RETRY_AFTER}")),
+        "the pending index projects {RETRY_AFTER}, which the sweeper's query filters on"
+    );
     assert_eq!(t.ttl, Some((EXPIRE_AT.to_owned(), "true".to_owned())));
     assert_eq!(t.stream.as_deref(), Some("NEW_AND_OLD_IMAGES"));
     assert_eq!(t.billing.as_deref(), Some("PAY_PER_REQUEST"));
@@ -187,7 +196,7 @@ fn every_participant_table_carries_the_lock_index() {
             .into(),
             "{name}"
         );
-        assert_eq!(t.projections, ["ALL"], "{name}");
+        assert_eq!(t.projections, ["KEYS_ONLY"], "{name}");
         assert_eq!(t.ttl, None, "{name}");
         assert_eq!(t.stream.as_deref(), Some("NEW_AND_OLD_IMAGES"), "{name}");
         assert_eq!(t.billing.as_deref(), Some("PAY_PER_REQUEST"), "{name}");

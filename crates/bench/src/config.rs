@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use twopc_core::participant::ParticipantConfig;
+
 use crate::systems::System;
 use crate::workload::{Contention, Workload};
 
@@ -68,6 +70,23 @@ pub struct BenchConfig {
     pub timeout_ms: u64,
     /// Seed of the key generators (runs are repeatable up to timing).
     pub seed: u64,
+    /// Entries an item's fence keeps (`ParticipantConfig::fence_capacity`): the default a
+    /// deployment runs, or `--fence-capacity`, as `TWOPC_FENCE_CAPACITY` would set it, to measure
+    /// what it costs.
+    pub fence_capacity: usize,
+    /// Whether each cell ends with a units slice per system, whose requests ask for their
+    /// consumed capacity (the write units column); `--no-write-units` skips them.
+    pub write_units: bool,
+}
+
+impl BenchConfig {
+    /// The participants' tunables: the defaults, but for the fence's capacity.
+    pub fn participant(&self) -> ParticipantConfig {
+        ParticipantConfig {
+            fence_capacity: self.fence_capacity,
+            ..ParticipantConfig::default()
+        }
+    }
 }
 
 impl BenchConfig {
@@ -120,6 +139,8 @@ impl BenchConfig {
             max_attempts: 4,
             timeout_ms: 5000,
             seed: 7,
+            fence_capacity: ParticipantConfig::default().fence_capacity,
+            write_units: true,
         }
     }
 

@@ -6,15 +6,22 @@
 //! transaction in flight (concurrency 1), that is the number of sequential round trips on the
 //! transaction's critical path (requests sent together, such as concurrent prepares, share a
 //! round).
+//!
+//! The same interceptor meters what each request costs in DynamoDB's units
+//! ([`crate::capacity`]): it asks every request for its consumed capacity before serialisation
+//! and reads it back after deserialisation.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 use aws_sdk_dynamodb::config::interceptors::{
-    BeforeDeserializationInterceptorContextRef, BeforeTransmitInterceptorContextRef,
+    AfterDeserializationInterceptorContextRef, BeforeDeserializationInterceptorContextRef,
+    BeforeSerializationInterceptorContextMut, BeforeTransmitInterceptorContextRef,
 };
 use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
 use aws_sdk_dynamodb::error::BoxError;
+
+use crate::capacity::{Meter, Peaks, Units};
 
 /// The operations told apart in the counts (the last slot counts any other).
 pub const OPERATIONS: [&str; 8] = [
@@ -35,6 +42,7 @@ struct Counts {
     bytes_received: AtomicU64,
     in_flight: AtomicI64,
     rounds: AtomicU64,
+    units: Meter,
 }
 
 /// The interceptor; clones share their counts.
@@ -54,6 +62,8 @@ pub struct Requests {
     pub bytes_sent: u64,
     /// Response body bytes received (`Content-Length`).
     pub bytes_received: u64,
+    /// Capacity units the responses reported (and the refused writes' estimate).
+    pub units: Units,
 }
 
 impl Requests {
@@ -73,6 +83,7 @@ impl Requests {
             rounds: self.rounds.saturating_sub(earlier.rounds),
             bytes_sent: self.bytes_sent.saturating_sub(earlier.bytes_sent),
             bytes_received: self.bytes_received.saturating_sub(earlier.bytes_received),
+            units: self.units.since(&earlier.units),
         }
     }
 
@@ -87,6 +98,7 @@ impl Requests {
             rounds: self.rounds + other.rounds,
             bytes_sent: self.bytes_sent + other.bytes_sent,
             bytes_received: self.bytes_received + other.bytes_received,
+            units: self.units.plus(&other.units),
         }
     }
 
@@ -100,9 +112,17 @@ impl Requests {
 }
 
 impl RequestCounter {
-    /// A counter at zero.
+    /// A counter at zero, its requests not asking for their consumed capacity.
     pub fn new() -> Self {
-        Self::default()
+        RequestCounter {
+            counts: Arc::new(Counts::default()),
+        }
+    }
+
+    /// Whether requests from now on ask for their consumed capacity (and the meter reads it).
+    /// Asking slows DynamoDB Local, so the bench asks only in slices set aside for it.
+    pub fn ask_units(&self, on: bool) {
+        self.counts.units.set_asking(on);
     }
 
     /// The counts now.
@@ -116,13 +136,46 @@ impl RequestCounter {
             rounds: self.counts.rounds.load(Ordering::Relaxed),
             bytes_sent: self.counts.bytes_sent.load(Ordering::Relaxed),
             bytes_received: self.counts.bytes_received.load(Ordering::Relaxed),
+            units: self.counts.units.snapshot(),
         }
+    }
+
+    /// The largest reservation set, fence and item seen in responses since the last call.
+    pub fn take_peaks(&self) -> Peaks {
+        self.counts.units.take_peaks()
     }
 }
 
 impl Intercept for RequestCounter {
     fn name(&self) -> &'static str {
         "twopc-bench request counter"
+    }
+
+    fn modify_before_serialization(
+        &self,
+        context: &mut BeforeSerializationInterceptorContextMut<'_>,
+        _runtime_components: &RuntimeComponents,
+        cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        self.counts.units.ask(context.input_mut(), cfg);
+        Ok(())
+    }
+
+    fn read_after_deserialization(
+        &self,
+        context: &AfterDeserializationInterceptorContextRef<'_>,
+        _runtime_components: &RuntimeComponents,
+        cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        match context.output_or_error() {
+            Ok(output) => self.counts.units.read_output(output, cfg),
+            Err(e) => {
+                if let Some(e) = e.as_operation_error() {
+                    self.counts.units.read_error(e);
+                }
+            }
+        }
+        Ok(())
     }
 
     fn read_before_transmit(

@@ -10,10 +10,11 @@
 //!   participants; [`config`]: the full and the `--quick` parameter sets;
 //! - [`load`]: closed loop at fixed concurrency, and the seed's open-loop burst;
 //! - [`counter`]: DynamoDB requests counted by an SDK interceptor, per operation, and the
-//!   sequential rounds they form; [`procfs`]: CPU time and peak memory from `/proc/self`;
+//!   sequential rounds they form; [`capacity`]: the write capacity units each response
+//!   reports, by coordinator step; [`procfs`]: CPU time and peak memory from `/proc/self`;
 //! - [`tables`]: the tables of each system (streams off: see there), seeding and the audit that
 //!   checks after each cell that the balance sum was conserved, exactly the committed writes were
-//!   applied and no lock was left behind;
+//!   applied and no lock, reservation or escrow was left behind;
 //! - [`timing`]: the coordinator's ports wrapped to time each protocol step;
 //! - [`stats`]: percentiles from sorted samples; [`report`]: Markdown, hand-written SVG, JSON.
 //!
@@ -21,6 +22,7 @@
 //! absolute time on a shared 2-core machine means little.
 #![warn(missing_docs)]
 
+pub mod capacity;
 pub mod config;
 pub mod counter;
 pub mod load;
@@ -41,12 +43,13 @@ use aws_sdk_dynamodb::Client;
 use twopc_core::ids::TxId;
 use twopc_core::ports::{Clock, PortError, SystemClock, TxLog};
 
+use crate::capacity::{Peaks, Units};
 use crate::config::{BenchConfig, Burst};
 use crate::counter::{RequestCounter, Requests};
 use crate::load::Sample;
 use crate::procfs::CpuSnapshot;
 use crate::stats::Latency;
-use crate::systems::{Driver, Outcome, System};
+use crate::systems::{Driver, Outcome, Reason, System, Votes};
 use crate::tables::{Audit, Tables};
 use crate::timing::{StepTimes, Steps};
 use crate::workload::{Contention, KeyGen, Workload};
@@ -106,14 +109,17 @@ pub struct Tally {
     pub transfers: u64,
     /// Committed.
     pub committed: u64,
-    /// Aborted on a conflict at every attempt.
-    pub conflicts: u64,
-    /// Aborted for another reason.
-    pub refused: u64,
+    /// Transfers that never committed, by the [`Reason`] their last attempt aborted for
+    /// (`conflict`: on every attempt).
+    pub aborted: [u64; Reason::ALL.len()],
     /// Errors or unfinished transactions (each is a failed check).
     pub failed: u64,
     /// Attempts (transactions begun).
     pub attempts: u64,
+    /// Attempts that aborted, by [`Reason`] (retried ones included).
+    pub aborted_attempts: [u64; Reason::ALL.len()],
+    /// Votes of every attempt (coordinator and serial driver).
+    pub votes: Votes,
     /// Net change of the balance sum by committed transfers.
     pub net: i128,
     /// Items written by committed transfers.
@@ -128,14 +134,20 @@ impl Tally {
         for s in samples {
             t.transfers += 1;
             t.attempts += u64::from(s.done.attempts);
+            for (slot, n) in t.aborted_attempts.iter_mut().zip(s.done.aborted) {
+                *slot += u64::from(n);
+            }
+            t.votes.add(s.done.votes);
+            if let Some(r) = s.done.outcome.reason() {
+                t.aborted[r.index()] += 1;
+            }
             match &s.done.outcome {
                 Outcome::Committed => {
                     t.committed += 1;
                     t.net += s.net;
                     t.writes += s.participants as u64;
                 }
-                Outcome::Conflict => t.conflicts += 1,
-                Outcome::Refused(_) => t.refused += 1,
+                Outcome::Conflict | Outcome::Refused(_) => {}
                 Outcome::Unfinished(m) | Outcome::Failed(m) => {
                     t.failed += 1;
                     if t.failures.len() < 3 {
@@ -150,10 +162,13 @@ impl Tally {
     fn absorb(&mut self, other: Tally) {
         self.transfers += other.transfers;
         self.committed += other.committed;
-        self.conflicts += other.conflicts;
-        self.refused += other.refused;
+        for i in 0..Reason::ALL.len() {
+            self.aborted[i] += other.aborted[i];
+            self.aborted_attempts[i] += other.aborted_attempts[i];
+        }
         self.failed += other.failed;
         self.attempts += other.attempts;
+        self.votes.add(other.votes);
         self.net += other.net;
         self.writes += other.writes;
         for f in other.failures {
@@ -161,6 +176,11 @@ impl Tally {
                 self.failures.push(f);
             }
         }
+    }
+
+    /// Transfers that never committed for `reason`.
+    pub fn aborted_for(&self, reason: Reason) -> u64 {
+        self.aborted[reason.index()]
     }
 
     /// Share of transfers that did not commit.
@@ -183,6 +203,8 @@ pub struct Costs {
     pub peak_rss_kib: Option<u64>,
     /// Wall time per coordinator step (coordinator runs only).
     pub steps: Steps,
+    /// The largest reservation set, fence and item responses showed.
+    pub peaks: Peaks,
 }
 
 impl Costs {
@@ -191,7 +213,20 @@ impl Costs {
         self.cpu += other.cpu;
         self.peak_rss_kib = self.peak_rss_kib.max(other.peak_rss_kib);
         self.steps = self.steps.plus(&other.steps);
+        self.peaks = self.peaks.max(&other.peaks);
     }
+}
+
+/// What a cell's transfers cost in write units: measured in one more slice per system, run
+/// after the measured ones at the same concurrency, in which every request asks for its consumed
+/// capacity. Asking makes DynamoDB Local size every item it writes, which slowed every system,
+/// the coordinator most (NOTES.md), so the slices that give throughput, latency and CPU do not.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Capacity {
+    /// The units (and refused writes) of that slice.
+    pub units: Units,
+    /// Transfers committed in it.
+    pub committed: u64,
 }
 
 /// One system on one workload at one concurrency.
@@ -211,8 +246,10 @@ pub struct CellResult {
     pub window_committed: u64,
     /// Latency of the transfers committed within the window (retries included).
     pub latency: Latency,
-    /// Costs over the whole cell.
+    /// Costs over the measured slices.
     pub costs: Costs,
+    /// Write units, from the cell's units slice.
+    pub capacity: Capacity,
     /// The audit of the tables after the cell.
     pub audit: Audit,
     /// Failed checks (empty: the run conserved balances, applied exactly the committed writes,
@@ -235,6 +272,21 @@ impl CellResult {
         ratio(
             self.costs.requests.total() as f64,
             self.tally.committed as f64,
+        )
+    }
+
+    /// Write capacity units per committed transfer, as a decimal (aborts, retries and the
+    /// refused writes' estimate included).
+    pub fn units_per_commit(&self) -> String {
+        capacity::per(self.capacity.units.write_halves(), self.capacity.committed)
+    }
+
+    /// Write capacity half-units per committed transfer, for ratios and charts (not for
+    /// amounts: those are [`CellResult::units_per_commit`]).
+    pub fn halves_per_commit(&self) -> f64 {
+        ratio(
+            self.capacity.units.write_halves() as f64,
+            self.capacity.committed as f64,
         )
     }
 
@@ -296,6 +348,11 @@ pub struct Report {
     /// Wall time of `make bench` up to the report (build and DynamoDB Local start included),
     /// when the Makefile passes its start time.
     pub make_wall: Option<Duration>,
+    /// The machine's load average (1, 5, 15 min) when the run started and when it ended.
+    pub load: (Option<String>, Option<String>),
+    /// The previous report's raw figures (`latest.json` of the output folder, read before it
+    /// is replaced), to compare the uniform figures with.
+    pub previous: Option<serde_json::Value>,
 }
 
 impl Report {
@@ -374,6 +431,7 @@ fn set_of(system: System, contention: Contention) -> (System, Contention) {
 pub async fn run(config: &BenchConfig, progress: &dyn Fn(&str)) -> Result<Report, BenchError> {
     let started = Instant::now();
     let cpu0 = CpuSnapshot::now();
+    let load0 = procfs::load_average();
     let counter = RequestCounter::new();
     let mut bench = Bench {
         config,
@@ -385,7 +443,10 @@ pub async fn run(config: &BenchConfig, progress: &dyn Fn(&str)) -> Result<Report
         cells: 0,
         progress,
     };
-    let result = bench.run_all(started, cpu0).await;
+    let mut result = bench.run_all(started, cpu0).await;
+    if let Ok(r) = result.as_mut() {
+        r.load = (load0, procfs::load_average());
+    }
     // The tables go whatever happened (a long-lived DynamoDB Local keeps its memory).
     bench.drop_sets().await;
     result
@@ -481,6 +542,8 @@ impl Bench<'_> {
             ),
             peak_rss_kib,
             make_wall: None,
+            load: (None, None),
+            previous: None,
         })
     }
 
@@ -554,8 +617,7 @@ impl Bench<'_> {
             system,
             self.client.clone(),
             set.tables.clone(),
-            self.config.timeout_ms,
-            self.config.max_attempts,
+            self.config,
             self.steps.clone(),
         )))
     }
@@ -601,16 +663,26 @@ impl Bench<'_> {
         workload: Workload,
         concurrency: usize,
         slices: Vec<Slice>,
+        units: Option<Slice>,
     ) -> Result<CellResult, BenchError> {
         let mut merged = Slice::default();
         for s in slices {
             merged.absorb(s);
         }
+        // The audit answers for every transfer the tables saw, the units slice's included.
+        let mut seen = merged.tally.clone();
+        let mut capacity = Capacity::default();
+        if let Some(u) = units {
+            seen.absorb(u.tally.clone());
+            merged.costs.peaks = merged.costs.peaks.max(&u.costs.peaks);
+            capacity = Capacity {
+                units: u.costs.requests.units,
+                committed: u.tally.committed,
+            };
+        }
         let driver = self.driver(system, workload.contention).await?;
         let audit_started = Instant::now();
-        let (audit, problems) = self
-            .audit(&driver, workload.contention, &merged.tally)
-            .await?;
+        let (audit, problems) = self.audit(&driver, workload.contention, &seen).await?;
         let audit_time = audit_started.elapsed();
         let result = CellResult {
             system,
@@ -621,11 +693,13 @@ impl Bench<'_> {
             window: merged.window,
             tally: merged.tally,
             costs: merged.costs,
+            capacity,
             audit,
             problems,
         };
+        let units = &result.capacity.units;
         (self.progress)(&format!(
-            "{:<11} {:<11} c={:<3} {:>7.1} tx/s  p50 {:>7.2} ms  p99 {:>7.2} ms  abort {:>5.1}%  {:>5.2} req/tx  {:>5} us cpu/tx  rounds {:.2}  audit {:.1} s{}",
+            "{:<11} {:<11} c={:<3} {:>7.1} tx/s  p50 {:>7.2} ms  p99 {:>7.2} ms  abort {:>5.1}% [{}]  {:>5.2} req/tx  {} WCU/tx (+{} refused)  {:>5} us cpu/tx  rounds {:.2}  peaks res {} fence {}  audit {:.1} s{}",
             workload.to_string(),
             system.name(),
             concurrency,
@@ -633,9 +707,18 @@ impl Bench<'_> {
             stats::ms(result.latency.p50),
             stats::ms(result.latency.p99),
             100.0 * result.tally.abort_rate(),
+            Reason::ALL
+                .iter()
+                .map(|r| format!("{} {}", r.name(), result.tally.aborted_attempts[r.index()]))
+                .collect::<Vec<_>>()
+                .join(", "),
             result.requests_per_commit(),
+            capacity::per(units.reported_halves(), result.capacity.committed),
+            capacity::per(units.refused_halves(), result.capacity.committed),
             result.cpu_per_commit().as_micros(),
             result.rounds_per_attempt(),
+            result.costs.peaks.reservations,
+            result.costs.peaks.fence.max(result.audit.max_fence as u64),
             audit_time.as_secs_f64(),
             if result.problems.is_empty() {
                 String::new()
@@ -665,9 +748,22 @@ impl Bench<'_> {
                 slices[i].push(s);
             }
         }
+        // One more slice per system in which every request asks for its consumed capacity
+        // (asking slows DynamoDB Local: see `Capacity`).
+        let mut units: Vec<Option<Slice>> = systems.iter().map(|_| None).collect();
+        if self.config.write_units {
+            for (i, (system, workload)) in systems.iter().enumerate() {
+                self.counter.ask_units(true);
+                let s = self
+                    .slice(*system, *workload, concurrency, self.config.warmup, slice)
+                    .await;
+                self.counter.ask_units(false);
+                units[i] = Some(s?);
+            }
+        }
         let mut out = vec![];
-        for ((system, workload), s) in systems.iter().zip(slices) {
-            out.push(self.finish(*system, *workload, concurrency, s).await?);
+        for (((system, workload), s), u) in systems.iter().zip(slices).zip(units) {
+            out.push(self.finish(*system, *workload, concurrency, s, u).await?);
         }
         Ok(out)
     }
@@ -728,6 +824,7 @@ impl Bench<'_> {
 
     fn start_costs(&self) -> (Requests, CpuSnapshot, Steps) {
         procfs::reset_peak_rss();
+        self.counter.take_peaks();
         (
             self.counter.snapshot(),
             CpuSnapshot::now(),
@@ -741,6 +838,7 @@ impl Bench<'_> {
             requests: self.counter.snapshot().since(&requests),
             peak_rss_kib: procfs::peak_rss_kib(),
             steps: self.steps.snapshot().since(&steps),
+            peaks: self.counter.take_peaks(),
         }
     }
 
@@ -794,6 +892,12 @@ impl Bench<'_> {
             problems.push(format!(
                 "{} locks and {} placeholders left",
                 audit.locks, audit.placeholders
+            ));
+        }
+        if audit.reservations > 0 || audit.escrows > 0 {
+            problems.push(format!(
+                "{} items with reservations and {} with escrow attributes left",
+                audit.reservations, audit.escrows
             ));
         }
         if tally.failed > 0 {

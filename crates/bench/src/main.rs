@@ -4,7 +4,7 @@
 //! twopc-bench [--quick] [--endpoint URL] [--out DIR] [--measure-secs S]
 //!             [--burst-rate R] [--burst-seconds S] [--no-burst]
 //!             [--systems native,coordinator,serial,unit] [--workloads uniform2,hot8,...]
-//!             [--concurrency 1,8,32] [--accounts N]
+//!             [--concurrency 1,8,32] [--accounts N] [--fence-capacity N] [--no-write-units]
 //! ```
 //!
 //! The filters run a part of the bench (to profile one system, say); `make bench` runs it all.
@@ -25,7 +25,7 @@ use twopc_bench::workload::{Contention, Workload};
 
 const USAGE: &str = "usage: twopc-bench [--quick] [--endpoint URL] [--out DIR] [--measure-secs S] \
                      [--burst-rate R] [--burst-seconds S] [--no-burst] [--systems native,coordinator,serial,unit] \
-                     [--workloads uniform2,uniform8,hot2,hot8] [--concurrency 1,8,32] [--accounts N]";
+                     [--workloads uniform2,uniform8,hot2,hot8] [--concurrency 1,8,32] [--accounts N] [--fence-capacity N] [--no-write-units]";
 
 struct Args {
     config: BenchConfig,
@@ -89,8 +89,13 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Args, String> {
                 i += 1;
             }
             "--no-burst" => config.burst = None,
+            "--no-write-units" => config.write_units = false,
             "--accounts" => {
                 config.accounts = number(i)? as u32;
+                i += 1;
+            }
+            "--fence-capacity" => {
+                config.fence_capacity = (number(i)? as usize).max(1);
                 i += 1;
             }
             "--systems" => {
@@ -186,6 +191,10 @@ async fn main() -> ExitCode {
             let now = SystemTime::now().duration_since(UNIX_EPOCH).ok()?;
             now.checked_sub(Duration::from_secs_f64(t0))
         });
+    // The report it replaces, if any: the uniform figures are compared with it.
+    report.previous = std::fs::read_to_string(args.out.join("latest.json"))
+        .ok()
+        .and_then(|text| serde_json::from_str(&text).ok());
     if let Err(e) = report::write(&report, &args.out) {
         eprintln!(
             "twopc-bench: {e}: {}",

@@ -77,6 +77,14 @@ fn process_ticks() -> Option<u64> {
     Some(utime + stime)
 }
 
+/// The machine's load average over 1, 5 and 15 minutes (`/proc/loadavg`): how busy the shared
+/// cores were around a run, which explains much of its run-to-run noise.
+pub fn load_average() -> Option<String> {
+    let text = fs::read_to_string("/proc/loadavg").ok()?;
+    let fields: Vec<&str> = text.split_whitespace().take(3).collect();
+    (fields.len() == 3).then(|| fields.join(" "))
+}
+
 /// Peak resident set size since start or since the last [`reset_peak_rss`] (`VmHWM`), in KiB.
 pub fn peak_rss_kib() -> Option<u64> {
     status_kib("VmHWM:")

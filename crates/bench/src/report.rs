@@ -9,7 +9,7 @@ use twopc_core::participant::ParticipantConfig;
 
 use crate::counter::OPERATIONS;
 use crate::stats::ms;
-use crate::systems::System;
+use crate::systems::{Reason, System};
 use crate::workload::{Contention, Workload};
 use crate::{BurstResult, CellResult, Report};
 
@@ -76,13 +76,7 @@ pub fn targets(r: &Report) -> Vec<Target> {
             let busiest = cells
                 .iter()
                 .filter(|c| c.concurrency == highest)
-                .map(|c| {
-                    format!(
-                        "; at concurrency {highest}, {:.2} per committed transfer, because {:.1}% of attempts aborted on a conflict and were retried",
-                        c.requests_per_commit(),
-                        100.0 * ratio((c.tally.attempts - c.tally.committed) as f64, c.tally.attempts as f64).unwrap_or(0.0)
-                    )
-                })
+                .map(|c| format!("; at concurrency {highest}, {}", extra_requests(c)))
                 .next()
                 .unwrap_or_default();
             out.push(Target {
@@ -172,7 +166,293 @@ pub fn targets(r: &Report) -> Vec<Target> {
             });
         }
     }
+    out.extend(hot_targets(r));
     out
+}
+
+/// Requests per committed transfer, and where those beyond 2N+3 came from: writes refused by
+/// their condition (a reservation's release that guessed wrong whether it was the last on its
+/// attribute writes again) and attempts that aborted and were retried.
+fn extra_requests(c: &CellResult) -> String {
+    let refused: u64 = c.costs.requests.units.refused.iter().sum();
+    format!(
+        "{:.2} per committed transfer ({} writes per transfer refused by their condition and made again; {:.1}% of attempts aborted and retried)",
+        c.requests_per_commit(),
+        crate::capacity::per(2 * refused, c.tally.committed),
+        100.0
+            * ratio(
+                (c.tally.attempts - c.tally.committed) as f64,
+                c.tally.attempts as f64
+            )
+            .unwrap_or(0.0)
+    )
+}
+
+fn hot(n: usize) -> Workload {
+    Workload {
+        contention: Contention::Hot,
+        participants: n,
+    }
+}
+
+/// How far a figure may move from one run to the next on this shared machine and still count
+/// as "no worse" than the previous report (NOTES.md: 10–20%).
+const RUN_TO_RUN_NOISE: f64 = 0.15;
+
+/// Issue 12's targets: the coordinator under hot keys, with reservations, and what it costs in
+/// write units.
+fn hot_targets(r: &Report) -> Vec<Target> {
+    let mut out = vec![];
+    let highest = r.config.concurrency.iter().copied().max().unwrap_or(1);
+    let ns = participant_counts(r);
+    let coordinator = |w: Workload| {
+        r.cells
+            .iter()
+            .filter(move |c| c.system == System::Coordinator && c.workload == w)
+    };
+    for (n, goal) in [(2, 0.5), (8, 0.4)] {
+        if let (Some(co), Some(na)) = (
+            r.cell(System::Coordinator, hot(n), highest),
+            r.cell(System::Native, hot(n), highest),
+        ) {
+            let x = ratio(co.throughput(), na.throughput());
+            out.push(Target {
+                what: format!("throughput, hot {n}P, concurrency {highest}"),
+                goal: format!("≥ {goal}× native"),
+                measured: format!(
+                    "{} ({:.0} vs {:.0} tx/s)",
+                    times(x),
+                    co.throughput(),
+                    na.throughput()
+                ),
+                met: x.map(|x| x >= goal),
+            });
+        }
+    }
+    let all: Vec<&CellResult> = r
+        .cells
+        .iter()
+        .filter(|c| c.system == System::Coordinator)
+        .collect();
+    if !all.is_empty() {
+        let conflict = |c: &CellResult| c.tally.aborted_attempts[Reason::Conflict.index()];
+        let attempts: u64 = all.iter().map(|c| c.tally.attempts).sum();
+        let worst = all
+            .iter()
+            .max_by_key(|c| conflict(c))
+            .filter(|c| conflict(c) > 0);
+        let insufficient: u64 = all
+            .iter()
+            .map(|c| c.tally.aborted_attempts[Reason::Condition.index()])
+            .sum();
+        out.push(Target {
+            what: "add-only transfers with enough funds aborted for conflict, coordinator, every cell".into(),
+            goal: "0%".into(),
+            measured: format!(
+                "{} of {attempts} attempts in {} cells{}; {insufficient} aborted for insufficient funds (`condition`)",
+                all.iter().map(|c| conflict(c)).sum::<u64>(),
+                all.len(),
+                worst.map_or_else(String::new, |c| format!(
+                    ", most in {} c={} ({} of {} attempts, {} transfers never committed)",
+                    c.workload,
+                    c.concurrency,
+                    conflict(c),
+                    c.tally.attempts,
+                    c.tally.aborted_for(Reason::Conflict)
+                ))
+            ),
+            met: Some(worst.is_none()),
+        });
+    }
+    let mut own = vec![];
+    for &n in &ns {
+        for c in coordinator(hot(n)) {
+            if let Some(u) = r.cell(System::Coordinator, uniform(n), c.concurrency) {
+                own.push((n, c.concurrency, ratio(c.throughput(), u.throughput())));
+            }
+        }
+    }
+    if !own.is_empty() {
+        out.push(Target {
+            what: "coordinator hot throughput against its own uniform throughput".into(),
+            goal: "≥ 0.9×".into(),
+            measured: own
+                .iter()
+                .map(|(n, c, x)| format!("{n}P c={c} {}", times(*x)))
+                .collect::<Vec<_>>()
+                .join(", "),
+            met: Some(own.iter().all(|(_, _, x)| x.is_some_and(|x| x >= 0.9))),
+        });
+    }
+    if let Some(t) = against_previous(r) {
+        out.push(t);
+    }
+    let mut requests = vec![];
+    for &n in &ns {
+        for c in coordinator(hot(n)) {
+            requests.push((n, c.concurrency, c.requests_per_commit()));
+        }
+    }
+    if !requests.is_empty() {
+        out.push(Target {
+            what: "requests per committed transaction, coordinator, hot keys".into(),
+            goal: "2N+3 (7 and 19; before reservations 31.8 for 2P at 32 in flight)".into(),
+            measured: requests
+                .iter()
+                .map(|(n, c, _)| {
+                    r.cell(System::Coordinator, hot(*n), *c)
+                        .map_or_else(String::new, |cell| {
+                            format!("{n}P c={c}: {}", extra_requests(cell))
+                        })
+                })
+                .collect::<Vec<_>>()
+                .join("; "),
+            // A hundredth of a request per transaction: a rare retried write, not a pattern.
+            met: Some(
+                requests
+                    .iter()
+                    .all(|(n, _, k)| *k <= (2 * n + 3) as f64 + 0.01),
+            ),
+        });
+    }
+    let mut units = vec![];
+    for w in &r.config.workloads {
+        for c in coordinator(*w) {
+            if let Some(na) = native_of(r, c) {
+                units.push((c, ratio(c.halves_per_commit(), na.halves_per_commit())));
+            }
+        }
+    }
+    if !units.is_empty() && r.config.write_units {
+        let worst = units
+            .iter()
+            .filter_map(|(c, x)| Some((c, (*x)?)))
+            .max_by(|a, b| a.1.total_cmp(&b.1));
+        let at = |w: Workload| {
+            units
+                .iter()
+                .filter(|(c, _)| c.workload == w && c.concurrency == highest)
+                .map(|(c, x)| {
+                    format!(
+                        "{w} {} ({} vs {})",
+                        times(*x),
+                        c.units_per_commit(),
+                        native_of(r, c).map_or_else(|| "–".into(), CellResult::units_per_commit)
+                    )
+                })
+                .next()
+        };
+        out.push(Target {
+            what: "write capacity units per committed transaction, coordinator".into(),
+            goal: "≤ 3× native".into(),
+            measured: format!(
+                "at concurrency {highest}: {}; worst cell {}",
+                r.config
+                    .workloads
+                    .iter()
+                    .filter_map(|w| at(*w))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                worst.map_or_else(
+                    || "–".into(),
+                    |(c, x)| format!("{} c={} {x:.2}×", c.workload, c.concurrency)
+                )
+            ),
+            met: Some(units.iter().all(|(_, x)| x.is_some_and(|x| x <= 3.0))),
+        });
+    }
+    let hot_cells: Vec<&CellResult> = r
+        .cells
+        .iter()
+        .filter(|c| c.system == System::Coordinator && c.workload.contention == Contention::Hot)
+        .collect();
+    if !hot_cells.is_empty() {
+        let fenced: u64 = hot_cells
+            .iter()
+            .map(|c| u64::from(c.tally.votes.fenced))
+            .sum();
+        let attempts: u64 = hot_cells.iter().map(|c| c.tally.attempts).sum();
+        let fence = hot_cells
+            .iter()
+            .map(|c| c.costs.peaks.fence.max(c.audit.max_fence as u64))
+            .max()
+            .unwrap_or(0);
+        let reservations = hot_cells
+            .iter()
+            .map(|c| c.costs.peaks.reservations)
+            .max()
+            .unwrap_or(0);
+        out.push(Target {
+            what: "live transactions refused as `fenced`, coordinator, hot keys".into(),
+            goal: "none".into(),
+            measured: format!(
+                "{fenced} `fenced` votes in {attempts} attempts; largest fence {fence} entries (capacity {}), largest reservation set {reservations} on one item",
+                r.config.fence_capacity
+            ),
+            met: Some(fenced == 0),
+        });
+    }
+    out
+}
+
+/// The uniform coordinator × native ratios of this run against the previous report's.
+fn against_previous(r: &Report) -> Option<Target> {
+    let prev = r.previous.as_ref()?.get("cells")?.as_array()?;
+    let find = |system: System, w: Workload, c: usize| {
+        prev.iter().find(|x| {
+            x["system"] == system.name()
+                && x["workload"] == w.to_string().as_str()
+                && x["concurrency"].as_u64() == Some(c as u64)
+        })
+    };
+    let number = |v: &Value| {
+        v.as_str()
+            .map_or_else(|| v.to_string(), str::to_owned)
+            .parse::<f64>()
+            .ok()
+    };
+    let mut parts = vec![];
+    let mut met = true;
+    for n in participant_counts(r) {
+        for &c in &r.config.concurrency {
+            let w = uniform(n);
+            let (Some(co), Some(na)) = (
+                r.cell(System::Coordinator, w, c),
+                r.cell(System::Native, w, c),
+            ) else {
+                continue;
+            };
+            let (Some(pco), Some(pna)) =
+                (find(System::Coordinator, w, c), find(System::Native, w, c))
+            else {
+                continue;
+            };
+            let before_t = number(&pco["committedPerSecond"])
+                .zip(number(&pna["committedPerSecond"]))
+                .and_then(|(a, b)| ratio(a, b));
+            let before_l = number(&pco["latencyMs"]["p50"])
+                .zip(number(&pna["latencyMs"]["p50"]))
+                .and_then(|(a, b)| ratio(a, b));
+            let now_t = ratio(co.throughput(), na.throughput());
+            let now_l = ratio(ms(co.latency.p50), ms(na.latency.p50));
+            if let (Some(bt), Some(nt), Some(bl), Some(nl)) = (before_t, now_t, before_l, now_l) {
+                met &= nt >= bt * (1.0 - RUN_TO_RUN_NOISE) && nl <= bl * (1.0 + RUN_TO_RUN_NOISE);
+                parts.push(format!(
+                    "{n}P c={c}: tx/s {bt:.2}× → {nt:.2}×, p50 {bl:.2}× → {nl:.2}×"
+                ));
+            }
+        }
+    }
+    (!parts.is_empty()).then(|| Target {
+        what: "uniform figures against the previous report (coordinator ÷ native, same run each)"
+            .into(),
+        goal: format!(
+            "no worse, within the run-to-run noise ({:.0}%)",
+            100.0 * RUN_TO_RUN_NOISE
+        ),
+        measured: parts.join("; "),
+        met: Some(met),
+    })
 }
 
 fn verdict(met: Option<bool>) -> &'static str {
@@ -201,6 +481,15 @@ fn by_op(c: &CellResult) -> String {
         })
         .collect::<Vec<_>>()
         .join(" + ")
+}
+
+/// Counts by [`Reason`], `conflict / condition / fenced / other`.
+fn by_reason(counts: &[u64; Reason::ALL.len()]) -> String {
+    counts
+        .iter()
+        .map(u64::to_string)
+        .collect::<Vec<_>>()
+        .join(" / ")
 }
 
 /// Request and response bodies per committed transfer, KB.
@@ -281,14 +570,17 @@ pub fn markdown(r: &Report, now: SystemTime) -> String {
     );
     let _ = writeln!(
         md,
-        "Wall time: the bench {:.0} s{}. Every cell passed its checks (balance sum conserved, \
-         committed writes applied exactly once, no lock, placeholder or unfinished record left): \
-         **{}**.\n",
+        "Wall time: the bench {:.0} s{}. Load average of the machine (1, 5, 15 min), which other \
+         processes share: {} at the start, {} at the end. Every cell passed its checks (balance \
+         sum conserved, committed writes applied exactly once, no lock, reservation, escrow, \
+         placeholder or unfinished record left): **{}**.\n",
         r.wall.as_secs_f64(),
         r.make_wall.map_or_else(String::new, |w| format!(
             "; `make bench` as a whole (build, DynamoDB Local start, bench, report) {:.0} s",
             w.as_secs_f64()
         )),
+        r.load.0.as_deref().unwrap_or("–"),
+        r.load.1.as_deref().unwrap_or("–"),
         if r.all_checks_pass() { "yes" } else { "NO" }
     );
 
@@ -315,7 +607,8 @@ pub fn markdown(r: &Report, now: SystemTime) -> String {
          group take turns {} times ({:.1} s each after {:.1} s unmeasured, longer if fewer \
          than {} transfers committed in it), so a change in the machine's load (other processes share its 2 cores) reaches them alike; the figures add \
          their slices up. Throughput and latency (of committed transfers, retries included) come \
-         from the measured windows; requests, bytes, CPU and memory from whole slices. `× \
+         from the measured windows; requests, bytes, CPU and memory from whole slices; write \
+         units from one more slice per system that asked for them (see below). `× \
          native` compares with the native row of the same group. A transfer aborted by a \
          conflict is retried as a new transaction (up to {} attempts, jittered backoff), by \
          every system alike; `abort` counts transfers that never committed.\n",
@@ -327,8 +620,8 @@ pub fn markdown(r: &Report, now: SystemTime) -> String {
     );
     let _ = writeln!(
         md,
-        "| workload | conc | system | committed tx/s | × native | abort | p50 ms | × native | p99 ms | × native | requests / committed tx | by operation | KB / tx | round trips | CPU µs / tx | peak RSS MiB | check |\n\
-         | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | --- |"
+        "| workload | conc | system | committed tx/s | × native | abort | aborted attempts: conflict / condition / fenced / other | p50 ms | × native | p99 ms | × native | requests / committed tx | by operation | write units / committed tx | × native | KB / tx | round trips | CPU µs / tx | peak RSS MiB | check |\n\
+         | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
     );
     for c in &r.cells {
         let na = native_of(r, c);
@@ -344,19 +637,29 @@ pub fn markdown(r: &Report, now: SystemTime) -> String {
         };
         let _ = writeln!(
             md,
-            "| {} | {} | {} | {:.0} | {} | {:.1}% | {:.2} | {} | {:.2} | {} | {:.2} | {} | {:.1} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {:.0} | {} | {:.1}% | {} | {:.2} | {} | {:.2} | {} | {:.2} | {} | {} | {} | {:.1} | {} | {} | {} | {} |",
             c.workload,
             c.concurrency,
             c.system,
             tput(c),
             times(na.and_then(|n| ratio(tput(c), tput(n)))),
             100.0 * c.tally.abort_rate(),
+            by_reason(&c.tally.aborted_attempts),
             ms(c.latency.p50),
             times(na.and_then(|n| ratio(ms(c.latency.p50), ms(n.latency.p50)))),
             ms(c.latency.p99),
             times(na.and_then(|n| ratio(ms(c.latency.p99), ms(n.latency.p99)))),
             c.requests_per_commit(),
             by_op(c),
+            if r.config.write_units {
+                c.units_per_commit()
+            } else {
+                "–".into()
+            },
+            times(
+                na.filter(|_| r.config.write_units)
+                    .and_then(|n| ratio(c.halves_per_commit(), n.halves_per_commit()))
+            ),
             kb_per_commit(c),
             rounds,
             c.cpu_per_commit().as_micros(),
@@ -374,25 +677,8 @@ pub fn markdown(r: &Report, now: SystemTime) -> String {
          sends (SDK retries included). CPU is this process's (coordinator + SDK + bench driver), \
          from `/proc/self/task/*/schedstat`; DynamoDB Local's JVM is another process."
     );
-    let hot_fence = r
-        .cells
-        .iter()
-        .filter(|c| c.workload.contention == Contention::Hot)
-        .map(|c| (c.audit.max_fence, c))
-        .max_by_key(|(f, _)| *f);
-    if let Some((f, c)) = hot_fence.filter(|(f, _)| *f > 0) {
-        let _ = writeln!(
-            md,
-            "\nLargest fence seen: {f} entries on one item after `{}` {} at concurrency {} \
-             (a pruning write keeps at most {}; aborts that meet a locked item may add entries \
-             until the next; see NOTES.md).",
-            c.workload,
-            c.system,
-            c.concurrency,
-            ParticipantConfig::default().fence_capacity
-        );
-    }
-
+    hot_keys(&mut md, r);
+    capacity_section(&mut md, r);
     breakdown(&mut md, r);
 
     let _ = writeln!(md, "\n## Engine unit cost: one conditional `UpdateItem`\n");
@@ -502,10 +788,13 @@ pub fn markdown(r: &Report, now: SystemTime) -> String {
          stream-enabled table at a cost that grows with every stream record it holds, which \
          made runs slow down as they went (DynamoDB writes stream records off the request \
          path). {:.1} s of unmeasured mixed load warm up DynamoDB Local's JIT first.\n\
-         - Transfers: N/2 accounts debited and N/2 wallets credited the same amount; each debit \
-         requires `balance >= amount` (balances are large, so only conflicts abort). Hot: with \
-         probability {}, all of a transfer's keys are among the first {} accounts of each \
-         table; otherwise uniform.\n\
+         - Transfers: N/2 accounts debited and N/2 wallets credited the same amount (1 to \
+         100); each debit requires `balance >= amount`. Every operation only adds and is bounded \
+         only on what it adds to, so every participant reserves its item instead of locking it \
+         (the votes say so, in the reservations table), and the balances are large enough that \
+         no transfer can lack funds (the lowest account balance after each cell is reported). \
+         Hot: with probability {}, all of a transfer's keys are among the first {} accounts of \
+         each table; otherwise uniform.\n\
          - Native: one `TransactWriteItems` with the coordinator's commit writes (balance, \
          `txVersion`, `lastTx`) under its prepare conditions (item exists; the debit's \
          `balance >= amount`). Serial: the same records, participant code and conditional writes \
@@ -514,9 +803,14 @@ pub fn markdown(r: &Report, now: SystemTime) -> String {
          `attribute_exists(id)`.\n\
          - After each cell the system's tables are scanned: the sum of all balances must equal \
          the initial sum (plus the unit writes' amounts), the sum of `txVersion` must equal the \
-         item writes of every transfer reported committed so far, and no item may hold a lock or \
-         be a placeholder; for the coordinator and the serial driver the sparse pending index \
-         must hold no record.\n\
+         item writes of every transfer reported committed so far, and no item may hold a lock, \
+         a reservation (`txRes:<tx>`, a non-zero `txResN`) or an escrow attribute (`txN:`, \
+         `txLo:`, `txHi:`, `txFl:`, `txCe:`), or be a placeholder; for the coordinator and the \
+         serial driver the sparse pending index must hold no record.\n\
+         - Write units: one more slice per cell and system in which every request asks for \
+         `ReturnConsumedCapacity=INDEXES`, for every system alike; see the write capacity \
+         section. Its transfers are audited with the cell's. \
+         Participants run `ParticipantConfig::default()`{}.\n\
          - CPU: this process's per-thread counters (`/proc/self/task/*/schedstat`) over each \
          slice; the coarse `/proc/self/stat` ticks over the whole run agree ({:.1} s vs \
          {:.1} s). Peak RSS: `VmHWM` of `/proc/self/status`, reset before each slice through \
@@ -527,6 +821,14 @@ pub fn markdown(r: &Report, now: SystemTime) -> String {
         cfg.engine_warmup.as_secs_f64(),
         cfg.hot_fraction,
         cfg.hot_accounts,
+        if cfg.fence_capacity == ParticipantConfig::default().fence_capacity {
+            String::new()
+        } else {
+            format!(
+                " but for a fence capacity of {} (`--fence-capacity`)",
+                cfg.fence_capacity
+            )
+        },
         r.cpu_total.0.as_secs_f64(),
         r.cpu_total.1.as_secs_f64(),
         mib(r.peak_rss_kib)
@@ -534,37 +836,218 @@ pub fn markdown(r: &Report, now: SystemTime) -> String {
     md
 }
 
+/// Reservations at work: how the coordinator and the serial driver held their items, why
+/// attempts aborted, the largest reservation set and fence, and what the audit found.
+fn hot_keys(md: &mut String, r: &Report) {
+    let _ = writeln!(md, "\n## Reservations, fences and aborts\n");
+    let _ = writeln!(
+        md,
+        "Every bench transfer only adds to `balance`, and a debit requires `balance >= amount` \
+         (its floor: 0) on balances of {} against amounts of at most 100, so each participant \
+         *reserves* its item (escrow) rather than locking it, and many transfers stand on one \
+         hot item at once (docs/protocol.md, \"Reservations\"). `yes votes` tells how the \
+         participants held their items; `largest reservation set` and `largest fence` are the \
+         most a prepare's response (or a refused write's) showed on one item, the audit's \
+         largest fence beside it; `largest item` is the audit's, with its fence's share; \
+         `lowest balance` is the lowest debited account after the cell (the funds the next cell \
+         draws on). A transfer's attempt that aborted is counted by the reason of its votes; \
+         `never committed` counts transfers by their last attempt's reason.\n",
+        r.config.initial_balance
+    );
+    let _ = writeln!(
+        md,
+        "| workload | conc | system | yes votes: reserved / exclusive | aborted attempts: conflict / condition / fenced / other | never committed: conflict / condition / fenced / other | largest reservation set | largest fence: seen / audit | largest item B (fence B) | lowest balance | check |\n\
+         | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
+    );
+    for c in r
+        .cells
+        .iter()
+        .filter(|c| matches!(c.system, System::Coordinator | System::Serial))
+    {
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {} / {} | {} | {} | {} | {} / {} | {} ({}) | {} | {} |",
+            c.workload,
+            c.concurrency,
+            c.system,
+            c.tally.votes.reserved,
+            c.tally.votes.exclusive,
+            by_reason(&c.tally.aborted_attempts),
+            by_reason(&c.tally.aborted),
+            c.costs.peaks.reservations,
+            c.costs.peaks.fence,
+            c.audit.max_fence,
+            c.audit.max_item_bytes,
+            c.audit.max_item_fence_bytes,
+            c.audit
+                .min_account_balance
+                .map_or_else(|| "–".into(), |b| b.to_string()),
+            check(&c.problems)
+        );
+    }
+    let _ = writeln!(
+        md,
+        "\nA fence keeps at most {} entries after a pruning write (`ParticipantConfig::fence_capacity`); \
+         a write that may not prune (its planned horizon was overtaken) or a lock-free abort may \
+         add entries until the next one (NOTES.md).",
+        r.config.fence_capacity
+    );
+}
+
+/// Where the write capacity units go: per coordinator step, table and index, and the refused
+/// writes' estimate; the sizes behind them.
+fn capacity_section(md: &mut String, r: &Report) {
+    let lowest = r.config.concurrency.iter().copied().min().unwrap_or(1);
+    let highest = r.config.concurrency.iter().copied().max().unwrap_or(1);
+    if !r.config.write_units {
+        let _ = writeln!(
+            md,
+            "\n## Write capacity\n\nNot measured in this run (`--no-write-units`: no units slices; no request \
+             asked for its consumed capacity)."
+        );
+        return;
+    }
+    let _ = writeln!(
+        md,
+        "\n## Write capacity: what a transaction costs in DynamoDB units\n"
+    );
+    let _ = writeln!(
+        md,
+        "After a cell's measured slices each system runs one more slice of the same length at \
+         the same concurrency in which every request asks for `ReturnConsumedCapacity=INDEXES` \
+         (the total `TOTAL` reports, split between the table and its global secondary indexes), \
+         set by the bench's SDK interceptor, which reads the units back from each response. The \
+         measured slices do not ask: asking makes DynamoDB Local size every item it writes, \
+         which slowed every system, the coordinator most (NOTES.md). DynamoDB Local \
+         sizes them like DynamoDB: 1 unit per KB of the larger of the item before and after a \
+         write, 2 per KB in a transaction; an index whose projected attributes change is \
+         written too). A write refused by its condition is charged but reports nothing: its \
+         units are estimated from the item the refusal returns (1 per KB, at least 1) and \
+         included in the totals. DynamoDB Local under-reports a transaction that writes \
+         several items of one table (it counts each distinct per-item figure once), so a \
+         transaction is counted at no less than 2 units per item, exact for items under 1 KB as \
+         the native bench's are. Units per committed transfer (of that slice) include aborted \
+         and retried attempts.\n"
+    );
+    let _ = writeln!(
+        md,
+        "By coordinator step, for the coordinator at concurrency {lowest} and {highest}:\n"
+    );
+    let _ = writeln!(
+        md,
+        "| workload | conc | step | writes / tx | table units / tx | index units / tx | units / write | refused writes / tx | their units / tx (est.) |\n\
+         | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |"
+    );
+    for c in r.cells.iter().filter(|c| {
+        c.system == System::Coordinator && (c.concurrency == lowest || c.concurrency == highest)
+    }) {
+        let u = &c.capacity.units;
+        let n = c.capacity.committed;
+        for slot in 0..crate::capacity::SLOTS {
+            if u.writes[slot] == 0 && u.refused[slot] == 0 {
+                continue;
+            }
+            let name = crate::timing::STEPS
+                .get(slot)
+                .copied()
+                .unwrap_or("outside any step");
+            let units = u.table[slot] + u.index[slot];
+            let _ = writeln!(
+                md,
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                c.workload,
+                c.concurrency,
+                name,
+                crate::capacity::per(2 * u.writes[slot], n),
+                crate::capacity::per(u.table[slot], n),
+                crate::capacity::per(u.index[slot], n),
+                crate::capacity::per(units, u.writes[slot]),
+                crate::capacity::per(2 * u.refused[slot], n),
+                crate::capacity::per(u.refused_estimate[slot], n),
+            );
+        }
+        let _ = writeln!(
+            md,
+            "| {} | {} | **total** | | | | | | **{}** |",
+            c.workload,
+            c.concurrency,
+            c.units_per_commit()
+        );
+    }
+    let anomalies: u64 = r
+        .unit
+        .iter()
+        .chain(&r.cells)
+        .map(|c| c.capacity.units.anomalies)
+        .sum();
+    let _ = writeln!(
+        md,
+        "\nSuccessful writes whose response carried no units (or units not a multiple of 0.5), \
+         over every cell: {anomalies} (expected 0: the figures above are complete)."
+    );
+    let _ = writeln!(
+        md,
+        "\nSizes behind the units (DynamoDB's sizing: names plus values; a 36-character \
+         transaction id names every fence entry and reservation):\n"
+    );
+    let _ = writeln!(
+        md,
+        "| workload | conc | system | record at begin, B | largest item after the cell, B | its fence, B | largest fence, entries |\n\
+         | --- | ---: | --- | ---: | ---: | ---: | ---: |"
+    );
+    for c in r.cells.iter().filter(|c| c.concurrency == highest) {
+        let u = &c.capacity.units;
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {} | {} | {} | {} |",
+            c.workload,
+            c.concurrency,
+            c.system,
+            u.put_bytes
+                .checked_div(u.puts)
+                .map_or_else(|| "–".into(), |b| b.to_string()),
+            c.audit.max_item_bytes,
+            c.audit.max_item_fence_bytes,
+            c.costs.peaks.fence.max(c.audit.max_fence as u64)
+        );
+    }
+}
+
 /// Where the coordinator's latency (by step, at the lowest concurrency) and CPU (against the
 /// SDK's cost of one plain request) go.
 fn breakdown(md: &mut String, r: &Report) {
     let lowest = r.config.concurrency.iter().copied().min().unwrap_or(1);
+    let highest = r.config.concurrency.iter().copied().max().unwrap_or(1);
     let _ = writeln!(md, "\n## Where the coordinator's time and CPU go\n");
     let _ = writeln!(
         md,
-        "Latency by step at concurrency {lowest}, timed at the coordinator's ports (the bench \
-         wraps its transaction log and transport; steps sent together overlap, so the step means \
-         do not add up to the transaction's latency exactly). The unit column is one plain \
-         conditional `UpdateItem` at the same concurrency.\n"
+        "Latency by step at concurrency {lowest} and {highest}, timed at the coordinator's ports \
+         (the bench wraps its transaction log and transport; steps sent together overlap, so the \
+         step means do not add up to the transaction's latency exactly; at {highest} in flight \
+         each step also waits its turn in DynamoDB Local, which serves one request at a time). \
+         The unit column is one plain conditional `UpdateItem` at the same concurrency.\n"
     );
-    let unit = r.unit.iter().find(|u| u.concurrency == lowest);
-    let unit_p50 = unit.map(|u| ms(u.latency.p50));
     let _ = writeln!(
         md,
-        "| workload | step | calls / tx | mean ms | × unit UpdateItem p50 |\n| --- | --- | ---: | ---: | ---: |"
+        "| workload | conc | step | calls / tx | mean ms | × unit UpdateItem p50 |\n| --- | ---: | --- | ---: | ---: | ---: |"
     );
     for c in r.cells.iter().filter(|c| {
-        c.system == System::Coordinator
-            && c.concurrency == lowest
-            && c.workload.contention == Contention::Uniform
+        c.system == System::Coordinator && (c.concurrency == lowest || c.concurrency == highest)
     }) {
+        let unit_p50 = r
+            .unit
+            .iter()
+            .find(|u| u.concurrency == c.concurrency)
+            .map(|u| ms(u.latency.p50));
         let steps = &c.costs.steps;
         let attempts = c.tally.attempts.max(1) as f64;
         for (i, name) in crate::timing::STEPS.iter().enumerate() {
             let Some(mean) = steps.mean(i) else { continue };
             let _ = writeln!(
                 md,
-                "| {} | {name} | {:.2} | {:.2} | {} |",
+                "| {} | {} | {name} | {:.2} | {:.2} | {} |",
                 c.workload,
+                c.concurrency,
                 steps.calls[i] as f64 / attempts,
                 ms(mean),
                 times(unit_p50.and_then(|u| ratio(ms(mean), u)))
@@ -572,8 +1055,9 @@ fn breakdown(md: &mut String, r: &Report) {
         }
         let _ = writeln!(
             md,
-            "| {} | **whole transaction (p50)** | | {:.2} | {} |",
+            "| {} | {} | **whole transaction (p50)** | | {:.2} | {} |",
             c.workload,
+            c.concurrency,
             ms(c.latency.p50),
             times(unit_p50.and_then(|u| ratio(ms(c.latency.p50), u)))
         );
@@ -644,7 +1128,18 @@ pub fn svg(r: &Report) -> String {
     let gw = (width - left - right) / groups.len().max(1) as f64;
     let bw = (gw - 10.0) / 3.0;
     let mut s = String::new();
-    let height = 2.0 * (panel_h + 90.0) + 60.0;
+    type Metric<'a> = (&'a str, &'a dyn Fn(&CellResult) -> f64);
+    let panels: [Metric; 3] = [
+        ("committed transfers per second (log scale)", &|c| {
+            c.throughput()
+        }),
+        ("p50 latency, ms (log scale)", &|c| ms(c.latency.p50)),
+        (
+            "write capacity units per committed transfer (log scale)",
+            &|c| c.halves_per_commit() / 2.0,
+        ),
+    ];
+    let height = panels.len() as f64 * (panel_h + 90.0) + 60.0;
     let _ = writeln!(
         s,
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">"#
@@ -664,13 +1159,6 @@ pub fn svg(r: &Report) -> String {
         r#"<text x="{}" y="22">— engine bound: UpdateItem/s ÷ (2N+3)</text>"#,
         left + 470.0
     );
-    type Metric<'a> = (&'a str, &'a dyn Fn(&CellResult) -> f64);
-    let panels: [Metric; 2] = [
-        ("committed transfers per second (log scale)", &|c| {
-            c.throughput()
-        }),
-        ("p50 latency, ms (log scale)", &|c| ms(c.latency.p50)),
-    ];
     for (p, (title, metric)) in panels.iter().enumerate() {
         let top = 50.0 + p as f64 * (panel_h + 90.0);
         let bottom = top + panel_h;
@@ -805,8 +1293,8 @@ fn cell_json(c: &CellResult) -> Value {
         "committedPerSecond": c.throughput(),
         "transfers": c.tally.transfers,
         "committed": c.tally.committed,
-        "conflicts": c.tally.conflicts,
-        "refused": c.tally.refused,
+        "abortedByReason": Reason::ALL.iter().map(|r| (r.name().to_owned(), json!(c.tally.aborted_for(*r)))).collect::<serde_json::Map<_, _>>(),
+        "abortedAttemptsByReason": Reason::ALL.iter().map(|r| (r.name().to_owned(), json!(c.tally.aborted_attempts[r.index()]))).collect::<serde_json::Map<_, _>>(),
         "failed": c.tally.failed,
         "attempts": c.tally.attempts,
         "abortRate": c.tally.abort_rate(),
@@ -818,7 +1306,57 @@ fn cell_json(c: &CellResult) -> Value {
         "cpuMicrosPerCommitted": c.cpu_per_commit().as_secs_f64() * 1e6,
         "peakRssKiB": c.costs.peak_rss_kib,
         "maxFenceEntries": c.audit.max_fence,
+        "writeUnits": units_json(c),
+        "votes": {"reserved": c.tally.votes.reserved, "exclusive": c.tally.votes.exclusive, "fenced": c.tally.votes.fenced},
+        "peaks": {"reservations": c.costs.peaks.reservations, "fenceEntries": c.costs.peaks.fence, "refusedItemBytes": c.costs.peaks.item_bytes},
+        "audit": {"maxItemBytes": c.audit.max_item_bytes, "maxItemFenceBytes": c.audit.max_item_fence_bytes, "minAccountBalance": c.audit.min_account_balance.map(|b| b.to_string())},
         "problems": c.problems,
+    })
+}
+
+/// A count of half-units as an exact JSON number (`12.5`).
+fn units_number(halves: u64) -> Value {
+    let text = if halves.is_multiple_of(2) {
+        (halves / 2).to_string()
+    } else {
+        format!("{}.5", halves / 2)
+    };
+    text.parse::<serde_json::Number>()
+        .map_or(Value::Null, Value::Number)
+}
+
+/// Write units of a cell: totals (exact), per committed transfer (two places), and by step.
+fn units_json(c: &CellResult) -> Value {
+    let u = &c.capacity.units;
+    let steps: serde_json::Map<String, Value> = (0..crate::capacity::SLOTS)
+        .filter(|&i| u.writes[i] > 0 || u.refused[i] > 0)
+        .map(|i| {
+            let name = crate::timing::STEPS
+                .get(i)
+                .copied()
+                .unwrap_or("outside any step");
+            (
+                name.to_owned(),
+                json!({
+                    "writes": u.writes[i],
+                    "table": units_number(u.table[i]),
+                    "index": units_number(u.index[i]),
+                    "refusedWrites": u.refused[i],
+                    "refusedEstimate": units_number(u.refused_estimate[i]),
+                }),
+            )
+        })
+        .collect();
+    json!({
+        "total": units_number(u.write_halves()),
+        "reported": units_number(u.reported_halves()),
+        "refusedEstimate": units_number(u.refused_halves()),
+        "perCommitted": c.units_per_commit().parse::<serde_json::Number>().map_or(Value::Null, Value::Number),
+        "read": units_number(u.read),
+        "anomalies": u.anomalies,
+        "recordBytesAtBegin": u.put_bytes.checked_div(u.puts),
+        "committedInSlice": c.capacity.committed,
+        "byStep": steps,
     })
 }
 
@@ -829,6 +1367,8 @@ pub fn json(r: &Report) -> Value {
         "wallSeconds": r.wall.as_secs_f64(),
         "makeWallSeconds": r.make_wall.map(|w| w.as_secs_f64()),
         "allChecksPass": r.all_checks_pass(),
+        "loadAverage": {"start": r.load.0, "end": r.load.1},
+        "fenceCapacity": r.config.fence_capacity,
         "unit": r.unit.iter().map(cell_json).collect::<Vec<_>>(),
         "cells": r.cells.iter().map(cell_json).collect::<Vec<_>>(),
         "bursts": r.bursts.iter().map(|b| json!({

@@ -30,7 +30,8 @@ use twopc_core::direct::DirectTransport;
 use twopc_core::ids::TxId;
 use twopc_core::layout;
 use twopc_core::message::{CompleteRequest, PrepareReply, PrepareRequest};
-use twopc_core::participant::{Participant, ParticipantConfig};
+use twopc_core::op::Mode;
+use twopc_core::participant::Participant;
 use twopc_core::ports::{Clock, Created, Swapped, SystemClock, TxLog};
 use twopc_core::record::{Target, TxRecord, Vote, VoteReason};
 use twopc_core::request::{KeySchema, Limits, ServiceConfig, TxRequest};
@@ -38,6 +39,8 @@ use twopc_core::status::{Decision, TxStatus};
 use twopc_dynamo::{DynamoItems, DynamoTxLog};
 
 use crate::BenchError;
+use crate::capacity::in_step;
+use crate::config::BenchConfig;
 use crate::tables::Tables;
 use crate::timing::{StepTimes, TimedLog, TimedTransport};
 use crate::workload::{Transfer, account_id};
@@ -109,6 +112,60 @@ impl fmt::Display for System {
     }
 }
 
+/// Why an attempt aborted, as the report tells them apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reason {
+    /// An item was busy (a `conflict` vote; `TransactionConflict`).
+    Conflict,
+    /// A `require` did not hold (`condition`; `ConditionalCheckFailed`): insufficient funds.
+    Condition,
+    /// The transaction had already ended on an item, or its horizon covered it (`fenced`): a
+    /// live transaction refused by the fence.
+    Fenced,
+    /// Anything else (`expired`, `notFound`, `unreachable`, ...).
+    Other,
+}
+
+impl Reason {
+    /// Every reason, in [`Reason::index`] order.
+    pub const ALL: [Reason; 4] = [
+        Reason::Conflict,
+        Reason::Condition,
+        Reason::Fenced,
+        Reason::Other,
+    ];
+
+    /// Its slot in per-reason counts.
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    /// Short name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Reason::Conflict => "conflict",
+            Reason::Condition => "condition",
+            Reason::Fenced => "fenced",
+            Reason::Other => "other",
+        }
+    }
+
+    /// The reason of a vote's code, or of native's cancellation codes (comma-separated; the
+    /// first of conflict, condition, fenced found wins).
+    fn of_code(codes: &str) -> Reason {
+        let has = |names: &[&str]| codes.split(',').any(|c| names.contains(&c.trim()));
+        if has(&["conflict", "TransactionConflict"]) {
+            Reason::Conflict
+        } else if has(&["condition", "ConditionalCheckFailed"]) {
+            Reason::Condition
+        } else if has(&["fenced"]) {
+            Reason::Fenced
+        } else {
+            Reason::Other
+        }
+    }
+}
+
 /// How one transfer ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {
@@ -124,13 +181,67 @@ pub enum Outcome {
     Failed(String),
 }
 
-/// A transfer's end and how many attempts it took.
+impl Outcome {
+    /// Why it aborted (`None`: committed, or a failure rather than an abort).
+    pub fn reason(&self) -> Option<Reason> {
+        match self {
+            Outcome::Conflict => Some(Reason::Conflict),
+            Outcome::Refused(code) => Some(Reason::of_code(code)),
+            Outcome::Committed | Outcome::Unfinished(_) | Outcome::Failed(_) => None,
+        }
+    }
+}
+
+/// The votes of a transfer's attempts (coordinator and serial driver; zero for the others).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Votes {
+    /// `yes` votes of participants that reserved their item (commuting operations).
+    pub reserved: u32,
+    /// `yes` votes of participants that locked their item.
+    pub exclusive: u32,
+    /// `no` votes for `fenced`: a live transaction refused by an item's fence or horizon.
+    pub fenced: u32,
+}
+
+impl Votes {
+    fn of(record: &TxRecord) -> Votes {
+        let mut v = Votes::default();
+        for vote in &record.votes {
+            match vote {
+                Vote::Yes {
+                    mode: Mode::Reserved,
+                } => v.reserved += 1,
+                Vote::Yes {
+                    mode: Mode::Exclusive,
+                } => v.exclusive += 1,
+                Vote::No {
+                    reason: VoteReason::Fenced,
+                    ..
+                } => v.fenced += 1,
+                Vote::No { .. } => {}
+            }
+        }
+        v
+    }
+
+    pub(crate) fn add(&mut self, o: Votes) {
+        self.reserved += o.reserved;
+        self.exclusive += o.exclusive;
+        self.fenced += o.fenced;
+    }
+}
+
+/// A transfer's end, how many attempts it took, and why the others aborted.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Done {
     /// The end.
     pub outcome: Outcome,
     /// Attempts (transactions) used.
     pub attempts: u32,
+    /// Attempts that aborted, by [`Reason::index`] (the last one included if it aborted).
+    pub aborted: [u32; Reason::ALL.len()],
+    /// The votes of every attempt.
+    pub votes: Votes,
 }
 
 /// Runs transfers of one system against one cell's tables.
@@ -168,16 +279,16 @@ impl Driver {
         system: System,
         client: Client,
         tables: Tables,
-        timeout_ms: u64,
-        max_attempts: u32,
+        config: &BenchConfig,
         times: StepTimes,
     ) -> Driver {
+        let (timeout_ms, max_attempts) = (config.timeout_ms, config.max_attempts);
         let log = DynamoTxLog::new(client.clone(), &tables.tx);
         let participant = Participant::new(
             DynamoItems::new(client.clone()),
             log.clone(),
             SystemClock,
-            ParticipantConfig::default(),
+            config.participant(),
         );
         let config = CoordinatorConfig {
             id: "twopc-bench".into(),
@@ -221,11 +332,22 @@ impl Driver {
         let body = matches!(self.system, System::Coordinator | System::Serial)
             .then(|| t.request(self.timeout_ms));
         let mut attempts = 0;
+        let mut aborted = [0; Reason::ALL.len()];
+        let mut votes = Votes::default();
         loop {
             attempts += 1;
-            let outcome = self.attempt(t, body.as_ref()).await;
+            let (outcome, v) = self.attempt(t, body.as_ref()).await;
+            votes.add(v);
+            if let Some(r) = outcome.reason() {
+                aborted[r.index()] += 1;
+            }
             if outcome != Outcome::Conflict || attempts >= self.max_attempts {
-                return Done { outcome, attempts };
+                return Done {
+                    outcome,
+                    attempts,
+                    aborted,
+                    votes,
+                };
             }
             // Jittered exponential backoff: 0..2^attempts ms.
             let ms = rand::rng().random_range(0..=1u64 << attempts);
@@ -233,19 +355,21 @@ impl Driver {
         }
     }
 
-    async fn attempt(&self, t: &Transfer, body: Option<&Value>) -> Outcome {
-        match (self.system, body) {
-            (System::Coordinator, Some(body)) => match self.coordinator.submit(body, None).await {
-                Ok(record) => classify(&record),
-                Err(e) => Outcome::Failed(chain(&e)),
-            },
-            (System::Serial, Some(body)) => match self.serial.run(body).await {
-                Ok(record) => classify(&record),
-                Err(e) => Outcome::Failed(chain(&e)),
-            },
-            (System::Native, _) => self.native(t).await,
-            (System::Unit, _) => self.unit(t).await,
-            (_, None) => Outcome::Failed("no request body".into()),
+    async fn attempt(&self, t: &Transfer, body: Option<&Value>) -> (Outcome, Votes) {
+        let record = match (self.system, body) {
+            (System::Coordinator, Some(body)) => self
+                .coordinator
+                .submit(body, None)
+                .await
+                .map_err(|e| chain(&e)),
+            (System::Serial, Some(body)) => self.serial.run(body).await.map_err(|e| chain(&e)),
+            (System::Native, _) => return (self.native(t).await, Votes::default()),
+            (System::Unit, _) => return (self.unit(t).await, Votes::default()),
+            (_, None) => Err("no request body".into()),
+        };
+        match record {
+            Ok(record) => (classify(&record), Votes::of(&record)),
+            Err(e) => (Outcome::Failed(e), Votes::default()),
         }
     }
 
@@ -400,7 +524,8 @@ fn chain(e: &(dyn StdError + 'static)) -> String {
 }
 
 /// The seed's driver: the same records, participant logic and conditional writes as the
-/// coordinator, one request at a time. A `no` vote stops the prepares; the participants asked so
+/// coordinator, one request at a time (each charged to its step's capacity units, as the
+/// coordinator's timed ports are). A `no` vote stops the prepares; the participants asked so
 /// far are then aborted, one after another.
 struct Serial {
     log: DynamoTxLog,
@@ -420,7 +545,7 @@ impl Serial {
             format!("{}/{}", self.config.id, TxId::random()),
             now,
         );
-        if let Created::Exists(_) = self.log.create(&record).await? {
+        if let Created::Exists(_) = in_step(0, self.log.create(&record)).await? {
             return Err(BenchError::Check(format!("transaction id {tx_id} taken")));
         }
         let mut votes = vec![];
@@ -434,7 +559,7 @@ impl Serial {
                 op: p.op.clone(),
                 coordinator: self.config.id.clone(),
             };
-            let reply = match self.participant.prepare(table(&p.target)?, &req).await {
+            let reply = match in_step(1, self.participant.prepare(table(&p.target)?, &req)).await {
                 Ok(reply) => reply,
                 Err(e) => PrepareReply::no(VoteReason::Unreachable, e.to_string()),
             };
@@ -450,16 +575,13 @@ impl Serial {
         } else {
             Decision::Abort
         };
-        let decided = match self
-            .log
-            .transition(
-                &record,
-                TxStatus::deciding(ours),
-                Some(&votes),
-                SystemClock.now_ms(),
-            )
-            .await?
-        {
+        let deciding = self.log.transition(
+            &record,
+            TxStatus::deciding(ours),
+            Some(&votes),
+            SystemClock.now_ms(),
+        );
+        let decided = match in_step(2, deciding).await? {
             Swapped::Done(r) | Swapped::Lost(Some(r)) => *r,
             Swapped::Lost(None) => {
                 return Err(BenchError::Check(format!("record {tx_id} vanished")));
@@ -471,8 +593,9 @@ impl Serial {
         if decided.status.is_terminal() {
             return Ok(decided);
         }
-        // Someone else's decision (a resolver's abort) reaches every participant.
-        let (asked, hints) = if decision == ours {
+        // Someone else's decision (a resolver's abort) reaches every participant. Each
+        // completion carries the prune its prepare's reply planned, as the coordinator's do.
+        let (asked, prunes) = if decision == ours {
             (votes.len(), prunes)
         } else {
             (record.participants.len(), vec![])
@@ -484,28 +607,25 @@ impl Serial {
                 began: record.created_at,
                 key: p.key.clone(),
                 op: p.op.clone(),
-                prune: hints.get(i).cloned().flatten(),
+                prune: prunes.get(i).cloned().flatten(),
                 refused: decision == ours && votes.get(i).is_some_and(Vote::refused),
             };
             let t = table(&p.target)?;
             let reply = match decision {
-                Decision::Commit => self.participant.commit(t, &req).await,
-                Decision::Abort => self.participant.abort(t, &req).await,
+                Decision::Commit => in_step(3, self.participant.commit(t, &req)).await,
+                Decision::Abort => in_step(4, self.participant.abort(t, &req)).await,
             };
             if !reply.is_ok_and(|r| r.acknowledged()) {
                 return Ok(decided); // left for the sweeper, as the coordinator does
             }
         }
-        match self
-            .log
-            .transition(
-                &decided,
-                TxStatus::finishing(decision),
-                None,
-                SystemClock.now_ms(),
-            )
-            .await?
-        {
+        let finishing = self.log.transition(
+            &decided,
+            TxStatus::finishing(decision),
+            None,
+            SystemClock.now_ms(),
+        );
+        match in_step(5, finishing).await? {
             Swapped::Done(r) | Swapped::Lost(Some(r)) => Ok(*r),
             Swapped::Lost(None) => Err(BenchError::Check(format!("record {tx_id} vanished"))),
         }

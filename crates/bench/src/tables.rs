@@ -9,9 +9,11 @@ use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, StreamSpecification, W
 use futures::stream::{self, StreamExt, TryStreamExt};
 use twopc_core::layout;
 use twopc_core::request::KeySchema;
+use twopc_dynamo::items::item_state;
 use twopc_dynamo::tables::{TableKind, TableSpec, ensure_table};
 
 use crate::BenchError;
+use crate::capacity::{item_bytes, value_bytes};
 use crate::workload::account_id;
 
 /// Items per `BatchWriteItem` (DynamoDB's limit).
@@ -43,8 +45,19 @@ pub struct Audit {
     pub locks: u64,
     /// Items still placeholders.
     pub placeholders: u64,
+    /// Items with a reservation still standing (`txRes:<tx>`, or a non-zero `txResN`).
+    pub reservations: u64,
+    /// Items with an escrow attribute left (`txN:`, `txLo:`, `txHi:`, `txFl:`, `txCe:`): the
+    /// last release on an attribute removes them all.
+    pub escrows: u64,
     /// Most fence entries on one item.
     pub max_fence: usize,
+    /// The largest item, in DynamoDB's sizing (bytes), and its fence's share of it.
+    pub max_item_bytes: u64,
+    /// The fence of that largest item (bytes).
+    pub max_item_fence_bytes: u64,
+    /// The lowest balance of a debited account: the funds the next transfers draw on.
+    pub min_account_balance: Option<i128>,
 }
 
 impl Tables {
@@ -128,7 +141,7 @@ impl Tables {
                     .await
                     .map_err(|e| BenchError::sdk(format!("scanning {table}"), e))?;
                 for item in page.items() {
-                    audit.add(table, item)?;
+                    audit.add(table, item, table == &self.accounts)?;
                 }
                 start = page.last_evaluated_key().cloned();
                 if start.is_none() {
@@ -158,6 +171,7 @@ impl Audit {
         &mut self,
         table: &str,
         item: &HashMap<String, AttributeValue>,
+        debited: bool,
     ) -> Result<(), BenchError> {
         let number = |name: &str| -> Result<Option<i128>, BenchError> {
             match item.get(name) {
@@ -171,12 +185,40 @@ impl Audit {
             }
         };
         self.items += 1;
-        self.balance_sum += number("balance")?.unwrap_or(0);
+        let balance = number("balance")?.unwrap_or(0);
+        self.balance_sum += balance;
+        if debited {
+            self.min_account_balance =
+                Some(self.min_account_balance.map_or(balance, |m| m.min(balance)));
+        }
         self.version_sum += u64::try_from(number(layout::VERSION)?.unwrap_or(0)).unwrap_or(0);
         self.locks += u64::from(item.contains_key(layout::LOCK));
         self.placeholders += u64::from(item.contains_key(layout::PLACEHOLDER));
-        if let Some(AttributeValue::M(fence)) = item.get(layout::FENCE) {
-            self.max_fence = self.max_fence.max(fence.len());
+        // The protocol's own reading of the item, and the raw names besides: an escrow attribute
+        // whose count is gone would not show in `ItemState::escrow`.
+        let state = item_state(item)
+            .map_err(|e| BenchError::Check(format!("{table}: unreadable item: {e}")))?;
+        let escrow_left = item.keys().any(|name| {
+            [
+                layout::ESCROW_COUNT_PREFIX,
+                layout::ESCROW_LOW_PREFIX,
+                layout::ESCROW_HIGH_PREFIX,
+                layout::ESCROW_FLOOR_PREFIX,
+                layout::ESCROW_CEILING_PREFIX,
+            ]
+            .iter()
+            .any(|p| name.starts_with(p))
+        });
+        let counted = number(layout::RESERVATIONS)?.unwrap_or(0) != 0;
+        self.reservations += u64::from(!state.reservations.is_empty() || counted);
+        self.escrows += u64::from(!state.escrow.is_empty() || escrow_left);
+        self.max_fence = self.max_fence.max(state.fence.len());
+        let bytes = item_bytes(item);
+        if bytes > self.max_item_bytes {
+            self.max_item_bytes = bytes;
+            self.max_item_fence_bytes = item
+                .get(layout::FENCE)
+                .map_or(0, |f| layout::FENCE.len() as u64 + value_bytes(f));
         }
         Ok(())
     }

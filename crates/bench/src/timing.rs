@@ -2,7 +2,8 @@
 //! over its transaction log and transport, so the bench wraps both (no change to the core) and
 //! adds up the wall time each step takes. At concurrency 1 this is the latency breakdown of a
 //! transaction: begin, prepare (per participant, sent together), decide, commit (per
-//! participant, together), finalize.
+//! participant, together), finalize. Each call also runs in its step's
+//! [`crate::capacity::in_step`], so the capacity units it spends are charged to that step.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -13,6 +14,8 @@ use twopc_core::message::{CompleteReply, CompleteRequest, PrepareReply, PrepareR
 use twopc_core::ports::{Created, PortError, Swapped, Transport, TransportError, TxLog};
 use twopc_core::record::{Target, TxRecord, Vote};
 use twopc_core::status::TxStatus;
+
+use crate::capacity::in_step;
 
 /// The steps told apart.
 pub const STEPS: [&str; 8] = [
@@ -110,14 +113,14 @@ impl<L> TimedLog<L> {
 impl<L: TxLog> TxLog for TimedLog<L> {
     async fn create(&self, record: &TxRecord) -> Result<Created, PortError> {
         let t = Instant::now();
-        let r = self.inner.create(record).await;
+        let r = in_step(0, self.inner.create(record)).await;
         self.times.add(0, t);
         r
     }
 
     async fn get(&self, tx: &TxId) -> Result<Option<TxRecord>, PortError> {
         let t = Instant::now();
-        let r = self.inner.get(tx).await;
+        let r = in_step(6, self.inner.get(tx)).await;
         self.times.add(6, t);
         r
     }
@@ -130,14 +133,15 @@ impl<L: TxLog> TxLog for TimedLog<L> {
         now: u64,
     ) -> Result<Swapped, PortError> {
         let t = Instant::now();
-        let r = self.inner.transition(record, to, votes, now).await;
-        self.times.add(if to.is_terminal() { 5 } else { 2 }, t);
+        let step = if to.is_terminal() { 5 } else { 2 };
+        let r = in_step(step, self.inner.transition(record, to, votes, now)).await;
+        self.times.add(step, t);
         r
     }
 
     async fn create_aborted(&self, tx: &TxId, now: u64) -> Result<Created, PortError> {
         let t = Instant::now();
-        let r = self.inner.create_aborted(tx, now).await;
+        let r = in_step(7, self.inner.create_aborted(tx, now)).await;
         self.times.add(7, t);
         r
     }
@@ -177,7 +181,7 @@ impl<T: Transport> Transport for TimedTransport<T> {
         req: &PrepareRequest,
     ) -> Result<PrepareReply, TransportError> {
         let t = Instant::now();
-        let r = self.inner.prepare(target, req).await;
+        let r = in_step(1, self.inner.prepare(target, req)).await;
         self.times.add(1, t);
         r
     }
@@ -188,7 +192,7 @@ impl<T: Transport> Transport for TimedTransport<T> {
         req: &CompleteRequest,
     ) -> Result<CompleteReply, TransportError> {
         let t = Instant::now();
-        let r = self.inner.commit(target, req).await;
+        let r = in_step(3, self.inner.commit(target, req)).await;
         self.times.add(3, t);
         r
     }
@@ -199,7 +203,7 @@ impl<T: Transport> Transport for TimedTransport<T> {
         req: &CompleteRequest,
     ) -> Result<CompleteReply, TransportError> {
         let t = Instant::now();
-        let r = self.inner.abort(target, req).await;
+        let r = in_step(4, self.inner.abort(target, req)).await;
         self.times.add(4, t);
         r
     }

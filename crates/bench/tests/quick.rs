@@ -95,6 +95,54 @@ async fn quick_bench_produces_a_sane_report() {
         assert!(co.cpu_per_commit() > std::time::Duration::ZERO);
     }
 
+    // AND the bench's transfers only add, bounded on what they add to, so every participant of
+    // the coordinator and the serial driver reserved its item rather than locking it
+    for c in report
+        .cells
+        .iter()
+        .filter(|c| matches!(c.system, System::Coordinator | System::Serial))
+    {
+        assert_eq!(
+            c.tally.votes.exclusive, 0,
+            "{} {} c={}",
+            c.system, c.workload, c.concurrency
+        );
+        assert!(
+            c.tally.votes.reserved > 0,
+            "{} {} c={}",
+            c.system,
+            c.workload,
+            c.concurrency
+        );
+    }
+
+    // AND in each cell's units slice every write reported its capacity units: native pays 2
+    // per item (each under 1 KB), the coordinator at least 1 per write
+    for c in report.unit.iter().chain(&report.cells) {
+        let cell = format!("{} {} c={}", c.system, c.workload, c.concurrency);
+        assert!(c.capacity.committed > 0, "{cell}: no units slice");
+        assert_eq!(c.capacity.units.anomalies, 0, "{cell}");
+    }
+    for n in [2u64, 8] {
+        let w = Workload {
+            contention: Contention::Uniform,
+            participants: n as usize,
+        };
+        let native = report.cell(System::Native, w, 1).expect("native cell");
+        assert_eq!(
+            native.capacity.units.write_halves(),
+            2 * 2 * n * native.capacity.committed,
+            "native {n}P: 2 units per item"
+        );
+        let co = report
+            .cell(System::Coordinator, w, 1)
+            .expect("coordinator cell");
+        assert!(
+            co.capacity.units.reported_halves() >= 2 * (2 * n + 3) * co.capacity.committed,
+            "coordinator {n}P: at least 1 unit per write"
+        );
+    }
+
     // AND the report renders: every target evaluated, a table row per cell, a chart
     let md = report::markdown(&report, std::time::SystemTime::now());
     assert!(md.contains("| uniform 2P | 1 | coordinator |"), "{md}");

@@ -888,18 +888,10 @@ impl ParticipantStore for DynamoItems {
                     .send()
                     .await
                     .map_err(|err| classify(format!("querying expired locks of {table}"), err))?;
-                for item in out.items() {
-                    let state = item_state(item)?;
-                    let expired: Vec<Lock> = state
-                        .lock
-                        .iter()
-                        .chain(state.reservations.values())
-                        .filter(|l| l.expires_at < now)
-                        .cloned()
-                        .collect();
+                for entry in out.items() {
                     let mut key = Key::new();
                     for attr in schema.attributes() {
-                        let v = item.get(&attr.name).ok_or_else(|| {
+                        let v = entry.get(&attr.name).ok_or_else(|| {
                             corrupt(
                                 format!("expired lock in {table}"),
                                 format!("item without key attribute {}", attr.name),
@@ -911,6 +903,18 @@ impl ParticipantStore for DynamoItems {
                                 .map_err(|err| corrupt("reading a key", err.to_string()))?,
                         );
                     }
+                    // The index holds keys only: read the item itself (gone since: nothing
+                    // to do).
+                    let Some(state) = self.read(table, &key).await? else {
+                        continue;
+                    };
+                    let expired: Vec<Lock> = state
+                        .lock
+                        .iter()
+                        .chain(state.reservations.values())
+                        .filter(|l| l.expires_at < now)
+                        .cloned()
+                        .collect();
                     if expired.is_empty() {
                         // Reservations leave the index attributes behind (a release does not
                         // know it is the last): bring them up to date.

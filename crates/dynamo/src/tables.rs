@@ -9,15 +9,19 @@ use aws_sdk_dynamodb::types::{
     KeyType as DdbKeyType, Projection, ProjectionType, ScalarAttributeType, StreamSpecification,
     StreamViewType, TableStatus, TimeToLiveSpecification,
 };
-use twopc_core::layout::{DEADLINE, EXPIRE_AT, LOCK_EXPIRES_AT, LOCK_SHARD, PENDING, TX_ID};
+use twopc_core::layout::{
+    DEADLINE, EXPIRE_AT, LOCK_EXPIRES_AT, LOCK_SHARD, PENDING, RETRY_AFTER, TX_ID,
+};
 use twopc_core::ports::PortError;
 use twopc_core::request::{KeySchema, KeyType};
 
 use crate::error::classify;
 
-/// Transactions table: sparse index of non-terminal records by deadline.
+/// Transactions table: sparse index of non-terminal records by deadline (keys and `retryAfter`
+/// only: the sweeper reads each record it finds).
 pub const PENDING_INDEX: &str = "pending-by-deadline";
-/// Participant tables: sparse index of locked items by lock expiry.
+/// Participant tables: sparse index of locked (or reserved) items by lock expiry (keys only: the
+/// sweeper reads each item it finds).
 pub const LOCK_INDEX: &str = "locks-by-expiry";
 /// Connections table: partition key (one item per topic and connection).
 pub const TOPIC_ATTR: &str = "topic";
@@ -86,16 +90,31 @@ fn build_err(e: aws_sdk_dynamodb::error::BuildError) -> PortError {
     }
 }
 
-fn sparse_index(name: &str, hash: &str, range: &str) -> Result<GlobalSecondaryIndex, PortError> {
+/// A sparse index that projects its keys (and `include`, which a query filters on): whoever
+/// queries it reads each item it finds. An index that projected every attribute was written
+/// again, at the item's full size, on every write to an item it holds — every status swap of an
+/// open record, every prepare and release of an item in the lock index (where reservations
+/// leave items until the sweeper's next pass) — which doubled the write units of a transaction
+/// (`make bench`, bench/results/NOTES.md). A keys-only entry costs one unit when an item enters
+/// or leaves the index, or its keys move, and nothing otherwise.
+fn sparse_index(
+    name: &str,
+    hash: &str,
+    range: &str,
+    include: &[&str],
+) -> Result<GlobalSecondaryIndex, PortError> {
+    let projection = if include.is_empty() {
+        Projection::builder().projection_type(ProjectionType::KeysOnly)
+    } else {
+        Projection::builder()
+            .projection_type(ProjectionType::Include)
+            .set_non_key_attributes(Some(include.iter().map(|a| (*a).to_owned()).collect()))
+    };
     GlobalSecondaryIndex::builder()
         .index_name(name)
         .key_schema(key(hash, DdbKeyType::Hash)?)
         .key_schema(key(range, DdbKeyType::Range)?)
-        .projection(
-            Projection::builder()
-                .projection_type(ProjectionType::All)
-                .build(),
-        )
+        .projection(projection.build())
         .build()
         .map_err(build_err)
 }
@@ -122,7 +141,13 @@ pub async fn ensure_table(client: &Client, spec: &TableSpec) -> Result<(), PortE
                     .attribute_definitions(attr(PENDING, ScalarAttributeType::S)?)
                     .attribute_definitions(attr(DEADLINE, ScalarAttributeType::N)?)
                     .key_schema(key(TX_ID, DdbKeyType::Hash)?)
-                    .global_secondary_indexes(sparse_index(PENDING_INDEX, PENDING, DEADLINE)?);
+                    .global_secondary_indexes(sparse_index(
+                        PENDING_INDEX,
+                        PENDING,
+                        DEADLINE,
+                        // The sweeper's backoff: the query filters on it.
+                        &[RETRY_AFTER],
+                    )?);
             }
             TableKind::Connections => {
                 let by_connection = GlobalSecondaryIndex::builder()
@@ -159,6 +184,7 @@ pub async fn ensure_table(client: &Client, spec: &TableSpec) -> Result<(), PortE
                         LOCK_INDEX,
                         LOCK_SHARD,
                         LOCK_EXPIRES_AT,
+                        &[],
                     )?);
             }
         }

@@ -211,7 +211,8 @@ impl TxLog for DynamoTxLog {
     }
 
     async fn overdue(&self, now: u64, limit: usize) -> Result<Vec<TxRecord>, PortError> {
-        let mut found = vec![];
+        // The index holds keys and the backoff only: find the ids, then read each record.
+        let mut ids = vec![];
         for shard in 0..INDEX_SHARDS {
             let mut start = None;
             loop {
@@ -243,16 +244,46 @@ impl TxLog for DynamoTxLog {
                     .await
                     .map_err(|err| classify("querying overdue transactions", err))?;
                 for item in out.items() {
-                    found.push(record_from_item(item)?);
+                    let id = match item.get(TX_ID) {
+                        Some(AttributeValue::S(id)) => id,
+                        _ => {
+                            return Err(corrupt(
+                                "querying overdue transactions",
+                                "an entry without txId",
+                            ));
+                        }
+                    };
+                    let deadline = match item.get(DEADLINE) {
+                        Some(AttributeValue::N(d)) => d.parse::<u64>().ok(),
+                        _ => None,
+                    }
+                    .ok_or_else(|| {
+                        corrupt(
+                            "querying overdue transactions",
+                            "an entry without a deadline",
+                        )
+                    })?;
+                    let id = TxId::parse(id)
+                        .map_err(|e| corrupt("querying overdue transactions", e.to_string()))?;
+                    ids.push((deadline, id));
                 }
                 start = out.last_evaluated_key().cloned();
-                if start.is_none() || found.len() >= limit * (shard as usize + 1) {
+                if start.is_none() || ids.len() >= limit * (shard as usize + 1) {
                     break;
                 }
             }
         }
-        found.sort_by_key(|r| r.deadline);
-        found.truncate(limit);
+        ids.sort_by_key(|(deadline, _)| *deadline);
+        ids.truncate(limit);
+        let mut found = vec![];
+        for (_, id) in ids {
+            // Finished since the query (the index is eventually consistent): not overdue.
+            if let Some(r) = self.get(&id).await?
+                && !r.status.is_terminal()
+            {
+                found.push(r);
+            }
+        }
         Ok(found)
     }
 
