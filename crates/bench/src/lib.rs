@@ -14,7 +14,7 @@
 //!   reports, by coordinator step; [`procfs`]: CPU time and peak memory from `/proc/self`;
 //! - [`tables`]: the tables of each system (streams off: see there), seeding and the audit that
 //!   checks after each cell that the balance sum was conserved, exactly the committed writes were
-//!   applied and no lock, reservation or escrow was left behind;
+//!   applied and no lock or reservation was left behind, every escrow idle at the value;
 //! - [`timing`]: the coordinator's ports wrapped to time each protocol step;
 //! - [`stats`]: percentiles from sorted samples; [`report`]: Markdown, hand-written SVG, JSON.
 //!
@@ -896,7 +896,7 @@ impl Bench<'_> {
         }
         if audit.reservations > 0 || audit.escrows > 0 {
             problems.push(format!(
-                "{} items with reservations and {} with escrow attributes left",
+                "{} items with reservations and {} with an escrow not idle at the value left",
                 audit.reservations, audit.escrows
             ));
         }

@@ -572,8 +572,8 @@ pub fn markdown(r: &Report, now: SystemTime) -> String {
         md,
         "Wall time: the bench {:.0} s{}. Load average of the machine (1, 5, 15 min), which other \
          processes share: {} at the start, {} at the end. Every cell passed its checks (balance \
-         sum conserved, committed writes applied exactly once, no lock, reservation, escrow, \
-         placeholder or unfinished record left): **{}**.\n",
+         sum conserved, committed writes applied exactly once, no lock, reservation, busy \
+         escrow, placeholder or unfinished record left): **{}**.\n",
         r.wall.as_secs_f64(),
         r.make_wall.map_or_else(String::new, |w| format!(
             "; `make bench` as a whole (build, DynamoDB Local start, bench, report) {:.0} s",
@@ -804,8 +804,9 @@ pub fn markdown(r: &Report, now: SystemTime) -> String {
          - After each cell the system's tables are scanned: the sum of all balances must equal \
          the initial sum (plus the unit writes' amounts), the sum of `txVersion` must equal the \
          item writes of every transfer reported committed so far, and no item may hold a lock, \
-         a reservation (`txRes:<tx>`, a non-zero `txResN`) or an escrow attribute (`txN:`, \
-         `txLo:`, `txHi:`, `txFl:`, `txCe:`), or be a placeholder; for the coordinator and the \
+         a reservation (`txRes:<tx>`, a non-zero `txResN`) or an escrow that is not idle at the \
+         value (a non-zero `txN:`, `txNf:`, `txNc:`, or `txLo:`/`txHi:` away from the value), or \
+         be a placeholder; for the coordinator and the \
          serial driver the sparse pending index must hold no record.\n\
          - Write units: one more slice per cell and system in which every request asks for \
          `ReturnConsumedCapacity=INDEXES`, for every system alike; see the write capacity \

@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, StreamSpecification, WriteRequest};
 use futures::stream::{self, StreamExt, TryStreamExt};
+use twopc_core::decimal::Decimal;
 use twopc_core::layout;
 use twopc_core::request::KeySchema;
 use twopc_dynamo::items::item_state;
@@ -47,8 +48,9 @@ pub struct Audit {
     pub placeholders: u64,
     /// Items with a reservation still standing (`txRes:<tx>`, or a non-zero `txResN`).
     pub reservations: u64,
-    /// Items with an escrow attribute left (`txN:`, `txLo:`, `txHi:`, `txFl:`, `txCe:`): the
-    /// last release on an attribute removes them all.
+    /// Items with an escrow that is not idle at the value (a reservation counted, a floor or
+    /// ceiling kept, or extremes away from the value): the last release on an attribute leaves
+    /// its escrow idle, at the value.
     pub escrows: u64,
     /// Most fence entries on one item.
     pub max_fence: usize,
@@ -194,24 +196,20 @@ impl Audit {
         self.version_sum += u64::try_from(number(layout::VERSION)?.unwrap_or(0)).unwrap_or(0);
         self.locks += u64::from(item.contains_key(layout::LOCK));
         self.placeholders += u64::from(item.contains_key(layout::PLACEHOLDER));
-        // The protocol's own reading of the item, and the raw names besides: an escrow attribute
-        // whose count is gone would not show in `ItemState::escrow`.
+        // The protocol's own reading of the item: every escrow idle, at the value.
         let state = item_state(item)
             .map_err(|e| BenchError::Check(format!("{table}: unreadable item: {e}")))?;
-        let escrow_left = item.keys().any(|name| {
-            [
-                layout::ESCROW_COUNT_PREFIX,
-                layout::ESCROW_LOW_PREFIX,
-                layout::ESCROW_HIGH_PREFIX,
-                layout::ESCROW_FLOOR_PREFIX,
-                layout::ESCROW_CEILING_PREFIX,
-            ]
-            .iter()
-            .any(|p| name.starts_with(p))
+        let value = Decimal::parse(&balance.to_string())
+            .map_err(|e| BenchError::Check(format!("{table}: balance {balance}: {e}")))?;
+        let busy = state.escrow.iter().any(|(attr, s)| {
+            s.count != 0
+                || s.floors != 0
+                || s.ceilings != 0
+                || (attr == "balance" && s.is_stale(&value))
         });
         let counted = number(layout::RESERVATIONS)?.unwrap_or(0) != 0;
         self.reservations += u64::from(!state.reservations.is_empty() || counted);
-        self.escrows += u64::from(!state.escrow.is_empty() || escrow_left);
+        self.escrows += u64::from(busy);
         self.max_fence = self.max_fence.max(state.fence.len());
         let bytes = item_bytes(item);
         if bytes > self.max_item_bytes {
