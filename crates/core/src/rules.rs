@@ -539,11 +539,13 @@ pub fn recovery(status: TxStatus, deadline_passed: bool) -> Recovery {
     }
 }
 
-/// What the lock holder's commit or abort prunes from the fence it found when its prepare took
-/// the lock: every stale entry (past its `expires_at`), and the oldest entries (by `began`)
-/// beyond `capacity - 1`, leaving room for its own. The horizon rises to the latest `began`
-/// removed, so no prepare of a removed transaction can ever land again. `None`: nothing to
-/// prune.
+/// What the holder's commit or abort prunes from the fence it found when its prepare took the
+/// item: every stale entry (past its `expires_at`), and, once more than `capacity - 1` others
+/// are fresh, the oldest (by `began`) down to three quarters of that, leaving room for its own.
+/// Pruning in batches means the releases that follow on a hot item need not prune at all, so
+/// they do not race each other's horizon (a release whose planned horizon was overtaken is made
+/// again without pruning). The horizon rises to the latest `began` removed, so no prepare of a
+/// removed transaction can ever land again. `None`: nothing to prune.
 pub fn plan_prune(
     fence: &BTreeMap<TxId, FenceEntry>,
     horizon: u64,
@@ -556,9 +558,11 @@ pub fn plan_prune(
     // Newest first: those are the ones whose prepares may still be in flight.
     others.sort_by(|a, b| b.1.began.cmp(&a.1.began).then_with(|| a.0.cmp(b.0)));
     let room = capacity.saturating_sub(1);
+    let fresh = others.iter().filter(|(_, e)| e.expires_at >= now).count();
+    let keep = if fresh > room { room - room / 4 } else { room };
     let (mut kept, mut ids, mut new_horizon) = (0, vec![], horizon);
     for (id, e) in others {
-        if e.expires_at < now || kept >= room {
+        if e.expires_at < now || kept >= keep {
             ids.push(id.clone());
             new_horizon = new_horizon.max(e.began);
         } else {
@@ -624,7 +628,8 @@ mod tests {
                 expires_at: 0,
             },
         );
-        // Capacity 3: room for two others besides the holder's own entry.
+        // Capacity 3: room for two others besides the holder's own entry (a fence this small
+        // is pruned to its room: a quarter of two is none).
         let p = plan_prune(&f, 0, &me, 100, 3).expect("over capacity");
         let mut got = p.ids.clone();
         got.sort();
@@ -633,6 +638,24 @@ mod tests {
         assert_eq!(got, want);
         assert_eq!(p.horizon, 20);
         assert!(!p.ids.contains(&me));
+    }
+
+    #[test]
+    fn a_full_fence_is_pruned_to_three_quarters_so_the_next_releases_need_not_prune() {
+        // Capacity 9: room for 8 others. 9 fresh others: over, so down to 6 (the newest).
+        let entries: Vec<(u64, u64)> = (1..=9).map(|b| (b * 10, 500)).collect();
+        let (ids, f) = fence(&entries);
+        let me = TxId::random();
+        let p = plan_prune(&f, 0, &me, 100, 9).expect("over capacity");
+        let mut got = p.ids.clone();
+        got.sort();
+        let mut want = ids[..3].to_vec(); // began 10, 20, 30
+        want.sort();
+        assert_eq!(got, want);
+        assert_eq!(p.horizon, 30);
+        // At the room exactly, nothing is pruned: the next releases add entries freely.
+        let (_, eight) = fence(&entries[..8]);
+        assert_eq!(plan_prune(&eight, 0, &me, 100, 9), None);
     }
 
     const REAL: Seen = Seen {
