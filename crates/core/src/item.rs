@@ -31,6 +31,42 @@ pub struct Lock {
     pub coordinator: String,
 }
 
+/// A reservation as stored under `txRes:<txId>`: a lock's fields but the owner (the attribute's
+/// name holds it) and the coordinator (people read it off the record). A hot item carries one per
+/// transaction in flight, and DynamoDB bills every write of the item by its size.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StoredReservation {
+    /// The owner's deadline.
+    pub expires_at: u64,
+    /// When the owner began.
+    pub began: u64,
+    /// The pending operation.
+    pub op: Operation,
+}
+
+impl StoredReservation {
+    /// What a reservation of `lock` stores.
+    pub fn of(lock: &Lock) -> StoredReservation {
+        StoredReservation {
+            expires_at: lock.expires_at,
+            began: lock.began,
+            op: lock.op.clone(),
+        }
+    }
+
+    /// The reservation as the protocol reads it: the lock of `tx`, no coordinator named.
+    pub fn into_lock(self, tx: TxId) -> Lock {
+        Lock {
+            tx_id: tx,
+            expires_at: self.expires_at,
+            began: self.began,
+            op: self.op,
+            coordinator: String::new(),
+        }
+    }
+}
+
 /// A transaction's outcome as recorded in an item's fence.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -248,6 +284,34 @@ impl ItemState {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stored_reservation_leaves_out_its_owner_and_coordinator_and_reads_back_as_the_lock() {
+        let lock = Lock {
+            tx_id: TxId::random(),
+            expires_at: 1_700_000_005_000,
+            began: 1_700_000_000_000,
+            op: Operation::from_json("op", &serde_json::json!({"add": {"balance": -10}}))
+                .expect("op"),
+            coordinator: "arn:aws:lambda:us-east-1:123456789012:function:coordinator".into(),
+        };
+        let stored = serde_json::to_value(StoredReservation::of(&lock)).expect("json");
+        let keys: Vec<&str> = stored
+            .as_object()
+            .expect("a map")
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(keys, ["began", "expiresAt", "op"]);
+        let back: StoredReservation = serde_json::from_value(stored).expect("back");
+        assert_eq!(
+            back.into_lock(lock.tx_id.clone()),
+            Lock {
+                coordinator: String::new(),
+                ..lock
+            }
+        );
+    }
 
     #[test]
     fn a_fence_entry_without_its_begin_takes_its_expiry_as_an_upper_bound() {

@@ -17,7 +17,7 @@ use serde_json::Value;
 
 use crate::decimal::Decimal;
 use crate::ids::TxId;
-use crate::item::{Escrow, FenceEntry, ItemState, Key, Lock};
+use crate::item::{Escrow, FenceEntry, ItemState, Key, Lock, StoredReservation};
 use crate::layout::{LAST_TX, VERSION};
 use crate::message::Prune;
 use crate::op::{Comparator, Condition, Operation};
@@ -427,7 +427,9 @@ impl ParticipantStore for MemoryItems {
                     s.ceiling = e.ceiling;
                 }
             }
-            item.reservations.insert(lock.tx_id.clone(), lock.clone());
+            // As the DynamoDB adapter stores it.
+            let stored = StoredReservation::of(lock).into_lock(lock.tx_id.clone());
+            item.reservations.insert(lock.tx_id.clone(), stored);
             reply
         })
     }

@@ -10,7 +10,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditi
 use serde_json::Value;
 use twopc_core::decimal::Decimal;
 use twopc_core::ids::TxId;
-use twopc_core::item::{Escrow, FenceEntry, FenceOutcome, ItemState, Key, Lock};
+use twopc_core::item::{Escrow, FenceEntry, FenceOutcome, ItemState, Key, Lock, StoredReservation};
 use twopc_core::layout::{
     ABORTED, COMMITTED, ENTRY_BEGAN, ENTRY_OUTCOME, ENTRY_STALE, ESCROW_CEILING_PREFIX,
     ESCROW_CEILINGS_PREFIX, ESCROW_COUNT_PREFIX, ESCROW_FLOOR_PREFIX, ESCROW_FLOORS_PREFIX,
@@ -71,9 +71,10 @@ pub fn item_state(item: &Item) -> Result<ItemState, PortError> {
     };
     for (name, v) in &attrs {
         if let Some(tx) = name.strip_prefix(RESERVATION_PREFIX) {
-            let r: Lock = serde_json::from_value(v.clone())
+            let id = TxId::parse(tx).map_err(|e| bad(format!("reservation {tx}: {e}")))?;
+            let r: StoredReservation = serde_json::from_value(v.clone())
                 .map_err(|e| bad(format!("reservation {tx}: {e}")))?;
-            reservations.insert(r.tx_id.clone(), r);
+            reservations.insert(id.clone(), r.into_lock(id));
             continue;
         }
         let field = [

@@ -13,7 +13,7 @@
 //! protocol) refuses the next reservation until `reset_escrow` removes it.
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 use twopc_core::decimal::Decimal;
-use twopc_core::item::{Key, Lock};
+use twopc_core::item::{Key, Lock, StoredReservation};
 use twopc_core::layout::{
     ESCROW_CEILING_PREFIX, ESCROW_CEILINGS_PREFIX, ESCROW_COUNT_PREFIX, ESCROW_FLOOR_PREFIX,
     ESCROW_FLOORS_PREFIX, ESCROW_HIGH_PREFIX, ESCROW_LOW_PREFIX, FENCE, HORIZON, LOCK,
@@ -179,7 +179,7 @@ impl DynamoItems {
         })?;
         let mut e = Expr::new();
         let res = e.name(&prefixed(RESERVATION_PREFIX, lock.tx_id.as_str()));
-        let lock_value = serde_json::to_value(lock)
+        let lock_value = serde_json::to_value(StoredReservation::of(lock))
             .map_err(|err| corrupt("encoding a reservation", err.to_string()))?;
         let (k, ph, tomb, lk) = (
             e.name(first_key_name(key)),
