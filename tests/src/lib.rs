@@ -11,7 +11,7 @@ use twopc_core::coordinator::{Coordinator, CoordinatorConfig};
 use twopc_core::direct::DirectTransport;
 use twopc_core::ids::TxId;
 use twopc_core::item::{ItemState, Key};
-use twopc_core::message::{CompleteRequest, PrepareReply, PrepareRequest};
+use twopc_core::message::{CompleteReply, CompleteRequest, PrepareReply, PrepareRequest};
 use twopc_core::participant::{Participant, ParticipantConfig};
 use twopc_core::ports::{Clock, ManualClock, ParticipantStore, SystemClock, Transport};
 use twopc_core::record::Target;
@@ -259,6 +259,30 @@ impl World {
             .send()
             .await
             .expect("seed");
+    }
+
+    /// The participant's prepare on `service`'s table.
+    pub async fn prepare(&self, service: &str, req: &PrepareRequest) -> PrepareReply {
+        self.participant
+            .prepare(self.table(service), req)
+            .await
+            .expect("prepare")
+    }
+
+    /// The participant's commit on `service`'s table.
+    pub async fn commit(&self, service: &str, req: &CompleteRequest) -> CompleteReply {
+        self.participant
+            .commit(self.table(service), req)
+            .await
+            .expect("commit")
+    }
+
+    /// The participant's abort on `service`'s table.
+    pub async fn abort(&self, service: &str, req: &CompleteRequest) -> CompleteReply {
+        self.participant
+            .abort(self.table(service), req)
+            .await
+            .expect("abort")
     }
 
     /// The protocol's view of an item.

@@ -37,6 +37,16 @@ async fn assert_tombstone(w: &World, service: &str, id: &str) -> ItemState {
     item
 }
 
+/// A new transaction prepared on alice with `o`, its deadline `ms` from now: the commit or abort
+/// request it will send (its id and deadline with it).
+async fn prepared_on_alice(w: &World, ms: u64, o: Value) -> CompleteRequest {
+    let tx = TxId::random();
+    let deadline = w.clock.now_ms() + ms;
+    w.prepare("accounts", &prepare_req(&tx, deadline, "alice", o.clone()))
+        .await;
+    complete_req(&tx, deadline, "alice", o)
+}
+
 async fn assert_unlocked(w: &World) {
     for (s, id) in [("accounts", "alice"), ("wallets", "bob")] {
         if let Some(item) = w.item(s, id).await {
@@ -114,9 +124,8 @@ async fn conflicting_live_lock_votes_conflict() {
     record.deadline = now + 10_000;
     w.log.create(&record).await.expect("holder's record");
     let held = w
-        .participant
         .prepare(
-            &w.accounts,
+            "accounts",
             &prepare_req(
                 &holder,
                 record.deadline,
@@ -124,8 +133,7 @@ async fn conflicting_live_lock_votes_conflict() {
                 json!({"set": {"note": "x"}}),
             ),
         )
-        .await
-        .expect("prepare");
+        .await;
     assert!(held.vote.is_yes(), "{:?}", held.vote);
 
     let rec = w.transfer("alice", "bob", 10).await;
@@ -250,11 +258,7 @@ async fn prepared_put(w: &World, id: &str) -> (PrepareRequest, CompleteRequest) 
     let tx = TxId::random();
     let deadline = w.clock.now_ms() + 5_000;
     let prep = prepare_req(&tx, deadline, id, put.clone());
-    let vote = w
-        .participant
-        .prepare(&w.wallets, &prep)
-        .await
-        .expect("prepare");
+    let vote = w.prepare("wallets", &prep).await;
     assert!(vote.vote.is_yes(), "{:?}", vote.vote);
     (prep, complete_req(&tx, deadline, id, put))
 }
@@ -267,28 +271,15 @@ async fn a_late_duplicate_prepare_of_a_put_cannot_recreate_an_item_deleted_since
     let w = World::new().await;
     bank(&w).await;
     let (prep, commit) = prepared_put(&w, "carol").await;
-    assert_eq!(
-        w.participant
-            .commit(&w.wallets, &commit)
-            .await
-            .expect("commit"),
-        CompleteReply::Done
-    );
+    assert_eq!(w.commit("wallets", &commit).await, CompleteReply::Done);
     w.clock.advance(1);
     let delete = json!({"participants": [{"participant": "wallets", "key": {"id": "carol"}, "op": {"delete": true}}]});
     let rec = w.coordinator.submit(&delete, None).await.expect("delete");
     assert_eq!(rec.status, TxStatus::Committed);
-    let late = w
-        .participant
-        .prepare(&w.wallets, &prep)
-        .await
-        .expect("late prepare");
+    let late = w.prepare("wallets", &prep).await;
     assert_eq!(reason(&late), Some(VoteReason::Fenced));
     assert_eq!(
-        w.participant
-            .commit(&w.wallets, &commit)
-            .await
-            .expect("re-driven commit"),
+        w.commit("wallets", &commit).await,
         CompleteReply::AlreadyDone
     );
     assert_tombstone(&w, "wallets", "carol").await;
@@ -300,23 +291,13 @@ async fn an_aborted_create_leaves_a_tombstone_that_refuses_its_late_prepare() {
     bank(&w).await;
     let (prep, abort) = prepared_put(&w, "erin").await;
     let tx = prep.tx_id.clone();
-    assert_eq!(
-        w.participant
-            .abort(&w.wallets, &abort)
-            .await
-            .expect("abort"),
-        CompleteReply::Done
-    );
+    assert_eq!(w.abort("wallets", &abort).await, CompleteReply::Done);
     let erin = assert_tombstone(&w, "wallets", "erin").await;
     assert_eq!(
         erin.fence.get(&tx).map(|e| e.outcome),
         Some(FenceOutcome::Aborted)
     );
-    let late = w
-        .participant
-        .prepare(&w.wallets, &prep)
-        .await
-        .expect("late prepare");
+    let late = w.prepare("wallets", &prep).await;
     assert_eq!(reason(&late), Some(VoteReason::Fenced));
     assert_tombstone(&w, "wallets", "erin").await;
 }
@@ -334,23 +315,9 @@ async fn repeated_prepare_is_a_yes_and_changes_nothing() {
         "alice",
         json!({"add": {"balance": -10}}),
     );
-    assert!(
-        w.participant
-            .prepare(&w.accounts, &req)
-            .await
-            .expect("prepare")
-            .vote
-            .is_yes()
-    );
+    assert!(w.prepare("accounts", &req).await.vote.is_yes());
     let first = w.item("accounts", "alice").await;
-    assert!(
-        w.participant
-            .prepare(&w.accounts, &req)
-            .await
-            .expect("prepare again")
-            .vote
-            .is_yes()
-    );
+    assert!(w.prepare("accounts", &req).await.vote.is_yes());
     assert_eq!(w.item("accounts", "alice").await, first);
 }
 
@@ -358,26 +325,10 @@ async fn repeated_prepare_is_a_yes_and_changes_nothing() {
 async fn repeated_commit_applies_once() {
     let w = World::new().await;
     bank(&w).await;
-    let tx = TxId::random();
-    let deadline = w.clock.now_ms() + 5_000;
-    let o = json!({"add": {"balance": -10}});
-    w.participant
-        .prepare(&w.accounts, &prepare_req(&tx, deadline, "alice", o.clone()))
-        .await
-        .expect("prepare");
-    let c = complete_req(&tx, deadline, "alice", o);
-    assert_eq!(
-        w.participant.commit(&w.accounts, &c).await.expect("commit"),
-        CompleteReply::Done
-    );
+    let c = prepared_on_alice(&w, 5_000, json!({"add": {"balance": -10}})).await;
+    assert_eq!(w.commit("accounts", &c).await, CompleteReply::Done);
     let after = w.item("accounts", "alice").await;
-    assert_eq!(
-        w.participant
-            .commit(&w.accounts, &c)
-            .await
-            .expect("commit again"),
-        CompleteReply::AlreadyDone
-    );
+    assert_eq!(w.commit("accounts", &c).await, CompleteReply::AlreadyDone);
     assert_eq!(w.item("accounts", "alice").await, after);
     assert_eq!(
         w.attr("accounts", "alice", "balance").await.as_deref(),
@@ -389,26 +340,10 @@ async fn repeated_commit_applies_once() {
 async fn repeated_abort_changes_nothing() {
     let w = World::new().await;
     bank(&w).await;
-    let tx = TxId::random();
-    let deadline = w.clock.now_ms() + 5_000;
-    let o = json!({"add": {"balance": -10}});
-    w.participant
-        .prepare(&w.accounts, &prepare_req(&tx, deadline, "alice", o.clone()))
-        .await
-        .expect("prepare");
-    let c = complete_req(&tx, deadline, "alice", o);
-    assert_eq!(
-        w.participant.abort(&w.accounts, &c).await.expect("abort"),
-        CompleteReply::Done
-    );
+    let c = prepared_on_alice(&w, 5_000, json!({"add": {"balance": -10}})).await;
+    assert_eq!(w.abort("accounts", &c).await, CompleteReply::Done);
     let after = w.item("accounts", "alice").await;
-    assert_eq!(
-        w.participant
-            .abort(&w.accounts, &c)
-            .await
-            .expect("abort again"),
-        CompleteReply::AlreadyDone
-    );
+    assert_eq!(w.abort("accounts", &c).await, CompleteReply::AlreadyDone);
     assert_eq!(w.item("accounts", "alice").await, after);
     assert_eq!(
         w.attr("accounts", "alice", "balance").await.as_deref(),
@@ -421,16 +356,9 @@ async fn repeated_abort_changes_nothing() {
 async fn commit_after_abort_is_reported_as_a_violation_not_applied() {
     let w = World::new().await;
     bank(&w).await;
-    let tx = TxId::random();
-    let deadline = w.clock.now_ms() + 5_000;
-    let o = json!({"add": {"balance": -10}});
-    w.participant
-        .prepare(&w.accounts, &prepare_req(&tx, deadline, "alice", o.clone()))
-        .await
-        .expect("prepare");
-    let c = complete_req(&tx, deadline, "alice", o);
-    w.participant.abort(&w.accounts, &c).await.expect("abort");
-    let reply = w.participant.commit(&w.accounts, &c).await.expect("commit");
+    let c = prepared_on_alice(&w, 5_000, json!({"add": {"balance": -10}})).await;
+    w.abort("accounts", &c).await;
+    let reply = w.commit("accounts", &c).await;
     assert!(
         matches!(reply, CompleteReply::Violation { .. }),
         "{reply:?}"
@@ -454,7 +382,7 @@ async fn commit_finding_neither_lock_nor_fence_entry_above_the_horizon_is_a_viol
         "alice",
         json!({"add": {"balance": -10}}),
     );
-    let reply = w.participant.commit(&w.accounts, &c).await.expect("commit");
+    let reply = w.commit("accounts", &c).await;
     assert!(
         matches!(reply, CompleteReply::Violation { .. }),
         "{reply:?}"
@@ -471,19 +399,9 @@ async fn commit_retried_after_its_fence_entry_was_pruned_is_done_not_reapplied()
     bank(&w).await;
     // T commits alice, its coordinator dies before finalizing; much later another transaction
     // prunes T's expired fence entry; then the sweeper re-drives T's commit.
-    let tx = TxId::random();
-    let deadline = w.clock.now_ms() + 1_000;
-    let o = json!({"add": {"balance": -10}});
-    w.participant
-        .prepare(&w.accounts, &prepare_req(&tx, deadline, "alice", o.clone()))
-        .await
-        .expect("prepare");
-    let c = complete_req(&tx, deadline, "alice", o);
-    assert_eq!(
-        w.participant.commit(&w.accounts, &c).await.expect("commit"),
-        CompleteReply::Done
-    );
-    let until = w.item("accounts", "alice").await.expect("alice").fence[&tx].expires_at;
+    let c = prepared_on_alice(&w, 1_000, json!({"add": {"balance": -10}})).await;
+    assert_eq!(w.commit("accounts", &c).await, CompleteReply::Done);
+    let until = w.item("accounts", "alice").await.expect("alice").fence[&c.tx_id].expires_at;
     w.clock.advance(until - w.clock.now_ms() + 1);
     let later = w.transfer("alice", "bob", 1).await;
     assert_eq!(later.status, TxStatus::Committed);
@@ -492,16 +410,10 @@ async fn commit_retried_after_its_fence_entry_was_pruned_is_done_not_reapplied()
             .await
             .expect("alice")
             .fence
-            .contains_key(&tx),
+            .contains_key(&c.tx_id),
         "entry should be pruned"
     );
-    assert_eq!(
-        w.participant
-            .commit(&w.accounts, &c)
-            .await
-            .expect("re-driven commit"),
-        CompleteReply::AlreadyDone
-    );
+    assert_eq!(w.commit("accounts", &c).await, CompleteReply::AlreadyDone);
     assert_eq!(
         w.attr("accounts", "alice", "balance").await.as_deref(),
         Some("89"),
@@ -524,11 +436,7 @@ async fn late_prepare_after_commit_is_refused_by_the_fence() {
         op: p.op.clone(),
         coordinator: "late".into(),
     };
-    let reply = w
-        .participant
-        .prepare(&w.accounts, &late)
-        .await
-        .expect("late prepare");
+    let reply = w.prepare("accounts", &late).await;
     assert_eq!(reason(&reply), Some(VoteReason::Fenced));
     assert_eq!(w.item("accounts", "alice").await.expect("alice").lock, None);
     assert_eq!(
@@ -576,20 +484,13 @@ async fn abort_that_overtakes_its_prepare_fences_it_out() {
     let o = json!({"add": {"balance": -10}});
     // The abort arrives first (the prepare was delayed in transit).
     assert_eq!(
-        w.participant
-            .abort(
-                &w.accounts,
-                &complete_req(&tx, deadline, "alice", o.clone())
-            )
-            .await
-            .expect("abort"),
+        w.abort("accounts", &complete_req(&tx, deadline, "alice", o.clone()))
+            .await,
         CompleteReply::Done
     );
     let reply = w
-        .participant
-        .prepare(&w.accounts, &prepare_req(&tx, deadline, "alice", o))
-        .await
-        .expect("late prepare");
+        .prepare("accounts", &prepare_req(&tx, deadline, "alice", o))
+        .await;
     assert_eq!(reason(&reply), Some(VoteReason::Fenced));
     assert_unlocked(&w).await;
 }
@@ -607,12 +508,7 @@ async fn prepare_after_the_deadline_is_refused() {
     );
     w.clock.advance(1_001);
     assert_eq!(
-        reason(
-            &w.participant
-                .prepare(&w.accounts, &req)
-                .await
-                .expect("prepare")
-        ),
+        reason(&w.prepare("accounts", &req).await),
         Some(VoteReason::Expired)
     );
     assert_unlocked(&w).await;
@@ -741,17 +637,10 @@ async fn a_hot_items_fence_stays_within_capacity_and_still_refuses_every_ended_t
     // commit applies nothing.
     for rec in &done {
         let (late, again) = first_participant_messages(rec);
-        let reply = w
-            .participant
-            .prepare(&w.accounts, &late)
-            .await
-            .expect("late prepare");
+        let reply = w.prepare("accounts", &late).await;
         assert_eq!(reason(&reply), Some(VoteReason::Fenced), "{}", rec.tx_id);
         assert_eq!(
-            w.participant
-                .commit(&w.accounts, &again)
-                .await
-                .expect("commit"),
+            w.commit("accounts", &again).await,
             CompleteReply::AlreadyDone
         );
     }
@@ -779,11 +668,7 @@ async fn an_abort_that_finds_the_fence_full_raises_the_horizon_instead_of_growin
         json!({"add": {"balance": -1}}),
     );
     abort.began = w.clock.now_ms();
-    let reply = w
-        .participant
-        .abort(&w.accounts, &abort)
-        .await
-        .expect("abort");
+    let reply = w.abort("accounts", &abort).await;
     assert!(reply.acknowledged(), "{reply:?}");
     let after = w.item("accounts", "alice").await.expect("alice");
     assert_eq!(after.fence, before.fence, "no entry added to a full fence");
@@ -796,18 +681,11 @@ async fn an_abort_that_finds_the_fence_full_raises_the_horizon_instead_of_growin
         json!({"add": {"balance": -1}}),
     );
     late.began = abort.began;
-    let vote = w
-        .participant
-        .prepare(&w.accounts, &late)
-        .await
-        .expect("late prepare");
+    let vote = w.prepare("accounts", &late).await;
     assert_eq!(reason(&vote), Some(VoteReason::Fenced));
     // A repeated abort has nothing left to do and writes nothing.
     assert_eq!(
-        w.participant
-            .abort(&w.accounts, &abort)
-            .await
-            .expect("again"),
+        w.abort("accounts", &abort).await,
         CompleteReply::AlreadyDone
     );
     assert_eq!(w.item("accounts", "alice").await.expect("alice"), after);
@@ -824,11 +702,7 @@ async fn a_commit_never_lowers_a_horizon_raised_after_its_prepare() {
     let deadline = w.clock.now_ms() + 5_000;
     let mut prep = prepare_req(&t, deadline, "alice", o.clone());
     prep.began = w.clock.now_ms();
-    let vote = w
-        .participant
-        .prepare(&w.accounts, &prep)
-        .await
-        .expect("prepare");
+    let vote = w.prepare("accounts", &prep).await;
     assert!(vote.vote.is_yes(), "{:?}", vote.vote);
     let prune = vote.prune.clone().expect("a full fence is pruned");
     // Meanwhile X, which began later, aborts on alice without a lock: the fence is full, so
@@ -838,24 +712,12 @@ async fn a_commit_never_lowers_a_horizon_raised_after_its_prepare() {
     let mut abort_x = complete_req(&x, deadline, "alice", o.clone());
     abort_x.began = w.clock.now_ms();
     assert!(abort_x.began > prune.horizon);
-    assert!(
-        w.participant
-            .abort(&w.accounts, &abort_x)
-            .await
-            .expect("abort X")
-            .acknowledged()
-    );
+    assert!(w.abort("accounts", &abort_x).await.acknowledged());
     // T's commit with its prune hint must not lower the horizon X raised.
     let mut commit = complete_req(&t, deadline, "alice", o);
     commit.began = prep.began;
     commit.prune = Some(prune);
-    assert_eq!(
-        w.participant
-            .commit(&w.accounts, &commit)
-            .await
-            .expect("commit"),
-        CompleteReply::Done
-    );
+    assert_eq!(w.commit("accounts", &commit).await, CompleteReply::Done);
     let alice = w.item("accounts", "alice").await.expect("alice");
     assert_eq!(alice.horizon, abort_x.began, "horizon kept");
     assert_eq!(
@@ -879,18 +741,12 @@ async fn an_abort_hinted_refused_still_releases_a_lock_its_duplicate_prepare_too
     let deadline = w.clock.now_ms() + 5_000;
     let o = json!({"add": {"balance": -10}});
     let vote = w
-        .participant
-        .prepare(&w.accounts, &prepare_req(&tx, deadline, "alice", o.clone()))
-        .await
-        .expect("duplicate prepare");
+        .prepare("accounts", &prepare_req(&tx, deadline, "alice", o.clone()))
+        .await;
     assert!(vote.vote.is_yes(), "{:?}", vote.vote);
     let mut abort = complete_req(&tx, deadline, "alice", o);
     abort.refused = true;
-    let reply = w
-        .participant
-        .abort(&w.accounts, &abort)
-        .await
-        .expect("abort");
+    let reply = w.abort("accounts", &abort).await;
     assert_eq!(reply, CompleteReply::Done);
     let alice = w.item("accounts", "alice").await.expect("alice");
     assert_eq!(alice.lock, None);
@@ -911,23 +767,15 @@ async fn an_abort_hinted_refused_fences_an_item_another_transaction_holds() {
     let holder = TxId::random();
     let deadline = w.clock.now_ms() + 5_000;
     let o = json!({"add": {"balance": -10}, "set": {"memo": "held"}});
-    w.participant
-        .prepare(
-            &w.accounts,
-            &prepare_req(&holder, deadline, "alice", o.clone()),
-        )
-        .await
-        .expect("holder prepare");
+    w.prepare(
+        "accounts",
+        &prepare_req(&holder, deadline, "alice", o.clone()),
+    )
+    .await;
     let tx = TxId::random();
     let mut abort = complete_req(&tx, deadline, "alice", o.clone());
     abort.refused = true;
-    assert_eq!(
-        w.participant
-            .abort(&w.accounts, &abort)
-            .await
-            .expect("abort"),
-        CompleteReply::Done
-    );
+    assert_eq!(w.abort("accounts", &abort).await, CompleteReply::Done);
     let alice = w.item("accounts", "alice").await.expect("alice");
     assert_eq!(alice.lock.map(|l| l.tx_id), Some(holder));
     assert_eq!(
@@ -935,10 +783,8 @@ async fn an_abort_hinted_refused_fences_an_item_another_transaction_holds() {
         Some(FenceOutcome::Aborted)
     );
     let late = w
-        .participant
-        .prepare(&w.accounts, &prepare_req(&tx, deadline, "alice", o))
-        .await
-        .expect("late prepare");
+        .prepare("accounts", &prepare_req(&tx, deadline, "alice", o))
+        .await;
     assert_eq!(reason(&late), Some(VoteReason::Fenced));
 }
 
@@ -1005,11 +851,7 @@ async fn newcomer(w: &World) -> (TxId, PrepareReply) {
         "alice",
         json!({"set": {"note": "t2"}}),
     );
-    let reply = w
-        .participant
-        .prepare(&w.accounts, &req)
-        .await
-        .expect("newcomer prepare");
+    let reply = w.prepare("accounts", &req).await;
     (tx, reply)
 }
 
@@ -1220,13 +1062,11 @@ async fn unexpired_lock_is_never_resolved() {
     bank(&w).await;
     let tx = TxId::random();
     let deadline = w.clock.now_ms() + 1_000;
-    w.participant
-        .prepare(
-            &w.accounts,
-            &prepare_req(&tx, deadline, "alice", json!({"add": {"balance": -1}})),
-        )
-        .await
-        .expect("prepare");
+    w.prepare(
+        "accounts",
+        &prepare_req(&tx, deadline, "alice", json!({"add": {"balance": -1}})),
+    )
+    .await;
     let (_, reply) = newcomer(&w).await;
     assert_eq!(reason(&reply), Some(VoteReason::Conflict));
     assert!(

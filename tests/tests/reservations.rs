@@ -36,10 +36,8 @@ async fn merchant(w: &World, balance: i64) {
 
 /// `tx`'s prepare of `op` on alice, the reply.
 async fn prepare_alice(w: &World, tx: &TxId, deadline: u64, op: Value) -> PrepareReply {
-    w.participant
-        .prepare(&w.accounts, &prepare_req(tx, deadline, "alice", op))
+    w.prepare("accounts", &prepare_req(tx, deadline, "alice", op))
         .await
-        .expect("prepare")
 }
 
 /// `tx`'s commit (or abort) of `op` on alice.

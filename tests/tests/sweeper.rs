@@ -133,14 +133,7 @@ async fn sweeper_clears_an_orphan_lock_left_by_a_late_prepare() {
         op,
         coordinator: "late".into(),
     };
-    assert!(
-        w.participant
-            .prepare(&w.wallets, &req)
-            .await
-            .expect("prepare")
-            .vote
-            .is_yes()
-    );
+    assert!(w.prepare("wallets", &req).await.vote.is_yes());
     w.clock.advance(1_001);
     let report = w.sweeper().run().await.expect("sweep");
     assert_eq!(
