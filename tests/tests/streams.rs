@@ -253,3 +253,87 @@ async fn a_gone_connection_is_forgotten() {
         "a gone connection is deleted"
     );
 }
+
+/// Everyone listens to everything through one connection; lookups are counted.
+#[derive(Default)]
+struct OneListener {
+    lookups: Mutex<Vec<String>>,
+}
+
+impl Subscriptions for &OneListener {
+    async fn subscribers(&self, topics: &[String]) -> Result<Vec<String>, SinkError> {
+        self.lookups
+            .lock()
+            .expect("lock")
+            .extend(topics.iter().cloned());
+        Ok(vec!["c1".into()])
+    }
+    async fn forget(&self, _: &str) -> Result<(), SinkError> {
+        Ok(())
+    }
+}
+
+/// Records what each connection received, in order.
+#[derive(Default)]
+struct Received(Mutex<Vec<(String, Value)>>);
+
+impl Push for &Received {
+    async fn post(&self, connection_id: &str, payload: &str) -> Result<(), PushError> {
+        let v: Value = serde_json::from_str(payload).expect("json");
+        self.0
+            .lock()
+            .expect("lock")
+            .push((connection_id.to_owned(), v));
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_batch_looks_up_each_topic_once_and_pushes_in_stream_order() {
+    let w = World::new().await;
+    bank(&w).await;
+    for _ in 0..5 {
+        assert_eq!(
+            w.transfer("alice", "bob", 10).await.status,
+            TxStatus::Committed
+        );
+    }
+    let (lake, listeners, received) = (
+        MemoryLake::default(),
+        OneListener::default(),
+        Received::default(),
+    );
+    let processor = &Processor::new(tables(&w), &lake, &listeners, &received);
+    let mut poller = poller(&w).await;
+    poller
+        .poll_once(&|e| async move { processor.handle(&e).await })
+        .await
+        .expect("poll");
+    // Every topic at most once per batch: alice's and bob's entity topics, each transaction's,
+    // and "all" once per batch (one batch per table here).
+    let lookups = listeners.lookups.lock().expect("lock").clone();
+    let mut distinct = lookups.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(
+        lookups.iter().filter(|t| t.as_str() == "all").count(),
+        3,
+        "one lookup of `all` per table's batch: {lookups:?}"
+    );
+    assert_eq!(distinct.len(), 1 + 2 + 5, "{distinct:?}");
+    // Each item's versions reach the connection in order, every one of them.
+    let received = received.0.lock().expect("lock").clone();
+    for id in ["alice", "bob"] {
+        let versions: Vec<i64> = received
+            .iter()
+            .filter(|(c, m)| c == "c1" && m["type"] == "entity.committed" && m["key"]["id"] == id)
+            .map(|(_, m)| m["version"].as_i64().expect("version"))
+            .collect();
+        assert_eq!(versions, [1, 2, 3, 4, 5], "{id}");
+    }
+    let completed = received
+        .iter()
+        .filter(|(_, m)| m["type"] == "transaction.completed")
+        .count();
+    assert_eq!(completed, 5);
+}

@@ -4,10 +4,17 @@
 //! processor, and — like the mapping with `ReportBatchItemFailures` — redelivers from the first
 //! failed record until it goes through. Positions are checkpointed after each delivered batch,
 //! so a restart resumes where it stopped (at-least-once, never skipping).
+//!
+//! [`Poller::run`] reads every stream at once, each in its own loop that reads again at once
+//! while records come and waits `every` when its shards are caught up; it lists a stream's
+//! shards (`DescribeStream`, costly on DynamoDB Local) at start, when a shard closes or fails,
+//! and otherwise every [`DISCOVER_EVERY`]. [`Poller::poll_once`] reads everything there is, once
+//! (for tests and tools).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::time::Duration;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use aws_lambda_events::dynamodb::Event;
 use aws_lambda_events::streams::DynamoDbEventResponse;
@@ -18,6 +25,10 @@ use tracing::warn;
 
 /// Where each shard was read up to (shard id → last delivered sequence number).
 pub type Checkpoints = BTreeMap<String, String>;
+
+/// How often a stream's shards are listed again when none closed or failed: new shards appear
+/// when one closes (DynamoDB rolls them over every few hours), which the reading loop notices.
+pub const DISCOVER_EVERY: Duration = Duration::from_secs(10);
 
 /// One table's stream.
 pub struct StreamSource {
@@ -30,10 +41,61 @@ pub struct StreamSource {
 pub struct Poller {
     client: Client,
     sources: Vec<StreamSource>,
-    checkpoints: Checkpoints,
-    checkpoint_file: Option<PathBuf>,
+    store: CheckpointStore,
     /// Records per batch (Lambda's `BatchSize`).
     pub batch_size: i32,
+}
+
+/// The checkpoints of every shard, and the file that keeps them across restarts.
+struct CheckpointStore {
+    checkpoints: Mutex<Checkpoints>,
+    file: Option<PathBuf>,
+}
+
+impl CheckpointStore {
+    fn get(&self, shard: &str) -> Option<String> {
+        self.lock().get(shard).cloned()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Checkpoints> {
+        // A panic while holding it leaves the map as it was: still the right positions.
+        self.checkpoints
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Records `seq` as delivered on `shard` and saves every position (a temporary file, then
+    /// a rename: a crash leaves the old file or the new one).
+    fn advance(&self, shard: &str, seq: &str) {
+        let text = {
+            let mut c = self.lock();
+            c.insert(shard.to_owned(), seq.to_owned());
+            self.file
+                .as_ref()
+                .map(|_| serde_json::to_string_pretty(&*c).unwrap_or_default())
+        };
+        if let (Some(f), Some(text)) = (&self.file, text) {
+            let tmp = f.with_extension("tmp");
+            if std::fs::write(&tmp, text)
+                .and_then(|()| std::fs::rename(&tmp, f))
+                .is_err()
+            {
+                warn!(file = %f.display(), "could not save stream checkpoints");
+            }
+        }
+    }
+}
+
+/// What one read of a shard did.
+enum Read {
+    /// Delivered this many records (all of the batch).
+    Delivered(usize),
+    /// Nothing there (yet).
+    Empty,
+    /// The shard is closed and read to its end, or its iterator was lost (expired, trimmed, a
+    /// failed read or a failed delivery, which is retried from its checkpoint): list the
+    /// stream's shards again. Carries the records delivered before (a partial batch).
+    Reopen(usize),
 }
 
 fn attr_json(a: &AttributeValue) -> Value {
@@ -111,79 +173,11 @@ impl Poller {
                     iterators: BTreeMap::new(),
                 })
                 .collect(),
-            checkpoints,
-            checkpoint_file,
+            store: CheckpointStore {
+                checkpoints: Mutex::new(checkpoints),
+                file: checkpoint_file,
+            },
             batch_size: 100,
-        }
-    }
-
-    async fn discover(&mut self) -> Result<(), String> {
-        for src in &mut self.sources {
-            let mut start = None;
-            loop {
-                let out = self
-                    .client
-                    .describe_stream()
-                    .stream_arn(&src.arn)
-                    .set_exclusive_start_shard_id(start)
-                    .send()
-                    .await
-                    .map_err(|e| {
-                        format!(
-                            "describing stream {}: {}",
-                            src.arn,
-                            aws_sdk_dynamodbstreams::error::DisplayErrorContext(&e)
-                        )
-                    })?;
-                let Some(desc) = out.stream_description() else {
-                    break;
-                };
-                for shard in desc.shards() {
-                    let Some(id) = shard.shard_id() else { continue };
-                    if src.iterators.contains_key(id) {
-                        continue;
-                    }
-                    let (kind, seq) = match self.checkpoints.get(id) {
-                        Some(seq) => (ShardIteratorType::AfterSequenceNumber, Some(seq.clone())),
-                        None => (ShardIteratorType::TrimHorizon, None),
-                    };
-                    let it = self
-                        .client
-                        .get_shard_iterator()
-                        .stream_arn(&src.arn)
-                        .shard_id(id)
-                        .shard_iterator_type(kind)
-                        .set_sequence_number(seq)
-                        .send()
-                        .await
-                        .map_err(|e| {
-                            format!(
-                                "iterator for {id}: {}",
-                                aws_sdk_dynamodbstreams::error::DisplayErrorContext(&e)
-                            )
-                        })?;
-                    src.iterators
-                        .insert(id.to_owned(), it.shard_iterator().map(str::to_owned));
-                }
-                start = desc.last_evaluated_shard_id().map(str::to_owned);
-                if start.is_none() {
-                    break;
-                }
-            }
-        }
-        Ok(())
-    }
-
-    fn save(&self) {
-        if let Some(f) = &self.checkpoint_file {
-            let tmp = f.with_extension("tmp");
-            let text = serde_json::to_string_pretty(&self.checkpoints).unwrap_or_default();
-            if std::fs::write(&tmp, text)
-                .and_then(|()| std::fs::rename(&tmp, f))
-                .is_err()
-            {
-                warn!(file = %f.display(), "could not save stream checkpoints");
-            }
         }
     }
 
@@ -195,88 +189,25 @@ impl Poller {
         F: Fn(Event) -> Fut,
         Fut: std::future::Future<Output = DynamoDbEventResponse>,
     {
-        self.discover().await?;
         let mut delivered = 0;
-        for si in 0..self.sources.len() {
-            let arn = self.sources[si].arn.clone();
-            let shards: Vec<String> = self.sources[si].iterators.keys().cloned().collect();
-            for shard in shards {
+        for src in &mut self.sources {
+            src.discover(&self.client, &self.store).await?;
+            for shard in src.open_shards() {
                 // GetRecords may answer empty while records lie further on in the shard: only
                 // consecutive empty answers mean caught up.
                 let mut empty = 0;
-                while let Some(Some(iterator)) = self.sources[si].iterators.get(&shard).cloned() {
-                    let out = match self
-                        .client
-                        .get_records()
-                        .shard_iterator(&iterator)
-                        .limit(self.batch_size)
-                        .send()
-                        .await
+                while empty < 3 {
+                    match src
+                        .read(&self.client, &self.store, &shard, self.batch_size, deliver)
+                        .await?
                     {
-                        Ok(o) => o,
-                        Err(e) => {
-                            // An expired iterator, or (DynamoDB Local) a shard with nothing in it
-                            // yet: start again from the checkpoint.
-                            let routine = e.as_service_error().is_some_and(|s| {
-                                s.is_trimmed_data_access_exception()
-                                    || s.is_expired_iterator_exception()
-                            });
-                            if routine {
-                                tracing::debug!(shard, "re-opening the shard iterator");
-                            } else {
-                                warn!(shard, error = %aws_sdk_dynamodbstreams::error::DisplayErrorContext(&e), "reading the shard failed; re-opening it from its checkpoint");
-                            }
-                            self.sources[si].iterators.remove(&shard);
-                            break;
+                        Read::Delivered(n) => {
+                            delivered += n;
+                            empty = 0;
                         }
-                    };
-                    let records = out.records();
-                    if records.is_empty() {
-                        // A closed shard has no next iterator: it is forgotten.
-                        self.sources[si]
-                            .iterators
-                            .insert(shard.clone(), out.next_shard_iterator().map(str::to_owned));
-                        empty += 1;
-                        if empty >= 3 {
-                            break;
-                        }
-                        continue;
-                    }
-                    empty = 0;
-                    let event_json = json!({"Records": records.iter().map(|r| lambda_record(&arn, r)).collect::<Vec<_>>()});
-                    let event: Event = serde_json::from_value(event_json)
-                        .map_err(|e| format!("building the stream event: {e}"))?;
-                    let response = deliver(event).await;
-                    let failed: Vec<&str> = response
-                        .batch_item_failures
-                        .iter()
-                        .filter_map(|f| f.item_identifier.as_deref())
-                        .collect();
-                    let seqs: Vec<&str> = records
-                        .iter()
-                        .filter_map(|r| r.dynamodb().and_then(|d| d.sequence_number()))
-                        .collect();
-                    match seqs.iter().position(|s| failed.contains(s)) {
-                        None => {
-                            delivered += records.len();
-                            if let Some(last) = seqs.last() {
-                                self.checkpoints.insert(shard.clone(), (*last).to_owned());
-                                self.save();
-                            }
-                            self.sources[si].iterators.insert(
-                                shard.clone(),
-                                out.next_shard_iterator().map(str::to_owned),
-                            );
-                        }
-                        Some(first_failed) => {
-                            // Keep what went through, redeliver from the first failure next pass.
-                            delivered += first_failed;
-                            if first_failed > 0 {
-                                self.checkpoints
-                                    .insert(shard.clone(), seqs[first_failed - 1].to_owned());
-                                self.save();
-                            }
-                            self.sources[si].iterators.remove(&shard);
+                        Read::Empty => empty += 1,
+                        Read::Reopen(n) => {
+                            delivered += n;
                             break;
                         }
                     }
@@ -286,19 +217,219 @@ impl Poller {
         Ok(delivered)
     }
 
-    /// Polls forever, every `every` when idle.
-    pub async fn run<F, Fut>(mut self, every: Duration, deliver: F)
+    /// Polls forever: every stream in its own loop, which reads again at once while records
+    /// come and waits `every` once its shards are caught up.
+    pub async fn run<F, Fut>(self, every: Duration, deliver: F)
     where
         F: Fn(Event) -> Fut,
         Fut: std::future::Future<Output = DynamoDbEventResponse>,
     {
-        loop {
-            match self.poll_once(&deliver).await {
-                Ok(n) if n > 0 => continue,
-                Ok(_) => {}
-                Err(e) => warn!(error = %e, "stream polling failed; retrying"),
+        let Poller {
+            client,
+            sources,
+            store,
+            batch_size,
+        } = self;
+        let loops: Vec<_> = sources
+            .into_iter()
+            .map(|src| follow(src, &client, &store, batch_size, every, &deliver))
+            .collect();
+        futures::future::join_all(loops).await;
+    }
+}
+
+/// Reads one stream forever: again at once while records come, after `every` once its shards
+/// are caught up; its shards listed again at [`DISCOVER_EVERY`], or sooner when one closed or
+/// failed.
+async fn follow<F, Fut>(
+    mut src: StreamSource,
+    client: &Client,
+    store: &CheckpointStore,
+    batch_size: i32,
+    every: Duration,
+    deliver: &F,
+) where
+    F: Fn(Event) -> Fut,
+    Fut: std::future::Future<Output = DynamoDbEventResponse>,
+{
+    let mut listed: Option<Instant> = None;
+    loop {
+        if listed.is_none_or(|t| t.elapsed() >= DISCOVER_EVERY) {
+            match src.discover(client, store).await {
+                Ok(()) => listed = Some(Instant::now()),
+                Err(e) => {
+                    warn!(stream = %src.arn, error = %e, "listing the stream's shards failed; retrying")
+                }
             }
+        }
+        let mut delivered = 0;
+        for shard in src.open_shards() {
+            match src.read(client, store, &shard, batch_size, deliver).await {
+                Ok(Read::Delivered(n)) => delivered += n,
+                Ok(Read::Empty) => {}
+                Ok(Read::Reopen(n)) => {
+                    delivered += n;
+                    listed = None;
+                }
+                Err(e) => {
+                    warn!(stream = %src.arn, error = %e, "stream polling failed; retrying");
+                    listed = None;
+                }
+            }
+        }
+        if delivered == 0 {
             tokio::time::sleep(every).await; // the streams API has no long poll
+        }
+    }
+}
+
+impl StreamSource {
+    /// The shards with an iterator to read.
+    fn open_shards(&self) -> Vec<String> {
+        self.iterators
+            .iter()
+            .filter(|(_, it)| it.is_some())
+            .map(|(id, _)| id.clone())
+            .collect()
+    }
+
+    /// Lists the stream's shards and opens an iterator on each one not known yet: after its
+    /// checkpoint, or from the oldest record.
+    async fn discover(&mut self, client: &Client, store: &CheckpointStore) -> Result<(), String> {
+        let mut start = None;
+        loop {
+            let out = client
+                .describe_stream()
+                .stream_arn(&self.arn)
+                .set_exclusive_start_shard_id(start)
+                .send()
+                .await
+                .map_err(|e| {
+                    format!(
+                        "describing stream {}: {}",
+                        self.arn,
+                        aws_sdk_dynamodbstreams::error::DisplayErrorContext(&e)
+                    )
+                })?;
+            let Some(desc) = out.stream_description() else {
+                break;
+            };
+            for shard in desc.shards() {
+                let Some(id) = shard.shard_id() else { continue };
+                if self.iterators.contains_key(id) {
+                    continue;
+                }
+                let (kind, seq) = match store.get(id) {
+                    Some(seq) => (ShardIteratorType::AfterSequenceNumber, Some(seq)),
+                    None => (ShardIteratorType::TrimHorizon, None),
+                };
+                let it = client
+                    .get_shard_iterator()
+                    .stream_arn(&self.arn)
+                    .shard_id(id)
+                    .shard_iterator_type(kind)
+                    .set_sequence_number(seq)
+                    .send()
+                    .await
+                    .map_err(|e| {
+                        format!(
+                            "iterator for {id}: {}",
+                            aws_sdk_dynamodbstreams::error::DisplayErrorContext(&e)
+                        )
+                    })?;
+                self.iterators
+                    .insert(id.to_owned(), it.shard_iterator().map(str::to_owned));
+            }
+            start = desc.last_evaluated_shard_id().map(str::to_owned);
+            if start.is_none() {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// One `GetRecords` on `shard` and, if it brought records, their delivery.
+    async fn read<F, Fut>(
+        &mut self,
+        client: &Client,
+        store: &CheckpointStore,
+        shard: &str,
+        batch_size: i32,
+        deliver: &F,
+    ) -> Result<Read, String>
+    where
+        F: Fn(Event) -> Fut,
+        Fut: std::future::Future<Output = DynamoDbEventResponse>,
+    {
+        let Some(Some(iterator)) = self.iterators.get(shard).cloned() else {
+            return Ok(Read::Reopen(0));
+        };
+        let out = match client
+            .get_records()
+            .shard_iterator(&iterator)
+            .limit(batch_size)
+            .send()
+            .await
+        {
+            Ok(o) => o,
+            Err(e) => {
+                // An expired iterator, or (DynamoDB Local) a shard with nothing in it yet: start
+                // again from the checkpoint.
+                let routine = e.as_service_error().is_some_and(|s| {
+                    s.is_trimmed_data_access_exception() || s.is_expired_iterator_exception()
+                });
+                if routine {
+                    tracing::debug!(shard, "re-opening the shard iterator");
+                } else {
+                    warn!(shard, error = %aws_sdk_dynamodbstreams::error::DisplayErrorContext(&e), "reading the shard failed; re-opening it from its checkpoint");
+                }
+                self.iterators.remove(shard);
+                return Ok(Read::Reopen(0));
+            }
+        };
+        let records = out.records();
+        let next = out.next_shard_iterator().map(str::to_owned);
+        if records.is_empty() {
+            // A closed shard read to its end has no next iterator: it is forgotten (kept as
+            // known, so that it is not opened again), and its children are listed.
+            let closed = next.is_none();
+            self.iterators.insert(shard.to_owned(), next);
+            return Ok(if closed { Read::Reopen(0) } else { Read::Empty });
+        }
+        let event_json = json!({"Records": records.iter().map(|r| lambda_record(&self.arn, r)).collect::<Vec<_>>()});
+        let event: Event = serde_json::from_value(event_json)
+            .map_err(|e| format!("building the stream event: {e}"))?;
+        let response = deliver(event).await;
+        let failed: Vec<&str> = response
+            .batch_item_failures
+            .iter()
+            .filter_map(|f| f.item_identifier.as_deref())
+            .collect();
+        let seqs: Vec<&str> = records
+            .iter()
+            .filter_map(|r| r.dynamodb().and_then(|d| d.sequence_number()))
+            .collect();
+        match seqs.iter().position(|s| failed.contains(s)) {
+            None => {
+                if let Some(last) = seqs.last() {
+                    store.advance(shard, last);
+                }
+                let closed = next.is_none();
+                self.iterators.insert(shard.to_owned(), next);
+                Ok(if closed {
+                    Read::Reopen(records.len())
+                } else {
+                    Read::Delivered(records.len())
+                })
+            }
+            Some(first_failed) => {
+                // Keep what went through, redeliver from the first failure.
+                if first_failed > 0 {
+                    store.advance(shard, seqs[first_failed - 1]);
+                }
+                self.iterators.remove(shard);
+                Ok(Read::Reopen(first_failed))
+            }
         }
     }
 }

@@ -3,12 +3,18 @@
 
 use aws_lambda_events::dynamodb::Event;
 use aws_lambda_events::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
+use std::collections::{BTreeMap, BTreeSet};
+
 use futures::future::join_all;
+use futures::stream::{self, StreamExt};
 use tracing::{info, warn};
 
 use crate::detect::{Change, Tables, change_of, detect};
 use crate::ports::{Lake, Push, PushError, Subscriptions};
 use crate::rows::{message, row};
+
+/// How many subscription lookups a batch makes at once.
+const LOOKUPS_AT_ONCE: usize = 16;
 
 /// What one batch did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -59,6 +65,18 @@ impl<K: Lake, S: Subscriptions, P: Push> Processor<K, S, P> {
         response
     }
 
+    /// The connections subscribed to `topic` (`None`: the lookup failed, and said so).
+    async fn listeners(&self, topic: String) -> (String, Option<Vec<String>>) {
+        let found = self
+            .subscriptions
+            .subscribers(std::slice::from_ref(&topic))
+            .await;
+        if let Err(e) = &found {
+            warn!(%topic, error = %e, "reading subscriptions failed; the records will be retried");
+        }
+        (topic, found.ok())
+    }
+
     /// Processes changes in stream order.
     pub async fn process(&self, changes: &[Change]) -> Processed {
         let mut out = Processed::default();
@@ -87,23 +105,58 @@ impl<K: Lake, S: Subscriptions, P: Push> Processor<K, S, P> {
                 }
             }
         }
-        for (c, d) in &detected {
-            let (topics, msg) = message(d);
-            let connections = match self.subscriptions.subscribers(&topics).await {
-                Ok(c) => c,
-                Err(e) => {
-                    warn!(error = %e, "reading subscriptions failed; the record will be retried");
-                    failed[*c] = true;
-                    continue;
-                }
-            };
-            let payload = msg.to_string();
-            let results = join_all(connections.iter().map(|id| {
-                let payload = &payload;
-                async move { (id, self.push.post(id, payload).await) }
-            }))
+        // Who listens: one lookup per distinct topic of the batch, several at a time.
+        let messages: Vec<(usize, Vec<String>, String)> = detected
+            .iter()
+            .map(|(c, d)| {
+                let (topics, msg) = message(d);
+                (*c, topics, msg.to_string())
+            })
+            .collect();
+        let distinct: BTreeSet<String> = messages
+            .iter()
+            .flat_map(|(_, t, _)| t.iter().cloned())
+            .collect();
+        let lookups = distinct.into_iter().map(|topic| self.listeners(topic));
+        let listeners: BTreeMap<String, Option<Vec<String>>> = stream::iter(lookups)
+            .buffer_unordered(LOOKUPS_AT_ONCE)
+            .collect()
             .await;
-            for (id, result) in results {
+        // Each connection's messages in stream order; connections all at once.
+        let mut queues: BTreeMap<String, Vec<(usize, &str)>> = BTreeMap::new();
+        for (c, topics, payload) in &messages {
+            let mut to: BTreeSet<&String> = BTreeSet::new();
+            for topic in topics {
+                match listeners.get(topic) {
+                    Some(Some(connections)) => to.extend(connections),
+                    _ => failed[*c] = true,
+                }
+            }
+            if failed[*c] {
+                continue;
+            }
+            for connection in to {
+                queues
+                    .entry(connection.clone())
+                    .or_default()
+                    .push((*c, payload.as_str()));
+            }
+        }
+        let sent = join_all(queues.iter().map(|(id, queue)| async move {
+            let mut results = vec![];
+            for (c, payload) in queue {
+                let result = self.push.post(id, payload).await;
+                let gone = matches!(result, Err(PushError::Gone));
+                results.push((*c, result));
+                if gone {
+                    break; // nothing more reaches it
+                }
+            }
+            (id, results)
+        }))
+        .await;
+        for (id, results) in sent {
+            for (c, result) in results {
                 match result {
                     Ok(()) => out.pushed += 1,
                     Err(PushError::Gone) => {
@@ -114,7 +167,7 @@ impl<K: Lake, S: Subscriptions, P: Push> Processor<K, S, P> {
                     }
                     Err(PushError::Failed(e)) => {
                         warn!(connection = %id, error = %e, "push failed; the record will be retried");
-                        failed[*c] = true;
+                        failed[c] = true;
                     }
                 }
             }
