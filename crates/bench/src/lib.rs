@@ -16,7 +16,9 @@
 //!   checks after each cell that the balance sum was conserved, exactly the committed writes were
 //!   applied and no lock or reservation was left behind, every escrow idle at the value;
 //! - [`timing`]: the coordinator's ports wrapped to time each protocol step;
-//! - [`stats`]: percentiles from sorted samples; [`report`]: Markdown, hand-written SVG, JSON.
+//! - [`stats`]: percentiles from sorted samples; [`report`]: Markdown, hand-written SVG, JSON;
+//! - [`live`]: `make bench-live`, another bench: the local stack (`twopc serve`) from outside,
+//!   a committed transfer's WebSocket push fresh and after aging, and a restart.
 //!
 //! Every figure is reported beside the native figure of the same run, as a ratio: a lone
 //! absolute time on a shared 2-core machine means little.
@@ -25,6 +27,7 @@
 pub mod capacity;
 pub mod config;
 pub mod counter;
+pub mod live;
 pub mod load;
 pub mod procfs;
 pub mod report;

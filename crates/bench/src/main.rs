@@ -13,12 +13,16 @@
 //! the report goes to `bench/results/` (`latest.md`, `latest.svg`, `latest.json`).
 //! `TWOPC_BENCH_STARTED` (epoch seconds, set by `make bench`) lets the report state the wall
 //! time of the whole `make bench`. Exit status 1 if any correctness check failed.
+//!
+//! `twopc-bench live [--quick] [--twopc PATH] [--out DIR] ...` is the other bench (`make
+//! bench-live`, [`twopc_bench::live`]): the local stack from outside; see [`LIVE_USAGE`].
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use twopc_bench::config::BenchConfig;
+use twopc_bench::live::LiveConfig;
 use twopc_bench::report;
 use twopc_bench::systems::System;
 use twopc_bench::workload::{Contention, Workload};
@@ -156,9 +160,154 @@ fn parse_workload(text: &str) -> Result<Workload, String> {
     })
 }
 
+const LIVE_USAGE: &str = "usage: twopc-bench live [--quick] [--twopc PATH] [--out DIR] \
+                          [--transfers N] [--concurrency C] [--age K] [--age-concurrency C] \
+                          [--accounts N] [--push-timeout-secs S] [--keep]\n\
+                          --twopc defaults to target/debug/twopc (what `make run` runs); the \
+                          report goes to bench/results/live.{md,json} (--quick: target/bench-live-quick/)";
+
+fn parse_live(args: &[String]) -> Result<(LiveConfig, PathBuf), String> {
+    let value = |i: usize| {
+        args.get(i + 1)
+            .cloned()
+            .ok_or_else(|| format!("{} needs a value\n{LIVE_USAGE}", args[i]))
+    };
+    let count = |i: usize| -> Result<usize, String> {
+        value(i)?
+            .parse::<usize>()
+            .ok()
+            .filter(|n| *n > 0)
+            .ok_or_else(|| format!("{} needs a positive whole number\n{LIVE_USAGE}", args[i]))
+    };
+    let quick = args.iter().any(|a| a == "--quick");
+    let twopc = PathBuf::from("target/debug/twopc");
+    let mut config = if quick {
+        LiveConfig::quick(twopc)
+    } else {
+        LiveConfig::full(twopc)
+    };
+    let mut out = PathBuf::from(if quick {
+        "target/bench-live-quick"
+    } else {
+        "bench/results"
+    });
+    let mut i = 0;
+    while i < args.len() {
+        match args[i].as_str() {
+            "--quick" => {}
+            "--keep" => config.keep = true,
+            "--twopc" => {
+                config.twopc = PathBuf::from(value(i)?);
+                i += 1;
+            }
+            "--out" => {
+                out = PathBuf::from(value(i)?);
+                i += 1;
+            }
+            "--transfers" => {
+                config.transfers = count(i)?;
+                i += 1;
+            }
+            "--concurrency" => {
+                config.concurrency = count(i)?;
+                i += 1;
+            }
+            "--age" => {
+                config.age = count(i)?;
+                i += 1;
+            }
+            "--age-concurrency" => {
+                config.age_concurrency = count(i)?;
+                i += 1;
+            }
+            "--accounts" => {
+                config.accounts = count(i)?.max(2);
+                i += 1;
+            }
+            "--push-timeout-secs" => {
+                config.push_timeout = Duration::from_secs(count(i)? as u64);
+                i += 1;
+            }
+            "-h" | "--help" => return Err(LIVE_USAGE.to_owned()),
+            other => return Err(format!("unknown argument {other:?}\n{LIVE_USAGE}")),
+        }
+        i += 1;
+    }
+    Ok((config, out))
+}
+
+async fn live(args: &[String]) -> ExitCode {
+    let (config, out) = match parse_live(args) {
+        Ok(a) => a,
+        Err(message) => {
+            eprintln!("{message}");
+            return ExitCode::from(2);
+        }
+    };
+    eprintln!(
+        "twopc-bench live: {} run of {} (N={} at {} in flight, K={} at {})",
+        config.mode,
+        config.twopc.display(),
+        config.transfers,
+        config.concurrency,
+        config.age,
+        config.age_concurrency
+    );
+    let started = Instant::now();
+    let progress = |line: &str| eprintln!("  [{:>4.0} s] {line}", started.elapsed().as_secs_f64());
+    let mut report = match twopc_bench::live::run(&config, &progress).await {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("twopc-bench live: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    report.make_wall = make_wall();
+    if let Err(e) = twopc_bench::live::report::write(&report, &out) {
+        eprintln!("twopc-bench live: {e}");
+        return ExitCode::from(2);
+    }
+    for (what, goal, measured, met) in twopc_bench::live::report::targets(&report) {
+        eprintln!(
+            "  target {what:<32} {goal:<6} {:<7} {measured}",
+            if met { "met" } else { "MISSED" }
+        );
+    }
+    eprintln!(
+        "twopc-bench live: report in {} ({:.0} s)",
+        out.join("live.md").display(),
+        report.wall.as_secs_f64()
+    );
+    if report.all_checks_pass() {
+        ExitCode::SUCCESS
+    } else {
+        for (what, ok) in report.checks() {
+            if !ok {
+                eprintln!("twopc-bench live: CHECK FAILED: {what}");
+            }
+        }
+        ExitCode::from(1)
+    }
+}
+
+/// The wall time of the whole `make` target, from `TWOPC_BENCH_STARTED` (epoch seconds).
+fn make_wall() -> Option<Duration> {
+    std::env::var("TWOPC_BENCH_STARTED")
+        .ok()
+        .and_then(|s| s.parse::<f64>().ok())
+        .and_then(|t0| {
+            let now = SystemTime::now().duration_since(UNIX_EPOCH).ok()?;
+            now.checked_sub(Duration::from_secs_f64(t0))
+        })
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
-    let args = match parse(std::env::args().skip(1)) {
+    let all: Vec<String> = std::env::args().skip(1).collect();
+    if all.first().map(String::as_str) == Some("live") {
+        return live(&all[1..]).await;
+    }
+    let args = match parse(all.into_iter()) {
         Ok(a) => a,
         Err(message) => {
             eprintln!("{message}");
@@ -184,13 +333,7 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    report.make_wall = std::env::var("TWOPC_BENCH_STARTED")
-        .ok()
-        .and_then(|s| s.parse::<f64>().ok())
-        .and_then(|t0| {
-            let now = SystemTime::now().duration_since(UNIX_EPOCH).ok()?;
-            now.checked_sub(Duration::from_secs_f64(t0))
-        });
+    report.make_wall = make_wall();
     // The report it replaces, if any: the uniform figures are compared with it.
     report.previous = std::fs::read_to_string(args.out.join("latest.json"))
         .ok()

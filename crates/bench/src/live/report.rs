@@ -1,0 +1,462 @@
+//! The live bench's report: `live.md` (fresh and aged side by side, with ratios; aging; the
+//! stage breakdown; the restart; the checks) and `live.json` (the same figures).
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+use serde_json::{Value, json};
+
+use super::{Aging, LiveError, LiveReport, Measured, Stages, Stopped};
+use crate::stats::{Latency, ms};
+
+fn ratio(a: Duration, b: Duration) -> Option<f64> {
+    (!b.is_zero()).then(|| a.as_secs_f64() / b.as_secs_f64())
+}
+
+fn x(r: Option<f64>) -> String {
+    r.map_or_else(|| "-".into(), |r| format!("{r:.2}×"))
+}
+
+fn d(v: Duration) -> String {
+    let m = ms(v);
+    if m >= 10_000.0 {
+        format!("{:.1} s", m / 1e3)
+    } else {
+        format!("{m:.0} ms")
+    }
+}
+
+fn yes(b: bool) -> &'static str {
+    if b { "met" } else { "MISSED" }
+}
+
+/// The targets of issue 13: (what, goal, measured, met).
+pub fn targets(r: &LiveReport) -> Vec<(String, String, String, bool)> {
+    let second = Duration::from_secs(1);
+    let p50 = ratio(r.aged.push.p50, r.fresh.push.p50);
+    let p99 = ratio(r.aged.push.p99, r.fresh.push.p99);
+    vec![
+        (
+            "push p99, fresh".into(),
+            "< 1 s".into(),
+            d(r.fresh.push.p99),
+            r.fresh.push.p99 < second && r.fresh.missing == 0,
+        ),
+        (
+            "push p99, aged".into(),
+            "< 1 s".into(),
+            d(r.aged.push.p99),
+            r.aged.push.p99 < second && r.aged.missing == 0,
+        ),
+        (
+            "push p50, aged against fresh".into(),
+            "≤ 2×".into(),
+            x(p50),
+            p50.is_some_and(|v| v <= 2.0),
+        ),
+        (
+            "push p99, aged against fresh".into(),
+            "≤ 2×".into(),
+            x(p99),
+            p99.is_some_and(|v| v <= 2.0),
+        ),
+    ]
+}
+
+fn latency_rows(out: &mut String, what: &str, f: Latency, a: Latency) {
+    for (q, fv, av) in [
+        ("p50", f.p50, a.p50),
+        ("p95", f.p95, a.p95),
+        ("p99", f.p99, a.p99),
+        ("max", f.max, a.max),
+    ] {
+        let _ = writeln!(
+            out,
+            "| {what} {q} | {} | {} | {} |",
+            d(fv),
+            d(av),
+            x(ratio(av, fv))
+        );
+    }
+}
+
+fn stop_text(s: &Option<Stopped>) -> String {
+    match s {
+        None => "not reached".into(),
+        Some(s) => format!(
+            "{} in {:.1} s, {}",
+            s.status
+                .map_or_else(|| "did not exit (killed)".to_owned(), |st| st.to_string()),
+            s.took.as_secs_f64(),
+            s.java_left.map_or_else(
+                || "no java left".to_owned(),
+                |p| format!("DynamoDB Local pid {p} LEFT RUNNING (stopped by the bench)")
+            )
+        ),
+    }
+}
+
+fn per_batch(st: &Stages) -> String {
+    if st.batches == 0 {
+        "-".into()
+    } else {
+        format!("{:.1}", st.records as f64 / st.batches as f64)
+    }
+}
+
+/// The Markdown report.
+pub fn markdown(r: &LiveReport, now: SystemTime) -> String {
+    let mut o = String::new();
+    let (f, a, g) = (&r.fresh, &r.aged, &r.aging);
+    let _ = writeln!(
+        o,
+        "# Live bench: a committed transfer's WebSocket push ({} run)\n",
+        r.mode
+    );
+    let _ = writeln!(
+        o,
+        "{} · `{}` (`twopc serve` with its own persisted DynamoDB Local in a fresh data folder, \
+         as `make run` runs it) · {} cores, load average {} at the start and {} at the end · \
+         run {:.0} s{}\n",
+        crate::report::utc(now),
+        r.twopc,
+        r.cores,
+        r.load_start.as_deref().unwrap_or("?"),
+        r.load_end.as_deref().unwrap_or("?"),
+        r.wall.as_secs_f64(),
+        r.make_wall.map_or_else(String::new, |w| format!(
+            ", `make bench-live` {:.0} s with its builds",
+            w.as_secs_f64()
+        ))
+    );
+    let _ = writeln!(
+        o,
+        "Parameters: {} accounts of {} each; N = {} measured transfers at C = {} in flight, fresh \
+         and again after aging the stack with K = {} transfers at {} in flight; a push counts as \
+         missing {} s after its answer. Push latency: from the HTTP answer to the first WebSocket \
+         message carrying the transfer's txId (`entity.committed` or `transaction.completed`), \
+         on a connection subscribed with `{{\"all\": true}}`.\n",
+        r.accounts,
+        r.initial_balance,
+        r.transfers,
+        r.concurrency,
+        r.age,
+        r.age_concurrency,
+        r.push_timeout.as_secs()
+    );
+
+    o.push_str(
+        "## Targets (issue 13)\n\n| target | goal | measured | |\n| --- | --- | --- | --- |\n",
+    );
+    for (what, goal, measured, met) in targets(r) {
+        let _ = writeln!(o, "| {what} | {goal} | {measured} | {} |", yes(met));
+    }
+
+    o.push_str("\n## Fresh and aged, same run\n\n| | fresh | aged | aged / fresh |\n| --- | --- | --- | --- |\n");
+    latency_rows(&mut o, "push latency", f.push, a.push);
+    let _ = writeln!(
+        o,
+        "| pushes missing after {} s | {} of {} | {} of {} | |",
+        r.push_timeout.as_secs(),
+        f.missing,
+        f.committed,
+        a.missing,
+        a.committed
+    );
+    let _ = writeln!(
+        o,
+        "| pushes that beat the HTTP answer | {} | {} | |",
+        f.before_answer, a.before_answer
+    );
+    latency_rows(
+        &mut o,
+        "`transaction.completed` latency",
+        f.completed,
+        a.completed,
+    );
+    let _ = writeln!(
+        o,
+        "| transfers without all {} messages after {} s | {} | {} | |",
+        super::MESSAGES_PER_TRANSFER,
+        r.push_timeout.as_secs(),
+        f.incomplete,
+        a.incomplete
+    );
+    latency_rows(&mut o, "write latency (HTTP)", f.http, a.http);
+    let _ = writeln!(
+        o,
+        "| committed transfers/s at {} in flight | {:.1} | {:.1} | {} |",
+        r.concurrency,
+        f.commit_rate,
+        a.commit_rate,
+        x((f.commit_rate > 0.0).then(|| a.commit_rate / f.commit_rate))
+    );
+    let _ = writeln!(
+        o,
+        "| WebSocket messages (first to last push) | {} in {:.1} s: {:.1}/s | {} in {:.1} s: {:.1}/s | {} |",
+        f.messages,
+        f.push_span.as_secs_f64(),
+        f.message_rate(),
+        a.messages,
+        a.push_span.as_secs_f64(),
+        a.message_rate(),
+        x((f.message_rate() > 0.0).then(|| a.message_rate() / f.message_rate()))
+    );
+    let _ = writeln!(
+        o,
+        "| attempts aborted / errored (retried) | {} / {} | {} / {} | |",
+        f.aborted_attempts, f.error_attempts, a.aborted_attempts, a.error_attempts
+    );
+
+    let _ = writeln!(
+        o,
+        "\n## Aging\n\n{} transfers at {} in flight: {:.1} committed/s over {:.0} s (HTTP p50 {}, \
+         p99 {}). Push latency under that load: p50 {}, p99 {}, max {}; `transaction.completed`: \
+         p50 {}, p99 {}, max {}. When the last answer came, {} committed transfers had no push \
+         yet and {} had not all their messages; {}. WebSocket messages of the aging transfers: \
+         {} in {:.0} s, {:.1}/s (the stream processor's rate while it had a backlog). \
+         DynamoDB Local's data folder after aging: {:.1} MB.\n",
+        g.committed,
+        r.age_concurrency,
+        super::per_second(g.committed, g.span),
+        g.span.as_secs_f64(),
+        d(g.http.p50),
+        d(g.http.p99),
+        d(g.push.p50),
+        d(g.push.p99),
+        d(g.push.max),
+        d(g.completed.p50),
+        d(g.completed.p99),
+        d(g.completed.max),
+        g.backlog,
+        g.backlog_messages,
+        match (g.drain_first, g.drain) {
+            (_, Some(all)) => format!(
+                "every one had its first push {:.1} s after the last answer and all its messages {:.1} s after it",
+                g.drain_first.unwrap_or(all).as_secs_f64(),
+                all.as_secs_f64()
+            ),
+            (Some(first), None) => format!(
+                "every one had its first push {:.1} s after the last answer, but not all messages came within the drain timeout",
+                first.as_secs_f64()
+            ),
+            (None, None) => format!("{} had no push when the drain timed out", g.missing),
+        },
+        g.messages,
+        g.push_span.as_secs_f64(),
+        super::per_second(g.messages, g.push_span),
+        r.data_bytes as f64 / 1e6
+    );
+
+    o.push_str(
+        "## Stage breakdown, from outside the process\n\n\
+         `twopc serve`'s log names every batch the stream processor delivered (those that \
+         yielded rows or pushes); a stalled poller shows as a long gap between two.\n\n\
+         | | fresh | aging | aged |\n| --- | --- | --- | --- |\n",
+    );
+    let st = [&f.stages, &g.stages, &a.stages];
+    let row = |o: &mut String, what: &str, v: &dyn Fn(&Stages) -> String| {
+        let _ = writeln!(o, "| {what} | {} | {} | {} |", v(st[0]), v(st[1]), v(st[2]));
+    };
+    row(&mut o, "batches logged", &|x| x.batches.to_string());
+    row(&mut o, "stream records in them (per batch)", &|x| {
+        format!("{} ({})", x.records, per_batch(x))
+    });
+    row(&mut o, "time between two batches, p50 / max", &|x| {
+        format!("{} / {}", d(x.gap_p50), d(x.gap_max))
+    });
+    let minutes = st.iter().all(|x| x.whole_minutes);
+    let times: usize = st.iter().map(|x| x.record_times).sum();
+    let _ = writeln!(
+        o,
+        "\nNot shown: when each stream record was written. Its `ApproximateCreationDateTime` \
+         (the lake rows' `committedAt`) {}, so it cannot tell a record written late from one \
+         read late; that split needs a timestamp inside the process (or the harness reading the \
+         streams itself, which would load the DynamoDB Local it measures).\n",
+        if minutes {
+            format!(
+                "is truncated to the minute by DynamoDB Local (this run: {times} distinct values across the three phases, every one a whole minute)"
+            )
+        } else {
+            "is whole seconds at best in DynamoDB Local".to_owned()
+        }
+    );
+
+    let rs = &r.restart;
+    let _ = writeln!(
+        o,
+        "## Restart on the same data folder\n\n\
+         | | |\n| --- | --- |\n\
+         | first stop (SIGINT) | {} |\n\
+         | startups (to the API's first answer) | {} |\n\
+         | balances after the restart | {} ({} accounts) |\n\
+         | distinct messages received before the stop | {} (and {} received twice on the same connection) |\n\
+         | WebSocket messages delivered again after the restart | {} |\n\
+         | lake rows written again after the restart | {} |\n\
+         | lake rows with a repeated eventId, whole run | {} |\n\
+         | transfers after the restart | {} committed, {} pushed (push p50 {}, max {}) |\n\
+         | second stop (SIGINT) | {} |\n",
+        stop_text(&rs.first_stop),
+        rs.startups
+            .iter()
+            .map(|t| format!("{:.1} s", t.as_secs_f64()))
+            .collect::<Vec<_>>()
+            .join(", "),
+        if rs.balances_kept() {
+            "the same as before it"
+        } else {
+            "DIFFERENT from before it"
+        },
+        rs.after.len(),
+        rs.pushed_before,
+        rs.ws_repeated_before,
+        rs.ws_redelivered,
+        rs.lake_redelivered,
+        rs.lake_duplicates,
+        rs.after_committed,
+        rs.after_pushed,
+        d(rs.after_push.p50),
+        d(rs.after_push.max),
+        stop_text(&rs.second_stop),
+    );
+    o.push_str(
+        "The WebSocket count is a lower bound: the poller starts before the API answers, so a \
+         redelivery in its first moments reaches no subscriber; the lake count is exact.\n\n## Checks\n\n",
+    );
+    for (what, ok) in r.checks() {
+        let _ = writeln!(o, "- {} {what}", if ok { "pass" } else { "FAIL" });
+    }
+    o
+}
+
+fn lat(l: &Latency) -> Value {
+    json!({"n": l.n, "p50Ms": ms(l.p50), "p95Ms": ms(l.p95), "p99Ms": ms(l.p99), "maxMs": ms(l.max), "meanMs": ms(l.mean)})
+}
+
+fn stages_json(s: &Stages) -> Value {
+    json!({
+        "recordTimes": s.record_times,
+        "recordTimesWholeMinutes": s.whole_minutes,
+        "batches": s.batches,
+        "records": s.records,
+        "batchGapP50Ms": ms(s.gap_p50),
+        "batchGapMaxMs": ms(s.gap_max),
+    })
+}
+
+fn measured_json(m: &Measured) -> Value {
+    json!({
+        "committed": m.committed,
+        "failed": m.failed,
+        "abortedAttempts": m.aborted_attempts,
+        "errorAttempts": m.error_attempts,
+        "unfinished": m.unfinished,
+        "http": lat(&m.http),
+        "commitsPerSecond": m.commit_rate,
+        "push": lat(&m.push),
+        "pushesMissing": m.missing,
+        "pushesBeforeAnswer": m.before_answer,
+        "transactionCompleted": lat(&m.completed),
+        "incomplete": m.incomplete,
+        "messages": m.messages,
+        "pushSpanSeconds": m.push_span.as_secs_f64(),
+        "messagesPerSecond": m.message_rate(),
+        "stages": stages_json(&m.stages),
+    })
+}
+
+fn aging_json(a: &Aging) -> Value {
+    json!({
+        "committed": a.committed,
+        "failed": a.failed,
+        "abortedAttempts": a.aborted_attempts,
+        "errorAttempts": a.error_attempts,
+        "spanSeconds": a.span.as_secs_f64(),
+        "commitsPerSecond": super::per_second(a.committed, a.span),
+        "http": lat(&a.http),
+        "push": lat(&a.push),
+        "backlogAtLastAnswer": a.backlog,
+        "backlogMessagesAtLastAnswer": a.backlog_messages,
+        "drainFirstPushSeconds": a.drain_first.map(|t| t.as_secs_f64()),
+        "drainSeconds": a.drain.map(|t| t.as_secs_f64()),
+        "transactionCompleted": lat(&a.completed),
+        "pushesMissing": a.missing,
+        "messages": a.messages,
+        "pushSpanSeconds": a.push_span.as_secs_f64(),
+        "messagesPerSecond": super::per_second(a.messages, a.push_span),
+        "stages": stages_json(&a.stages),
+    })
+}
+
+fn stop_json(s: &Option<Stopped>) -> Value {
+    s.as_ref().map_or(Value::Null, |s| {
+        json!({
+            "exitCode": s.status.and_then(|st| st.code()),
+            "success": s.status.is_some_and(|st| st.success()),
+            "seconds": s.took.as_secs_f64(),
+            "javaLeft": s.java_left,
+        })
+    })
+}
+
+/// The JSON report.
+pub fn json(r: &LiveReport) -> Value {
+    let rs = &r.restart;
+    json!({
+        "mode": r.mode,
+        "parameters": {
+            "transfers": r.transfers,
+            "concurrency": r.concurrency,
+            "age": r.age,
+            "ageConcurrency": r.age_concurrency,
+            "accounts": r.accounts,
+            "initialBalance": r.initial_balance,
+            "pushTimeoutSeconds": r.push_timeout.as_secs(),
+            "twopc": r.twopc,
+        },
+        "machine": {"cores": r.cores, "loadAverageStart": r.load_start, "loadAverageEnd": r.load_end},
+        "wallSeconds": r.wall.as_secs_f64(),
+        "makeWallSeconds": r.make_wall.map(|w| w.as_secs_f64()),
+        "fresh": measured_json(&r.fresh),
+        "aging": aging_json(&r.aging),
+        "aged": measured_json(&r.aged),
+        "dataFolderBytes": r.data_bytes,
+        "ratios": {
+            "pushP50": ratio(r.aged.push.p50, r.fresh.push.p50),
+            "pushP99": ratio(r.aged.push.p99, r.fresh.push.p99),
+            "httpP50": ratio(r.aged.http.p50, r.fresh.http.p50),
+            "httpP99": ratio(r.aged.http.p99, r.fresh.http.p99),
+        },
+        "restart": {
+            "firstStop": stop_json(&rs.first_stop),
+            "secondStop": stop_json(&rs.second_stop),
+            "startupSeconds": rs.startups.iter().map(Duration::as_secs_f64).collect::<Vec<_>>(),
+            "balancesBefore": rs.before.iter().map(|(k, v)| json!([k, v])).collect::<Vec<_>>(),
+            "balancesAfter": rs.after.iter().map(|(k, v)| json!([k, v])).collect::<Vec<_>>(),
+            "balancesKept": rs.balances_kept(),
+            "distinctMessagesBefore": rs.pushed_before,
+            "wsRepeatedBefore": rs.ws_repeated_before,
+            "wsRedelivered": rs.ws_redelivered,
+            "lakeRedelivered": rs.lake_redelivered,
+            "lakeDuplicateEventIds": rs.lake_duplicates,
+            "afterCommitted": rs.after_committed,
+            "afterPushed": rs.after_pushed,
+            "afterPush": lat(&rs.after_push),
+        },
+        "targets": targets(r).into_iter().map(|(what, goal, measured, met)| json!({"what": what, "goal": goal, "measured": measured, "met": met})).collect::<Vec<_>>(),
+        "checks": r.checks().into_iter().map(|(what, ok)| json!({"what": what, "pass": ok})).collect::<Vec<_>>(),
+    })
+}
+
+/// Writes `live.md` and `live.json` into `dir`.
+pub fn write(r: &LiveReport, dir: &Path) -> Result<(), LiveError> {
+    std::fs::create_dir_all(dir).map_err(|e| LiveError::io(dir.display(), e))?;
+    let md = dir.join("live.md");
+    std::fs::write(&md, markdown(r, SystemTime::now()))
+        .map_err(|e| LiveError::io(md.display(), e))?;
+    let js = dir.join("live.json");
+    let text = serde_json::to_string_pretty(&json(r)).unwrap_or_default() + "\n";
+    std::fs::write(&js, text).map_err(|e| LiveError::io(js.display(), e))?;
+    Ok(())
+}
