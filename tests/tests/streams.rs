@@ -337,3 +337,69 @@ async fn a_batch_looks_up_each_topic_once_and_pushes_in_stream_order() {
         .count();
     assert_eq!(completed, 5);
 }
+
+/// A lake that holds its write until a push has gone out.
+#[derive(Default)]
+struct LakeAfterPush {
+    pushed: tokio::sync::Notify,
+    rows: Mutex<usize>,
+}
+
+impl Lake for &LakeAfterPush {
+    async fn put(&self, rows: &[Value]) -> Result<Vec<usize>, SinkError> {
+        self.pushed.notified().await;
+        *self.rows.lock().expect("lock") += rows.len();
+        Ok(vec![])
+    }
+}
+
+impl Push for &LakeAfterPush {
+    async fn post(&self, _: &str, _: &str) -> Result<(), PushError> {
+        self.pushed.notify_one();
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn pushes_go_out_while_the_lake_is_written_and_the_batch_is_timed() {
+    let w = World::new().await;
+    bank(&w).await;
+    let tx = w.transfer("alice", "bob", 10).await;
+    assert_eq!(tx.status, TxStatus::Committed);
+    let (both, listeners) = (LakeAfterPush::default(), OneListener::default());
+    let processor = &Processor::new(tables(&w), &both, &listeners, &both);
+    let batches = &Mutex::new(vec![]);
+    let mut poller = poller(&w).await;
+    // A processor that wrote the lake before pushing would wait for itself forever; the
+    // timeout only turns that hang into a failure.
+    let polled = tokio::time::timeout(
+        std::time::Duration::from_secs(30),
+        poller.poll_once(&|e| async move {
+            let changes: Vec<_> = e
+                .records
+                .iter()
+                .filter_map(twopc_fanout::detect::change_of)
+                .collect();
+            let done = processor.process(&changes).await;
+            assert!(done.failed.is_empty(), "{done:?}");
+            batches.lock().expect("lock").push((changes, done));
+            Default::default()
+        }),
+    )
+    .await;
+    assert!(polled.is_ok(), "the pushes waited for the lake");
+    let batches = batches.lock().expect("lock");
+    // Every committed change reached the lake (3 rows: two items, one transaction).
+    assert!(*both.rows.lock().expect("lock") >= 3);
+    // The transactions table's batch says how old its records were on arrival; other tables'
+    // records carry no clock of their own.
+    let tx_table = &w.tx_table;
+    for (changes, done) in batches.iter() {
+        let of_transactions = changes.iter().any(|c| &c.table == tx_table);
+        assert_eq!(done.stages.age.is_some(), of_transactions, "{done:?}");
+        if let Some(age) = done.stages.age {
+            assert!(age < std::time::Duration::from_secs(600), "{age:?}");
+        }
+    }
+    assert!(batches.iter().any(|(_, d)| d.stages.age.is_some()));
+}

@@ -255,7 +255,16 @@ async fn live(args: &[String]) -> ExitCode {
     );
     let started = Instant::now();
     let progress = |line: &str| eprintln!("  [{:>4.0} s] {line}", started.elapsed().as_secs_f64());
-    let mut report = match twopc_bench::live::run(&config, &progress).await {
+    // Ctrl-C (or a SIGINT to this process alone) drops the run, and with it the stack it
+    // started: `Serve`'s drop stops `twopc serve`, which stops its DynamoDB Local.
+    let run = tokio::select! {
+        run = twopc_bench::live::run(&config, &progress) => run,
+        _ = tokio::signal::ctrl_c() => {
+            eprintln!("twopc-bench live: interrupted; the stack it started is stopped");
+            return ExitCode::from(130);
+        }
+    };
+    let mut report = match run {
         Ok(r) => r,
         Err(e) => {
             eprintln!("twopc-bench live: {e}");

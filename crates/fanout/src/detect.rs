@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Number, Value};
 use twopc_core::layout::{
     COMMITTED, ENTRY_OUTCOME, FENCE, LOCK, LOCK_TX, PARTICIPANTS, PLACEHOLDER, STATUS, TOMBSTONE,
-    TX_ID, VERSION, is_protocol_attribute,
+    TX_ID, UPDATED_AT, VERSION, is_protocol_attribute,
 };
 use twopc_core::request::KeySchema;
 use twopc_core::status::TxStatus;
@@ -176,6 +176,17 @@ pub fn detect(change: &Change, tables: &Tables) -> Option<Detected> {
             (None, None) => None,
         },
     }
+}
+
+/// When the coordinator wrote a transaction record's change (its `updatedAt`, epoch ms): how
+/// old a record is when it reaches the processor. `None` for other tables' records, which carry
+/// no clock of their own (the stream's `ApproximateCreationDateTime` is whole seconds in AWS and
+/// whole minutes in DynamoDB Local).
+pub fn written_ms(change: &Change, tables: &Tables) -> Option<u64> {
+    if tables.get(&change.table)? != &TableRole::Transactions {
+        return None;
+    }
+    change.new.as_ref()?.get(UPDATED_AT)?.as_u64()
 }
 
 /// A stream image (`serde_dynamo::Item`) as exact JSON (numbers keep their text), through the

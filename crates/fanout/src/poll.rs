@@ -21,7 +21,7 @@ use aws_lambda_events::streams::DynamoDbEventResponse;
 use aws_sdk_dynamodbstreams::Client;
 use aws_sdk_dynamodbstreams::types::{AttributeValue, Record, ShardIteratorType};
 use serde_json::{Map, Value, json};
-use tracing::warn;
+use tracing::{Instrument, warn};
 
 /// Where each shard was read up to (shard id → last delivered sequence number).
 pub type Checkpoints = BTreeMap<String, String>;
@@ -364,6 +364,7 @@ impl StreamSource {
         let Some(Some(iterator)) = self.iterators.get(shard).cloned() else {
             return Ok(Read::Reopen(0));
         };
+        let reading = Instant::now();
         let out = match client
             .get_records()
             .shard_iterator(&iterator)
@@ -399,7 +400,12 @@ impl StreamSource {
         let event_json = json!({"Records": records.iter().map(|r| lambda_record(&self.arn, r)).collect::<Vec<_>>()});
         let event: Event = serde_json::from_value(event_json)
             .map_err(|e| format!("building the stream event: {e}"))?;
-        let response = deliver(event).await;
+        // The batch's log line carries how long `GetRecords` took (the stage before the
+        // processor's own; docs/architecture.md).
+        let read_ms = reading.elapsed().as_millis() as u64;
+        let response = deliver(event)
+            .instrument(tracing::info_span!("stream", read_ms))
+            .await;
         let failed: Vec<&str> = response
             .batch_item_failures
             .iter()

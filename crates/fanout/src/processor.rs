@@ -4,12 +4,13 @@
 use aws_lambda_events::dynamodb::Event;
 use aws_lambda_events::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
 
 use futures::future::join_all;
 use futures::stream::{self, StreamExt};
 use tracing::{info, warn};
 
-use crate::detect::{Change, Tables, change_of, detect};
+use crate::detect::{Change, Detected, Tables, change_of, detect, written_ms};
 use crate::ports::{Lake, Push, PushError, Subscriptions};
 use crate::rows::{message, row};
 
@@ -27,6 +28,23 @@ pub struct Processed {
     pub gone: usize,
     /// Sequence numbers of the records to retry.
     pub failed: Vec<String>,
+    /// Where the batch's time went.
+    pub stages: Stages,
+}
+
+/// Where a batch's time went (logged with each batch; `docs/architecture.md` has the
+/// breakdown measured with them).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stages {
+    /// How old the batch's oldest transaction record was when the processor got it (written by
+    /// the coordinator → through the stream → here); `None` without one.
+    pub age: Option<Duration>,
+    /// The lake write.
+    pub lake: Duration,
+    /// The subscription lookups.
+    pub lookup: Duration,
+    /// The WebSocket sends, after the lookups.
+    pub push: Duration,
 }
 
 /// The processor over a lake, the subscriptions and a push channel.
@@ -77,35 +95,97 @@ impl<K: Lake, S: Subscriptions, P: Push> Processor<K, S, P> {
         (topic, found.ok())
     }
 
-    /// Processes changes in stream order.
+    /// Processes changes in stream order: the lake write and the pushes at the same time (they
+    /// are independent; a subscriber need not wait for Firehose), each timed.
     pub async fn process(&self, changes: &[Change]) -> Processed {
-        let mut out = Processed::default();
+        let received = now_ms();
+        let mut out = Processed {
+            stages: Stages {
+                age: changes
+                    .iter()
+                    .filter_map(|c| written_ms(c, &self.tables))
+                    .map(|w| Duration::from_millis(received.saturating_sub(w)))
+                    .max(),
+                ..Stages::default()
+            },
+            ..Processed::default()
+        };
         let detected: Vec<(usize, crate::detect::Detected)> = changes
             .iter()
             .enumerate()
             .filter_map(|(i, c)| detect(c, &self.tables).map(|d| (i, d)))
             .collect();
         let mut failed = vec![false; changes.len()];
-        if !detected.is_empty() {
-            let rows: Vec<serde_json::Value> = detected.iter().map(|(_, d)| row(d)).collect();
-            match self.lake.put(&rows).await {
-                Ok(lost) => {
-                    out.rows = rows.len() - lost.len();
-                    for i in lost {
-                        if let Some((c, _)) = detected.get(i) {
-                            failed[*c] = true;
-                        }
-                    }
-                }
-                Err(e) => {
-                    warn!(error = %e, rows = rows.len(), "data lake delivery failed; the records will be retried");
-                    for (c, _) in &detected {
-                        failed[*c] = true;
-                    }
-                }
-            }
+        let ((lake_failed, rows, lake_took), pushed) =
+            futures::future::join(self.deliver_rows(&detected), self.push_all(&detected)).await;
+        out.rows = rows;
+        out.stages.lake = lake_took;
+        for c in lake_failed {
+            failed[c] = true;
         }
-        // Who listens: one lookup per distinct topic of the batch, several at a time.
+        let Pushed {
+            pushed,
+            gone,
+            failed: push_failed,
+            lookup,
+            push,
+        } = pushed;
+        (out.pushed, out.gone, out.stages.lookup, out.stages.push) = (pushed, gone, lookup, push);
+        for c in push_failed {
+            failed[c] = true;
+        }
+        out.failed = changes
+            .iter()
+            .zip(failed)
+            .filter(|(_, f)| *f)
+            .map(|(c, _)| c.sequence_number.clone())
+            .collect();
+        if out.rows > 0 || out.pushed > 0 || !out.failed.is_empty() {
+            info!(
+                records = changes.len(),
+                rows = out.rows,
+                pushed = out.pushed,
+                gone = out.gone,
+                failed = out.failed.len(),
+                age_ms = out.stages.age.map(|a| a.as_millis() as u64),
+                lake_ms = out.stages.lake.as_millis() as u64,
+                lookup_ms = out.stages.lookup.as_millis() as u64,
+                push_ms = out.stages.push.as_millis() as u64,
+                "stream batch processed"
+            );
+        }
+        out
+    }
+
+    /// The batch's rows to the lake in one write: (changes to retry, rows delivered, time).
+    async fn deliver_rows(&self, detected: &[(usize, Detected)]) -> (Vec<usize>, usize, Duration) {
+        if detected.is_empty() {
+            return (vec![], 0, Duration::ZERO);
+        }
+        let started = Instant::now();
+        let rows: Vec<serde_json::Value> = detected.iter().map(|(_, d)| row(d)).collect();
+        let retry: Vec<usize> = match self.lake.put(&rows).await {
+            Ok(lost) => lost
+                .into_iter()
+                .filter_map(|i| detected.get(i).map(|(c, _)| *c))
+                .collect(),
+            Err(e) => {
+                warn!(error = %e, rows = rows.len(), "data lake delivery failed; the records will be retried");
+                detected.iter().map(|(c, _)| *c).collect()
+            }
+        };
+        let delivered = rows.len() - retry.len().min(rows.len());
+        (retry, delivered, started.elapsed())
+    }
+
+    /// The batch's messages to their subscribers: one lookup per distinct topic, several at a
+    /// time; then each connection's messages in stream order, connections all at once.
+    async fn push_all(&self, detected: &[(usize, Detected)]) -> Pushed {
+        let mut out = Pushed::default();
+        if detected.is_empty() {
+            return out;
+        }
+        let started = Instant::now();
         let messages: Vec<(usize, Vec<String>, String)> = detected
             .iter()
             .map(|(c, d)| {
@@ -122,17 +202,19 @@ impl<K: Lake, S: Subscriptions, P: Push> Processor<K, S, P> {
             .buffer_unordered(LOOKUPS_AT_ONCE)
             .collect()
             .await;
-        // Each connection's messages in stream order; connections all at once.
+        out.lookup = started.elapsed();
         let mut queues: BTreeMap<String, Vec<(usize, &str)>> = BTreeMap::new();
         for (c, topics, payload) in &messages {
             let mut to: BTreeSet<&String> = BTreeSet::new();
+            let mut known = true;
             for topic in topics {
                 match listeners.get(topic) {
                     Some(Some(connections)) => to.extend(connections),
-                    _ => failed[*c] = true,
+                    _ => known = false,
                 }
             }
-            if failed[*c] {
+            if !known {
+                out.failed.push(*c);
                 continue;
             }
             for connection in to {
@@ -167,27 +249,29 @@ impl<K: Lake, S: Subscriptions, P: Push> Processor<K, S, P> {
                     }
                     Err(PushError::Failed(e)) => {
                         warn!(connection = %id, error = %e, "push failed; the record will be retried");
-                        failed[c] = true;
+                        out.failed.push(c);
                     }
                 }
             }
         }
-        out.failed = changes
-            .iter()
-            .zip(failed)
-            .filter(|(_, f)| *f)
-            .map(|(c, _)| c.sequence_number.clone())
-            .collect();
-        if out.rows > 0 || out.pushed > 0 || !out.failed.is_empty() {
-            info!(
-                records = changes.len(),
-                rows = out.rows,
-                pushed = out.pushed,
-                gone = out.gone,
-                failed = out.failed.len(),
-                "stream batch processed"
-            );
-        }
+        out.push = started.elapsed() - out.lookup;
         out
     }
+}
+
+/// What [`Processor::push_all`] did.
+#[derive(Default)]
+struct Pushed {
+    pushed: usize,
+    gone: usize,
+    /// Changes whose messages must be retried.
+    failed: Vec<usize>,
+    lookup: Duration,
+    push: Duration,
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }

@@ -20,9 +20,9 @@
 //!    transfers are still pushed;
 //! 6. [`report`]: `live.md` and `live.json`.
 //!
-//! The stage breakdown comes from outside the process too: the lake rows' `committedAt` is the
-//! stream record's `ApproximateCreationDateTime` (whole seconds in DynamoDB Local), and
-//! `twopc serve`'s log names each batch the processor delivered.
+//! The stage breakdown comes from `twopc serve`'s log: the stream processor logs each batch it
+//! delivered with its stages (the oldest transaction record's age on arrival, `GetRecords`, the
+//! lake append, the subscription lookups, the sends).
 
 pub mod child;
 pub mod http;
@@ -144,19 +144,11 @@ pub const MESSAGES_PER_TRANSFER: usize = 3;
 /// An account's creation: `entity.committed` and `transaction.completed`.
 const MESSAGES_PER_ACCOUNT: usize = 2;
 
-/// Where the time of a push goes, as far as it shows from outside the process.
-///
-/// The stream record's `ApproximateCreationDateTime` (the lake rows' `committedAt`) would
-/// split a push into "written late" and "read late", but DynamoDB Local truncates it to the
-/// minute: the run only records whether that still holds. What is left is `twopc serve`'s log,
-/// which names every batch the processor delivered (those that yielded rows or pushes): how
-/// many, how big, and the gaps between them (a stalled poller shows as a long gap).
+/// Where the time of a push goes: the stream processor logs each batch it delivered (those
+/// that yielded rows or pushes) with its stages, which the run reads back from `twopc serve`'s
+/// log.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Stages {
-    /// Distinct record times among the phase's transactions.
-    pub record_times: usize,
-    /// Whether every one was a whole minute.
-    pub whole_minutes: bool,
     /// Batches the processor logged as delivered.
     pub batches: usize,
     /// Stream records in those batches.
@@ -165,6 +157,17 @@ pub struct Stages {
     pub gap_p50: Duration,
     /// Longest time between two logged batches.
     pub gap_max: Duration,
+    /// Per batch: the oldest transaction record's age on arrival (coordinator's write →
+    /// through the stream and the poller → the processor).
+    pub age: Latency,
+    /// Per batch: the poller's `GetRecords`.
+    pub read: Latency,
+    /// Per batch: the lake write (at the same time as the lookups and pushes).
+    pub lake: Latency,
+    /// Per batch: the subscription lookups.
+    pub lookup: Latency,
+    /// Per batch: the WebSocket sends.
+    pub push: Latency,
 }
 
 /// A measured phase (fresh or aged).
@@ -471,14 +474,24 @@ fn log_time(line: &str) -> Option<f64> {
     Some(h * 3600.0 + m * 60.0 + s)
 }
 
-/// Batches the processor logged between two lengths of its log: (batches, records, gaps).
-fn logged_batches(log: &Path, from: u64, to: u64) -> (usize, usize, Vec<Duration>) {
-    let Ok(bytes) = std::fs::read(log) else {
-        return (0, 0, vec![]);
+/// A `name=value` field of a log line (`stream{read_ms=3}: ... lake_ms=1 ...`), in ms.
+fn field_ms(line: &str, name: &str) -> Option<Duration> {
+    line.split([' ', '{', '}', ':'])
+        .find_map(|w| w.strip_prefix(name)?.strip_prefix('='))
+        .and_then(|n| n.parse::<u64>().ok())
+        .map(Duration::from_millis)
+}
+
+/// The batches the processor logged between two lengths of its log.
+fn stages(log: (&Path, u64, u64)) -> Stages {
+    let Ok(bytes) = std::fs::read(log.0) else {
+        return Stages::default();
     };
-    let slice = &bytes[(from as usize).min(bytes.len())..(to as usize).min(bytes.len())];
+    let slice = &bytes[(log.1 as usize).min(bytes.len())..(log.2 as usize).min(bytes.len())];
     let text = String::from_utf8_lossy(slice);
     let (mut batches, mut records, mut gaps) = (0, 0, vec![]);
+    let mut fields: [Vec<Duration>; 5] = Default::default();
+    const FIELDS: [&str; 5] = ["age_ms", "read_ms", "lake_ms", "lookup_ms", "push_ms"];
     let mut previous: Option<f64> = None;
     for line in text
         .lines()
@@ -490,6 +503,9 @@ fn logged_batches(log: &Path, from: u64, to: u64) -> (usize, usize, Vec<Duration
             .find_map(|w| w.strip_prefix("records="))
             .and_then(|n| n.parse::<usize>().ok())
             .unwrap_or(0);
+        for (samples, name) in fields.iter_mut().zip(FIELDS) {
+            samples.extend(field_ms(line, name));
+        }
         let at = log_time(line);
         if let (Some(a), Some(b)) = (previous, at)
             && b >= a
@@ -498,31 +514,23 @@ fn logged_batches(log: &Path, from: u64, to: u64) -> (usize, usize, Vec<Duration
         }
         previous = at.or(previous);
     }
-    (batches, records, gaps)
-}
-
-fn log_len(log: &Path) -> u64 {
-    std::fs::metadata(log).map_or(0, |m| m.len())
-}
-
-/// The stage breakdown of `done` from the lake rows and the log slice.
-fn stages(done: &[Transfer], lake: &Path, log: (&Path, u64, u64)) -> Stages {
-    let txs: HashSet<&str> = done.iter().map(|t| t.tx.as_str()).collect();
-    let times: HashSet<u64> = lake_rows(lake)
-        .iter()
-        .filter(|(_, r)| r["txId"].as_str().is_some_and(|t| txs.contains(t)))
-        .filter_map(|(_, r)| r["committedAt"].as_u64())
-        .collect();
-    let (batches, records, mut gaps) = logged_batches(log.0, log.1, log.2);
     gaps.sort_unstable();
+    let [age, read, lake, lookup, push] = fields.map(|mut f| Latency::of(&mut f));
     Stages {
-        record_times: times.len(),
-        whole_minutes: !times.is_empty() && times.iter().all(|t| t % 60_000 == 0),
         batches,
         records,
         gap_p50: crate::stats::percentile(&gaps, 0.5),
         gap_max: gaps.last().copied().unwrap_or_default(),
+        age,
+        read,
+        lake,
+        lookup,
+        push,
     }
+}
+
+fn log_len(log: &Path) -> u64 {
+    std::fs::metadata(log).map_or(0, |m| m.len())
 }
 
 fn dir_size(dir: &Path) -> u64 {
@@ -545,7 +553,6 @@ async fn measure(
     feed: &Feed,
     accounts: &[String],
     label: &str,
-    lake: &Path,
     progress: &(dyn Fn(&str) + Sync),
 ) -> Measured {
     progress(&format!(
@@ -585,14 +592,7 @@ async fn measure(
         ));
     }
     let log_to = log_len(&serve.log);
-    measured(
-        cfg,
-        feed,
-        label,
-        &load,
-        lake,
-        (&serve.log, log_from, log_to),
-    )
+    measured(cfg, feed, label, &load, (&serve.log, log_from, log_to))
 }
 
 fn measured(
@@ -600,7 +600,6 @@ fn measured(
     feed: &Feed,
     label: &str,
     load: &Load,
-    lake: &Path,
     log: (&Path, u64, u64),
 ) -> Measured {
     let txs = load.txs();
@@ -623,7 +622,7 @@ fn measured(
         incomplete: txs.len() - feed.arrived(&txs, MESSAGES_PER_TRANSFER),
         messages,
         push_span,
-        stages: stages(&load.done, lake, log),
+        stages: stages(log),
     }
 }
 
@@ -634,7 +633,6 @@ async fn age(
     serve: &Serve,
     feed: &Feed,
     accounts: &[String],
-    lake: &Path,
     progress: &(dyn Fn(&str) + Sync),
 ) -> Aging {
     progress(&format!(
@@ -716,7 +714,6 @@ async fn age(
         feed,
         "aging",
         &load,
-        lake,
         (&serve.log, log_from, log_to),
     );
     Aging {
@@ -822,11 +819,11 @@ async fn phases(
     }
     progress(&format!("  {} accounts created and pushed", txs.len()));
 
-    report.fresh = measure(cfg, &serve, &feed, &accounts, "fresh", &lake, progress).await;
+    report.fresh = measure(cfg, &serve, &feed, &accounts, "fresh", progress).await;
     progress(&summary(&report.fresh));
-    report.aging = age(cfg, &serve, &feed, &accounts, &lake, progress).await;
+    report.aging = age(cfg, &serve, &feed, &accounts, progress).await;
     report.data_bytes = dir_size(&data);
-    report.aged = measure(cfg, &serve, &feed, &accounts, "aged", &lake, progress).await;
+    report.aged = measure(cfg, &serve, &feed, &accounts, "aged", progress).await;
     progress(&summary(&report.aged));
 
     // The restart: what was committed stays; what was delivered is delivered again rarely.

@@ -250,14 +250,21 @@ pub fn markdown(r: &LiveReport, now: SystemTime) -> String {
     );
 
     o.push_str(
-        "## Stage breakdown, from outside the process\n\n\
-         `twopc serve`'s log names every batch the stream processor delivered (those that \
-         yielded rows or pushes); a stalled poller shows as a long gap between two.\n\n\
+        "## Stage breakdown\n\n\
+         The stream processor logs each batch it delivered (those that yielded rows or pushes) \
+         with its stages; the run reads them back from `twopc serve`'s log. Per batch, p50 / p99:\n\n\
          | | fresh | aging | aged |\n| --- | --- | --- | --- |\n",
     );
     let st = [&f.stages, &g.stages, &a.stages];
     let row = |o: &mut String, what: &str, v: &dyn Fn(&Stages) -> String| {
         let _ = writeln!(o, "| {what} | {} | {} | {} |", v(st[0]), v(st[1]), v(st[2]));
+    };
+    let spread = |l: &Latency| {
+        if l.n == 0 {
+            "-".to_owned()
+        } else {
+            format!("{} / {}", d(l.p50), d(l.p99))
+        }
     };
     row(&mut o, "batches logged", &|x| x.batches.to_string());
     row(&mut o, "stream records in them (per batch)", &|x| {
@@ -266,22 +273,18 @@ pub fn markdown(r: &LiveReport, now: SystemTime) -> String {
     row(&mut o, "time between two batches, p50 / max", &|x| {
         format!("{} / {}", d(x.gap_p50), d(x.gap_max))
     });
-    let minutes = st.iter().all(|x| x.whole_minutes);
-    let times: usize = st.iter().map(|x| x.record_times).sum();
-    let _ = writeln!(
-        o,
-        "\nNot shown: when each stream record was written. Its `ApproximateCreationDateTime` \
-         (the lake rows' `committedAt`) {}, so it cannot tell a record written late from one \
-         read late; that split needs a timestamp inside the process (or the harness reading the \
-         streams itself, which would load the DynamoDB Local it measures).\n",
-        if minutes {
-            format!(
-                "is truncated to the minute by DynamoDB Local (this run: {times} distinct values across the three phases, every one a whole minute)"
-            )
-        } else {
-            "is whole seconds at best in DynamoDB Local".to_owned()
-        }
+    row(
+        &mut o,
+        "transaction record's age on arrival (write → stream → poller)",
+        &|x| spread(&x.age),
     );
+    row(&mut o, "`GetRecords`", &|x| spread(&x.read));
+    row(&mut o, "lake append (beside the pushes)", &|x| {
+        spread(&x.lake)
+    });
+    row(&mut o, "subscription lookups", &|x| spread(&x.lookup));
+    row(&mut o, "WebSocket sends", &|x| spread(&x.push));
+    o.push('\n');
 
     let rs = &r.restart;
     let _ = writeln!(
@@ -336,12 +339,15 @@ fn lat(l: &Latency) -> Value {
 
 fn stages_json(s: &Stages) -> Value {
     json!({
-        "recordTimes": s.record_times,
-        "recordTimesWholeMinutes": s.whole_minutes,
         "batches": s.batches,
         "records": s.records,
         "batchGapP50Ms": ms(s.gap_p50),
         "batchGapMaxMs": ms(s.gap_max),
+        "recordAgeOnArrival": lat(&s.age),
+        "getRecords": lat(&s.read),
+        "lake": lat(&s.lake),
+        "lookups": lat(&s.lookup),
+        "sends": lat(&s.push),
     })
 }
 
