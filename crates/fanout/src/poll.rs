@@ -6,7 +6,7 @@
 //! so a restart resumes where it stopped (at-least-once, never skipping).
 //!
 //! [`Poller::run`] reads every stream at once, each in its own loop that reads again at once
-//! while records come and waits `every` when its shards are caught up; it lists a stream's
+//! while a shard has a backlog (it filled a batch) and otherwise waits `every`; it lists a stream's
 //! shards (`DescribeStream`, costly on DynamoDB Local) at start, when a shard closes or fails,
 //! and otherwise every [`DISCOVER_EVERY`]. [`Poller::poll_once`] reads everything there is, once
 //! (for tests and tools).
@@ -217,8 +217,8 @@ impl Poller {
         Ok(delivered)
     }
 
-    /// Polls forever: every stream in its own loop, which reads again at once while records
-    /// come and waits `every` once its shards are caught up.
+    /// Polls forever: every stream in its own loop, which reads again at once while a shard
+    /// has a backlog and otherwise waits `every`.
     pub async fn run<F, Fut>(self, every: Duration, deliver: F)
     where
         F: Fn(Event) -> Fut,
@@ -238,8 +238,8 @@ impl Poller {
     }
 }
 
-/// Reads one stream forever: again at once while records come, after `every` once its shards
-/// are caught up; its shards listed again at [`DISCOVER_EVERY`], or sooner when one closed or
+/// Reads one stream forever: again at once while a shard has a backlog (a full batch), after
+/// `every` otherwise; its shards listed again at [`DISCOVER_EVERY`], or sooner when one closed or
 /// failed.
 async fn follow<F, Fut>(
     mut src: StreamSource,
@@ -262,13 +262,16 @@ async fn follow<F, Fut>(
                 }
             }
         }
-        let mut delivered = 0;
+        // Read again at once only while a shard has a backlog (it filled a batch), as Lambda's
+        // mappings do; otherwise wait. Each `GetRecords` occupies DynamoDB Local, which serves
+        // one request at a time: reading again after every small batch took the writes' turn.
+        let mut backlog = false;
         for shard in src.open_shards() {
             match src.read(client, store, &shard, batch_size, deliver).await {
-                Ok(Read::Delivered(n)) => delivered += n,
+                Ok(Read::Delivered(n)) => backlog |= n >= batch_size.max(1) as usize,
                 Ok(Read::Empty) => {}
                 Ok(Read::Reopen(n)) => {
-                    delivered += n;
+                    backlog |= n > 0;
                     listed = None;
                 }
                 Err(e) => {
@@ -277,7 +280,7 @@ async fn follow<F, Fut>(
                 }
             }
         }
-        if delivered == 0 {
+        if !backlog {
             tokio::time::sleep(every).await; // the streams API has no long poll
         }
     }
