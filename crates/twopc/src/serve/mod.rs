@@ -205,10 +205,11 @@ async fn run(
         Duration::from_millis(args.sweep_interval_ms.max(10)),
     ));
     banner(url, endpoint, args);
-    let served = axum::serve(listener, routes::router(stack))
+    let served = axum::serve(listener, routes::router(stack.clone()))
         .with_graceful_shutdown(shutdown_signal())
         .await;
     sweeping.abort();
+    stack.poller.abort();
     eprintln!("- shutting down");
     served.map_err(ServeError::Server)
 }

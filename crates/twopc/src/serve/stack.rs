@@ -31,6 +31,8 @@ pub struct Stack {
     pub demo: Demo,
     /// The configuration.
     pub config: Config,
+    /// The stream poller's task: stopped with the server, before DynamoDB Local is.
+    pub poller: tokio::task::AbortHandle,
 }
 
 impl Stack {
@@ -66,7 +68,7 @@ impl Stack {
             DynamoConnections::new(clients.dynamodb.clone(), demo.connections_table(), 7_200),
             args.ws_token.clone(),
         ));
-        streams::start(args, &demo, &clients.dynamodb, endpoint, url).await?;
+        let poller = streams::start(args, &demo, &clients.dynamodb, endpoint, url).await?;
         Ok(Stack {
             gateway,
             client: clients.dynamodb.clone(),
@@ -79,6 +81,7 @@ impl Stack {
             participant: twopc_runtime::participant(&config, &clients),
             demo,
             config,
+            poller,
         })
     }
 }

@@ -14,14 +14,14 @@ use twopc_fanout::sinks::FileLake;
 use super::demo::Demo;
 use super::{ServeArgs, ServeError};
 
-/// Starts polling every table's stream in the background.
+/// Starts polling every table's stream in the background; the handle stops it.
 pub async fn start(
     args: &ServeArgs,
     demo: &Demo,
     client: &aws_sdk_dynamodb::Client,
     endpoint: &str,
     url: &str,
-) -> Result<(), ServeError> {
+) -> Result<tokio::task::AbortHandle, ServeError> {
     let mut tables: Tables = [(demo.transactions_table(), TableRole::Transactions)].into();
     for (name, service) in demo.services() {
         tables.insert(
@@ -56,12 +56,12 @@ pub async fn start(
         arns,
         Some(checkpoints),
     );
-    tokio::spawn(poller.run(
+    let task = tokio::spawn(poller.run(
         Duration::from_millis(args.stream_poll_ms.max(10)),
         move |event| {
             let processor = processor.clone();
             async move { processor.handle(&event).await }
         },
     ));
-    Ok(())
+    Ok(task.abort_handle())
 }
