@@ -6,9 +6,9 @@
 //! so a restart resumes where it stopped (at-least-once, never skipping).
 //!
 //! [`Poller::run`] reads every stream at once, each in its own loop that reads again at once
-//! while a shard has a backlog (it filled a batch) and otherwise waits `every`; it lists a stream's
-//! shards (`DescribeStream`, costly on DynamoDB Local) at start, when a shard closes or fails,
-//! and otherwise every [`DISCOVER_EVERY`]. [`Poller::poll_once`] reads everything there is, once
+//! while a shard has a backlog (it filled a batch), soon after records came, and otherwise
+//! waits `every`; it lists a stream's shards (`DescribeStream`, costly on DynamoDB Local) at
+//! start, when a shard closes or fails, and otherwise every [`DISCOVER_EVERY`]. [`Poller::poll_once`] reads everything there is, once
 //! (for tests and tools).
 
 use std::collections::BTreeMap;
@@ -218,7 +218,7 @@ impl Poller {
     }
 
     /// Polls forever: every stream in its own loop, which reads again at once while a shard
-    /// has a backlog and otherwise waits `every`.
+    /// has a backlog, after `every / 4` when records came, and after `every` when none did.
     pub async fn run<F, Fut>(self, every: Duration, deliver: F)
     where
         F: Fn(Event) -> Fut,
@@ -239,8 +239,8 @@ impl Poller {
 }
 
 /// Reads one stream forever: again at once while a shard has a backlog (a full batch), after
-/// `every` otherwise; its shards listed again at [`DISCOVER_EVERY`], or sooner when one closed or
-/// failed.
+/// a quarter of `every` when records came, after `every` when none did; its shards listed again
+/// at [`DISCOVER_EVERY`], or sooner when one closed or failed.
 async fn follow<F, Fut>(
     mut src: StreamSource,
     client: &Client,
@@ -263,12 +263,18 @@ async fn follow<F, Fut>(
             }
         }
         // Read again at once only while a shard has a backlog (it filled a batch), as Lambda's
-        // mappings do; otherwise wait. Each `GetRecords` occupies DynamoDB Local, which serves
-        // one request at a time: reading again after every small batch took the writes' turn.
+        // mappings do; soon (a quarter of `every`) after records came, since more usually
+        // follow; after `every` when there were none. Each `GetRecords` occupies DynamoDB Local,
+        // which serves one request at a time: reading again at once after every small batch
+        // took the writes' turn (live bench: aged writes 2.9x slower than fresh).
         let mut backlog = false;
+        let mut any = false;
         for shard in src.open_shards() {
             match src.read(client, store, &shard, batch_size, deliver).await {
-                Ok(Read::Delivered(n)) => backlog |= n >= batch_size.max(1) as usize,
+                Ok(Read::Delivered(n)) => {
+                    any = true;
+                    backlog |= n >= batch_size.max(1) as usize
+                }
                 Ok(Read::Empty) => {}
                 Ok(Read::Reopen(n)) => {
                     backlog |= n > 0;
@@ -281,7 +287,8 @@ async fn follow<F, Fut>(
             }
         }
         if !backlog {
-            tokio::time::sleep(every).await; // the streams API has no long poll
+            // The streams API has no long poll.
+            tokio::time::sleep(if any { every / 4 } else { every }).await;
         }
     }
 }
