@@ -942,3 +942,33 @@ fn summary(m: &Measured) -> String {
         m.message_rate()
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_batch_line_of_twopc_serve_yields_its_stages() {
+        // GIVEN two batch lines as `twopc serve` logs them (the poller's span, then the fields)
+        let dir = std::env::temp_dir().join(format!("twopc-live-log-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let log = dir.join("serve.log");
+        let text = "2026-11-23T21:43:29.230566Z  INFO stream{read_ms=257}: stream batch processed records=76 rows=25 pushed=25 gone=0 failed=0 age_ms=1663 lake_ms=0 lookup_ms=614 push_ms=126\n\
+                    2026-11-23T21:43:29.300000Z  INFO tx{txId=\"x\"}: answered status=200 latency_ms=99\n\
+                    2026-11-23T21:43:30.270919Z  INFO stream{read_ms=471}: stream batch processed records=65 rows=33 pushed=33 gone=0 failed=0 lake_ms=4 lookup_ms=64 push_ms=234\n";
+        std::fs::write(&log, text).expect("write");
+
+        // WHEN the whole log is read
+        let st = stages((&log, 0, text.len() as u64));
+        let _ = std::fs::remove_dir_all(&dir);
+
+        // THEN both batches count, with their records, gap and stage times
+        assert_eq!((st.batches, st.records), (2, 141));
+        assert!(st.gap_max.abs_diff(Duration::from_micros(1_040_353)) < Duration::from_micros(2));
+        assert_eq!((st.read.n, st.read.max), (2, Duration::from_millis(471)));
+        assert_eq!((st.age.n, st.age.max), (1, Duration::from_millis(1663)));
+        assert_eq!(st.lookup.max, Duration::from_millis(614));
+        assert_eq!(st.push.max, Duration::from_millis(234));
+        assert_eq!(st.lake.max, Duration::from_millis(4));
+    }
+}
