@@ -27,6 +27,11 @@ pub struct PrepareRequest {
     pub op: Operation,
     /// Who asks.
     pub coordinator: String,
+    /// A custom participant's payload: opaque JSON the coordinator carries from the request and
+    /// the participant validates in prepare (absent for a table's participant, whose work is
+    /// `op`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload: Option<Value>,
 }
 
 /// What the lock holder's commit or abort removes from the item's fence, in the same write,
@@ -218,6 +223,27 @@ mod tests {
             ParticipantCall::from_json(serde_json::json!({"action": "explode", "request": {}}))
                 .is_err()
         );
+    }
+
+    #[test]
+    fn a_prepare_carries_a_payload_exactly_and_only_when_there_is_one() {
+        let text = r#"{"txId": "0b6f6c1e-3f0e-4c3a-9a53-1f2d3c4b5a69", "deadline": 2, "began": 1,
+            "key": {"id": "order-42"}, "op": {"set": {"n": 1}}, "coordinator": "c",
+            "payload": {"card": "4242", "amount": 12.50}}"#;
+        let req: PrepareRequest = serde_json::from_str(text).expect("prepare");
+        let payload = req.payload.as_ref().expect("payload");
+        assert_eq!(payload["amount"].to_string(), "12.50");
+        let without = PrepareRequest {
+            payload: None,
+            ..req.clone()
+        };
+        let wire = serde_json::to_value(&without).expect("ser");
+        assert!(
+            wire.get("payload").is_none(),
+            "a table's prepare is as before"
+        );
+        let back: PrepareRequest = serde_json::from_value(wire).expect("de");
+        assert_eq!(back, without);
     }
 
     #[test]

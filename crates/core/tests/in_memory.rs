@@ -145,6 +145,7 @@ impl Bank {
             key: p.key.clone(),
             op: p.op.clone(),
             coordinator: "in-memory".into(),
+            payload: None,
         }
     }
 
@@ -267,6 +268,7 @@ async fn a_lock_whose_owner_never_began_is_recorded_aborted_and_removed() {
         began: now,
         key: key("alice"),
         op,
+        payload: None,
         coordinator: "ghost".into(),
     };
     assert!(
