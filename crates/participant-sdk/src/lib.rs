@@ -15,6 +15,7 @@
 //!   [`dynamo`]: on a DynamoDB table of the service's own
 //!   (`twopc_dynamo::tables::TableKind::ParticipantState`).
 //! - [`participant`]: the driver.
+//! - [`conformance`]: the conformance kit a participant's own tests run against it.
 //!
 //! The answers are the core's (`twopc_core::rules`); the messages are the ones every
 //! participant receives (`twopc_core::message`), the payload in [`PrepareRequest::payload`].
@@ -22,6 +23,7 @@
 //! [`PrepareRequest::payload`]: twopc_core::message::PrepareRequest::payload
 #![warn(missing_docs)]
 
+pub mod conformance;
 pub mod dynamo;
 pub mod hooks;
 pub mod participant;

@@ -72,7 +72,7 @@ pub enum Error {
 }
 
 /// What resolving an overdue state did.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Resolved {
     /// Nothing to do yet: the coordinator may still decide (its deadline has not passed), or
     /// the state is finished.
