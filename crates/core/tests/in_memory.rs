@@ -292,6 +292,37 @@ async fn a_lock_whose_owner_never_began_is_recorded_aborted_and_removed() {
 }
 
 #[tokio::test]
+async fn a_table_participant_refuses_a_prepare_without_an_operation() {
+    // A custom participant's messages carry no operation (its work is its payload); one that
+    // reaches a table's participant holds nothing.
+    let b = bank();
+    let now = b.clock.now_ms();
+    let req = PrepareRequest {
+        tx_id: TxId::random(),
+        deadline: now + 1_000,
+        began: now,
+        key: key("alice"),
+        op: Operation::default(),
+        payload: Some(json!({"card": "4242"})),
+        coordinator: "custom".into(),
+    };
+    let reply = b.participant.prepare(TABLE, &req).await.expect("prepare");
+    assert!(
+        matches!(
+            reply.vote,
+            Vote::No {
+                reason: VoteReason::Invalid,
+                ..
+            }
+        ),
+        "{reply:?}"
+    );
+    assert_eq!(b.balance("alice").await, "100");
+    let done = b.transfer("alice", "bob", "1").await;
+    assert_eq!(done.status, TxStatus::Committed, "nothing was held");
+}
+
+#[tokio::test]
 async fn the_sweeper_finishes_a_decided_commit_from_the_record_alone() {
     let b = bank();
     let owner = b.abandoned(&transfer("alice", "bob", "10")).await;
