@@ -15,6 +15,7 @@
 //!   [`dynamo`]: on a DynamoDB table of the service's own
 //!   (`twopc_dynamo::tables::TableKind::ParticipantState`).
 //! - [`participant`]: the driver.
+//! - [`http`]: the HTTP adapter (`POST /prepare|commit|abort`, signed requests).
 //! - [`conformance`]: the conformance kit a participant's own tests run against it.
 //!
 //! The answers are the core's (`twopc_core::rules`); the messages are the ones every
@@ -26,6 +27,7 @@
 pub mod conformance;
 pub mod dynamo;
 pub mod hooks;
+pub mod http;
 pub mod participant;
 pub mod state;
 pub mod store;

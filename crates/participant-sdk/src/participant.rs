@@ -132,6 +132,11 @@ impl<H: Hooks, S: StateStore, L: TxLog, C: Clock> SdkParticipant<H, S, L, C> {
         &self.store
     }
 
+    /// The clock.
+    pub fn clock(&self) -> &C {
+        &self.clock
+    }
+
     /// Answers one message in its wire form (`{"action", "request"}`): what the transport
     /// adapters call.
     pub async fn handle(&self, message: Value) -> Result<Value, Error> {
