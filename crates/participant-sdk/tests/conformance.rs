@@ -151,3 +151,25 @@ async fn the_example_captures_what_it_held_and_voids_the_rest() {
     );
     assert!(!captured.contains_key(&voided.id));
 }
+
+#[tokio::test]
+async fn the_wire_form_a_lambda_receives_is_answered_by_the_same_driver() {
+    let kit = Kit::new(example().await);
+    let tx = kit.begin().await;
+    let call = twopc_core::message::ParticipantCall::Prepare(kit.prepare(&tx));
+    let reply = kit
+        .participant()
+        .handle(call.to_json())
+        .await
+        .expect("prepare");
+    assert_eq!(reply["vote"], json!("yes"), "{reply}");
+    let call = twopc_core::message::ParticipantCall::Abort(kit.complete(&tx));
+    let reply = kit
+        .participant()
+        .handle(call.to_json())
+        .await
+        .expect("abort");
+    assert_eq!(reply["result"], json!("done"), "{reply}");
+    let bad = kit.participant().handle(json!({"action": "explode"})).await;
+    assert!(bad.is_err(), "{bad:?}");
+}
