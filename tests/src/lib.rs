@@ -355,6 +355,7 @@ pub fn prepare_req(tx: &TxId, deadline: u64, id: &str, o: Value) -> PrepareReque
         key: key(id),
         op: op(o),
         coordinator: "test".into(),
+        payload: None,
     }
 }
 

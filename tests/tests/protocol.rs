@@ -435,6 +435,7 @@ async fn late_prepare_after_commit_is_refused_by_the_fence() {
         key: p.key.clone(),
         op: p.op.clone(),
         coordinator: "late".into(),
+        payload: None,
     };
     let reply = w.prepare("accounts", &late).await;
     assert_eq!(reason(&reply), Some(VoteReason::Fenced));
@@ -464,6 +465,7 @@ async fn late_prepare_after_abort_is_refused_by_the_fence() {
             key: p.key.clone(),
             op: p.op.clone(),
             coordinator: "late".into(),
+            payload: None,
         };
         let reply = w
             .participant
@@ -609,6 +611,7 @@ fn first_participant_messages(rec: &TxRecord) -> (PrepareRequest, CompleteReques
             key: p.key.clone(),
             op: p.op.clone(),
             coordinator: "late".into(),
+            payload: None,
         },
         CompleteRequest {
             tx_id: rec.tx_id.clone(),
@@ -809,6 +812,7 @@ async fn stuck_owner(w: &World, status: TxStatus) -> TxRecord {
             key: p.key.clone(),
             op: p.op.clone(),
             coordinator: "owner".into(),
+            payload: None,
         };
         assert!(
             w.participant

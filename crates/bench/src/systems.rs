@@ -558,6 +558,7 @@ impl Serial {
                 key: p.key.clone(),
                 op: p.op.clone(),
                 coordinator: self.config.id.clone(),
+                payload: None,
             };
             let reply = match in_step(1, self.participant.prepare(table(&p.target)?, &req)).await {
                 Ok(reply) => reply,

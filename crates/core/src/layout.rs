@@ -132,6 +132,22 @@ pub const PENDING: &str = "pending";
 /// The TTL attribute of terminal records (epoch seconds).
 pub const EXPIRE_AT: &str = "expireAt";
 
+/// A custom participant's state table (`twopc-participant-sdk`): one item per transaction, keyed
+/// by [`TX_ID`], holding its [`PHASE`] and what the hooks were given; [`DEADLINE`] and
+/// [`PENDING`] (the sparse index of unfinished states) and [`EXPIRE_AT`] (TTL, once finished) as
+/// on records.
+pub const PHASE: &str = "phase";
+/// The payload prepare received (what the hooks are given).
+pub const PAYLOAD: &str = "payload";
+/// When the transaction began (epoch ms).
+pub const BEGAN: &str = "began";
+/// Bumped by every write of a state: each write is conditional on the revision it read.
+pub const REVISION: &str = "revision";
+/// A hook call is under way until then (epoch ms); past it, the call counts as interrupted.
+pub const CLAIMED_UNTIL: &str = "claimedUntil";
+/// Why reserve refused (`{reason, message}`).
+pub const REFUSAL: &str = "refusal";
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeSet;

@@ -20,6 +20,7 @@
 //! - `memory` (feature `memory`): in-memory stores with DynamoDB's conditional semantics, for
 //!   tests.
 //! - [`fault`]: named crash points for tests.
+//! - [`signing`]: HMAC signatures of requests to `http` participants.
 //!
 //! `docs/protocol.md` describes the protocol this crate implements; `docs/architecture.md`
 //! records the decisions behind it.
@@ -42,5 +43,6 @@ pub mod ports;
 pub mod record;
 pub mod request;
 pub mod rules;
+pub mod signing;
 pub mod status;
 pub mod sweeper;

@@ -23,10 +23,17 @@ pub struct PrepareRequest {
     pub began: u64,
     /// The item.
     pub key: Key,
-    /// The operation to hold in the lock.
+    /// The operation to hold in the lock; absent (empty) for a custom participant, whose work
+    /// is its payload. The generic participant refuses an empty one (`invalid`).
+    #[serde(default, skip_serializing_if = "Operation::is_empty")]
     pub op: Operation,
     /// Who asks.
     pub coordinator: String,
+    /// A custom participant's payload: opaque JSON the coordinator carries from the request and
+    /// the participant validates in prepare (absent for a table's participant, whose work is
+    /// `op`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload: Option<Value>,
 }
 
 /// What the lock holder's commit or abort removes from the item's fence, in the same write,
@@ -93,7 +100,8 @@ pub struct CompleteRequest {
     pub began: u64,
     /// The item.
     pub key: Key,
-    /// The operation of the record.
+    /// The operation of the record (absent for a custom participant).
+    #[serde(default, skip_serializing_if = "Operation::is_empty")]
     pub op: Operation,
     /// What to prune from the fence in the same write (from the prepare's reply; may be absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -217,6 +225,35 @@ mod tests {
         assert!(
             ParticipantCall::from_json(serde_json::json!({"action": "explode", "request": {}}))
                 .is_err()
+        );
+    }
+
+    #[test]
+    fn a_custom_participants_prepare_carries_a_payload_and_no_operation() {
+        let text = r#"{"txId": "0b6f6c1e-3f0e-4c3a-9a53-1f2d3c4b5a69", "deadline": 2, "began": 1,
+            "key": {"id": "order-42"}, "coordinator": "c",
+            "payload": {"card": "4242", "amount": 12.50}}"#;
+        let req: PrepareRequest = serde_json::from_str(text).expect("prepare");
+        assert!(req.op.is_empty());
+        let payload = req.payload.as_ref().expect("payload");
+        assert_eq!(payload["amount"].to_string(), "12.50");
+        let wire = serde_json::to_value(&req).expect("ser");
+        assert!(wire.get("op").is_none(), "an empty operation is left out");
+        assert_eq!(
+            serde_json::from_value::<PrepareRequest>(wire).expect("de"),
+            req
+        );
+        // A table's prepare is as before: an operation, no payload.
+        let table = PrepareRequest {
+            op: Operation::from_json("op", &serde_json::json!({"set": {"n": 1}})).expect("op"),
+            payload: None,
+            ..req
+        };
+        let wire = serde_json::to_value(&table).expect("ser");
+        assert!(wire.get("payload").is_none());
+        assert_eq!(
+            serde_json::from_value::<PrepareRequest>(wire).expect("de"),
+            table
         );
     }
 

@@ -579,6 +579,14 @@ fn parse_condition(path: &str, v: &Value) -> Result<Condition, OpError> {
     }
 }
 
+impl Operation {
+    /// Whether it does nothing at all: what a custom participant's messages carry (its work is
+    /// its payload); never what a table's participant accepts.
+    pub fn is_empty(&self) -> bool {
+        *self == Operation::default()
+    }
+}
+
 impl Serialize for Operation {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         self.to_json().serialize(s)

@@ -114,6 +114,12 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
         table: &str,
         req: &PrepareRequest,
     ) -> Result<PrepareReply, PortError> {
+        if req.op.is_empty() {
+            return Ok(PrepareReply::no(
+                VoteReason::Invalid,
+                "no operation: a table's participant needs one (a payload is for custom participants)",
+            ));
+        }
         let mode = req.op.mode();
         let lock = Lock {
             tx_id: req.tx_id.clone(),

@@ -145,6 +145,7 @@ impl Bank {
             key: p.key.clone(),
             op: p.op.clone(),
             coordinator: "in-memory".into(),
+            payload: None,
         }
     }
 
@@ -267,6 +268,7 @@ async fn a_lock_whose_owner_never_began_is_recorded_aborted_and_removed() {
         began: now,
         key: key("alice"),
         op,
+        payload: None,
         coordinator: "ghost".into(),
     };
     assert!(
@@ -287,6 +289,37 @@ async fn a_lock_whose_owner_never_began_is_recorded_aborted_and_removed() {
         "99",
         "the ghost's add was never applied"
     );
+}
+
+#[tokio::test]
+async fn a_table_participant_refuses_a_prepare_without_an_operation() {
+    // A custom participant's messages carry no operation (its work is its payload); one that
+    // reaches a table's participant holds nothing.
+    let b = bank();
+    let now = b.clock.now_ms();
+    let req = PrepareRequest {
+        tx_id: TxId::random(),
+        deadline: now + 1_000,
+        began: now,
+        key: key("alice"),
+        op: Operation::default(),
+        payload: Some(json!({"card": "4242"})),
+        coordinator: "custom".into(),
+    };
+    let reply = b.participant.prepare(TABLE, &req).await.expect("prepare");
+    assert!(
+        matches!(
+            reply.vote,
+            Vote::No {
+                reason: VoteReason::Invalid,
+                ..
+            }
+        ),
+        "{reply:?}"
+    );
+    assert_eq!(b.balance("alice").await, "100");
+    let done = b.transfer("alice", "bob", "1").await;
+    assert_eq!(done.status, TxStatus::Committed, "nothing was held");
 }
 
 #[tokio::test]

@@ -18,7 +18,8 @@ use twopc_core::request::{KeySchema, KeyType};
 use crate::error::classify;
 
 /// Transactions table: sparse index of non-terminal records by deadline (keys and `retryAfter`
-/// only: the sweeper reads each record it finds).
+/// only: the sweeper reads each record it finds). A custom participant's state table has the
+/// same index of its unfinished states (no state carries `retryAfter`).
 pub const PENDING_INDEX: &str = "pending-by-deadline";
 /// Participant tables: sparse index of locked (or reserved) items by lock expiry (keys only: the
 /// sweeper reads each item it finds).
@@ -49,6 +50,9 @@ pub enum TableKind {
     Participant(KeySchema),
     /// WebSocket subscriptions: (topic, connection id), TTL `expireAt`.
     Connections,
+    /// A custom participant's per-transaction state (`twopc-participant-sdk`): `txId`, the
+    /// sparse `pending-by-deadline` index of unfinished states, TTL `expireAt`.
+    ParticipantState,
 }
 
 /// A table to create.
@@ -135,7 +139,7 @@ pub async fn ensure_table(client: &Client, spec: &TableSpec) -> Result<(), PortE
                     .map_err(build_err)?,
             );
         match &spec.kind {
-            TableKind::Transactions => {
+            TableKind::Transactions | TableKind::ParticipantState => {
                 req = req
                     .attribute_definitions(attr(TX_ID, ScalarAttributeType::S)?)
                     .attribute_definitions(attr(PENDING, ScalarAttributeType::S)?)
@@ -209,7 +213,10 @@ pub async fn ensure_table(client: &Client, spec: &TableSpec) -> Result<(), PortE
         }
         tokio::time::sleep(Duration::from_millis(100)).await; // DynamoDB offers no wait primitive
     }
-    if matches!(spec.kind, TableKind::Transactions | TableKind::Connections) {
+    if matches!(
+        spec.kind,
+        TableKind::Transactions | TableKind::Connections | TableKind::ParticipantState
+    ) {
         let ttl = TimeToLiveSpecification::builder()
             .enabled(true)
             .attribute_name(EXPIRE_AT)

@@ -129,6 +129,7 @@ fn prepare() -> PrepareRequest {
         )
         .expect("op"),
         coordinator: "test".into(),
+        payload: None,
     }
 }
 

@@ -5,6 +5,10 @@
 //! `undetermined` is set when the service may have acted: a timeout or a broken connection
 //! after the request was sent, a 5xx, or a 2xx whose body is not a reply. A connection that
 //! could not be opened, or a 4xx, did nothing.
+//!
+//! With a signing secret, every request carries the headers of `twopc_core::signing`
+//! (HMAC-SHA256 over the transaction id, the time and the body), which the participant SDK's
+//! router checks.
 
 use std::time::Duration;
 
@@ -19,9 +23,11 @@ use hyper_util::rt::TokioExecutor;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio::sync::OnceCell;
+use twopc_core::ids::TxId;
 use twopc_core::message::{CompleteReply, CompleteRequest, PrepareReply, PrepareRequest};
-use twopc_core::ports::{Transport, TransportError};
+use twopc_core::ports::{Clock, SystemClock, Transport, TransportError};
 use twopc_core::record::Target;
+use twopc_core::signing;
 
 /// The largest reply read from a participant service: replies are a few hundred bytes.
 const MAX_REPLY_BYTES: usize = 1024 * 1024;
@@ -35,6 +41,7 @@ pub struct HttpTransport {
     // deployment without http participants should not pay at cold start.
     client: OnceCell<HttpsClient>,
     timeout: Duration,
+    secret: Option<signing::Secret>,
 }
 
 impl HttpTransport {
@@ -43,7 +50,14 @@ impl HttpTransport {
         HttpTransport {
             client: OnceCell::new(),
             timeout,
+            secret: None,
         }
+    }
+
+    /// Signs every request with `secret` (shared with the participant services).
+    pub fn with_signing_secret(mut self, secret: signing::Secret) -> Self {
+        self.secret = Some(secret);
+        self
     }
 
     async fn client(&self) -> std::io::Result<&HttpsClient> {
@@ -59,11 +73,12 @@ impl HttpTransport {
             .await
     }
 
-    /// POSTs `body` to `{url}/{action}` and reads the reply.
+    /// POSTs `body` (a request of transaction `tx`) to `{url}/{action}` and reads the reply.
     pub async fn call<B: Serialize, R: DeserializeOwned>(
         &self,
         url: &str,
         action: &str,
+        tx: &TxId,
         body: &B,
     ) -> Result<R, TransportError> {
         let endpoint = format!("{}/{action}", url.trim_end_matches('/'));
@@ -75,9 +90,16 @@ impl HttpTransport {
         };
         let payload = serde_json::to_vec(body)
             .map_err(|e| fail(format!("cannot encode the {action} request: {e}"), false))?;
-        let request = Request::post(&endpoint)
+        let mut request = Request::post(&endpoint)
             .header(CONTENT_TYPE, "application/json")
-            .header(ACCEPT, "application/json")
+            .header(ACCEPT, "application/json");
+        if let Some(secret) = &self.secret {
+            for (name, value) in signing::sign(secret.expose(), tx, SystemClock.now_ms(), &payload)
+            {
+                request = request.header(name, value);
+            }
+        }
+        let request = request
             .body(Full::new(Bytes::from(payload)))
             .map_err(|e| fail(format!("{endpoint:?} is not a usable URL: {e}"), false))?;
         let client = self.client().await.map_err(|e| TransportError {
@@ -142,7 +164,7 @@ impl Transport for HttpTransport {
         target: &Target,
         req: &PrepareRequest,
     ) -> Result<PrepareReply, TransportError> {
-        self.call(url(target)?, "prepare", req).await
+        self.call(url(target)?, "prepare", &req.tx_id, req).await
     }
 
     async fn commit(
@@ -150,7 +172,7 @@ impl Transport for HttpTransport {
         target: &Target,
         req: &CompleteRequest,
     ) -> Result<CompleteReply, TransportError> {
-        self.call(url(target)?, "commit", req).await
+        self.call(url(target)?, "commit", &req.tx_id, req).await
     }
 
     async fn abort(
@@ -158,6 +180,6 @@ impl Transport for HttpTransport {
         target: &Target,
         req: &CompleteRequest,
     ) -> Result<CompleteReply, TransportError> {
-        self.call(url(target)?, "abort", req).await
+        self.call(url(target)?, "abort", &req.tx_id, req).await
     }
 }

@@ -1,0 +1,497 @@
+//! The driver: prepare, commit and abort as the coordinator sends them, and the resolution of
+//! states whose coordinator went silent. Each reads the transaction's state, asks a rule (the
+//! core's [`rules`] for the protocol's answers), claims the hook call with a conditional write,
+//! calls the hook, and records its result with another.
+
+use std::time::Duration;
+
+use serde_json::Value;
+use tracing::{error, warn};
+use twopc_core::ids::TxId;
+use twopc_core::message::{
+    CompleteReply, CompleteRequest, ParticipantCall, PrepareReply, PrepareRequest,
+};
+use twopc_core::op::Mode;
+use twopc_core::ports::{Clock, Created, PortError, Swapped, TxLog};
+use twopc_core::record::{Vote, VoteReason};
+use twopc_core::rules::{
+    self, AbortStep, CommitStep, PrepareRefusal, PrepareStep, Reply, Resolution,
+};
+use twopc_core::status::{Decision, TxStatus};
+
+use crate::hooks::{Call, HookError, Hooks, Reservation};
+use crate::state::{Phase, Refusal, TxState};
+use crate::store::{StateStore, Written};
+
+/// Tunables.
+#[derive(Clone, Debug)]
+pub struct SdkConfig {
+    /// How long a `confirm` or `cancel` call may take (ms): past it the call counts as
+    /// interrupted, and the next commit, abort or sweep calls the hook again. `reserve` has the
+    /// transaction's deadline instead.
+    pub claim_ms: u64,
+}
+
+impl Default for SdkConfig {
+    fn default() -> Self {
+        SdkConfig { claim_ms: 30_000 }
+    }
+}
+
+/// Why a call could not be answered.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The state store failed.
+    #[error(transparent)]
+    Store(#[from] PortError),
+    /// A hook failed or did not finish in time; it will be called again (or, for `reserve`, the
+    /// transaction cancelled) by the next message or the sweep.
+    #[error("{hook} of transaction {tx_id} failed")]
+    Hook {
+        /// `reserve`, `confirm` or `cancel`.
+        hook: &'static str,
+        /// The transaction.
+        tx_id: TxId,
+        /// Why.
+        #[source]
+        source: HookError,
+    },
+    /// Another call of the same hook for the transaction is under way: retry after `until`.
+    #[error("transaction {tx_id}: a {phase:?} call is under way until {until}")]
+    Busy {
+        /// The transaction.
+        tx_id: TxId,
+        /// The claimed phase.
+        phase: Phase,
+        /// When the claim ends (epoch ms).
+        until: u64,
+    },
+    /// A message that is not a participant call.
+    #[error("not a participant call: {0}")]
+    Invalid(String),
+}
+
+/// What resolving an overdue state did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Resolved {
+    /// Nothing to do yet: the coordinator may still decide (its deadline has not passed), or
+    /// the state is finished.
+    Left,
+    /// Confirmed, as the record decided.
+    Confirmed,
+    /// Cancelled (or nothing held), as the record decided or after the record was aborted.
+    Cancelled,
+    /// The state contradicts the record (reported, nothing done).
+    Violation,
+}
+
+/// A participant made of a service's hooks and the protocol around them.
+#[derive(Clone, Debug)]
+pub struct SdkParticipant<H, S, L, C> {
+    hooks: H,
+    store: S,
+    log: L,
+    clock: C,
+    config: SdkConfig,
+}
+
+fn violation(tx: &TxId, what: &str) -> CompleteReply {
+    error!(tx_id = %tx, what, "protocol violation");
+    CompleteReply::Violation {
+        message: format!("transaction {tx}: {what}"),
+    }
+}
+
+fn reply(tx: &TxId, r: Reply) -> CompleteReply {
+    match r {
+        Reply::Done => CompleteReply::Done,
+        Reply::AlreadyDone => CompleteReply::AlreadyDone,
+        Reply::Violation(v) => violation(tx, &format!("{v:?}")),
+    }
+}
+
+impl<H: Hooks, S: StateStore, L: TxLog, C: Clock> SdkParticipant<H, S, L, C> {
+    /// Wires the participant.
+    pub fn new(hooks: H, store: S, log: L, clock: C, config: SdkConfig) -> Self {
+        SdkParticipant {
+            hooks,
+            store,
+            log,
+            clock,
+            config,
+        }
+    }
+
+    /// The hooks.
+    pub fn hooks(&self) -> &H {
+        &self.hooks
+    }
+
+    /// The state store.
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    /// The clock.
+    pub fn clock(&self) -> &C {
+        &self.clock
+    }
+
+    /// Answers one message in its wire form (`{"action", "request"}`): what the transport
+    /// adapters call.
+    pub async fn handle(&self, message: Value) -> Result<Value, Error> {
+        let encode = |r: Result<Value, serde_json::Error>| {
+            r.map_err(|e| Error::Invalid(format!("the reply could not be encoded: {e}")))
+        };
+        match ParticipantCall::from_json(message).map_err(Error::Invalid)? {
+            ParticipantCall::Prepare(r) => encode(serde_json::to_value(self.prepare(&r).await?)),
+            ParticipantCall::Commit(r) => encode(serde_json::to_value(self.commit(&r).await?)),
+            ParticipantCall::Abort(r) => encode(serde_json::to_value(self.abort(&r).await?)),
+        }
+    }
+
+    /// Prepare: `reserve` once, yes or no; a duplicate gets the same answer without a call; a
+    /// prepare after the transaction ended here (or was aborted before it arrived) is refused.
+    pub async fn prepare(&self, req: &PrepareRequest) -> Result<PrepareReply, Error> {
+        let tx = &req.tx_id;
+        let now = self.clock.now_ms();
+        if now >= req.deadline {
+            let late = now - req.deadline;
+            let message = format!("the transaction's deadline passed {late} ms ago");
+            return Ok(PrepareReply::no(VoteReason::Expired, message));
+        }
+        let Some(payload) = &req.payload else {
+            let message = "no payload: this participant takes a payload, not an operation";
+            return Ok(PrepareReply::no(VoteReason::Invalid, message));
+        };
+        let mut found = self.store.get(tx).await?;
+        let claim = loop {
+            match &found {
+                Some(s) if s.phase == Phase::Refused => {
+                    let r = s.refusal.clone().unwrap_or(Refusal {
+                        reason: VoteReason::Invalid,
+                        message: String::new(),
+                    });
+                    return Ok(PrepareReply::no(r.reason, r.message));
+                }
+                Some(s) if s.phase == Phase::Reserving => {
+                    let message = if s.claim_live(now) {
+                        "a prepare of this transaction is under way"
+                    } else {
+                        "a prepare of this transaction was interrupted"
+                    };
+                    return Ok(PrepareReply::no(VoteReason::Conflict, message));
+                }
+                _ => {}
+            }
+            match rules::prepare(Phase::seen(found.as_ref().map(|s| s.phase)), false) {
+                PrepareStep::Lock if found.is_some() => return Ok(yes()),
+                PrepareStep::Lock => {}
+                PrepareStep::Refuse(PrepareRefusal::Fenced(outcome)) => {
+                    let message = format!("this transaction already ended here ({outcome:?})");
+                    return Ok(PrepareReply::no(VoteReason::Fenced, message));
+                }
+                PrepareStep::Refuse(other) => {
+                    let message = format!("refused: {other:?}");
+                    return Ok(PrepareReply::no(VoteReason::Conflict, message));
+                }
+            }
+            let mut claim = TxState::first(tx, Phase::Reserving, req.deadline, req.began, now);
+            claim.payload = Some(payload.clone());
+            claim.claimed_until = Some(req.deadline);
+            match self.store.create(&claim).await? {
+                Written::Done => break claim,
+                Written::Lost(s) => found = s.map(|b| *b),
+            }
+        };
+        let call = Call {
+            tx_id: tx,
+            payload,
+            deadline: req.deadline,
+        };
+        let outcome = self
+            .within(req.deadline, "reserve", self.hooks.reserve(call))
+            .await;
+        let now = self.clock.now_ms();
+        let (next, vote) = match outcome {
+            Ok(Reservation::Held) => (claim.moved(Phase::Reserved, None, now), yes()),
+            Ok(Reservation::Refused { reason, message }) => {
+                let mut next = claim.moved(Phase::Refused, None, now);
+                next.refusal = Some(Refusal {
+                    reason,
+                    message: message.clone(),
+                });
+                (next, PrepareReply::no(reason, message))
+            }
+            Err(source) => {
+                // Outcome unknown: end the claim now, so the abort cancels at once.
+                let ended = claim.moved(Phase::Reserving, Some(now), now);
+                if let Written::Lost(s) = self.store.replace(&ended).await? {
+                    warn!(tx_id = %tx, state = ?s, "the failed reserve's state moved meanwhile");
+                }
+                return Err(Error::Hook {
+                    hook: "reserve",
+                    tx_id: tx.clone(),
+                    source,
+                });
+            }
+        };
+        match self.store.replace(&next).await? {
+            Written::Done => Ok(vote),
+            Written::Lost(s) => {
+                // Only an abort that found the claim expired moves it: the reserve ran past the
+                // deadline and the transaction is being cancelled. What it held must go too.
+                warn!(tx_id = %tx, state = ?s, "reserve finished after its claim was taken over");
+                if vote.vote.is_yes() {
+                    self.call_hook("cancel", &claim, self.clock.now_ms())
+                        .await?;
+                }
+                let message = "the reserve finished after the transaction's deadline";
+                Ok(PrepareReply::no(VoteReason::Expired, message))
+            }
+        }
+    }
+
+    /// Commit: `confirm` once; a duplicate answers `alreadyDone`; a commit of a transaction
+    /// this participant did not vote yes for is a violation.
+    pub async fn commit(&self, req: &CompleteRequest) -> Result<CompleteReply, Error> {
+        self.finish(&req.tx_id, Decision::Commit, Some(req)).await
+    }
+
+    /// Abort: `cancel` once if held; an abort before (or instead of) the prepare records the
+    /// transaction as aborted, so its prepare is refused, and calls nothing.
+    pub async fn abort(&self, req: &CompleteRequest) -> Result<CompleteReply, Error> {
+        self.finish(&req.tx_id, Decision::Abort, Some(req)).await
+    }
+
+    /// Carries out `decision` on the transaction's state. `req` is the message, when there is
+    /// one (an abort with no state records it; the sweep never writes a state that is not there).
+    async fn finish(
+        &self,
+        tx: &TxId,
+        decision: Decision,
+        req: Option<&CompleteRequest>,
+    ) -> Result<CompleteReply, Error> {
+        let mut found = self.store.get(tx).await?;
+        loop {
+            let now = self.clock.now_ms();
+            let Some(state) = found else {
+                // No state: the rules say fence out (abort) or violation (commit).
+                let seen = Phase::seen(None);
+                let Some(req) = req.filter(|_| decision == Decision::Abort) else {
+                    if let CommitStep::Answer(r) = rules::commit(seen, false) {
+                        return Ok(reply(tx, r));
+                    }
+                    return Ok(violation(tx, "no state"));
+                };
+                if rules::abort(seen) != AbortStep::FenceOut {
+                    return Ok(violation(tx, "abort with no state"));
+                }
+                let aborted = TxState::first(tx, Phase::Aborted, req.deadline, req.began, now);
+                match self.store.create(&aborted).await? {
+                    Written::Done => return Ok(CompleteReply::Done),
+                    Written::Lost(s) => {
+                        found = s.map(|b| *b);
+                        continue;
+                    }
+                }
+            };
+            let claimed = match (state.phase, decision) {
+                (Phase::Confirming, Decision::Commit) | (Phase::Cancelling, Decision::Abort) => {
+                    true
+                }
+                (Phase::Reserving, Decision::Abort) => true,
+                (Phase::Reserving, Decision::Commit) => {
+                    return Ok(violation(
+                        tx,
+                        "commit of a transaction that never voted yes",
+                    ));
+                }
+                (Phase::Confirming, Decision::Abort) => {
+                    return Ok(violation(tx, "abort of a transaction being confirmed"));
+                }
+                (Phase::Cancelling, Decision::Commit) => {
+                    return Ok(violation(tx, "commit of a transaction being cancelled"));
+                }
+                _ => false,
+            };
+            if claimed && state.claim_live(now) {
+                return Err(Error::Busy {
+                    tx_id: tx.clone(),
+                    phase: state.phase,
+                    until: state.claimed_until.unwrap_or(now),
+                });
+            }
+            if !claimed {
+                let seen = Phase::seen(Some(state.phase));
+                let apply = match decision {
+                    Decision::Commit => match rules::commit(seen, false) {
+                        CommitStep::Apply => true,
+                        CommitStep::Answer(r) => return Ok(reply(tx, r)),
+                    },
+                    Decision::Abort => match rules::abort(seen) {
+                        AbortStep::Release => true,
+                        AbortStep::Answer(r) => return Ok(reply(tx, r)),
+                        AbortStep::FenceOut => {
+                            return Ok(violation(tx, "abort that would fence out a state"));
+                        }
+                    },
+                };
+                debug_assert!(apply);
+            }
+            // Claim the call (or take over an interrupted one), call the hook, record.
+            let (calling, done, hook) = match decision {
+                Decision::Commit => (Phase::Confirming, Phase::Confirmed, "confirm"),
+                Decision::Abort => (Phase::Cancelling, Phase::Cancelled, "cancel"),
+            };
+            let until = now + self.config.claim_ms;
+            let claim = state.moved(calling, Some(until), now);
+            match self.store.replace(&claim).await? {
+                Written::Done => {}
+                Written::Lost(s) => {
+                    found = s.map(|b| *b);
+                    continue;
+                }
+            }
+            self.call_hook(hook, &claim, until).await?;
+            let now = self.clock.now_ms();
+            return match self.store.replace(&claim.moved(done, None, now)).await? {
+                Written::Done => Ok(CompleteReply::Done),
+                Written::Lost(s) => {
+                    // Our claim was taken over after it expired: the hook ran twice. Answer
+                    // as the state now says.
+                    warn!(tx_id = %tx, state = ?s, hook, "the call outlived its claim");
+                    found = s.map(|b| *b);
+                    continue;
+                }
+            };
+        }
+    }
+
+    /// Calls `confirm` or `cancel` for the claimed `state`, within its claim.
+    async fn call_hook(
+        &self,
+        hook: &'static str,
+        state: &TxState,
+        until: u64,
+    ) -> Result<(), Error> {
+        let null = Value::Null;
+        let call = Call {
+            tx_id: &state.tx_id,
+            payload: state.payload.as_ref().unwrap_or(&null),
+            deadline: until,
+        };
+        let result = match hook {
+            "confirm" => self.within(until, hook, self.hooks.confirm(call)).await,
+            _ => self.within(until, hook, self.hooks.cancel(call)).await,
+        };
+        if let Err(source) = result {
+            // End the claim now, so the next message calls it again at once.
+            let now = self.clock.now_ms();
+            let _ = self
+                .store
+                .replace(&state.moved(state.phase, Some(now), now))
+                .await;
+            return Err(Error::Hook {
+                hook,
+                tx_id: state.tx_id.clone(),
+                source,
+            });
+        }
+        Ok(())
+    }
+
+    /// Runs a hook until `until` (epoch ms, by the injected clock's reading now).
+    async fn within<T>(
+        &self,
+        until: u64,
+        hook: &'static str,
+        call: impl Future<Output = Result<T, HookError>>,
+    ) -> Result<T, HookError> {
+        let left = until.saturating_sub(self.clock.now_ms());
+        match tokio::time::timeout(Duration::from_millis(left), call).await {
+            Ok(r) => r,
+            Err(_) => Err(HookError::new(format!(
+                "{hook} did not finish within {left} ms"
+            ))),
+        }
+    }
+
+    /// Resolves one state whose coordinator may have gone silent, by the transaction's record
+    /// (the lock rule, [`rules::resolve`]): never decided here.
+    pub async fn resolve(&self, tx: &TxId) -> Result<Resolved, Error> {
+        let Some(state) = self.store.get(tx).await? else {
+            return Ok(Resolved::Left);
+        };
+        let now = self.clock.now_ms();
+        let decision = match state.phase {
+            Phase::Confirming => Decision::Commit,
+            Phase::Cancelling => Decision::Abort,
+            Phase::Reserved | Phase::Reserving => {
+                let deadline_passed = now >= state.deadline;
+                let record = self.log.get(tx).await?;
+                match rules::resolve(record.as_ref().map(|r| r.status), deadline_passed) {
+                    Resolution::OwnerLive => return Ok(Resolved::Left),
+                    Resolution::RollForward if state.phase == Phase::Reserved => Decision::Commit,
+                    Resolution::RollForward | Resolution::DropStale => {
+                        error!(tx_id = %tx, phase = ?state.phase, status = ?record.map(|r| r.status),
+                            "the record's decision contradicts this participant's state");
+                        return Ok(Resolved::Violation);
+                    }
+                    Resolution::AbortHere => Decision::Abort,
+                    Resolution::RecordAborted => match self.log.create_aborted(tx, now).await? {
+                        Created::New => Decision::Abort,
+                        Created::Exists(r) => match r.status.decision() {
+                            Some(d) => d,
+                            None => return Ok(Resolved::Left),
+                        },
+                    },
+                    Resolution::DecideAbort => {
+                        let Some(record) = record else {
+                            return Ok(Resolved::Left);
+                        };
+                        match self
+                            .log
+                            .transition(&record, TxStatus::Aborting, None, now)
+                            .await?
+                        {
+                            Swapped::Done(_) => Decision::Abort,
+                            Swapped::Lost(r) => match r.and_then(|r| r.status.decision()) {
+                                Some(d) => d,
+                                None => return Ok(Resolved::Left),
+                            },
+                        }
+                    }
+                }
+            }
+            _ => return Ok(Resolved::Left),
+        };
+        match self.finish(tx, decision, None).await? {
+            CompleteReply::Violation { .. } => Ok(Resolved::Violation),
+            _ if decision == Decision::Commit => Ok(Resolved::Confirmed),
+            _ => Ok(Resolved::Cancelled),
+        }
+    }
+
+    /// One pass over the unfinished states past their deadline (at most `limit`): each is
+    /// resolved by its record. A state still claimed by a live call is left to it.
+    pub async fn sweep(&self, limit: usize) -> Result<Vec<(TxId, Resolved)>, Error> {
+        let now = self.clock.now_ms();
+        let mut out = vec![];
+        for state in self.store.overdue(now, limit).await? {
+            let resolved = match self.resolve(&state.tx_id).await {
+                Err(Error::Busy { .. }) => Resolved::Left,
+                other => other?,
+            };
+            out.push((state.tx_id, resolved));
+        }
+        Ok(out)
+    }
+}
+
+fn yes() -> PrepareReply {
+    PrepareReply {
+        vote: Vote::yes(Mode::Exclusive),
+        prune: None,
+    }
+}
