@@ -15,7 +15,9 @@ use twopc_core::sweeper::{LockTable, SweepConfig};
 pub mod var {
     /// The transactions table (every function).
     pub const TRANSACTIONS_TABLE: &str = "TWOPC_TRANSACTIONS_TABLE";
-    /// The participant services as JSON: name → `{"target": {...}, "key": {...}}` (coordinator).
+    /// The participant services as JSON: name → `{"target": {...}, "key": {...}}` for a table's
+    /// participant, or `{"kind": "custom", "target": {...}}` for a custom participant (one built
+    /// on `twopc-participant-sdk`, given an opaque `payload`) (coordinator).
     pub const SERVICES: &str = "TWOPC_SERVICES";
     /// The participant function's own table (participant).
     pub const PARTICIPANT_TABLE: &str = "TWOPC_PARTICIPANT_TABLE";
@@ -354,6 +356,15 @@ fn parse_services(json: &str) -> Result<BTreeMap<String, ServiceConfig>, ConfigE
             problem: format!("names no service; e.g. {SERVICES_EXAMPLE}"),
         });
     }
+    if let Some((name, problem)) = services
+        .iter()
+        .find_map(|(name, s)| Some((name, s.problem()?)))
+    {
+        return Err(ConfigError::Invalid {
+            var: var::SERVICES,
+            problem: format!("service {name:?}: {problem}"),
+        });
+    }
     if let Some(bad) = services
         .keys()
         .find(|k| k.is_empty() || k.chars().any(|c| c.is_whitespace() || c.is_control()))
@@ -399,6 +410,7 @@ fn number<T: std::str::FromStr>(
 mod tests {
     use super::*;
     use twopc_core::record::Target;
+    use twopc_core::request::ServiceKind;
 
     fn lookup(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
         let map: BTreeMap<String, String> = pairs
@@ -470,6 +482,47 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("TWOPC_PARTICIPANT_TABLE"), "{e}");
+    }
+
+    #[test]
+    fn a_service_is_a_table_or_a_custom_participant() {
+        let services = r#"{"accounts":{"target":{"transport":"direct","table":"accounts"},"key":{"hash":{"name":"id","type":"S"}}},
+            "payments":{"kind":"custom","target":{"transport":"http","url":"http://127.0.0.1:3001"}}}"#;
+        let c = Config::from_lookup(
+            Role::Coordinator,
+            lookup(&[(var::TRANSACTIONS_TABLE, "tx"), (var::SERVICES, services)]),
+        )
+        .expect("valid");
+        assert_eq!(c.services["accounts"].kind, ServiceKind::Table);
+        assert_eq!(c.services["payments"].kind, ServiceKind::Custom);
+        assert_eq!(c.services["payments"].key, None);
+        for (bad, says) in [
+            (
+                r#"{"payments":{"kind":"custom","target":{"transport":"http","url":"http://p"},"key":{"hash":{"name":"id","type":"S"}}}}"#,
+                "has no \"key\"",
+            ),
+            (
+                r#"{"accounts":{"target":{"transport":"direct","table":"accounts"}}}"#,
+                "needs \"key\"",
+            ),
+        ] {
+            let e = Config::from_lookup(
+                Role::Coordinator,
+                lookup(&[(var::TRANSACTIONS_TABLE, "tx"), (var::SERVICES, bad)]),
+            )
+            .expect_err(bad);
+            assert!(
+                matches!(
+                    e,
+                    ConfigError::Invalid {
+                        var: "TWOPC_SERVICES",
+                        ..
+                    }
+                ),
+                "{e}"
+            );
+            assert!(e.to_string().contains(says), "{e}");
+        }
     }
 
     #[test]
