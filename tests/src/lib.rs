@@ -104,21 +104,21 @@ impl World {
         let services: BTreeMap<String, ServiceConfig> = [
             (
                 "accounts".to_owned(),
-                ServiceConfig {
-                    target: Target::Direct {
+                ServiceConfig::table(
+                    Target::Direct {
                         table: accounts.clone(),
                     },
-                    key: KeySchema::string_hash("id"),
-                },
+                    KeySchema::string_hash("id"),
+                ),
             ),
             (
                 "wallets".to_owned(),
-                ServiceConfig {
-                    target: Target::Direct {
+                ServiceConfig::table(
+                    Target::Direct {
                         table: wallets.clone(),
                     },
-                    key: KeySchema::string_hash("id"),
-                },
+                    KeySchema::string_hash("id"),
+                ),
             ),
         ]
         .into();

@@ -367,7 +367,7 @@ fn the_coordinators_services_are_accepted_by_the_configuration() {
     );
     for (name, s) in &config.services {
         assert!(matches!(s.target, Target::Lambda { .. }), "{name}");
-        assert_eq!(s.key, KeySchema::string_hash("id"), "{name}");
+        assert_eq!(s.key, Some(KeySchema::string_hash("id")), "{name}");
     }
 }
 

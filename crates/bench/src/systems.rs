@@ -262,12 +262,12 @@ pub fn services(tables: &Tables) -> BTreeMap<String, ServiceConfig> {
         .map(|(name, table)| {
             (
                 name.to_owned(),
-                ServiceConfig {
-                    target: Target::Direct {
+                ServiceConfig::table(
+                    Target::Direct {
                         table: table.clone(),
                     },
-                    key: KeySchema::string_hash("id"),
-                },
+                    KeySchema::string_hash("id"),
+                ),
             )
         })
         .collect()

@@ -24,10 +24,13 @@ fn participants(record: &TxRecord) -> Vec<Value> {
         .map(|(i, p)| {
             let mut m = Map::new();
             m.insert("participant".into(), Value::String(p.participant.clone()));
-            m.insert(
-                "key".into(),
-                Value::Object(p.key.clone().into_iter().collect()),
-            );
+            // A custom participant has no item: no key.
+            if !p.key.is_empty() {
+                m.insert(
+                    "key".into(),
+                    Value::Object(p.key.clone().into_iter().collect()),
+                );
+            }
             if let Some(Ok(Value::Object(v))) = record.votes.get(i).map(serde_json::to_value) {
                 m.extend(v);
             }

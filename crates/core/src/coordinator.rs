@@ -228,7 +228,7 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
                 key: p.key.clone(),
                 op: p.op.clone(),
                 coordinator: self.config.id.clone(),
-                payload: None,
+                payload: p.payload.clone(),
             };
             let reply = match self.transport.prepare(&p.target, &req).await {
                 Ok(r) => r,

@@ -118,10 +118,43 @@ pub struct ParticipantEntry {
     pub participant: String,
     /// How it is reached.
     pub target: Target,
-    /// The item's key.
+    /// The item's key (empty for a custom participant).
     pub key: Key,
-    /// What to do to the item.
+    /// What to do to the item (absent for a custom participant).
+    #[serde(default, skip_serializing_if = "Operation::is_empty")]
     pub op: Operation,
+    /// A custom participant's payload, as the request gave it (absent for a table's). Stored as
+    /// its JSON text: opaque to the coordinator, so kept byte for byte, never subject to what a
+    /// DynamoDB attribute can hold (numbers of at most 38 digits, for one).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "payload_text"
+    )]
+    pub payload: Option<serde_json::Value>,
+}
+
+/// A payload as its JSON text.
+mod payload_text {
+    use serde::de::Error as _;
+    use serde::{Deserialize, Deserializer, Serializer};
+    use serde_json::Value;
+
+    pub fn serialize<S: Serializer>(v: &Option<Value>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(v) => s.serialize_str(&v.to_string()),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+        match Option::<String>::deserialize(d)? {
+            Some(text) => serde_json::from_str(&text)
+                .map(Some)
+                .map_err(D::Error::custom),
+            None => Ok(None),
+        }
+    }
 }
 
 /// The transaction record: alone enough to finish the transaction.

@@ -61,13 +61,67 @@ impl KeySchema {
     }
 }
 
+/// What kind of participant a service is: what a request names for it, and who validates it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ServiceKind {
+    /// Items of a DynamoDB table: a request names an item's `key` and an `op` in the operation
+    /// language, which the coordinator validates.
+    #[default]
+    Table,
+    /// A service with its own logic (`twopc-participant-sdk`): a request gives an opaque JSON
+    /// `payload` (no key, no op), which the participant validates in prepare. It keeps one state
+    /// per transaction, so it appears at most once in a transaction.
+    Custom,
+}
+
 /// A participant service the coordinator may name.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ServiceConfig {
     /// How it is reached.
     pub target: Target,
-    /// Its table's key.
-    pub key: KeySchema,
+    /// What a request names for it (absent: a table).
+    #[serde(default, skip_serializing_if = "is_table")]
+    pub kind: ServiceKind,
+    /// Its table's key (a table's only; a custom participant has none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<KeySchema>,
+}
+
+fn is_table(kind: &ServiceKind) -> bool {
+    *kind == ServiceKind::Table
+}
+
+impl ServiceConfig {
+    /// A table's participant.
+    pub fn table(target: Target, key: KeySchema) -> Self {
+        ServiceConfig {
+            target,
+            kind: ServiceKind::Table,
+            key: Some(key),
+        }
+    }
+
+    /// A custom participant.
+    pub fn custom(target: Target) -> Self {
+        ServiceConfig {
+            target,
+            kind: ServiceKind::Custom,
+            key: None,
+        }
+    }
+
+    /// What is wrong with this configuration, if anything: a table needs a key, a custom
+    /// participant has none.
+    pub fn problem(&self) -> Option<&'static str> {
+        match (self.kind, &self.key) {
+            (ServiceKind::Table, None) => Some("a table's service needs \"key\" (its key schema)"),
+            (ServiceKind::Custom, Some(_)) => {
+                Some("a custom participant has no \"key\" (it keeps one state per transaction)")
+            }
+            _ => None,
+        }
+    }
 }
 
 /// Limits and defaults of the coordinator.
@@ -135,10 +189,12 @@ pub struct ParticipantRequest {
     pub participant: String,
     /// Its configuration.
     pub service: ServiceConfig,
-    /// The item.
+    /// The item (empty for a custom participant).
     pub key: Key,
-    /// The operation.
+    /// The operation (empty for a custom participant).
     pub op: Operation,
+    /// A custom participant's opaque payload (none for a table).
+    pub payload: Option<Value>,
 }
 
 /// A validated request.
@@ -151,6 +207,9 @@ pub struct TxRequest {
 }
 
 const MAX_KEY_STRING: usize = 1024;
+/// The largest payload one custom participant may be given (bytes of its compact JSON): the
+/// record holds every participant's payload and must fit one DynamoDB item (400 KB).
+pub const MAX_PAYLOAD_BYTES: usize = 8 * 1024;
 const MAX_IDEMPOTENCY_KEY: usize = 255;
 
 /// Checks an `Idempotency-Key` header value.
@@ -228,6 +287,15 @@ impl TxRequest {
                 format!("{:?}", p.service.target),
                 serde_json::to_string(&p.key).unwrap_or_default(),
             )) {
+                if p.service.kind == ServiceKind::Custom {
+                    return Err(RequestError::new(
+                        "duplicate_participant",
+                        format!(
+                            "{path}: the custom participant {:?} appears more than once; it takes one payload per transaction",
+                            p.participant
+                        ),
+                    ));
+                }
                 return Err(RequestError::new(
                     "duplicate_item",
                     format!(
@@ -264,6 +332,7 @@ impl TxRequest {
                     target: p.service.target.clone(),
                     key: p.key.clone(),
                     op: p.op.clone(),
+                    payload: p.payload.clone(),
                 })
                 .collect(),
             votes: vec![],
@@ -291,7 +360,11 @@ impl TxRequest {
                     "key".into(),
                     Value::Object(p.key.clone().into_iter().collect()),
                 );
-                m.insert("op".into(), p.op.to_json());
+                match &p.payload {
+                    // Its own field: a payload never hashes like an operation of the same text.
+                    Some(payload) => m.insert("payload".into(), payload.clone()),
+                    None => m.insert("op".into(), p.op.to_json()),
+                };
                 Value::Object(m)
             })
             .collect();
@@ -309,13 +382,13 @@ fn parse_participant(
     let invalid = |m: String| RequestError::new("invalid_request", m);
     let obj = entry.as_object().ok_or_else(|| {
         invalid(format!(
-            "{path}: expected an object with participant, key and op"
+            "{path}: expected an object with participant and either key and op (a table) or payload (a custom participant)"
         ))
     })?;
     for field in obj.keys() {
-        if !["participant", "key", "op"].contains(&field.as_str()) {
+        if !["participant", "key", "op", "payload"].contains(&field.as_str()) {
             return Err(invalid(format!(
-                "{path}: unknown field {field:?}; expected participant, key and op"
+                "{path}: unknown field {field:?}; expected participant and either key and op (a table) or payload (a custom participant)"
             )));
         }
     }
@@ -337,18 +410,79 @@ fn parse_participant(
             ),
         )
     })?;
-    let key = parse_key(&format!("{path}.key"), obj.get("key"), &service.key)?;
-    let op_value = obj
-        .get("op")
-        .ok_or_else(|| invalid(format!("{path}.op: missing; say what to do to the item")))?;
-    let op = Operation::from_json(&format!("{path}.op"), op_value)?;
-    op.check_against_key(&format!("{path}.op"), &key)?;
+    check_fields_for_kind(path, name, service, obj)?;
+    let (key, op, payload) = match (service.kind, &service.key) {
+        (ServiceKind::Table, Some(schema)) => {
+            let key = parse_key(&format!("{path}.key"), obj.get("key"), schema)?;
+            let op_value = obj.get("op").ok_or_else(|| {
+                invalid(format!("{path}.op: missing; say what to do to the item"))
+            })?;
+            let op = Operation::from_json(&format!("{path}.op"), op_value)?;
+            op.check_against_key(&format!("{path}.op"), &key)?;
+            (key, op, None)
+        }
+        (ServiceKind::Custom, _) => {
+            let payload = check_payload(&format!("{path}.payload"), obj.get("payload"))?;
+            (Key::new(), Operation::default(), Some(payload))
+        }
+        // Refused when the configuration is read (`ServiceConfig::problem`).
+        (ServiceKind::Table, None) => {
+            return Err(invalid(format!(
+                "{path}.participant: the service {name:?} is configured without a key"
+            )));
+        }
+    };
     Ok(ParticipantRequest {
         participant: name.to_owned(),
         service: service.clone(),
         key,
         op,
+        payload,
     })
+}
+
+/// A table's entry names `key` and `op`; a custom participant's names `payload` only. Anything
+/// else is `wrong_participant_kind`, saying which the service is and what it takes.
+fn check_fields_for_kind(
+    path: &str,
+    name: &str,
+    service: &ServiceConfig,
+    obj: &Map<String, Value>,
+) -> Result<(), RequestError> {
+    let wrong = |m: String| RequestError::new("wrong_participant_kind", m);
+    match service.kind {
+        ServiceKind::Table if obj.contains_key("payload") => Err(wrong(format!(
+            "{path}.payload: {name:?} is a table's participant: give the item's \"key\" and an \"op\", not a payload"
+        ))),
+        ServiceKind::Custom => match ["op", "key"].into_iter().find(|f| obj.contains_key(*f)) {
+            Some(field) => Err(wrong(format!(
+                "{path}.{field}: {name:?} is a custom participant: give its work as \"payload\" (opaque JSON), with no key or op"
+            ))),
+            None => Ok(()),
+        },
+        ServiceKind::Table => Ok(()),
+    }
+}
+
+/// A custom participant's payload: any JSON but `null`, at most [`MAX_PAYLOAD_BYTES`]. What it
+/// means is the participant's business (a bad one is its `no` vote, reason `invalid`).
+fn check_payload(path: &str, v: Option<&Value>) -> Result<Value, RequestError> {
+    let bad = |m: String| RequestError::new("invalid_payload", m);
+    let payload = match v {
+        None | Some(Value::Null) => {
+            return Err(bad(format!(
+                "{path}: missing; a custom participant is given its work as JSON"
+            )));
+        }
+        Some(p) => p,
+    };
+    let size = serde_json::to_string(payload).map_or(usize::MAX, |s| s.len());
+    if size > MAX_PAYLOAD_BYTES {
+        return Err(bad(format!(
+            "{path}: {size} bytes of JSON; at most {MAX_PAYLOAD_BYTES} are allowed"
+        )));
+    }
+    Ok(payload.clone())
 }
 
 fn parse_key(path: &str, v: Option<&Value>, schema: &KeySchema) -> Result<Key, RequestError> {
@@ -396,15 +530,23 @@ mod tests {
     use serde_json::json;
 
     fn services() -> BTreeMap<String, ServiceConfig> {
-        [(
-            "accounts".to_owned(),
-            ServiceConfig {
-                target: Target::Direct {
-                    table: "accounts".into(),
-                },
-                key: KeySchema::string_hash("id"),
-            },
-        )]
+        [
+            (
+                "accounts".to_owned(),
+                ServiceConfig::table(
+                    Target::Direct {
+                        table: "accounts".into(),
+                    },
+                    KeySchema::string_hash("id"),
+                ),
+            ),
+            (
+                "payments".to_owned(),
+                ServiceConfig::custom(Target::Http {
+                    url: "http://payments.example".into(),
+                }),
+            ),
+        ]
         .into()
     }
 
@@ -486,5 +628,104 @@ mod tests {
         assert!(check_idempotency_key("order-42").is_ok());
         assert!(check_idempotency_key("").is_err());
         assert!(check_idempotency_key("has space").is_err());
+    }
+
+    fn order(payload: Value) -> Value {
+        json!({"participants": [
+            {"participant": "accounts", "key": {"id": "a"}, "op": {"add": {"balance": -1}}},
+            {"participant": "payments", "payload": payload}]})
+    }
+
+    #[test]
+    fn a_custom_participant_is_given_its_payload_and_no_key_or_operation() {
+        let payment = serde_json::from_str(r#"{"card": "4242", "amount": 12.50}"#).expect("json");
+        let r = parse(order(payment)).expect("valid");
+        let p = &r.participants[1];
+        assert_eq!(p.service.kind, ServiceKind::Custom);
+        assert!(p.key.is_empty() && p.op.is_empty());
+        let payload = p.payload.as_ref().expect("payload");
+        assert_eq!(
+            payload["amount"].to_string(),
+            "12.50",
+            "numbers keep their text"
+        );
+        assert_eq!(r.participants[0].payload, None);
+        let record = r.begin(TxId::random(), None, "me".into(), 1);
+        assert_eq!(record.participants[1].payload.as_ref(), Some(payload));
+        let back: TxRecord =
+            serde_json::from_value(serde_json::to_value(&record).expect("ser")).expect("de");
+        assert_eq!(back, record, "the payload is recorded with the participant");
+        let stored = serde_json::to_value(&record).expect("ser");
+        let text = stored["participants"][1]["payload"]
+            .as_str()
+            .expect("stored as its JSON text");
+        assert!(text.contains("12.50"), "numbers exact: {text}");
+    }
+
+    #[test]
+    fn the_participant_judges_its_payload_the_coordinator_only_its_size() {
+        // Any JSON but null: a string or a list is the participant's to refuse.
+        assert!(parse(order(json!("anything"))).is_ok());
+        assert!(parse(order(json!([1, 2]))).is_ok());
+        let code = |v| parse(v).unwrap_err().code;
+        assert_eq!(code(order(Value::Null)), "invalid_payload");
+        let missing = json!({"participants": [{"participant": "payments"}]});
+        assert_eq!(code(missing), "invalid_payload");
+        let big = "x".repeat(MAX_PAYLOAD_BYTES);
+        assert_eq!(code(order(json!({"memo": big}))), "invalid_payload");
+    }
+
+    #[test]
+    fn mixing_op_and_payload_against_the_services_kind_is_refused() {
+        let code = |v| parse(v).unwrap_err();
+        let e = code(json!({"participants": [
+            {"participant": "payments", "payload": {"amount": 1}, "op": {"delete": true}}]}));
+        assert_eq!(e.code, "wrong_participant_kind");
+        assert!(e.message.contains("custom participant"), "{}", e.message);
+        let e = code(json!({"participants": [
+            {"participant": "payments", "key": {"id": "a"}, "payload": {"amount": 1}}]}));
+        assert_eq!(e.code, "wrong_participant_kind");
+        let e = code(json!({"participants": [
+            {"participant": "payments", "op": {"delete": true}}]}));
+        assert_eq!(e.code, "wrong_participant_kind");
+        let e = code(json!({"participants": [
+            {"participant": "accounts", "key": {"id": "a"}, "payload": {"amount": 1}}]}));
+        assert_eq!(e.code, "wrong_participant_kind");
+        assert!(e.message.contains("\"op\""), "{}", e.message);
+        let e = code(json!({"participants": [
+            {"participant": "payments", "payload": {"amount": 1}},
+            {"participant": "payments", "payload": {"amount": 2}}]}));
+        assert_eq!(e.code, "duplicate_participant");
+    }
+
+    #[test]
+    fn a_payload_hashes_apart_from_other_payloads() {
+        let a = parse(order(json!({"amount": 1}))).expect("valid").hash();
+        assert_eq!(a, parse(order(json!({"amount": 1}))).expect("valid").hash());
+        assert_ne!(a, parse(order(json!({"amount": 2}))).expect("valid").hash());
+    }
+
+    #[test]
+    fn service_kinds_are_read_and_checked() {
+        let custom: ServiceConfig = serde_json::from_value(
+            json!({"kind": "custom", "target": {"transport": "http", "url": "http://p"}}),
+        )
+        .expect("custom");
+        assert_eq!(custom.problem(), None);
+        let table: ServiceConfig = serde_json::from_value(json!({
+            "target": {"transport": "direct", "table": "t"}, "key": {"hash": {"name": "id", "type": "S"}}}))
+        .expect("table");
+        assert_eq!(table.kind, ServiceKind::Table);
+        assert_eq!(table.problem(), None);
+        assert!(
+            serde_json::to_value(&table)
+                .expect("ser")
+                .get("kind")
+                .is_none()
+        );
+        let keyless: ServiceConfig =
+            serde_json::from_value(json!({"target": {"transport": "direct", "table": "t"}}))
+                .expect("parses");
+        assert!(keyless.problem().is_some());
     }
 }

@@ -59,12 +59,12 @@ fn bank() -> Bank {
     );
     let services: BTreeMap<String, ServiceConfig> = [(
         "accounts".to_owned(),
-        ServiceConfig {
-            target: Target::Direct {
+        ServiceConfig::table(
+            Target::Direct {
                 table: TABLE.into(),
             },
-            key: KeySchema::string_hash("id"),
-        },
+            KeySchema::string_hash("id"),
+        ),
     )]
     .into();
     let coordinator = Coordinator::new(

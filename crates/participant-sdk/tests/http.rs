@@ -235,3 +235,35 @@ async fn a_signature_for_another_transaction_a_body_that_is_no_request_or_too_la
     );
     assert!(s.hooks.calls().is_empty());
 }
+
+#[tokio::test]
+async fn the_configured_signing_secret_signs_the_functions_http_transport() {
+    use twopc_runtime::config::{Config, Role, var};
+    let s = serve().await;
+    let secret = std::str::from_utf8(SECRET).expect("text");
+    let config = |with_secret: bool| {
+        Config::from_lookup(Role::Sweeper, |name| match name {
+            var::TRANSACTIONS_TABLE => Some("tx".into()),
+            // Local, so the clients take static credentials; no DynamoDB call is made.
+            var::DYNAMODB_ENDPOINT => Some("http://127.0.0.1:1".into()),
+            var::HTTP_SIGNING_SECRET if with_secret => Some(secret.into()),
+            _ => None,
+        })
+        .expect("config")
+    };
+    let target = Target::Http { url: s.url.clone() };
+    let p = prepare(&TxId::random(), json!({"amount": 1}));
+    let signed = config(true);
+    let clients = twopc_runtime::Clients::load(&signed).await;
+    let yes = twopc_runtime::transport(&signed, &clients)
+        .prepare(&target, &p)
+        .await
+        .expect("prepare");
+    assert!(yes.vote.is_yes(), "{yes:?}");
+    let unsigned = config(false);
+    let refused = twopc_runtime::transport(&unsigned, &clients)
+        .prepare(&target, &prepare(&TxId::random(), json!({"amount": 1})))
+        .await;
+    assert!(refused.is_err(), "unsigned: {refused:?}");
+    assert_eq!(s.hooks.calls(), vec!["reserve"]);
+}

@@ -9,13 +9,16 @@ use std::time::Duration;
 
 use twopc_core::participant::ParticipantConfig;
 use twopc_core::request::{KeySchema, Limits, ServiceConfig};
+use twopc_core::signing::Secret;
 use twopc_core::sweeper::{LockTable, SweepConfig};
 
 /// The environment variables, each named once.
 pub mod var {
     /// The transactions table (every function).
     pub const TRANSACTIONS_TABLE: &str = "TWOPC_TRANSACTIONS_TABLE";
-    /// The participant services as JSON: name → `{"target": {...}, "key": {...}}` (coordinator).
+    /// The participant services as JSON: name → `{"target": {...}, "key": {...}}` for a table's
+    /// participant, or `{"kind": "custom", "target": {...}}` for a custom participant (one built
+    /// on `twopc-participant-sdk`, given an opaque `payload`) (coordinator).
     pub const SERVICES: &str = "TWOPC_SERVICES";
     /// The participant function's own table (participant).
     pub const PARTICIPANT_TABLE: &str = "TWOPC_PARTICIPANT_TABLE";
@@ -26,6 +29,11 @@ pub mod var {
     pub const DYNAMODB_ENDPOINT: &str = "TWOPC_DYNAMODB_ENDPOINT";
     /// A Lambda Invoke API endpoint URL (`cargo lambda watch`); unset in AWS.
     pub const LAMBDA_ENDPOINT: &str = "TWOPC_LAMBDA_ENDPOINT";
+    /// The secret shared with the `http` participants (custom participants on
+    /// `twopc-participant-sdk`, whose router refuses unsigned requests): when set, the `http`
+    /// transport signs every request with it (`twopc_core::signing`); at least 16 bytes.
+    /// Coordinator and sweeper (optional; unset, requests go unsigned).
+    pub const HTTP_SIGNING_SECRET: &str = "TWOPC_HTTP_SIGNING_SECRET";
     /// Who this coordinator is (written into locks, logged). Default: the function's name.
     pub const COORDINATOR_ID: &str = "TWOPC_COORDINATOR_ID";
     /// How long one call to a participant may take, in ms (lambda and http transports).
@@ -80,6 +88,7 @@ pub mod var {
         LOCK_TABLES,
         DYNAMODB_ENDPOINT,
         LAMBDA_ENDPOINT,
+        HTTP_SIGNING_SECRET,
         COORDINATOR_ID,
         CALL_TIMEOUT_MS,
         MAX_PARTICIPANTS,
@@ -159,6 +168,8 @@ pub struct Config {
     pub coordinator_id: String,
     /// How long one call to a participant may take.
     pub call_timeout: Duration,
+    /// The secret the `http` transport signs requests with, when set.
+    pub http_signing_secret: Option<Secret>,
     /// Request limits.
     pub limits: Limits,
     /// The largest accepted request body (bytes).
@@ -174,6 +185,8 @@ pub struct Config {
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default request body limit (64 KiB): a transaction of 32 participants fits many times over.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 64 * 1024;
+/// The shortest accepted signing secret (bytes).
+pub const MIN_SIGNING_SECRET_BYTES: usize = 16;
 /// Default CloudWatch namespace.
 pub const DEFAULT_METRICS_NAMESPACE: &str = "dynamo-2pc";
 
@@ -302,6 +315,20 @@ impl Config {
                 problem: "must be at least 1 (the entry of the transaction that writes it)".into(),
             });
         }
+        // Read as is (not trimmed): the secret is whatever bytes the services were given.
+        let http_signing_secret = match lookup(var::HTTP_SIGNING_SECRET) {
+            None => None,
+            Some(s) if s.len() < MIN_SIGNING_SECRET_BYTES => {
+                return Err(ConfigError::Invalid {
+                    var: var::HTTP_SIGNING_SECRET,
+                    problem: format!(
+                        "{} bytes; a signing secret has at least {MIN_SIGNING_SECRET_BYTES} (e.g. `openssl rand -hex 32`), or leave it unset",
+                        s.len()
+                    ),
+                });
+            }
+            Some(s) => Some(Secret::new(s)),
+        };
         let coordinator_id = get(var::COORDINATOR_ID)
             .or_else(|| get(var::FUNCTION_NAME))
             .unwrap_or_else(|| "twopc-coordinator".to_owned());
@@ -316,6 +343,7 @@ impl Config {
             lambda_endpoint: get(var::LAMBDA_ENDPOINT),
             coordinator_id,
             call_timeout: Duration::from_millis(call_timeout_ms),
+            http_signing_secret,
             limits: Limits {
                 max_participants,
                 default_timeout_ms,
@@ -352,6 +380,15 @@ fn parse_services(json: &str) -> Result<BTreeMap<String, ServiceConfig>, ConfigE
         return Err(ConfigError::Invalid {
             var: var::SERVICES,
             problem: format!("names no service; e.g. {SERVICES_EXAMPLE}"),
+        });
+    }
+    if let Some((name, problem)) = services
+        .iter()
+        .find_map(|(name, s)| Some((name, s.problem()?)))
+    {
+        return Err(ConfigError::Invalid {
+            var: var::SERVICES,
+            problem: format!("service {name:?}: {problem}"),
         });
     }
     if let Some(bad) = services
@@ -399,6 +436,7 @@ fn number<T: std::str::FromStr>(
 mod tests {
     use super::*;
     use twopc_core::record::Target;
+    use twopc_core::request::ServiceKind;
 
     fn lookup(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
         let map: BTreeMap<String, String> = pairs
@@ -439,6 +477,7 @@ mod tests {
         assert_eq!(c.limits, Limits::default());
         assert_eq!(c.call_timeout, DEFAULT_CALL_TIMEOUT);
         assert_eq!(c.max_body_bytes, DEFAULT_MAX_BODY_BYTES);
+        assert!(c.http_signing_secret.is_none(), "unsigned unless set");
         assert!(!c.is_local());
     }
 
@@ -470,6 +509,91 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("TWOPC_PARTICIPANT_TABLE"), "{e}");
+    }
+
+    #[test]
+    fn a_service_is_a_table_or_a_custom_participant() {
+        let services = r#"{"accounts":{"target":{"transport":"direct","table":"accounts"},"key":{"hash":{"name":"id","type":"S"}}},
+            "payments":{"kind":"custom","target":{"transport":"http","url":"http://127.0.0.1:3001"}}}"#;
+        let c = Config::from_lookup(
+            Role::Coordinator,
+            lookup(&[(var::TRANSACTIONS_TABLE, "tx"), (var::SERVICES, services)]),
+        )
+        .expect("valid");
+        assert_eq!(c.services["accounts"].kind, ServiceKind::Table);
+        assert_eq!(c.services["payments"].kind, ServiceKind::Custom);
+        assert_eq!(c.services["payments"].key, None);
+        for (bad, says) in [
+            (
+                r#"{"payments":{"kind":"custom","target":{"transport":"http","url":"http://p"},"key":{"hash":{"name":"id","type":"S"}}}}"#,
+                "has no \"key\"",
+            ),
+            (
+                r#"{"accounts":{"target":{"transport":"direct","table":"accounts"}}}"#,
+                "needs \"key\"",
+            ),
+        ] {
+            let e = Config::from_lookup(
+                Role::Coordinator,
+                lookup(&[(var::TRANSACTIONS_TABLE, "tx"), (var::SERVICES, bad)]),
+            )
+            .expect_err(bad);
+            assert!(
+                matches!(
+                    e,
+                    ConfigError::Invalid {
+                        var: "TWOPC_SERVICES",
+                        ..
+                    }
+                ),
+                "{e}"
+            );
+            assert!(e.to_string().contains(says), "{e}");
+        }
+    }
+
+    #[test]
+    fn the_http_signing_secret_is_read_as_given_and_too_short_is_refused() {
+        let secret = " 0123456789abcdef0123456789abcdef";
+        let c = Config::from_lookup(
+            Role::Sweeper,
+            lookup(&[
+                (var::TRANSACTIONS_TABLE, "tx"),
+                (var::HTTP_SIGNING_SECRET, secret),
+            ]),
+        )
+        .expect("valid");
+        assert_eq!(
+            c.http_signing_secret.as_ref().map(Secret::expose),
+            Some(secret.as_bytes())
+        );
+        assert!(
+            !format!("{c:?}").contains("0123456789abcdef"),
+            "never shown"
+        );
+        let e = Config::from_lookup(
+            Role::Coordinator,
+            lookup(&[
+                (var::TRANSACTIONS_TABLE, "tx"),
+                (var::SERVICES, SERVICES),
+                (var::HTTP_SIGNING_SECRET, "short"),
+            ]),
+        )
+        .expect_err("too short");
+        assert!(
+            matches!(
+                e,
+                ConfigError::Invalid {
+                    var: "TWOPC_HTTP_SIGNING_SECRET",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert!(
+            !e.to_string().contains("short"),
+            "the secret is not echoed: {e}"
+        );
     }
 
     #[test]

@@ -88,7 +88,12 @@ pub fn transport(config: &Config, clients: &Clients) -> LiveTransport {
     DispatchTransport::new(
         DirectTransport::new(participant(config, clients)),
         LambdaTransport::new(clients.lambda.clone(), config.call_timeout),
-        HttpTransport::new(config.call_timeout),
+        match &config.http_signing_secret {
+            Some(secret) => {
+                HttpTransport::new(config.call_timeout).with_signing_secret(secret.clone())
+            }
+            None => HttpTransport::new(config.call_timeout),
+        },
     )
 }
 

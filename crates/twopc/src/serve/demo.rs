@@ -65,12 +65,12 @@ impl Demo {
             .map(|(name, key)| {
                 (
                     name.to_owned(),
-                    ServiceConfig {
-                        target: Target::Direct {
+                    ServiceConfig::table(
+                        Target::Direct {
                             table: self.table(name),
                         },
-                        key: KeySchema::string_hash(key),
-                    },
+                        KeySchema::string_hash(key),
+                    ),
                 )
             })
             .collect()
@@ -82,7 +82,7 @@ impl Demo {
         let lock_tables: serde_json::Map<String, Value> = self
             .services()
             .into_iter()
-            .map(|(name, s)| (self.table(&name), json!(s.key)))
+            .filter_map(|(name, s)| Some((self.table(&name), json!(s.key?))))
             .collect();
         [
             (var::TRANSACTIONS_TABLE, self.transactions_table()),
@@ -107,10 +107,10 @@ impl Demo {
             },
         ];
         for (_, service) in self.services() {
-            if let Target::Direct { table } = service.target {
+            if let (Target::Direct { table }, Some(key)) = (service.target, service.key) {
                 specs.push(TableSpec {
                     name: table,
-                    kind: TableKind::Participant(service.key),
+                    kind: TableKind::Participant(key),
                 });
             }
         }

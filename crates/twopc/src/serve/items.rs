@@ -57,7 +57,8 @@ pub async fn list_items(
         .config
         .services
         .get(&participant)
-        .map(|s| s.key.hash.name.clone())
+        .and_then(|s| s.key.as_ref())
+        .map(|k| k.hash.name.clone())
         .unwrap_or_default();
     items.sort_by_key(|v| v["item"].get(&key_name).map(Value::to_string));
     json_response(
@@ -71,10 +72,15 @@ pub async fn get_item(
     State(stack): State<Arc<Stack>>,
     UrlPath((participant, id)): UrlPath<(String, String)>,
 ) -> Response {
-    let Some(service) = stack.config.services.get(&participant) else {
+    let Some(schema) = stack
+        .config
+        .services
+        .get(&participant)
+        .and_then(|s| s.key.as_ref())
+    else {
         return unknown_participant(&stack, &participant);
     };
-    let value = match service.key.hash.kind {
+    let value = match schema.hash.kind {
         KeyType::S => Value::String(id.clone()),
         KeyType::N => match id.parse::<serde_json::Number>() {
             Ok(n) => Value::Number(n),
@@ -87,7 +93,7 @@ pub async fn get_item(
             }
         },
     };
-    let key = [(service.key.hash.name.clone(), value)].into();
+    let key = [(schema.hash.name.clone(), value)].into();
     match stack
         .participant
         .store()

@@ -24,11 +24,12 @@ pub async fn start(
 ) -> Result<tokio::task::AbortHandle, ServeError> {
     let mut tables: Tables = [(demo.transactions_table(), TableRole::Transactions)].into();
     for (name, service) in demo.services() {
+        let Some(key) = service.key else { continue };
         tables.insert(
             demo.table(&name),
             TableRole::Participant {
                 participant: name.clone(),
-                key: service.key,
+                key,
             },
         );
     }

@@ -1,0 +1,151 @@
+//! # payments — a service with its own logic, on `twopc-participant-sdk`
+//!
+//! The worked example of issue 14: a card payment is authorised in prepare (`reserve`),
+//! captured in commit (`confirm`) and voided in abort (`cancel`). The card network is
+//! [`Gateway`], a simulation in memory with an injectable decline; the protocol around it
+//! (duplicates, abort before prepare, late prepares, a silent coordinator) is the library's.
+//!
+//! - [`Payment`]: the payload a request gives `payments` (`{"card": "4242", "amount": 12.50}`),
+//!   read in `reserve`: one it cannot read is a `no` vote, reason `invalid`.
+//! - [`Gateway`]: authorisations by transaction, what was captured and voided; implements
+//!   [`Hooks`].
+//! - `main.rs`: serves it over http (the SDK's signed router) with its state in DynamoDB.
+#![warn(missing_docs)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use serde_json::Value;
+use twopc_core::decimal::Decimal;
+use twopc_core::ids::TxId;
+use twopc_participant_sdk::{Call, HookError, Hooks, Reservation};
+
+/// What a request asks of `payments`: charge `amount` (a positive decimal, exact) to `card`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Payment {
+    /// The card (a token; never a real number here).
+    pub card: String,
+    /// The amount.
+    pub amount: Decimal,
+}
+
+impl Payment {
+    /// Reads a payload; the error says what is wrong with it.
+    pub fn from_payload(payload: &Value) -> Result<Payment, String> {
+        let obj = payload
+            .as_object()
+            .ok_or("expected an object with \"card\" and \"amount\"")?;
+        if let Some(extra) = obj
+            .keys()
+            .find(|k| !["card", "amount"].contains(&k.as_str()))
+        {
+            return Err(format!(
+                "unknown field {extra:?}; a payment has \"card\" and \"amount\""
+            ));
+        }
+        let card = match obj.get("card") {
+            Some(Value::String(c)) if !c.is_empty() => c.clone(),
+            _ => return Err("\"card\": expected a non-empty string".into()),
+        };
+        let amount = match obj.get("amount") {
+            Some(Value::Number(n)) => Decimal::parse(&n.to_string()),
+            Some(Value::String(s)) => Decimal::parse(s),
+            _ => return Err("\"amount\": expected a number".into()),
+        }
+        .map_err(|e| format!("\"amount\": {e}"))?;
+        // Positive: not negative and some digit of its significand is not 0.
+        let significand = amount.as_str().split(['e', 'E']).next().unwrap_or_default();
+        if amount.is_negative() || !significand.bytes().any(|b| (b'1'..=b'9').contains(&b)) {
+            return Err("\"amount\": must be more than 0".into());
+        }
+        Ok(Payment { card, amount })
+    }
+}
+
+#[derive(Debug, Default)]
+struct Ledger {
+    held: BTreeMap<TxId, Payment>,
+    captured: BTreeMap<TxId, Payment>,
+    voided: BTreeSet<TxId>,
+    declined_cards: BTreeSet<String>,
+}
+
+/// A simulated card gateway: authorisations held by transaction until captured or voided. Clones
+/// share it. Declines are injected per card ([`Gateway::decline`]); the card `"declined"` is
+/// always declined.
+#[derive(Clone, Debug, Default)]
+pub struct Gateway {
+    ledger: Arc<Mutex<Ledger>>,
+}
+
+/// The card every gateway declines (the demo's failing order).
+pub const DECLINED_CARD: &str = "declined";
+
+fn poisoned<T>(_: T) -> HookError {
+    HookError::new("the gateway's ledger is poisoned (a call panicked)")
+}
+
+impl Gateway {
+    fn ledger(&self) -> Result<MutexGuard<'_, Ledger>, HookError> {
+        self.ledger.lock().map_err(poisoned)
+    }
+
+    /// From now on, authorisations on `card` are declined.
+    pub fn decline(&self, card: &str) {
+        if let Ok(mut l) = self.ledger() {
+            l.declined_cards.insert(card.to_owned());
+        }
+    }
+
+    /// Authorisations held (neither captured nor voided).
+    pub fn held(&self) -> BTreeMap<TxId, Payment> {
+        self.ledger().map(|l| l.held.clone()).unwrap_or_default()
+    }
+
+    /// Captured payments.
+    pub fn captured(&self) -> BTreeMap<TxId, Payment> {
+        self.ledger()
+            .map(|l| l.captured.clone())
+            .unwrap_or_default()
+    }
+
+    /// Transactions whose authorisation was voided (or that had none to void).
+    pub fn voided(&self) -> BTreeSet<TxId> {
+        self.ledger().map(|l| l.voided.clone()).unwrap_or_default()
+    }
+}
+
+impl Hooks for Gateway {
+    async fn reserve(&self, call: Call<'_>) -> Result<Reservation, HookError> {
+        let payment = match Payment::from_payload(call.payload) {
+            Ok(p) => p,
+            Err(why) => return Ok(Reservation::invalid(why)),
+        };
+        let mut l = self.ledger()?;
+        if payment.card == DECLINED_CARD || l.declined_cards.contains(&payment.card) {
+            return Ok(Reservation::condition(format!(
+                "the card {} was declined",
+                payment.card
+            )));
+        }
+        l.held.insert(call.tx_id.clone(), payment);
+        Ok(Reservation::Held)
+    }
+
+    async fn confirm(&self, call: Call<'_>) -> Result<(), HookError> {
+        let mut l = self.ledger()?;
+        // Idempotent per transaction: a repeated capture finds it captured.
+        if let Some(p) = l.held.remove(call.tx_id) {
+            l.captured.insert(call.tx_id.clone(), p);
+        }
+        Ok(())
+    }
+
+    async fn cancel(&self, call: Call<'_>) -> Result<(), HookError> {
+        let mut l = self.ledger()?;
+        // Also called for a reservation that never happened (an interrupted `reserve`).
+        l.held.remove(call.tx_id);
+        l.voided.insert(call.tx_id.clone());
+        Ok(())
+    }
+}
