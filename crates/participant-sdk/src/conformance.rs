@@ -324,19 +324,63 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = Subject<H, S>>,
 {
-    prepare_reserves_once_and_a_duplicate_gets_the_same_yes(Kit::new(make().await)).await;
-    an_invalid_payload_is_a_no_vote_that_holds_nothing(Kit::new(make().await)).await;
-    commit_confirms_once_and_a_duplicate_is_already_done(Kit::new(make().await)).await;
-    abort_cancels_once_and_a_duplicate_is_already_done(Kit::new(make().await)).await;
-    an_abort_before_its_prepare_calls_nothing_and_refuses_the_prepare(Kit::new(make().await)).await;
-    a_prepare_after_its_transaction_ended_is_refused(Kit::new(make().await)).await;
-    a_prepare_past_its_deadline_is_refused_and_holds_nothing(Kit::new(make().await)).await;
-    a_decision_contradicting_the_state_is_a_violation_and_calls_nothing(Kit::new(make().await))
-        .await;
-    concurrent_duplicates_call_each_hook_once(Kit::new(make().await)).await;
-    a_failed_hook_is_called_again_by_the_next_message(Kit::new(make().await)).await;
-    an_interrupted_call_is_taken_over_once_its_claim_expires(Kit::new(make().await)).await;
-    a_silent_coordinator_is_resolved_by_the_record(Kit::new(make().await)).await;
+    crate::__every_check!(__run_checks!(make));
+}
+
+/// The kit's checks, named once: `$then!(args; check, check, ...)`.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __every_check {
+    ($then:ident ! ($($args:tt)*)) => {
+        $crate::$then!($($args)*;
+            prepare_reserves_once_and_a_duplicate_gets_the_same_yes,
+            an_invalid_payload_is_a_no_vote_that_holds_nothing,
+            commit_confirms_once_and_a_duplicate_is_already_done,
+            abort_cancels_once_and_a_duplicate_is_already_done,
+            an_abort_before_its_prepare_calls_nothing_and_refuses_the_prepare,
+            a_prepare_after_its_transaction_ended_is_refused,
+            a_prepare_past_its_deadline_is_refused_and_holds_nothing,
+            a_decision_contradicting_the_state_is_a_violation_and_calls_nothing,
+            concurrent_duplicates_call_each_hook_once,
+            a_failed_hook_is_called_again_by_the_next_message,
+            an_interrupted_call_is_taken_over_once_its_claim_expires,
+            a_silent_coordinator_is_resolved_by_the_record
+        );
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __run_checks {
+    ($make:ident; $($check:ident),*) => {
+        $($crate::conformance::$check($crate::conformance::Kit::new($make().await)).await;)*
+    };
+}
+
+/// One `#[tokio::test]` per check of the kit, named after it, each against the [`Subject`]
+/// the expression makes (evaluated in an async test, so it may `.await`):
+///
+/// ```ignore
+/// twopc_participant_sdk::conformance_tests!(my_subject().await);
+/// ```
+///
+/// The calling crate needs `tokio` (features `macros`, `rt`) among its dev-dependencies.
+#[macro_export]
+macro_rules! conformance_tests {
+    ($subject:expr) => {
+        $crate::__every_check!(__check_tests!($subject));
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __check_tests {
+    ($subject:expr; $($check:ident),*) => {
+        $(#[tokio::test]
+        async fn $check() {
+            $crate::conformance::$check($crate::conformance::Kit::new($subject)).await;
+        })*
+    };
 }
 
 /// A duplicated prepare (a transport's retry) answers yes again without calling `reserve`.

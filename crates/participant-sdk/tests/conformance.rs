@@ -79,29 +79,7 @@ async fn example() -> Subject<CardGateway> {
     }
 }
 
-macro_rules! checks {
-    ($($check:ident),* $(,)?) => {
-        $(#[tokio::test]
-        async fn $check() {
-            conformance::$check(Kit::new(example().await)).await;
-        })*
-    };
-}
-
-checks!(
-    prepare_reserves_once_and_a_duplicate_gets_the_same_yes,
-    an_invalid_payload_is_a_no_vote_that_holds_nothing,
-    commit_confirms_once_and_a_duplicate_is_already_done,
-    abort_cancels_once_and_a_duplicate_is_already_done,
-    an_abort_before_its_prepare_calls_nothing_and_refuses_the_prepare,
-    a_prepare_after_its_transaction_ended_is_refused,
-    a_prepare_past_its_deadline_is_refused_and_holds_nothing,
-    a_decision_contradicting_the_state_is_a_violation_and_calls_nothing,
-    concurrent_duplicates_call_each_hook_once,
-    a_failed_hook_is_called_again_by_the_next_message,
-    an_interrupted_call_is_taken_over_once_its_claim_expires,
-    a_silent_coordinator_is_resolved_by_the_record,
-);
+twopc_participant_sdk::conformance_tests!(example().await);
 
 #[tokio::test]
 async fn every_check_passes_with_the_state_in_dynamodb() {
