@@ -3,7 +3,7 @@
 use serde_json::{Map, Value, json};
 
 use crate::coordinator::SubmitError;
-use crate::record::{TxRecord, Vote};
+use crate::record::{ParticipantEntry, TxRecord, Vote};
 use crate::request::RequestError;
 use crate::status::TxStatus;
 
@@ -16,27 +16,34 @@ pub struct Answer {
     pub body: Value,
 }
 
-fn participants(record: &TxRecord) -> Vec<Value> {
-    record
-        .participants
+/// Each participant as the API, the data lake and the live page show it: the service, the
+/// item's key (a table's; a custom participant has none), and its vote once recorded (`vote`,
+/// with `reason` and `message` for a no, `mode` for a table's yes: a custom participant holds
+/// what it holds its own way, so it has no mode).
+pub fn participant_outcomes(participants: &[ParticipantEntry], votes: &[Vote]) -> Vec<Value> {
+    participants
         .iter()
         .enumerate()
         .map(|(i, p)| {
             let mut m = Map::new();
             m.insert("participant".into(), Value::String(p.participant.clone()));
-            // A custom participant has no item: no key.
-            if !p.key.is_empty() {
+            let custom = p.key.is_empty();
+            if !custom {
                 m.insert(
                     "key".into(),
                     Value::Object(p.key.clone().into_iter().collect()),
                 );
             }
-            if let Some(Ok(Value::Object(v))) = record.votes.get(i).map(serde_json::to_value) {
-                m.extend(v);
+            if let Some(Ok(Value::Object(v))) = votes.get(i).map(serde_json::to_value) {
+                m.extend(v.into_iter().filter(|(k, _)| !(custom && k == "mode")));
             }
             Value::Object(m)
         })
         .collect()
+}
+
+fn participants(record: &TxRecord) -> Vec<Value> {
+    participant_outcomes(&record.participants, &record.votes)
 }
 
 /// The answer to `POST /transactions` for a transaction's record.
@@ -112,5 +119,46 @@ pub fn failed(e: &SubmitError) -> Answer {
             }
             a
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::op::Mode;
+    use crate::record::VoteReason;
+
+    fn entry(participant: &str, key: Option<&str>) -> ParticipantEntry {
+        let json = match key {
+            Some(id) => json!({"participant": participant, "target": {"transport": "direct", "table": "t"},
+                "key": {"id": id}, "op": {"add": {"n": 1}}}),
+            None => json!({"participant": participant, "target": {"transport": "http", "url": "http://x"},
+                "key": {}, "payload": "{\"card\":\"4242\"}"}),
+        };
+        serde_json::from_value(json).expect("an entry")
+    }
+
+    #[test]
+    fn outcomes_show_keys_of_tables_and_no_mode_for_custom_participants() {
+        let ps = [entry("accounts", Some("alice")), entry("payments", None)];
+        let votes = [Vote::yes(Mode::Reserved), Vote::yes(Mode::Exclusive)];
+        assert_eq!(
+            participant_outcomes(&ps, &votes),
+            vec![
+                json!({"participant": "accounts", "key": {"id": "alice"}, "vote": "yes", "mode": "reserved"}),
+                json!({"participant": "payments", "vote": "yes"}),
+            ]
+        );
+        let no = [Vote::no(VoteReason::Condition, "the card was declined")];
+        assert_eq!(
+            participant_outcomes(&ps[1..], &no),
+            vec![json!({"participant": "payments", "vote": "no", "reason": "condition",
+                "message": "the card was declined"})]
+        );
+        assert_eq!(
+            participant_outcomes(&ps, &[]),
+            vec![json!({"participant": "accounts", "key": {"id": "alice"}}), json!({"participant": "payments"})],
+            "before the votes are recorded, no vote"
+        );
     }
 }

@@ -5,8 +5,10 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Number, Value};
 use twopc_core::layout::{
     COMMITTED, ENTRY_OUTCOME, FENCE, LOCK, LOCK_TX, PARTICIPANTS, PLACEHOLDER, STATUS, TOMBSTONE,
-    TX_ID, UPDATED_AT, VERSION, is_protocol_attribute,
+    TX_ID, UPDATED_AT, VERSION, VOTES, is_protocol_attribute,
 };
+use twopc_core::api::participant_outcomes;
+use twopc_core::record::{ParticipantEntry, Vote};
 use twopc_core::request::KeySchema;
 use twopc_core::status::TxStatus;
 
@@ -68,7 +70,7 @@ pub enum Detected {
         tx_id: String,
         /// `COMMITTED` or `ABORTED`.
         status: String,
-        /// The participants (service and key), as recorded.
+        /// The participants as the API shows them (service, key, vote).
         participants: Vec<Value>,
         /// When (epoch ms).
         completed_at: u64,
@@ -118,11 +120,12 @@ pub fn detect(change: &Change, tables: &Tables) -> Option<Detected> {
             {
                 return None;
             }
-            let participants = new
-                .get(PARTICIPANTS)
-                .and_then(Value::as_array)
-                .map(|ps| ps.iter().map(|p| serde_json::json!({"participant": p.get("participant"), "key": p.get("key")})).collect())
-                .unwrap_or_default();
+            // As the API shows them: key (a table's), vote, and reason or mode.
+            let field = |name| new.get(name).cloned().unwrap_or(Value::Null);
+            let entries: Vec<ParticipantEntry> =
+                serde_json::from_value(field(PARTICIPANTS)).unwrap_or_default();
+            let votes: Vec<Vote> = serde_json::from_value(field(VOTES)).unwrap_or_default();
+            let participants = participant_outcomes(&entries, &votes);
             Some(Detected::TransactionCompleted {
                 tx_id: new.get(TX_ID)?.as_str()?.to_owned(),
                 status: status.to_owned(),
@@ -356,6 +359,28 @@ mod tests {
                 version,
                 ..
             }) => assert_eq!(version, json!(5)),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_outcome_lists_each_participant_with_its_vote_custom_ones_included() {
+        let old = json!({"txId": "T", "status": "COMMITTING"});
+        let new = json!({"txId": "T", "status": "COMMITTED",
+            "participants": [
+                {"participant": "accounts", "target": {"transport": "direct", "table": "t"},
+                 "key": {"id": "a"}, "op": {"add": {"balance": -1}}},
+                {"participant": "payments", "target": {"transport": "http", "url": "http://p"},
+                 "key": {}, "payload": "{\"card\":\"4242\"}"}],
+            "votes": [{"vote": "yes", "mode": "reserved"}, {"vote": "yes", "mode": "exclusive"}]});
+        match detect(&change("tx", Some(old), Some(new)), &tables()) {
+            Some(Detected::TransactionCompleted { participants, .. }) => assert_eq!(
+                participants,
+                vec![
+                    json!({"participant": "accounts", "key": {"id": "a"}, "vote": "yes", "mode": "reserved"}),
+                    json!({"participant": "payments", "vote": "yes"}),
+                ]
+            ),
             other => panic!("{other:?}"),
         }
     }
