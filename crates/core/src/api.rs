@@ -130,10 +130,14 @@ mod tests {
 
     fn entry(participant: &str, key: Option<&str>) -> ParticipantEntry {
         let json = match key {
-            Some(id) => json!({"participant": participant, "target": {"transport": "direct", "table": "t"},
-                "key": {"id": id}, "op": {"add": {"n": 1}}}),
-            None => json!({"participant": participant, "target": {"transport": "http", "url": "http://x"},
-                "key": {}, "payload": "{\"card\":\"4242\"}"}),
+            Some(id) => {
+                json!({"participant": participant, "target": {"transport": "direct", "table": "t"},
+                "key": {"id": id}, "op": {"add": {"n": 1}}})
+            }
+            None => {
+                json!({"participant": participant, "target": {"transport": "http", "url": "http://x"},
+                "key": {}, "payload": "{\"card\":\"4242\"}"})
+            }
         };
         serde_json::from_value(json).expect("an entry")
     }
@@ -152,12 +156,17 @@ mod tests {
         let no = [Vote::no(VoteReason::Condition, "the card was declined")];
         assert_eq!(
             participant_outcomes(&ps[1..], &no),
-            vec![json!({"participant": "payments", "vote": "no", "reason": "condition",
-                "message": "the card was declined"})]
+            vec![
+                json!({"participant": "payments", "vote": "no", "reason": "condition",
+                "message": "the card was declined"})
+            ]
         );
         assert_eq!(
             participant_outcomes(&ps, &[]),
-            vec![json!({"participant": "accounts", "key": {"id": "alice"}}), json!({"participant": "payments"})],
+            vec![
+                json!({"participant": "accounts", "key": {"id": "alice"}}),
+                json!({"participant": "payments"})
+            ],
             "before the votes are recorded, no vote"
         );
     }

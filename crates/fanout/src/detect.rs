@@ -3,11 +3,11 @@
 use std::collections::BTreeMap;
 
 use serde_json::{Map, Number, Value};
+use twopc_core::api::participant_outcomes;
 use twopc_core::layout::{
     COMMITTED, ENTRY_OUTCOME, FENCE, LOCK, LOCK_TX, PARTICIPANTS, PLACEHOLDER, STATUS, TOMBSTONE,
     TX_ID, UPDATED_AT, VERSION, VOTES, is_protocol_attribute,
 };
-use twopc_core::api::participant_outcomes;
 use twopc_core::record::{ParticipantEntry, Vote};
 use twopc_core::request::KeySchema;
 use twopc_core::status::TxStatus;

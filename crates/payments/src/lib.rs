@@ -9,13 +9,16 @@
 //!   read in `reserve`: one it cannot read is a `no` vote, reason `invalid`.
 //! - [`Gateway`]: authorisations by transaction, what was captured and voided; implements
 //!   [`Hooks`].
+//! - [`routes`]: the gateway's read API (`GET /authorisations`).
 //! - `main.rs`: serves it over http (the SDK's signed router) with its state in DynamoDB.
 #![warn(missing_docs)]
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use serde_json::Value;
+use axum::Router;
+use axum::routing::get;
+use serde_json::{Value, json};
 use twopc_core::decimal::Decimal;
 use twopc_core::ids::TxId;
 use twopc_participant_sdk::{Call, HookError, Hooks, Reservation};
@@ -62,17 +65,87 @@ impl Payment {
     }
 }
 
+/// Where an authorisation stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AuthStatus {
+    /// Authorised, neither captured nor voided: the card's funds are held.
+    Held,
+    /// Captured: the customer paid.
+    Captured,
+    /// Voided: the hold was released.
+    Voided,
+}
+
+impl AuthStatus {
+    /// Its name in the ledger's JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AuthStatus::Held => "held",
+            AuthStatus::Captured => "captured",
+            AuthStatus::Voided => "voided",
+        }
+    }
+}
+
+/// One authorisation: which transaction asked, what, and where it stands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Authorisation {
+    /// The transaction it was authorised for.
+    pub tx_id: TxId,
+    /// What was authorised.
+    pub payment: Payment,
+    /// Where it stands.
+    pub status: AuthStatus,
+}
+
+impl Authorisation {
+    /// As the ledger's JSON shows it (`amount` a number with its exact text).
+    pub fn to_json(&self) -> Value {
+        let amount = self
+            .payment
+            .amount
+            .as_str()
+            .parse::<serde_json::Number>()
+            .map_or_else(
+                |_| Value::String(self.payment.amount.as_str().into()),
+                Value::Number,
+            );
+        json!({
+            "txId": self.tx_id,
+            "card": self.payment.card,
+            "amount": amount,
+            "status": self.status.as_str(),
+        })
+    }
+}
+
 #[derive(Debug, Default)]
 struct Ledger {
-    held: BTreeMap<TxId, Payment>,
-    captured: BTreeMap<TxId, Payment>,
+    /// Every authorisation, in the order they were made.
+    authorisations: Vec<Authorisation>,
+    /// Transactions cancelled (an authorisation voided, or none made).
     voided: BTreeSet<TxId>,
     declined_cards: BTreeSet<String>,
 }
 
+impl Ledger {
+    fn find(&mut self, tx: &TxId) -> Option<&mut Authorisation> {
+        self.authorisations.iter_mut().find(|a| &a.tx_id == tx)
+    }
+
+    fn with(&self, status: AuthStatus) -> BTreeMap<TxId, Payment> {
+        self.authorisations
+            .iter()
+            .filter(|a| a.status == status)
+            .map(|a| (a.tx_id.clone(), a.payment.clone()))
+            .collect()
+    }
+}
+
 /// A simulated card gateway: authorisations held by transaction until captured or voided. Clones
 /// share it. Declines are injected per card ([`Gateway::decline`]); the card `"declined"` is
-/// always declined.
+/// always declined. In memory: a restart forgets it (the participant's state, in DynamoDB,
+/// does not).
 #[derive(Clone, Debug, Default)]
 pub struct Gateway {
     ledger: Arc<Mutex<Ledger>>,
@@ -97,15 +170,24 @@ impl Gateway {
         }
     }
 
+    /// Every authorisation, in the order they were made.
+    pub fn authorisations(&self) -> Vec<Authorisation> {
+        self.ledger()
+            .map(|l| l.authorisations.clone())
+            .unwrap_or_default()
+    }
+
     /// Authorisations held (neither captured nor voided).
     pub fn held(&self) -> BTreeMap<TxId, Payment> {
-        self.ledger().map(|l| l.held.clone()).unwrap_or_default()
+        self.ledger()
+            .map(|l| l.with(AuthStatus::Held))
+            .unwrap_or_default()
     }
 
     /// Captured payments.
     pub fn captured(&self) -> BTreeMap<TxId, Payment> {
         self.ledger()
-            .map(|l| l.captured.clone())
+            .map(|l| l.with(AuthStatus::Captured))
             .unwrap_or_default()
     }
 
@@ -113,6 +195,28 @@ impl Gateway {
     pub fn voided(&self) -> BTreeSet<TxId> {
         self.ledger().map(|l| l.voided.clone()).unwrap_or_default()
     }
+}
+
+/// The gateway's own read API, beside the participant's routes: `GET /authorisations`, every
+/// authorisation in the order made (`[{"txId", "card", "amount", "status"}]`).
+pub fn routes(gateway: Gateway) -> Router {
+    Router::new().route(
+        "/authorisations",
+        get(move || {
+            let gateway = gateway.clone();
+            async move {
+                let list: Vec<Value> = gateway
+                    .authorisations()
+                    .iter()
+                    .map(Authorisation::to_json)
+                    .collect();
+                (
+                    [(axum::http::header::CONTENT_TYPE, "application/json")],
+                    Value::Array(list).to_string(),
+                )
+            }
+        }),
+    )
 }
 
 impl Hooks for Gateway {
@@ -128,15 +232,22 @@ impl Hooks for Gateway {
                 payment.card
             )));
         }
-        l.held.insert(call.tx_id.clone(), payment);
+        // Idempotent per transaction: a repeated authorisation finds the first.
+        if l.find(call.tx_id).is_none() {
+            l.authorisations.push(Authorisation {
+                tx_id: call.tx_id.clone(),
+                payment,
+                status: AuthStatus::Held,
+            });
+        }
         Ok(Reservation::Held)
     }
 
     async fn confirm(&self, call: Call<'_>) -> Result<(), HookError> {
         let mut l = self.ledger()?;
         // Idempotent per transaction: a repeated capture finds it captured.
-        if let Some(p) = l.held.remove(call.tx_id) {
-            l.captured.insert(call.tx_id.clone(), p);
+        if let Some(a) = l.find(call.tx_id).filter(|a| a.status == AuthStatus::Held) {
+            a.status = AuthStatus::Captured;
         }
         Ok(())
     }
@@ -144,7 +255,9 @@ impl Hooks for Gateway {
     async fn cancel(&self, call: Call<'_>) -> Result<(), HookError> {
         let mut l = self.ledger()?;
         // Also called for a reservation that never happened (an interrupted `reserve`).
-        l.held.remove(call.tx_id);
+        if let Some(a) = l.find(call.tx_id).filter(|a| a.status == AuthStatus::Held) {
+            a.status = AuthStatus::Voided;
+        }
         l.voided.insert(call.tx_id.clone());
         Ok(())
     }

@@ -2,7 +2,8 @@
 //! the address given as the first argument (default `127.0.0.1:3001`), its per-transaction
 //! state in the table `TWOPC_PARTICIPANT_TABLE` (created if missing), the coordinator's record
 //! read from `TWOPC_TRANSACTIONS_TABLE`, requests checked with `TWOPC_HTTP_SIGNING_SECRET`, and
-//! a sweep of states whose coordinator went silent every 5 s.
+//! a sweep of states whose coordinator went silent every 5 s; the gateway's ledger at
+//! `GET /authorisations`.
 
 use std::time::Duration;
 
@@ -37,8 +38,9 @@ async fn main() -> std::io::Result<()> {
     )
     .await
     .expect("the payments state table");
+    let gateway = Gateway::default();
     let participant = SdkParticipant::new(
-        Gateway::default(),
+        gateway.clone(),
         DynamoStates::new(clients.dynamodb.clone(), table),
         twopc_runtime::tx_log(&config, &clients),
         SystemClock,
@@ -55,5 +57,6 @@ async fn main() -> std::io::Result<()> {
     });
     let listener = tokio::net::TcpListener::bind(&addr).await?;
     tracing::info!(%addr, "payments listening");
-    axum::serve(listener, router(participant, HttpConfig::new(secret))).await
+    let app = router(participant, HttpConfig::new(secret)).merge(payments::routes(gateway));
+    axum::serve(listener, app).await
 }

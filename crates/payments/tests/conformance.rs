@@ -45,6 +45,20 @@ async fn a_commit_captures_the_authorisation_and_an_abort_voids_it() {
         .collect();
     assert_eq!(captured, ["12.50"], "the amount's exact text");
     assert_eq!(gateway.voided().len(), 1);
+    let ledger: Vec<Value> = gateway
+        .authorisations()
+        .iter()
+        .map(|a| a.to_json())
+        .collect();
+    assert_eq!(
+        ledger,
+        [
+            json!({"txId": paid.id, "card": "4242", "amount": payment()["amount"], "status": "captured"}),
+            json!({"txId": voided.id, "card": "4242", "amount": payment()["amount"], "status": "voided"}),
+        ],
+        "in the order authorised, the amount's exact text"
+    );
+    assert_eq!(ledger[0]["amount"].to_string(), "12.50");
 }
 
 #[tokio::test]
