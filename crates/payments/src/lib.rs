@@ -143,7 +143,7 @@ impl Ledger {
 }
 
 /// A simulated card gateway: authorisations held by transaction until captured or voided. Clones
-/// share it. Declines are injected per card ([`Gateway::decline`]); the card `"declined"` is
+/// share it. Declines are injected per card ([`Gateway::decline`]); the card `"0002"` is
 /// always declined. In memory: a restart forgets it (the participant's state, in DynamoDB,
 /// does not).
 #[derive(Clone, Debug, Default)]
@@ -152,7 +152,7 @@ pub struct Gateway {
 }
 
 /// The card every gateway declines (the demo's failing order).
-pub const DECLINED_CARD: &str = "declined";
+pub const DECLINED_CARD: &str = "0002";
 
 fn poisoned<T>(_: T) -> HookError {
     HookError::new("the gateway's ledger is poisoned (a call panicked)")

@@ -5,52 +5,11 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
-
-use common::{Serve, call, free_port, interrupt, start, temp_dir, transfer};
-use futures::{SinkExt, StreamExt};
-use serde_json::{Value, json};
-use tokio_tungstenite::tungstenite::Message;
+use common::{
+    call, free_port, interrupt, lake_rows, next_json, open, send, start, temp_dir, transfer, until,
+};
+use serde_json::json;
 use twopc_core::ids::TxId;
-
-type Ws =
-    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
-
-async fn open(serve: &Serve, query: &str) -> Result<Ws, tokio_tungstenite::tungstenite::Error> {
-    let url = format!("{}/ws{query}", serve.url.replacen("http", "ws", 1));
-    tokio_tungstenite::connect_async(url)
-        .await
-        .map(|(ws, _)| ws)
-}
-
-async fn next_json(ws: &mut Ws) -> Value {
-    loop {
-        let msg = tokio::time::timeout(Duration::from_secs(20), ws.next())
-            .await
-            .expect("a message within 20 s")
-            .expect("open")
-            .expect("frame");
-        if let Message::Text(t) = msg {
-            return serde_json::from_str(&t).expect("json frame");
-        }
-    }
-}
-
-/// Reads frames until one matches, or fails after 20 s.
-async fn until(ws: &mut Ws, what: impl Fn(&Value) -> bool) -> Value {
-    loop {
-        let v = next_json(ws).await;
-        if what(&v) {
-            return v;
-        }
-    }
-}
-
-async fn send(ws: &mut Ws, v: Value) {
-    ws.send(Message::Text(v.to_string().into()))
-        .await
-        .expect("send");
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn subscribers_receive_commits_and_outcomes_and_rows_reach_the_lake() {
@@ -114,39 +73,13 @@ async fn subscribers_receive_commits_and_outcomes_and_rows_reach_the_lake() {
     );
 
     // The rows land in the lake, partitioned by day.
-    let until_time = Instant::now() + Duration::from_secs(20);
-    loop {
-        let mut text = String::new();
-        for day in std::fs::read_dir(&lake).into_iter().flatten().flatten() {
-            assert!(
-                day.file_name().to_string_lossy().starts_with("dt="),
-                "{:?}",
-                day.file_name()
-            );
-            for file in std::fs::read_dir(day.path())
-                .into_iter()
-                .flatten()
-                .flatten()
-            {
-                text.push_str(&std::fs::read_to_string(file.path()).unwrap_or_default());
-            }
-        }
-        let rows: Vec<Value> = text
-            .lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .filter(|r: &Value| r["txId"] == json!(tx))
-            .collect();
-        if rows.iter().filter(|r| r["type"] == "item").count() == 2
-            && rows.iter().any(|r| r["type"] == "transaction")
-        {
-            break;
-        }
-        assert!(
-            Instant::now() < until_time,
-            "rows of {tx} did not reach the lake: {rows:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await; // polling files written by another process
-    }
+    let rows = lake_rows(&lake, |rows| {
+        let of_tx = rows.iter().filter(|r| r["txId"] == json!(tx));
+        of_tx.clone().filter(|r| r["type"] == "item").count() == 2
+            && of_tx.clone().any(|r| r["type"] == "transaction")
+    })
+    .await;
+    assert!(!rows.is_empty());
 
     // The management API answers 410 for a connection that does not exist.
     let (status, _) = call(

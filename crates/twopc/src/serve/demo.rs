@@ -1,5 +1,7 @@
 //! The demo configuration of the local stack: two participant services on their own tables,
-//! `accounts` (keyed by `id`) and `inventory` (keyed by `sku`), with seed data.
+//! `accounts` (keyed by `id`) and `inventory` (keyed by `sku`), with seed data, and `payments`,
+//! a custom participant (crates/payments, on the participant SDK) served by the stack itself
+//! over signed `http`, its state in a table of its own.
 
 use std::collections::BTreeMap;
 
@@ -15,7 +17,15 @@ use twopc_runtime::config::var;
 pub struct Demo {
     /// Table-name prefix (`twopc-` by default).
     pub prefix: String,
+    /// Where the stack serves (`http://127.0.0.1:3000`): the custom participant is reached there.
+    pub url: String,
 }
+
+/// The custom participant of the demo.
+pub const PAYMENTS: &str = "payments";
+
+/// Where the stack serves it, under its URL.
+pub const PAYMENTS_PATH: &str = "/services/payments";
 
 /// The seeded items: (service, item).
 pub fn seed_items() -> Vec<(&'static str, Value)> {
@@ -58,27 +68,37 @@ impl Demo {
         format!("{}{service}", self.prefix)
     }
 
-    /// The services, reached through the `direct` transport.
+    /// The services: the tables reached through the `direct` transport, `payments` over
+    /// `http` at [`PAYMENTS_PATH`].
     pub fn services(&self) -> BTreeMap<String, ServiceConfig> {
-        [("accounts", "id"), ("inventory", "sku")]
-            .into_iter()
-            .map(|(name, key)| {
-                (
-                    name.to_owned(),
-                    ServiceConfig::table(
-                        Target::Direct {
-                            table: self.table(name),
-                        },
-                        KeySchema::string_hash(key),
-                    ),
-                )
-            })
-            .collect()
+        let mut services: BTreeMap<String, ServiceConfig> =
+            [("accounts", "id"), ("inventory", "sku")]
+                .into_iter()
+                .map(|(name, key)| {
+                    (
+                        name.to_owned(),
+                        ServiceConfig::table(
+                            Target::Direct {
+                                table: self.table(name),
+                            },
+                            KeySchema::string_hash(key),
+                        ),
+                    )
+                })
+                .collect();
+        services.insert(
+            PAYMENTS.to_owned(),
+            ServiceConfig::custom(Target::Http {
+                url: format!("{}{PAYMENTS_PATH}", self.url),
+            }),
+        );
+        services
     }
 
     /// The demo as the variables a deployed coordinator reads (`twopc_runtime::config`), so the
-    /// local stack is configured, and checked, as the coordinator function is.
-    pub fn variables(&self, endpoint: &str) -> BTreeMap<&'static str, String> {
+    /// local stack is configured, and checked, as the coordinator function is. `secret` signs
+    /// the requests to `payments`.
+    pub fn variables(&self, endpoint: &str, secret: &str) -> BTreeMap<&'static str, String> {
         let lock_tables: serde_json::Map<String, Value> = self
             .services()
             .into_iter()
@@ -90,6 +110,7 @@ impl Demo {
             (var::LOCK_TABLES, Value::Object(lock_tables).to_string()),
             (var::DYNAMODB_ENDPOINT, endpoint.to_owned()),
             (var::COORDINATOR_ID, "twopc-serve".to_owned()),
+            (var::HTTP_SIGNING_SECRET, secret.to_owned()),
         ]
         .into()
     }
@@ -114,6 +135,10 @@ impl Demo {
                 });
             }
         }
+        specs.push(TableSpec {
+            name: self.table(PAYMENTS),
+            kind: TableKind::ParticipantState,
+        });
         specs
     }
 
@@ -157,8 +182,9 @@ mod tests {
     fn the_demo_configures_the_stack_as_a_coordinator_is_configured() {
         let demo = Demo {
             prefix: "p-".into(),
+            url: "http://127.0.0.1:3000".into(),
         };
-        let vars = demo.variables("http://127.0.0.1:1");
+        let vars = demo.variables("http://127.0.0.1:1", "a secret of at least 16 bytes");
         let config = twopc_runtime::config::Config::from_lookup(
             twopc_runtime::config::Role::Coordinator,
             |name| vars.get(name).cloned(),
@@ -167,6 +193,17 @@ mod tests {
         assert_eq!(config.services, demo.services());
         assert_eq!(config.lock_tables.len(), 2);
         assert_eq!(config.transactions_table, "p-transactions");
+        assert_eq!(
+            config.services[PAYMENTS].target,
+            Target::Http {
+                url: "http://127.0.0.1:3000/services/payments".into()
+            },
+            "payments is served by the stack itself"
+        );
+        assert!(
+            config.http_signing_secret.is_some(),
+            "and its requests are signed"
+        );
     }
 
     #[test]

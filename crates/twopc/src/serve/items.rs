@@ -24,8 +24,10 @@ pub async fn list_items(
     State(stack): State<Arc<Stack>>,
     UrlPath(participant): UrlPath<String>,
 ) -> Response {
-    if !stack.config.services.contains_key(&participant) {
-        return unknown_participant(&stack, &participant);
+    match stack.config.services.get(&participant) {
+        None => return unknown_participant(&stack, &participant),
+        Some(s) if s.key.is_none() => return custom_participant(&participant),
+        Some(_) => {}
     }
     let table = stack.demo.table(&participant);
     let client = &stack.client;
@@ -78,7 +80,10 @@ pub async fn get_item(
         .get(&participant)
         .and_then(|s| s.key.as_ref())
     else {
-        return unknown_participant(&stack, &participant);
+        return match stack.config.services.get(&participant) {
+            Some(_) => custom_participant(&participant),
+            None => unknown_participant(&stack, &participant),
+        };
     };
     let value = match schema.hash.kind {
         KeyType::S => Value::String(id.clone()),
@@ -127,5 +132,16 @@ fn unknown_participant(stack: &Stack, participant: &str) -> Response {
         StatusCode::NOT_FOUND,
         "unknown_participant",
         format!("no service {participant:?}; configured: {known:?}"),
+    )
+}
+
+fn custom_participant(participant: &str) -> Response {
+    refusal(
+        StatusCode::BAD_REQUEST,
+        "wrong_participant_kind",
+        format!(
+            "{participant} is a custom participant: it keeps its own state, not items here \
+             (the demo's payments lists its card authorisations at GET /services/payments/authorisations)"
+        ),
     )
 }

@@ -219,7 +219,8 @@ fn banner(url: &str, endpoint: &str, args: &ServeArgs) {
         r#"
 dynamo-2pc local stack
   HTTP API      {url}   (POST /transactions, GET /transactions/{{txId}})
-  DynamoDB      {endpoint}   (tables {prefix}transactions, {prefix}accounts, {prefix}inventory)
+  DynamoDB      {endpoint}   (tables {prefix}transactions, {prefix}accounts, {prefix}inventory, {prefix}payments)
+  payments      {url}/services/payments   (a custom participant; GET .../authorisations)
   live page     {url}/   (WebSocket {ws}/ws)
   sweeper       every {sweep} ms
   data          {data}
@@ -267,6 +268,9 @@ async fn shutdown_signal() {
     }
 }
 
+/// Most custom-participant states one sweep pass resolves.
+pub const SWEEP_LIMIT: usize = 100;
+
 async fn sweep_forever(stack: Arc<Stack>, every: Duration) {
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -275,6 +279,11 @@ async fn sweep_forever(stack: Arc<Stack>, every: Duration) {
         // The sweeper logs what it did; only a failed pass is ours to report.
         if let Err(e) = stack.sweeper.run().await {
             warn!(error = %e, "sweeper pass failed");
+        }
+        // The custom participant resolves what its coordinator left unfinished (its own
+        // sweep, as a deployed service would schedule it).
+        if let Err(e) = stack.payments.sweep(SWEEP_LIMIT).await {
+            warn!(error = %e, "payments sweep failed; the next pass retries");
         }
     }
 }

@@ -1,5 +1,5 @@
 //! The local gateway's routes: the live page, the WebSocket and its management API, the local
-//! helpers (`/local/...`), and everything else to the coordinator's handler; every refusal in
+//! helpers (`/local/...`), the demo's custom participant (`/services/payments/...`), and everything else to the coordinator's handler; every refusal in
 //! JSON ([`super::answers`]).
 
 use std::sync::Arc;
@@ -17,6 +17,7 @@ use serde_json::Value;
 
 use super::answers::{json_refusals, json_response, refusal};
 use super::apigw::{api_gateway, query_params};
+use super::demo::PAYMENTS_PATH;
 use super::items::{get_item, list_items};
 use super::stack::Stack;
 
@@ -31,9 +32,18 @@ pub fn router(stack: Arc<Stack>) -> Router {
         .route("/local/items/{participant}", get(list_items))
         .route("/local/items/{participant}/{id}", get(get_item))
         .fallback(api_gateway)
-        .with_state(stack)
+        .with_state(stack.clone())
+        .nest(PAYMENTS_PATH, payments(&stack))
         .layer(DefaultBodyLimit::max(max_body))
         .layer(middleware::from_fn_with_state(max_body, json_refusals))
+}
+
+/// The demo's custom participant as a service of its own would serve it: the SDK's signed
+/// `POST /prepare|commit|abort` and the card gateway's `GET /authorisations`.
+fn payments(stack: &Stack) -> Router {
+    let signed = twopc_participant_sdk::http::HttpConfig::new(stack.secret.clone());
+    twopc_participant_sdk::http::router(stack.payments.clone(), signed)
+        .merge(payments::routes(stack.cards.clone()))
 }
 
 async fn live_page() -> Response {
@@ -74,17 +84,29 @@ async fn post_to_connection(
     stack.gateway.post(&id, body)
 }
 
-/// `POST /local/sweep`: one recovery pass now (`twopc sweep`).
+/// `POST /local/sweep`: one recovery pass now (`twopc sweep`): the sweeper's, then the custom
+/// participant's own (`customResolved`: how many of its states it resolved).
 async fn sweep_once(State(stack): State<Arc<Stack>>) -> Response {
-    match stack.sweeper.run().await {
-        Ok(report) => json_response(
-            StatusCode::OK,
-            serde_json::to_value(report).unwrap_or(Value::Null),
-        ),
+    let report = match stack.sweeper.run().await {
+        Ok(report) => report,
+        Err(e) => {
+            return refusal(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "unavailable",
+                e.to_string(),
+            );
+        }
+    };
+    match stack.payments.sweep(super::SWEEP_LIMIT).await {
+        Ok(resolved) => {
+            let mut body = serde_json::to_value(report).unwrap_or(Value::Null);
+            body["customResolved"] = Value::from(resolved.len());
+            json_response(StatusCode::OK, body)
+        }
         Err(e) => refusal(
             StatusCode::SERVICE_UNAVAILABLE,
             "unavailable",
-            e.to_string(),
+            format!("the payments sweep: {e}"),
         ),
     }
 }

@@ -5,15 +5,23 @@
 use std::sync::Arc;
 
 use coordinator::handler::App;
+use payments::Gateway as CardGateway;
+use twopc_core::ids::TxId;
+use twopc_core::ports::SystemClock;
 use twopc_dynamo::connections::DynamoConnections;
 use twopc_dynamo::tables::ensure_table;
+use twopc_dynamo::txlog::DynamoTxLog;
+use twopc_participant_sdk::{DynamoStates, SdkConfig, SdkParticipant};
 use twopc_runtime::config::{Config, Role};
 use twopc_runtime::telemetry::Metrics;
 use twopc_runtime::{Clients, LiveParticipant, LiveSweeper};
 
-use super::demo::Demo;
+use super::demo::{Demo, PAYMENTS};
 use super::gateway::Gateway;
 use super::{ServeArgs, ServeError, streams};
+
+/// The demo's custom participant: card payments on the participant SDK, its state in DynamoDB.
+pub type Payments = SdkParticipant<CardGateway, DynamoStates, DynamoTxLog, SystemClock>;
 
 /// Everything the routes use.
 pub struct Stack {
@@ -27,6 +35,12 @@ pub struct Stack {
     pub sweeper: LiveSweeper,
     /// The participant logic, for reading items.
     pub participant: LiveParticipant,
+    /// The custom participant (served under `demo::PAYMENTS_PATH`).
+    pub payments: Payments,
+    /// Its simulated card gateway.
+    pub cards: CardGateway,
+    /// The secret the coordinator signs its requests to `payments` with (new every run).
+    pub secret: twopc_core::signing::Secret,
     /// The demo's services and tables.
     pub demo: Demo,
     /// The configuration.
@@ -41,8 +55,11 @@ impl Stack {
     pub async fn build(args: &ServeArgs, endpoint: &str, url: &str) -> Result<Stack, ServeError> {
         let demo = Demo {
             prefix: args.table_prefix.clone(),
+            url: url.to_owned(),
         };
-        let variables = demo.variables(endpoint);
+        // Only this process signs and checks: a new random secret every run.
+        let secret = format!("{}{}", TxId::random(), TxId::random());
+        let variables = demo.variables(endpoint, &secret);
         let config = Config::from_lookup(Role::Coordinator, |name| variables.get(name).cloned())?;
         let clients = Clients::load(&config).await;
         eprintln!("- creating tables {}* if missing", args.table_prefix);
@@ -69,7 +86,18 @@ impl Stack {
             args.ws_token.clone(),
         ));
         let poller = streams::start(args, &demo, &clients.dynamodb, endpoint, url).await?;
+        let cards = CardGateway::default();
+        let payments = SdkParticipant::new(
+            cards.clone(),
+            DynamoStates::new(clients.dynamodb.clone(), demo.table(PAYMENTS)),
+            twopc_runtime::tx_log(&config, &clients),
+            SystemClock,
+            SdkConfig::default(),
+        );
         Ok(Stack {
+            payments,
+            cards,
+            secret: twopc_core::signing::Secret::new(secret),
             gateway,
             client: clients.dynamodb.clone(),
             app: App {

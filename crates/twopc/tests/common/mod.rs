@@ -6,11 +6,13 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use futures::{SinkExt, StreamExt};
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use serde_json::{Value, json};
 use tokio::process::{Child, Command};
+use tokio_tungstenite::tungstenite::Message;
 use twopc_core::ids::TxId;
 
 pub fn free_port() -> u16 {
@@ -181,4 +183,80 @@ pub fn transfer(from: &str, to: &str, amount: i64, timeout_ms: u64) -> Value {
     json!({"timeoutMs": timeout_ms, "participants": [
         {"participant": "accounts", "key": {"id": from}, "op": {"add": {"balance": -amount}, "require": {"balance": {"gte": amount}}}},
         {"participant": "accounts", "key": {"id": to}, "op": {"add": {"balance": amount}}}]})
+}
+
+// --- the WebSocket ------------------------------------------------------------------------------
+
+pub type Ws =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+pub async fn open(serve: &Serve, query: &str) -> Result<Ws, tokio_tungstenite::tungstenite::Error> {
+    let url = format!("{}/ws{query}", serve.url.replacen("http", "ws", 1));
+    tokio_tungstenite::connect_async(url)
+        .await
+        .map(|(ws, _)| ws)
+}
+
+pub async fn next_json(ws: &mut Ws) -> Value {
+    loop {
+        let msg = tokio::time::timeout(Duration::from_secs(20), ws.next())
+            .await
+            .expect("a message within 20 s")
+            .expect("open")
+            .expect("frame");
+        if let Message::Text(t) = msg {
+            return serde_json::from_str(&t).expect("json frame");
+        }
+    }
+}
+
+/// Reads frames until one matches, or fails after 20 s.
+pub async fn until(ws: &mut Ws, what: impl Fn(&Value) -> bool) -> Value {
+    loop {
+        let v = next_json(ws).await;
+        if what(&v) {
+            return v;
+        }
+    }
+}
+
+pub async fn send(ws: &mut Ws, v: Value) {
+    ws.send(Message::Text(v.to_string().into()))
+        .await
+        .expect("send");
+}
+
+/// The data lake's rows (every `dt=*/` file under `lake`), read until `enough` holds of them;
+/// fails after 20 s.
+pub async fn lake_rows(lake: &Path, enough: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+    let until_time = Instant::now() + Duration::from_secs(20);
+    loop {
+        let mut text = String::new();
+        for day in std::fs::read_dir(lake).into_iter().flatten().flatten() {
+            assert!(
+                day.file_name().to_string_lossy().starts_with("dt="),
+                "{:?}",
+                day.file_name()
+            );
+            for file in std::fs::read_dir(day.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                text.push_str(&std::fs::read_to_string(file.path()).unwrap_or_default());
+            }
+        }
+        let rows: Vec<Value> = text
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        if enough(&rows) {
+            return rows;
+        }
+        assert!(
+            Instant::now() < until_time,
+            "the lake did not get the rows expected; it has {rows:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await; // polling files written by another process
+    }
 }
