@@ -78,9 +78,15 @@ pub fn message(d: &Detected) -> (Vec<String>, Value) {
                 "version": version,
             }),
         ),
-        Detected::TransactionCompleted { tx_id, status, .. } => (
+        Detected::TransactionCompleted {
+            tx_id,
+            status,
+            participants,
+            ..
+        } => (
             vec![tx_topic(tx_id), ALL.to_owned()],
-            json!({"type": "transaction.completed", "txId": tx_id, "status": status}),
+            json!({"type": "transaction.completed", "txId": tx_id, "status": status,
+                "participants": participants}),
         ),
     }
 }

@@ -128,6 +128,14 @@ async fn an_order_pays_by_card_atomically_and_a_declined_card_leaves_nothing() {
     while outcomes.len() < 2 || changed.len() < 2 {
         let m = until(&mut ws, |_| true).await;
         match m["type"].as_str() {
+            Some("transaction.completed") if m["txId"] == paid_tx.as_str() => {
+                assert_eq!(
+                    m["participants"][2],
+                    json!({"participant": "payments", "vote": "yes"}),
+                    "the payment's vote is pushed with the outcome: {m}"
+                );
+                outcomes.push((m["txId"].as_str().map(str::to_owned), m["status"].clone()))
+            }
             Some("transaction.completed") => {
                 outcomes.push((m["txId"].as_str().map(str::to_owned), m["status"].clone()))
             }
