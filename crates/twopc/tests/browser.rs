@@ -6,8 +6,7 @@ mod common;
 
 use std::path::PathBuf;
 
-use common::{free_port, interrupt, start, temp_dir};
-use twopc_core::ids::TxId;
+use common::{interrupt, start_on_shared};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_live_page_shows_a_transfer_pushed_over_the_websocket() {
@@ -18,15 +17,7 @@ async fn the_live_page_shows_a_transfer_pushed_over_the_websocket() {
             .is_dir(),
         "playwright-core is missing: run `make browser-tools` (make test does)"
     );
-    let endpoint = twopc_tests::endpoint();
-    let prefix = format!("b{}-", &TxId::random().as_str()[..8]);
-    let data = temp_dir("browser");
-    let serve = start(
-        &data,
-        free_port(),
-        &["--dynamodb-endpoint", &endpoint, "--table-prefix", &prefix],
-    )
-    .await;
+    let (serve, _) = start_on_shared("browser", &[]).await;
     let artifacts = root.join("target/artifacts");
     std::fs::create_dir_all(&artifacts).expect("artifacts folder");
     let shot = artifacts.join("live-page.png");

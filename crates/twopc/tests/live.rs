@@ -5,24 +5,13 @@
 
 mod common;
 
-use common::{
-    call, free_port, interrupt, lake_rows, next_json, open, send, start, temp_dir, transfer, until,
-};
+use common::{call, interrupt, lake_rows, next_json, open, send, start_on_shared, transfer, until};
 use serde_json::json;
-use twopc_core::ids::TxId;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn subscribers_receive_commits_and_outcomes_and_rows_reach_the_lake() {
-    let endpoint = twopc_tests::endpoint();
-    let prefix = format!("w{}-", &TxId::random().as_str()[..8]);
-    let data = temp_dir("live");
-    let lake = data.join("lake"); // where common::start points serve's data lake
-    let serve = start(
-        &data,
-        free_port(),
-        &["--dynamodb-endpoint", &endpoint, "--table-prefix", &prefix],
-    )
-    .await;
+    let (serve, data) = start_on_shared("live", &[]).await;
+    let lake = data.join("lake");
 
     let mut alice = open(&serve, "").await.expect("connect");
     send(&mut alice, json!({"action": "subscribe", "entities": [{"participant": "accounts", "key": {"id": "alice"}}]})).await;
@@ -103,22 +92,7 @@ async fn subscribers_receive_commits_and_outcomes_and_rows_reach_the_lake() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_configured_token_guards_websocket_connections() {
-    let endpoint = twopc_tests::endpoint();
-    let prefix = format!("k{}-", &TxId::random().as_str()[..8]);
-    let data = temp_dir("token");
-    let serve = start(
-        &data,
-        free_port(),
-        &[
-            "--dynamodb-endpoint",
-            &endpoint,
-            "--table-prefix",
-            &prefix,
-            "--ws-token",
-            "s3cret",
-        ],
-    )
-    .await;
+    let (serve, _) = start_on_shared("token", &["--ws-token", "s3cret"]).await;
     assert!(open(&serve, "").await.is_err(), "no token: refused");
     assert!(
         open(&serve, "?token=wrong").await.is_err(),

@@ -336,11 +336,9 @@ async fn every_refusal_of_the_local_gateway_is_json_with_a_stable_code() {
     };
     let with_body = |body: Vec<u8>, r: Refused| Refused { body, ..r };
     let cases = [
-        // Over the framework's own buffer limit, and over the API's 64 KiB.
-        with_body(
-            vec![b'a'; 3 << 20],
-            refused("POST", "/transactions", 413, "request_too_large"),
-        ),
+        // Over the API's 64 KiB (the router's only body limit). Not a body of megabytes: the
+        // server answers before reading it and closes, and the client, still writing, may see
+        // the connection reset before it reads the answer (a flaky test, not a server fault).
         with_body(
             vec![b'a'; 70_000],
             refused("POST", "/transactions", 413, "request_too_large"),

@@ -7,9 +7,7 @@
 
 mod common;
 
-use common::{
-    call, call_raw, free_port, interrupt, lake_rows, next_json, open, send, start, temp_dir, until,
-};
+use common::{call, call_raw, interrupt, lake_rows, next_json, open, send, start_on_shared, until};
 use serde_json::{Value, json};
 use twopc_core::ids::TxId;
 
@@ -37,16 +35,8 @@ async fn item(url: &str, service: &str, id: &str) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_order_pays_by_card_atomically_and_a_declined_card_leaves_nothing() {
-    let endpoint = twopc_tests::endpoint();
-    let prefix = format!("o{}-", &TxId::random().as_str()[..8]);
-    let data = temp_dir("order");
-    let lake = data.join("lake"); // where common::start points serve's data lake
-    let serve = start(
-        &data,
-        free_port(),
-        &["--dynamodb-endpoint", &endpoint, "--table-prefix", &prefix],
-    )
-    .await;
+    let (serve, data) = start_on_shared("order", &[]).await;
+    let lake = data.join("lake");
     let mut ws = open(&serve, "").await.expect("connect");
     send(&mut ws, json!({"action": "subscribe", "all": true})).await;
     assert_eq!(next_json(&mut ws).await["type"], "subscribed");

@@ -48,6 +48,19 @@ pub async fn start(data_dir: &Path, port: u16, extra: &[&str]) -> Serve {
     launch(cmd, port).await
 }
 
+/// `twopc serve` on the DynamoDB Local the test run shares (`twopc_tests::endpoint`), with
+/// tables of its own (a fresh prefix) and a fresh data folder named after `name`, the data lake
+/// in its `lake/`. Returns the stack and that folder.
+pub async fn start_on_shared(name: &str, extra: &[&str]) -> (Serve, PathBuf) {
+    let endpoint = twopc_tests::endpoint();
+    let prefix = format!("{}{}-", &name[..1], &TxId::random().as_str()[..8]);
+    let data = temp_dir(name);
+    let mut args = vec!["--dynamodb-endpoint", &endpoint, "--table-prefix", &prefix];
+    args.extend_from_slice(extra);
+    let serve = start(&data, free_port(), &args).await;
+    (serve, data)
+}
+
 /// `twopc serve --port PORT` run from `cwd` with every other option at its default (relative
 /// data and lake folders), as `make run` runs it. `cwd` must lie inside the repository, so the
 /// DynamoDB Local install in `.tools/` is found by searching upward.
