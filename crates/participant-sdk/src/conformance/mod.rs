@@ -8,7 +8,8 @@
 //!
 //! - [`UnderTest`]: a participant as the kit reaches it. Two kinds pass the same checks:
 //!   [`Sdk`] (a service's [`Hooks`], every call counted, from a [`Subject`]) and,
-//!   in `tests/tests/conformance.rs`, the generic participant on DynamoDB Local.
+//!   in `tests/tests/conformance.rs`, the generic participant on DynamoDB Local
+//!   (`tests/conformance.rs` here also runs an SDK participant through its HTTP router).
 //! - [`Kit`]: one check's world; the checks themselves follow it, one function each.
 
 mod checks;
@@ -379,8 +380,9 @@ macro_rules! __run_checks {
 /// ```ignore
 /// // An SDK participant, from a `conformance::Subject`: every check.
 /// twopc_participant_sdk::conformance_tests!(my_subject().await);
-/// // Any other participant whose work is one conditional write per message
-/// // (`Atomicity::OneWrite`), from an `UnderTest`.
+/// // Any other participant, from an `UnderTest`, by its `Atomicity`: one that claims its
+/// // calls gets every check; one whose work is one conditional write per message, all but one.
+/// twopc_participant_sdk::conformance_tests!(claimed: my_participant().await);
 /// twopc_participant_sdk::conformance_tests!(one_write: my_participant().await);
 /// ```
 ///
@@ -393,6 +395,9 @@ macro_rules! __run_checks {
 /// The calling crate needs `tokio` (features `macros`, `rt`) among its dev-dependencies.
 #[macro_export]
 macro_rules! conformance_tests {
+    (claimed: $subject:expr) => {
+        $crate::__every_check!(__check_tests!(over, $subject));
+    };
     (one_write: $subject:expr) => {
         $crate::__common_checks!(__check_tests!(over, $subject));
     };
