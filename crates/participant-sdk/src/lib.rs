@@ -16,6 +16,7 @@
 //!   (`twopc_dynamo::tables::TableKind::ParticipantState`).
 //! - [`participant`]: the driver.
 //! - [`http`]: the HTTP adapter (`POST /prepare|commit|abort`, signed requests).
+//! - `lambda` (feature `lambda`): the Lambda adapter, for the coordinator's `lambda` transport.
 //! - [`conformance`]: the conformance kit a participant's own tests run against it.
 //!
 //! The answers are the core's (`twopc_core::rules`); the messages are the ones every
@@ -28,6 +29,8 @@ pub mod conformance;
 pub mod dynamo;
 pub mod hooks;
 pub mod http;
+#[cfg(feature = "lambda")]
+pub mod lambda;
 pub mod participant;
 pub mod state;
 pub mod store;

@@ -81,6 +81,121 @@ async fn example() -> Subject<CardGateway> {
 
 twopc_participant_sdk::conformance_tests!(example().await);
 
+/// The same participant served by the SDK's signed router on a real socket, reached by the
+/// coordinator's own `http` transport: every check again, through the wire.
+mod over_http {
+    use std::time::Duration;
+
+    use tokio::net::TcpListener;
+    use twopc_core::ids::TxId;
+    use twopc_core::memory::MemoryTxLog;
+    use twopc_core::message::{CompleteReply, CompleteRequest, PrepareReply, PrepareRequest};
+    use twopc_core::ports::{ManualClock, Transport, TransportError};
+    use twopc_core::record::Target;
+    use twopc_core::signing::Secret;
+    use twopc_participant_sdk::MemoryStates;
+    use twopc_participant_sdk::conformance::{
+        Atomicity, Effects, Entry, Failure, Faults, Resolved, Sdk, Tx, UnderTest,
+    };
+    use twopc_participant_sdk::http::{HttpConfig, router};
+    use twopc_runtime::transport::HttpTransport;
+
+    const SECRET: &[u8] = b"shared by the kit and the router";
+
+    struct OverHttp {
+        sdk: Sdk<super::CardGateway, MemoryStates>,
+        transport: HttpTransport,
+        target: Target,
+    }
+
+    async fn serve() -> OverHttp {
+        let sdk = Sdk::from(super::example().await);
+        let app = router(
+            sdk.participant().clone(),
+            HttpConfig::new(Secret::new(SECRET)),
+        );
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let url = format!("http://{}", listener.local_addr().expect("addr"));
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        let transport =
+            HttpTransport::new(Duration::from_secs(5)).with_signing_secret(Secret::new(SECRET));
+        OverHttp {
+            sdk,
+            transport,
+            target: Target::Http { url },
+        }
+    }
+
+    /// What the router's answer says, by its stable `code` (`http` module's table).
+    fn failure(e: TransportError) -> Failure {
+        let text = e.to_string();
+        if text.contains("503") && text.contains(r#""code":"busy""#) {
+            Failure::Busy(text)
+        } else if text.contains("500") && text.contains(r#""code":"hook_failed""#) {
+            Failure::Failed(text)
+        } else {
+            Failure::Other(text)
+        }
+    }
+
+    impl UnderTest for OverHttp {
+        type Log = MemoryTxLog;
+
+        fn log(&self) -> &MemoryTxLog {
+            self.sdk.log()
+        }
+
+        fn clock(&self) -> &ManualClock {
+            self.sdk.clock()
+        }
+
+        fn atomicity(&self) -> Atomicity {
+            self.sdk.atomicity()
+        }
+
+        fn faults(&self) -> &Faults {
+            self.sdk.faults()
+        }
+
+        async fn valid(&self, tx: &TxId) -> Entry {
+            self.sdk.valid(tx).await
+        }
+
+        async fn invalid(&self, tx: &TxId) -> Entry {
+            self.sdk.invalid(tx).await
+        }
+
+        async fn prepare(&self, req: &PrepareRequest) -> Result<PrepareReply, Failure> {
+            let reply = self.transport.prepare(&self.target, req).await;
+            reply.map_err(failure)
+        }
+
+        async fn commit(&self, req: &CompleteRequest) -> Result<CompleteReply, Failure> {
+            let reply = self.transport.commit(&self.target, req).await;
+            reply.map_err(failure)
+        }
+
+        async fn abort(&self, req: &CompleteRequest) -> Result<CompleteReply, Failure> {
+            let reply = self.transport.abort(&self.target, req).await;
+            reply.map_err(failure)
+        }
+
+        async fn resolve(&self, tx: &Tx) -> Result<Resolved, Failure> {
+            self.sdk.resolve(tx).await
+        }
+
+        async fn sweep(&self) -> Result<Vec<(TxId, Resolved)>, Failure> {
+            self.sdk.sweep().await
+        }
+
+        async fn effects(&self, tx: &Tx) -> Effects {
+            self.sdk.effects(tx).await
+        }
+    }
+
+    twopc_participant_sdk::conformance_tests!(claimed: serve().await);
+}
+
 #[tokio::test]
 async fn every_check_passes_with_the_state_in_dynamodb() {
     let endpoint = std::env::var("TWOPC_DYNAMODB_ENDPOINT").unwrap_or_else(|_| {

@@ -11,6 +11,11 @@
 //!   [`Hooks`].
 //! - [`routes`]: the gateway's read API (`GET /authorisations`).
 //! - `main.rs`: serves it over http (the SDK's signed router) with its state in DynamoDB.
+//!
+//! As a Lambda function instead, `main` would build the same participant and hand it to
+//! `twopc_participant_sdk::lambda::run` (feature `lambda`), with a scheduled sweep elsewhere.
+//! `payments` has no such entry: its simulated gateway lives in the process's memory, which
+//! Lambda's instances do not share.
 #![warn(missing_docs)]
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -1,0 +1,418 @@
+//! The conformance kit: the messages a participant meets in production, played against it
+//! in-process, with what each transaction left there read back after every step. Each check
+//! is public, and [`conformance_tests!`](crate::conformance_tests) names every one as a test.
+//!
+//! The kit plays the coordinator: it writes the transaction's record in the participant's log,
+//! sends prepare, commit and abort (duplicated, reordered, late, concurrent, failed,
+//! interrupted) and moves a [`ManualClock`]. A check panics with what it expected.
+//!
+//! - [`UnderTest`]: a participant as the kit reaches it. Two kinds pass the same checks:
+//!   [`Sdk`] (a service's [`Hooks`], every call counted, from a [`Subject`]) and,
+//!   in `tests/tests/conformance.rs`, the generic participant on DynamoDB Local
+//!   (`tests/conformance.rs` here also runs an SDK participant through its HTTP router).
+//! - [`Kit`]: one check's world; the checks themselves follow it, one function each.
+
+mod checks;
+mod faults;
+mod sdk;
+
+use serde_json::{Value, json};
+use std::future::Future;
+use twopc_core::ids::TxId;
+use twopc_core::item::Key;
+use twopc_core::memory::MemoryTxLog;
+use twopc_core::message::{CompleteReply, CompleteRequest, PrepareReply, PrepareRequest};
+use twopc_core::op::Operation;
+use twopc_core::ports::{Clock, ManualClock, TxLog};
+use twopc_core::record::TxRecord;
+use twopc_core::status::TxStatus;
+
+pub use self::checks::*;
+pub use self::faults::{Fail, Faults, Step};
+pub use self::sdk::{Counted, Hook, Sdk, Subject};
+use crate::hooks::Hooks;
+pub use crate::participant::Resolved;
+use crate::participant::SdkParticipant;
+use crate::store::StateStore;
+
+/// How long the kit's transactions have to prepare (ms).
+pub const TIMEOUT_MS: u64 = 5_000;
+
+/// A participant under test: how the kit reaches it, and what each transaction left there.
+pub trait UnderTest: Send + Sync {
+    /// The transaction log the participant resolves by; the kit writes its records there.
+    type Log: TxLog;
+
+    /// That log.
+    fn log(&self) -> &Self::Log;
+
+    /// The clock the participant reads; the kit moves it.
+    fn clock(&self) -> &ManualClock;
+
+    /// How a message's work is kept whole against copies and crashes.
+    fn atomicity(&self) -> Atomicity;
+
+    /// Where the kit arms failures: the participant runs each message's work through it.
+    fn faults(&self) -> &Faults;
+
+    /// What transaction `tx` asks of this participant, and it holds (anything that needs, such
+    /// as the item, is made here).
+    fn valid(&self, tx: &TxId) -> impl Future<Output = Entry> + Send;
+
+    /// What it refuses as `invalid` once it has looked (not merely for lack of a payload or
+    /// an operation: the kit sends that too).
+    fn invalid(&self, tx: &TxId) -> impl Future<Output = Entry> + Send;
+
+    /// Prepare.
+    fn prepare(
+        &self,
+        req: &PrepareRequest,
+    ) -> impl Future<Output = Result<PrepareReply, Failure>> + Send;
+
+    /// Commit.
+    fn commit(
+        &self,
+        req: &CompleteRequest,
+    ) -> impl Future<Output = Result<CompleteReply, Failure>> + Send;
+
+    /// Abort.
+    fn abort(
+        &self,
+        req: &CompleteRequest,
+    ) -> impl Future<Output = Result<CompleteReply, Failure>> + Send;
+
+    /// Settles the transaction's hold here as if its coordinator went silent, by its record.
+    fn resolve(&self, tx: &Tx) -> impl Future<Output = Result<Resolved, Failure>> + Send;
+
+    /// One pass over the holds past their deadline, each settled by its record.
+    fn sweep(&self) -> impl Future<Output = Result<Vec<(TxId, Resolved)>, Failure>> + Send;
+
+    /// What the transaction left here now.
+    fn effects(&self, tx: &Tx) -> impl Future<Output = Effects> + Send;
+}
+
+/// How a participant keeps one message's work whole; where the two differ, a check expects
+/// what each promises.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Atomicity {
+    /// Each message's work is one conditional write (the generic participant): a copy arriving
+    /// meanwhile does the work itself and the first then finds it done; a call cut off either
+    /// wrote or did not, and the next message finds which.
+    OneWrite,
+    /// Each message brackets work outside the participant's state (a hook) between a claim and
+    /// its result: a copy arriving meanwhile is told the work is under way; a call cut off is
+    /// taken over once its claim ended (`claim_ms` after it began).
+    Claimed {
+        /// How long a claim lasts (ms).
+        claim_ms: u64,
+    },
+}
+
+/// What a transaction asks of one participant: a table's item and operation, or a custom
+/// participant's payload.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Entry {
+    /// The item's key.
+    pub key: Key,
+    /// The operation.
+    pub op: Operation,
+    /// The payload.
+    pub payload: Option<Value>,
+}
+
+/// What a transaction left on the participant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Effects {
+    /// How many holds stand for it (a hook's reservation; an item's lock or reservation).
+    pub held: u32,
+    /// How many times its commit took effect (`confirm` calls that returned; the `add` of 1
+    /// the item's counter received).
+    pub applied: u32,
+    /// Hook calls, for a participant with hooks: `[reserve, confirm, cancel]`.
+    pub calls: Option<[u32; 3]>,
+}
+
+/// A message that was not answered.
+#[derive(Debug)]
+pub enum Failure {
+    /// A copy's work is under way: retry later.
+    Busy(String),
+    /// The work failed (or its answer was lost): the next message, or the sweep, carries it out.
+    Failed(String),
+    /// Anything else; no check expects it.
+    Other(String),
+}
+
+/// A transaction the kit plays.
+#[derive(Clone, Debug)]
+pub struct Tx {
+    /// Its id.
+    pub id: TxId,
+    /// When it began (epoch ms).
+    pub began: u64,
+    /// Its deadline (epoch ms).
+    pub deadline: u64,
+    /// What it asks of the participant.
+    pub entry: Entry,
+}
+
+/// One check's world: the participant under test, and the coordinator the kit plays.
+pub struct Kit<P> {
+    subject: P,
+}
+
+impl<H: Hooks, S: StateStore> Kit<Sdk<H, S>> {
+    /// Wires an SDK participant made of the subject.
+    pub fn new(subject: Subject<H, S>) -> Self {
+        Kit::over(Sdk::from(subject))
+    }
+
+    /// The SDK participant under test.
+    pub fn participant(&self) -> &SdkParticipant<Counted<H>, S, MemoryTxLog, ManualClock> {
+        self.subject.participant()
+    }
+
+    /// The calls of each hook for the transaction: `[reserve, confirm, cancel]`.
+    pub fn counts(&self, tx: &Tx) -> [u32; 3] {
+        self.subject.counts(&tx.id)
+    }
+}
+
+impl<P: UnderTest> Kit<P> {
+    /// The kit over any participant.
+    pub fn over(subject: P) -> Self {
+        Kit { subject }
+    }
+
+    /// The participant under test.
+    pub fn subject(&self) -> &P {
+        &self.subject
+    }
+
+    /// A transaction begun now, its record `PREPARING` in the log, asking what the participant
+    /// holds.
+    pub async fn begin(&self) -> Tx {
+        let tx = self.unrecorded().await;
+        self.record(&tx).await;
+        tx
+    }
+
+    /// The same, asking what the participant refuses as invalid.
+    pub async fn begin_invalid(&self) -> Tx {
+        let mut tx = self.unrecorded().await;
+        tx.entry = self.subject.invalid(&tx.id).await;
+        self.record(&tx).await;
+        tx
+    }
+
+    async fn record(&self, tx: &Tx) {
+        let mut record = TxRecord::never_began(&tx.id, tx.began);
+        record.status = TxStatus::Preparing;
+        record.deadline = tx.deadline;
+        record.begun_by = "conformance kit".into();
+        self.subject
+            .log()
+            .create(&record)
+            .await
+            .expect("the kit's log");
+    }
+
+    /// A transaction begun now whose record was never written (its coordinator died first).
+    pub async fn unrecorded(&self) -> Tx {
+        let began = self.subject.clock().now_ms();
+        let id = TxId::random();
+        let entry = self.subject.valid(&id).await;
+        Tx {
+            id,
+            began,
+            deadline: began + TIMEOUT_MS,
+            entry,
+        }
+    }
+
+    /// Moves the transaction's record as a coordinator deciding would.
+    pub async fn decide(&self, tx: &Tx, to: TxStatus) {
+        let log = self.subject.log();
+        let record = log.get(&tx.id).await.expect("log").expect("a record");
+        let now = self.subject.clock().now_ms();
+        log.transition(&record, to, None, now)
+            .await
+            .expect("the kit's log");
+    }
+
+    /// The transaction's record's status.
+    pub async fn status(&self, tx: &Tx) -> Option<TxStatus> {
+        let record = self.subject.log().get(&tx.id).await.expect("log");
+        record.map(|r| r.status)
+    }
+
+    /// The transaction's prepare.
+    pub fn prepare(&self, tx: &Tx) -> PrepareRequest {
+        PrepareRequest {
+            tx_id: tx.id.clone(),
+            deadline: tx.deadline,
+            began: tx.began,
+            key: tx.entry.key.clone(),
+            op: tx.entry.op.clone(),
+            coordinator: "conformance kit".into(),
+            payload: tx.entry.payload.clone(),
+        }
+    }
+
+    /// Its commit or abort.
+    pub fn complete(&self, tx: &Tx) -> CompleteRequest {
+        CompleteRequest {
+            tx_id: tx.id.clone(),
+            deadline: tx.deadline,
+            began: tx.began,
+            key: tx.entry.key.clone(),
+            op: tx.entry.op.clone(),
+            prune: None,
+            refused: false,
+        }
+    }
+
+    /// Sends its prepare.
+    pub async fn send_prepare(&self, tx: &Tx) -> PrepareReply {
+        let reply = self.subject.prepare(&self.prepare(tx)).await;
+        reply.expect("prepare answered")
+    }
+
+    /// Sends its commit.
+    pub async fn send_commit(&self, tx: &Tx) -> CompleteReply {
+        let reply = self.subject.commit(&self.complete(tx)).await;
+        reply.expect("commit answered")
+    }
+
+    /// Sends its abort.
+    pub async fn send_abort(&self, tx: &Tx) -> CompleteReply {
+        let reply = self.subject.abort(&self.complete(tx)).await;
+        reply.expect("abort answered")
+    }
+
+    /// Asserts what the transaction left: `held` holds, `applied` commits, and, for a
+    /// participant with hooks, these `[reserve, confirm, cancel]` calls.
+    pub async fn expect(&self, tx: &Tx, held: u32, applied: u32, calls: [u32; 3], when: &str) {
+        let e = self.subject.effects(tx).await;
+        assert_eq!((e.held, e.applied), (held, applied), "held, applied {when}");
+        if let Some(made) = e.calls {
+            assert_eq!(made, calls, "reserve, confirm, cancel calls {when}");
+        }
+    }
+
+    fn arm(&self, step: Step, fail: Fail) {
+        self.subject.faults().arm(step, fail);
+    }
+
+    /// Waits until armed work (`Hold`, `Stall`) is inside.
+    async fn inside(&self) {
+        self.subject.faults().inside().await;
+    }
+
+    /// Lets held work go on.
+    fn release(&self) {
+        self.subject.faults().release();
+    }
+}
+
+/// An entry keyed by the transaction, with this payload (what an SDK participant is sent).
+pub fn payload_entry(tx: &TxId, payload: Value) -> Entry {
+    Entry {
+        key: [("id".to_owned(), json!(tx.as_str()))].into(),
+        op: Operation::default(),
+        payload: Some(payload),
+    }
+}
+
+/// Runs every check, each on a fresh SDK participant made of a subject from `make`.
+pub async fn check_all<H, S, F, Fut>(mut make: F)
+where
+    H: Hooks,
+    S: StateStore,
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Subject<H, S>>,
+{
+    crate::__every_check!(__run_checks!(make));
+}
+
+/// The checks every participant passes, named once: `$then!(args; check, ...)`.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __common_checks {
+    ($then:ident ! ($($args:tt)*)) => {
+        $crate::$then!($($args)*;
+            prepare_reserves_once_and_a_duplicate_gets_the_same_yes,
+            an_invalid_request_is_a_no_vote_that_holds_nothing,
+            commit_confirms_once_and_a_duplicate_is_already_done,
+            abort_cancels_once_and_a_duplicate_is_already_done,
+            an_abort_before_its_prepare_holds_nothing_and_refuses_the_prepare,
+            a_prepare_after_its_transaction_ended_is_refused,
+            a_prepare_past_its_deadline_is_refused_and_holds_nothing,
+            a_decision_contradicting_the_state_is_a_violation_and_does_nothing,
+            concurrent_duplicates_take_effect_once,
+            a_failed_call_is_made_good_by_the_next_message,
+            a_silent_coordinator_is_resolved_by_the_record
+        );
+    };
+}
+
+/// Every check, for a participant that claims its calls ([`Atomicity::Claimed`]).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __every_check {
+    ($then:ident ! ($($args:tt)*)) => {
+        $crate::__common_checks!($then!($($args)*));
+        $crate::$then!($($args)*; an_interrupted_call_is_taken_over_once_its_claim_expires);
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __run_checks {
+    ($make:ident; $($check:ident),*) => {
+        $($crate::conformance::$check($crate::conformance::Kit::new($make().await)).await;)*
+    };
+}
+
+/// One `#[tokio::test]` per check of the kit, named after it, each against a fresh participant
+/// made by the expression (evaluated in an async test, so it may `.await`):
+///
+/// ```ignore
+/// // An SDK participant, from a `conformance::Subject`: every check.
+/// twopc_participant_sdk::conformance_tests!(my_subject().await);
+/// // Any other participant, from an `UnderTest`, by its `Atomicity`: one that claims its
+/// // calls gets every check; one whose work is one conditional write per message, all but one.
+/// twopc_participant_sdk::conformance_tests!(claimed: my_participant().await);
+/// twopc_participant_sdk::conformance_tests!(one_write: my_participant().await);
+/// ```
+///
+/// A `one_write` participant is not given
+/// [`an_interrupted_call_is_taken_over_once_its_claim_expires`]: it makes no claim, and a call
+/// of it cut off either wrote or did not, which
+/// [`a_failed_call_is_made_good_by_the_next_message`] plays (a failure before the write, an
+/// answer lost after it).
+///
+/// The calling crate needs `tokio` (features `macros`, `rt`) among its dev-dependencies.
+#[macro_export]
+macro_rules! conformance_tests {
+    (claimed: $subject:expr) => {
+        $crate::__every_check!(__check_tests!(over, $subject));
+    };
+    (one_write: $subject:expr) => {
+        $crate::__common_checks!(__check_tests!(over, $subject));
+    };
+    ($subject:expr) => {
+        $crate::__every_check!(__check_tests!(new, $subject));
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __check_tests {
+    ($wire:ident, $subject:expr; $($check:ident),*) => {
+        $(#[tokio::test]
+        async fn $check() {
+            $crate::conformance::$check($crate::conformance::Kit::$wire($subject)).await;
+        })*
+    };
+}

@@ -1,0 +1,150 @@
+//! The Lambda adapter (feature `lambda`): an [`SdkParticipant`] as a function the coordinator's
+//! `lambda` transport invokes, taking the payload the generic participant's function takes
+//! (`{"action": "prepare"|"commit"|"abort", "request": {...}}`) and answering its reply.
+//!
+//! A failure is a function error whose `errorType` is one of `twopc_runtime::errors::ErrorKind`'s
+//! names, as the generic participant's are, so the transport reads both alike:
+//!
+//! | error | `errorType` | the coordinator may assume |
+//! | --- | --- | --- |
+//! | a copy's hook call is under way ([`Error::Busy`]) | `Retryable` | nothing done: send it again later |
+//! | the state store failed ([`Error::Store`]) | that failure's kind | as the generic participant's store |
+//! | a hook failed ([`Error::Hook`]) | `Undetermined` | it may have acted: the next message calls it again |
+//! | not a participant call ([`Error::Invalid`]) | `Invalid` | nothing done; repeating will not help |
+//! | the reply could not be encoded | `Fatal` | it may have acted |
+//!
+//! Any function error leaves a commit or abort unacknowledged, so the sweeper sends it again;
+//! a prepare that failed counts as a `no` vote.
+//!
+//! A service's `main` wires its hooks, state table and the transactions table once, then hands
+//! the participant over (its sweep runs elsewhere, e.g. a scheduled function calling
+//! [`SdkParticipant::sweep`]):
+//!
+//! ```ignore
+//! let participant = SdkParticipant::new(hooks, states, log, SystemClock, SdkConfig::default());
+//! twopc_participant_sdk::lambda::run(participant).await
+//! ```
+
+use lambda_runtime::{Diagnostic, LambdaEvent, service_fn};
+use serde_json::Value;
+use tracing::{Instrument, error, info};
+use twopc_core::message::ParticipantCall;
+use twopc_core::ports::{Clock, TxLog};
+use twopc_runtime::errors::ErrorKind;
+use twopc_runtime::telemetry::tx_span;
+
+use crate::hooks::Hooks;
+use crate::participant::{Error, SdkParticipant};
+use crate::store::StateStore;
+
+/// A call that was not answered, classified.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct CallError {
+    /// What the caller may assume.
+    pub kind: ErrorKind,
+    /// What happened, with its causes.
+    pub message: String,
+}
+
+impl From<CallError> for Diagnostic {
+    fn from(e: CallError) -> Diagnostic {
+        Diagnostic {
+            error_type: e.kind.name().to_owned(),
+            error_message: e.message,
+        }
+    }
+}
+
+/// What the caller of a call that failed with `e` may assume.
+pub fn kind(e: &Error) -> ErrorKind {
+    match e {
+        Error::Busy { .. } => ErrorKind::Retryable,
+        Error::Store(e) => ErrorKind::of(e),
+        Error::Hook { .. } => ErrorKind::Undetermined,
+        Error::Invalid(_) => ErrorKind::Invalid,
+    }
+}
+
+impl From<Error> for CallError {
+    fn from(e: Error) -> CallError {
+        let kind = kind(&e);
+        // The cause chain, each text once (SDK errors repeat their source's text).
+        let mut message = e.to_string();
+        let mut cause = std::error::Error::source(&e);
+        while let Some(c) = cause {
+            let text = c.to_string();
+            if !message.contains(&text) {
+                message.push_str(": ");
+                message.push_str(&text);
+            }
+            cause = c.source();
+        }
+        CallError { kind, message }
+    }
+}
+
+/// Answers one invocation.
+pub async fn handle<H, S, L, C>(
+    participant: &SdkParticipant<H, S, L, C>,
+    event: LambdaEvent<Value>,
+) -> Result<Value, CallError>
+where
+    H: Hooks,
+    S: StateStore,
+    L: TxLog,
+    C: Clock,
+{
+    let (payload, ctx) = event.into_parts();
+    let call = ParticipantCall::from_json(payload).map_err(|m| {
+        error!(request_id = %ctx.request_id, problem = %m, "not a participant call");
+        CallError {
+            kind: ErrorKind::Invalid,
+            message: format!(
+                "the event is not a participant call ({m}); expected {{\"action\": \"prepare\"|\"commit\"|\"abort\", \"request\": {{...}}}}"
+            ),
+        }
+    })?;
+    let tx = match &call {
+        ParticipantCall::Prepare(r) => &r.tx_id,
+        ParticipantCall::Commit(r) | ParticipantCall::Abort(r) => &r.tx_id,
+    };
+    let action = call.action();
+    async {
+        let reply = match &call {
+            ParticipantCall::Prepare(r) => participant.prepare(r).await.map(serde_json::to_value),
+            ParticipantCall::Commit(r) => participant.commit(r).await.map(serde_json::to_value),
+            ParticipantCall::Abort(r) => participant.abort(r).await.map(serde_json::to_value),
+        };
+        match reply {
+            Ok(Ok(v)) => {
+                info!(action, reply = %v, "answered");
+                Ok(v)
+            }
+            Ok(Err(e)) => Err(CallError {
+                kind: ErrorKind::Fatal,
+                message: format!("the {action} reply could not be encoded: {e}"),
+            }),
+            Err(e) => {
+                error!(action, error = ?e, "call failed");
+                Err(CallError::from(e))
+            }
+        }
+    }
+    .instrument(tx_span(Some(tx), &ctx.request_id))
+    .await
+}
+
+/// Serves invocations with `participant` until the runtime stops.
+pub async fn run<H, S, L, C>(
+    participant: SdkParticipant<H, S, L, C>,
+) -> Result<(), lambda_runtime::Error>
+where
+    H: Hooks,
+    S: StateStore,
+    L: TxLog,
+    C: Clock,
+{
+    let participant = &participant;
+    lambda_runtime::run(service_fn(move |event| handle(participant, event))).await
+}
