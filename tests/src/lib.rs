@@ -1,6 +1,7 @@
 //! Test harness: a fresh set of tables per test on the DynamoDB Local that `make test` started
 //! (`TWOPC_DYNAMODB_ENDPOINT`), the real adapters, and the coordinator over the `direct`
-//! transport with a clock the test moves by hand. [`lambda`] serves a function's binary through
+//! transport with a clock the test moves by hand. [`fees`] is a custom participant on the
+//! participant SDK for the crash suites; [`lambda`] serves a function's binary through
 //! `cargo lambda watch`, for the `lambda` transport's end-to-end tests.
 
 use std::collections::BTreeMap;
@@ -22,6 +23,7 @@ use twopc_dynamo::tables::{TableKind, TableSpec, ensure_table};
 use twopc_dynamo::{DynamoItems, DynamoTxLog};
 
 pub mod crash;
+pub mod fees;
 pub mod lambda;
 
 pub use crash::CrashAt;
@@ -49,6 +51,8 @@ pub struct World {
     pub client: Client,
     /// The clock every protocol step reads.
     pub clock: ManualClock,
+    /// The prefix of this world's table names.
+    pub prefix: String,
     /// Transactions table name.
     pub tx_table: String,
     /// `accounts` service table.
@@ -136,6 +140,7 @@ impl World {
         World {
             client,
             clock,
+            prefix,
             tx_table,
             accounts,
             wallets,

@@ -4,6 +4,12 @@
 //! the sweeper runs past every deadline, and every invariant of docs/protocol.md is checked against a
 //! ledger built from the transaction records.
 //!
+//! Half the transfers also pay a fee to `fees`, a custom participant on the participant SDK
+//! (`twopc_tests::fees`): its state in DynamoDB Local, its hooks dying as planned before they
+//! act or after they acted and before the SDK recorded it, its own sweep running beside the
+//! coordinator's. Against the records: every committed transfer's fee was charged exactly once,
+//! every aborted one's released or never held, and every state of the SDK ended.
+//!
 //! Two runs: transfers among 6 accounts on each of two tables, and a hot one among three
 //! accounts of one table, with small balances so that many transfers are unaffordable and
 //! every transfer's reservations stand beside others'.
@@ -25,10 +31,13 @@ use twopc_core::ids::TxId;
 use twopc_core::message::{CompleteReply, CompleteRequest, PrepareReply, PrepareRequest};
 use twopc_core::op::Mode;
 use twopc_core::ports::{ManualClock, Transport, TransportError};
-use twopc_core::record::{Target, Vote, VoteReason};
+use twopc_core::record::{Target, TxRecord, Vote, VoteReason};
 use twopc_core::status::TxStatus;
 use twopc_core::sweeper::SweepConfig;
-use twopc_tests::{CrashAt, TestTransport, World};
+use twopc_participant_sdk::state::{Phase, TxState};
+use twopc_participant_sdk::{Resolved, StateStore};
+use twopc_tests::fees::{self, FEES, FeesService, Hold, HookDeath, MAX_FEE, Route, Tally};
+use twopc_tests::{CrashAt, World};
 
 const TIMEOUT_MS: u64 = 1_000;
 
@@ -93,6 +102,10 @@ struct Plan {
     late_prepare: bool,
     /// Before participant i's prepare, move the clock by this much (lease expiry mid-flight).
     jump_before_prepare: [u64; 2],
+    /// The fee paid to `fees`, if any (above [`MAX_FEE`]: declined).
+    fee: Option<i64>,
+    /// Where a `fees` hook dies for this transfer.
+    hook_death: Option<HookDeath>,
 }
 
 fn account(rng: &mut StdRng, bank: Bank) -> (&'static str, String) {
@@ -109,11 +122,19 @@ fn plans(seed: u64, transfers: u64, bank: Bank) -> Vec<Plan> {
         FaultPoint::AfterBegin,
         FaultPoint::AfterPrepare(0),
         FaultPoint::AfterPrepare(1),
+        FaultPoint::AfterPrepare(2), // `fees`, when the transfer has a fee
         FaultPoint::BeforeDecide,
         FaultPoint::AfterDecide,
         FaultPoint::AfterComplete(0),
         FaultPoint::AfterComplete(1),
+        FaultPoint::AfterComplete(2),
         FaultPoint::BeforeFinalize,
+    ];
+    let deaths = [
+        HookDeath::BeforeReserve,
+        HookDeath::AfterReserve,
+        HookDeath::BeforeComplete,
+        HookDeath::AfterComplete,
     ];
     (0..transfers)
         .map(|i| {
@@ -128,6 +149,11 @@ fn plans(seed: u64, transfers: u64, bank: Bank) -> Vec<Plan> {
                 _ => 0,
             };
             let jump_before_prepare = [jump(), jump()];
+            let fee = rng
+                .random_bool(0.5)
+                .then(|| rng.random_range(1..=MAX_FEE + 10));
+            let hook_death = (fee.is_some() && rng.random_bool(0.4))
+                .then(|| deaths[rng.random_range(0..deaths.len())]);
             Plan {
                 key: format!("bank-{seed}-{i}"),
                 from,
@@ -144,16 +170,22 @@ fn plans(seed: u64, transfers: u64, bank: Bank) -> Vec<Plan> {
                 duplicate_completion: rng.random_bool(0.2),
                 late_prepare: rng.random_bool(0.2),
                 jump_before_prepare,
+                fee,
+                hook_death,
             }
         })
         .collect()
 }
 
 fn body(p: &Plan) -> Value {
-    json!({"timeoutMs": TIMEOUT_MS, "participants": [
+    let mut body = json!({"timeoutMs": TIMEOUT_MS, "participants": [
         {"participant": p.from.0, "key": {"id": p.from.1}, "op": {"add": {"balance": -p.amount}, "require": {"balance": {"gte": p.amount}}}},
         {"participant": p.to.0, "key": {"id": p.to.1}, "op": {"add": {"balance": p.amount}}}
-    ]})
+    ]});
+    if let (Some(fee), Some(ps)) = (p.fee, body["participants"].as_array_mut()) {
+        ps.push(json!({"participant": FEES, "payload": {"fee": fee}}));
+    }
+    body
 }
 
 #[derive(Default)]
@@ -163,11 +195,17 @@ struct Counters {
     late_prepares: AtomicUsize,
     late_prepares_refused: AtomicUsize,
     clock_jumps: AtomicUsize,
+    /// Passes of the fee service's own sweep, and those cut off by a dying hook.
+    fee_sweeps: AtomicUsize,
+    fee_sweeps_cut: AtomicUsize,
+    /// What the fee service's sweeps that were not cut off resolved.
+    fee_sweep_confirmed: AtomicUsize,
+    fee_sweep_cancelled: AtomicUsize,
 }
 
-/// The direct transport, with the plan's misbehaviour on top.
+/// The direct transport and `fees`, with the plan's misbehaviour on top.
 struct Chaos {
-    inner: TestTransport,
+    inner: Route,
     clock: ManualClock,
     plan: Plan,
     counters: Arc<Counters>,
@@ -181,8 +219,9 @@ impl Transport for Chaos {
         target: &Target,
         req: &PrepareRequest,
     ) -> Result<PrepareReply, TransportError> {
-        let i = self.prepares.fetch_add(1, Ordering::SeqCst).min(1);
-        let jump = self.plan.jump_before_prepare[i];
+        // The tables' prepares (the first two) may move the clock; the fee's moves none.
+        let i = self.prepares.fetch_add(1, Ordering::SeqCst);
+        let jump = self.plan.jump_before_prepare.get(i).copied().unwrap_or(0);
         if jump > 0 {
             self.clock.advance(jump);
             self.counters.clock_jumps.fetch_add(1, Ordering::Relaxed);
@@ -241,6 +280,12 @@ struct Seen {
     /// No votes for insufficient funds (`condition`) and for contention (`conflict`).
     condition: usize,
     conflict: usize,
+    /// Transfers with a fee; of those, committed (the fee charged) and declined by `fees`.
+    fees: usize,
+    fees_charged: usize,
+    fees_declined: usize,
+    /// `confirm` and `cancel` calls after the first for their transaction (taken-over claims).
+    fee_recalls: u32,
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -289,15 +334,22 @@ async fn run(bank: Bank) -> Seen {
     let total_before = initial * bank.services.len() as i128 * i128::from(bank.accounts);
     let counters = Arc::new(Counters::default());
     let plans = plans(seed, transfers, bank);
+    let fees = FeesService::new(&w).await;
+    for plan in &plans {
+        if let Some(death) = plan.hook_death {
+            let tx = TxId::for_idempotency_key(&plan.key);
+            fees.hooks().arm(&tx, death);
+        }
+    }
 
     // GIVEN concurrent transfers under chaos
     let outcomes: Vec<(Plan, Result<TxStatus, String>)> = futures::stream::iter(plans.clone())
         .map(|plan| {
-            let (w, counters) = (&w, counters.clone());
+            let (w, fees, counters) = (&w, &fees, counters.clone());
             async move {
                 let stash = Arc::new(Mutex::new(vec![]));
                 let chaos = Chaos {
-                    inner: w.direct(),
+                    inner: fees.route(w.direct()),
                     clock: w.clock.clone(),
                     plan: plan.clone(),
                     counters: counters.clone(),
@@ -305,7 +357,7 @@ async fn run(bank: Bank) -> Seen {
                     prepares: AtomicUsize::new(0),
                 };
                 let crash = Arc::new(CrashAt::new(plan.crash));
-                let coordinator = w.coordinator_via(chaos).with_faults(crash.clone());
+                let coordinator = fees.coordinator_via(w, chaos).with_faults(crash.clone());
                 let result = crash
                     .run(coordinator.submit(&body(&plan), Some(&plan.key)))
                     .await;
@@ -316,12 +368,15 @@ async fn run(bank: Bank) -> Seen {
                 let late: Vec<_> = std::mem::take(&mut *stash.lock().expect("stash"));
                 for (target, req) in late {
                     counters.late_prepares.fetch_add(1, Ordering::Relaxed);
-                    let reply = w
-                        .direct()
-                        .prepare(&target, &req)
-                        .await
-                        .expect("late prepare");
-                    if !reply.vote.is_yes() {
+                    let refused = match fees.route(w.direct()).prepare(&target, &req).await {
+                        Ok(reply) => !reply.vote.is_yes(),
+                        // A planned hook death may strike here first: the copy dies with it.
+                        Err(e) => {
+                            assert!(req.payload.is_some(), "late prepare: {e}");
+                            true
+                        }
+                    };
+                    if refused {
                         counters
                             .late_prepares_refused
                             .fetch_add(1, Ordering::Relaxed);
@@ -341,7 +396,8 @@ async fn run(bank: Bank) -> Seen {
         .collect()
         .await;
 
-    // WHEN the sweeper runs past every deadline (its first passes crash now and then)
+    // WHEN the sweeper runs past every deadline (its first passes crash now and then), and
+    // beside it the fee service's own sweep (a pass dies with any hook that dies in it)
     let mut passes = 0;
     loop {
         passes += 1;
@@ -358,6 +414,11 @@ async fn run(bank: Bank) -> Seen {
                     r.tx_id, r.status, r.deadline, r.attempts
                 );
                 for p in &r.participants {
+                    if p.participant == FEES {
+                        let state = fees.sdk.store().get(&r.tx_id).await.expect("state");
+                        eprintln!("bank:   fees: {state:?}");
+                        continue;
+                    }
                     let id = p.key["id"].as_str().unwrap_or_default();
                     let item = w
                         .item(
@@ -392,13 +453,20 @@ async fn run(bank: Bank) -> Seen {
             CrashAt::new(None)
         });
         let sweeper = twopc_core::sweeper::Sweeper::new(
-            w.coordinator_via(w.direct()).with_faults(crash.clone()),
+            fees.coordinator_via(&w, fees.route(w.direct()))
+                .with_faults(crash.clone()),
             w.participant.clone(),
             w.clock.clone(),
             w.lock_tables(),
             SweepConfig::default(),
         );
-        let pass = crash.run(sweeper.run()).await;
+        // The fee service's schedule comes first and resolves the earliest overdue states
+        // itself; then both sweeps run side by side, as two processes would.
+        let fees_idle = sweep_fees(&fees, &counters, FEE_SWEEP_FIRST).await;
+        let (pass, fees_idle_too) = tokio::join!(
+            crash.run(sweeper.run()),
+            sweep_fees(&fees, &counters, SweepConfig::default().max_transactions)
+        );
         counters
             .faults_fired
             .fetch_add(crash.fired(), Ordering::Relaxed);
@@ -408,7 +476,7 @@ async fn run(bank: Bank) -> Seen {
         };
         let report = report.expect("sweep");
         eprintln!("bank: sweep pass {passes}: {report:?}");
-        if !flaky && report.found == 0 && report.expired_locks == 0 {
+        if !flaky && report.found == 0 && report.expired_locks == 0 && fees_idle && fees_idle_too {
             break;
         }
     }
@@ -427,6 +495,15 @@ async fn run(bank: Bank) -> Seen {
         "records not terminal: {non_terminal:?}"
     );
 
+    let states: BTreeMap<TxId, TxState> = fees
+        .states(&w)
+        .await
+        .into_iter()
+        .map(|s| (s.tx_id.clone(), s))
+        .collect();
+    let ledger = fees.hooks().inner().entries();
+    let mut fees_charged = 0i128;
+
     let mut expected: BTreeMap<(String, String), i128> = BTreeMap::new();
     let mut commits_per_item: BTreeMap<(String, String), i128> = BTreeMap::new();
     let mut seen = Seen::default();
@@ -434,7 +511,13 @@ async fn run(bank: Bank) -> Seen {
         let record = by_id
             .get(&TxId::for_idempotency_key(&plan.key))
             .unwrap_or_else(|| panic!("no record for {}", plan.key));
-        for vote in &record.votes {
+        // The tables' votes (`fees` votes `exclusive`: it holds what it holds as it likes).
+        for (vote, _) in record
+            .votes
+            .iter()
+            .zip(&record.participants)
+            .filter(|(_, p)| p.participant != FEES)
+        {
             match vote {
                 Vote::Yes {
                     mode: Mode::Reserved,
@@ -484,7 +567,50 @@ async fn run(bank: Bank) -> Seen {
         } else {
             seen.aborted += 1;
         }
+        if let Some(fee) = plan.fee {
+            let tx = &record.tx_id;
+            check_fee(fee, record, states.get(tx), ledger.get(tx), &mut seen);
+            if record.status == TxStatus::Committed {
+                fees_charged += i128::from(fee);
+            }
+        }
     }
+    assert_eq!(
+        states.len(),
+        seen.fees,
+        "fees keeps a state for each transfer with a fee, and only for those"
+    );
+    let pending = fees
+        .sdk
+        .store()
+        .overdue(u64::MAX, 10)
+        .await
+        .expect("overdue");
+    assert!(pending.is_empty(), "fees states left pending: {pending:?}");
+    assert_eq!(
+        fees.hooks().inner().charged(),
+        fees_charged,
+        "fees charged other than the committed transfers' fees"
+    );
+    let deaths = fees.hooks().fired();
+    let died_after = deaths
+        .iter()
+        .filter(|(_, d)| matches!(d, HookDeath::AfterReserve | HookDeath::AfterComplete))
+        .count();
+    assert!(
+        died_after > 0 && deaths.len() > died_after,
+        "hooks must die both before acting and between acting and the SDK's write: {deaths:?}"
+    );
+    assert!(
+        seen.fees_charged > 0 && seen.fees_declined > 0,
+        "the run must charge fees and decline some: {seen:?}"
+    );
+    let fee_sweep_resolved = counters.fee_sweep_confirmed.load(Ordering::Relaxed)
+        + counters.fee_sweep_cancelled.load(Ordering::Relaxed);
+    assert!(
+        fee_sweep_resolved > 0,
+        "the fee service's own sweep must resolve some states"
+    );
 
     let mut total_after = 0i128;
     for &service in bank.services {
@@ -545,5 +671,133 @@ async fn run(bank: Bank) -> Seen {
         counters.late_prepares_refused.load(Ordering::Relaxed),
         counters.clock_jumps.load(Ordering::Relaxed),
     );
+    let died = |d: HookDeath| deaths.iter().filter(|(_, x)| *x == d).count();
+    eprintln!(
+        "bank: fees: hooks died {} (before reserve {}, after reserve {}, before confirm/cancel {}, after confirm/cancel {}); busy answers {}; fee sweeps {} ({} cut by a dying hook; the others confirmed {}, cancelled {})",
+        deaths.len(),
+        died(HookDeath::BeforeReserve),
+        died(HookDeath::AfterReserve),
+        died(HookDeath::BeforeComplete),
+        died(HookDeath::AfterComplete),
+        fees.busy(),
+        counters.fee_sweeps.load(Ordering::Relaxed),
+        counters.fee_sweeps_cut.load(Ordering::Relaxed),
+        counters.fee_sweep_confirmed.load(Ordering::Relaxed),
+        counters.fee_sweep_cancelled.load(Ordering::Relaxed),
+    );
     seen
+}
+
+/// How many overdue states the fee service's sweep resolves alone, before each coordinator sweep.
+const FEE_SWEEP_FIRST: usize = 16;
+
+/// One pass of the fee service's own sweep (at most `limit` states), dying with any hook that
+/// dies in it; true if it found nothing to do.
+async fn sweep_fees(fees: &FeesService, counters: &Counters, limit: usize) -> bool {
+    counters.fee_sweeps.fetch_add(1, Ordering::Relaxed);
+    let Ok(resolved) = fees::serve(fees.sdk.sweep(limit)).await else {
+        counters.fee_sweeps_cut.fetch_add(1, Ordering::Relaxed);
+        return false;
+    };
+    let resolved = resolved.expect("fees sweep");
+    for (tx, r) in &resolved {
+        match r {
+            Resolved::Confirmed => &counters.fee_sweep_confirmed,
+            Resolved::Cancelled => &counters.fee_sweep_cancelled,
+            Resolved::Left => continue,
+            Resolved::Violation => panic!("fees sweep: violation on {tx}"),
+        }
+        .fetch_add(1, Ordering::Relaxed);
+    }
+    resolved.is_empty()
+}
+
+/// The fee service's invariants for one transfer with a fee, against its record: committed, the
+/// fee was held and charged exactly once and never released; aborted, it was released or never
+/// held, and never charged; either way `reserve` ran at most once, nothing is held any more, and
+/// the SDK's state ended as the record did.
+fn check_fee(
+    fee: i64,
+    record: &TxRecord,
+    state: Option<&TxState>,
+    entry: Option<&fees::FeeEntry>,
+    seen: &mut Seen,
+) {
+    let tx = &record.tx_id;
+    let entry = entry.cloned().unwrap_or_default();
+    let phase = state.map(|s| s.phase);
+    seen.fees += 1;
+    seen.fee_recalls +=
+        entry.calls.confirm.saturating_sub(1) + entry.calls.cancel.saturating_sub(1);
+    let i = record
+        .participants
+        .iter()
+        .position(|p| p.participant == FEES)
+        .expect("the fee's entry");
+    if let Some(Vote::No {
+        reason: VoteReason::Condition,
+        ..
+    }) = record.votes.get(i)
+    {
+        seen.fees_declined += 1;
+    }
+    assert!(
+        entry.calls.reserve <= 1,
+        "{tx}: reserve called more than once: {entry:?}"
+    );
+    match record.status {
+        TxStatus::Committed => {
+            seen.fees_charged += 1;
+            assert!(fee <= MAX_FEE, "{tx}: a fee above the limit was committed");
+            assert_eq!(phase, Some(Phase::Confirmed), "{tx}: state {state:?}");
+            assert_eq!(
+                (entry.hold, entry.fee, entry.applied, entry.calls.cancel),
+                (
+                    Hold::Charged,
+                    fee,
+                    Tally {
+                        reserve: 1,
+                        confirm: 1,
+                        cancel: 0
+                    },
+                    0
+                ),
+                "{tx}: committed, so held and charged exactly once, never released: {entry:?}"
+            );
+        }
+        TxStatus::Aborted => {
+            assert!(
+                matches!(
+                    phase,
+                    Some(Phase::Refused | Phase::Cancelled | Phase::Aborted)
+                ),
+                "{tx}: aborted, state {state:?}"
+            );
+            assert_eq!(
+                (entry.calls.confirm, entry.applied.confirm),
+                (0, 0),
+                "{tx}: aborted, yet confirmed: {entry:?}"
+            );
+            let expected = match entry.hold {
+                Hold::Released => Tally {
+                    reserve: 1,
+                    confirm: 0,
+                    cancel: 1,
+                },
+                Hold::None => Tally::default(),
+                Hold::Held | Hold::Charged => panic!("{tx}: aborted, yet {entry:?}"),
+            };
+            assert_eq!(
+                entry.applied, expected,
+                "{tx}: aborted, so released once or never held: {entry:?}"
+            );
+            if phase == Some(Phase::Aborted) {
+                assert_eq!(
+                    entry.calls.reserve, 0,
+                    "{tx}: aborted before its prepare, yet reserved: {entry:?}"
+                );
+            }
+        }
+        other => panic!("{tx}: {other} after the sweep"),
+    }
 }
