@@ -605,12 +605,9 @@ async fn run(bank: Bank) -> Seen {
         seen.fees_charged > 0 && seen.fees_declined > 0,
         "the run must charge fees and decline some: {seen:?}"
     );
-    let fee_sweep_resolved = counters.fee_sweep_confirmed.load(Ordering::Relaxed)
-        + counters.fee_sweep_cancelled.load(Ordering::Relaxed);
-    assert!(
-        fee_sweep_resolved > 0,
-        "the fee service's own sweep must resolve some states"
-    );
+    // How many states the fee service's own sweep resolved is printed above, not asserted: it
+    // depends on which crashes the seed plans (1 to 40 per run seen), and a run with none would
+    // fail by chance. The kit's a_silent_coordinator_is_resolved_by_the_record checks that path.
 
     let mut total_after = 0i128;
     for &service in bank.services {
