@@ -1,14 +1,18 @@
-//! The client commands: they talk to a running `twopc serve` over HTTP.
+//! The client commands. `submit`, `transfer` and `status` speak the HTTP API through
+//! `twopc-client` (HTTPS, a per-request timeout, safe retries with one Idempotency-Key, SigV4 for
+//! a deployed stack); `sweep`, `accounts`, `items` and `get` use the local stack's own routes
+//! (`/local/...`), which a deployment does not have: pointed at an `https` URL they say so.
 
 use std::io::Read;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
-use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::Client as HttpClient;
 use hyper_util::rt::TokioExecutor;
 use serde_json::{Value, json};
-use twopc_core::decimal::Decimal;
+use twopc_client::{Client, Config, Decimal, Error, Op, Outcome, Transaction, TxId, TxStatus, key};
 
 /// Exit code: committed, or the command succeeded.
 pub const EXIT_OK: u8 = 0;
@@ -19,10 +23,11 @@ pub const EXIT_ERROR: u8 = 2;
 /// Exit code: decided but not finished yet (HTTP 202); the sweeper finishes it.
 pub const EXIT_PENDING: u8 = 3;
 
-/// Where the stack is and how to print.
+/// Where the stack is, how to reach it and how to print.
 #[derive(Clone, Debug, clap::Args)]
 pub struct Common {
-    /// Base URL of the HTTP API.
+    /// Base URL of the HTTP API: the local stack, or a deployed one
+    /// (`https://{api}.execute-api.{region}.amazonaws.com/{stage}`).
     #[arg(
         long,
         global = true,
@@ -30,116 +35,260 @@ pub struct Common {
         env = "TWOPC_URL"
     )]
     pub url: String,
-    /// Print the API's JSON answer instead of text.
+    /// Print JSON (the API's answer, or `{"code", "message"}` for an error) instead of text.
     #[arg(long, global = true)]
     pub json: bool,
+    /// How requests are signed: `auto` signs `https` URLs with SigV4 (API Gateway's IAM
+    /// authorisation; credentials and region from the standard AWS chain), `sigv4` always,
+    /// `none` never.
+    #[arg(long, global = true, value_enum, default_value_t = Sign::Auto)]
+    pub sign: Sign,
+    /// The API's region for SigV4 (default: from the URL's host, else the AWS chain).
+    #[arg(long, global = true, env = "TWOPC_REGION")]
+    pub region: Option<String>,
+    /// Each request's time limit, in milliseconds (retried with the same Idempotency-Key).
+    #[arg(long, global = true, default_value_t = 30_000)]
+    pub request_timeout_ms: u64,
 }
 
-/// A failed command: the message says what to do.
-pub struct Failure(pub String);
+/// How requests are signed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Sign {
+    /// SigV4 for `https` URLs, nothing for `http`.
+    Auto,
+    /// Always SigV4.
+    Sigv4,
+    /// Never.
+    None,
+}
 
-async fn call(
-    common: &Common,
-    method: &str,
-    path: &str,
-    key: Option<&str>,
-    body: Option<String>,
-) -> Result<(u16, Value), Failure> {
-    let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
+impl Common {
+    /// Whether the URL is a deployed stack's (`https`): the local stack serves `http`.
+    fn is_deployed(&self) -> bool {
+        self.url.starts_with("https://")
+    }
+
+    fn client(&self) -> Result<Client, Failure> {
+        let mut config = Config::new(self.url.clone())
+            .timeout(Duration::from_millis(self.request_timeout_ms.max(1)));
+        let sign = match self.sign {
+            Sign::Auto => self.is_deployed(),
+            Sign::Sigv4 => true,
+            Sign::None => false,
+        };
+        if sign {
+            let mut sigv4 = twopc_client::SigV4::from_env();
+            if let Some(region) = &self.region {
+                sigv4 = sigv4.region(region.clone());
+            }
+            config = config.sigv4(sigv4);
+        }
+        Client::new(config).map_err(|e| self.failed(e))
+    }
+
+    /// A client error as the command's failure.
+    fn failed(&self, e: Error) -> Failure {
+        let code = match &e {
+            Error::Api { code, .. } => code.as_str().to_owned(),
+            Error::Undetermined { .. } => "undetermined".into(),
+            Error::Timeout { .. } => "timeout".into(),
+            Error::Transport { .. } => "unreachable".into(),
+            Error::Protocol { .. } => "unexpected_answer".into(),
+            Error::Unfinished { .. } => "unfinished".into(),
+            Error::Signing { .. } => "signing".into(),
+            Error::Invalid(_) => "invalid_input".into(),
+        };
+        let mut message = e.to_string();
+        if matches!(e, Error::Transport { .. } | Error::Timeout { .. }) && !self.is_deployed() {
+            message = format!(
+                "cannot reach the local stack at {}: {message}. Is `twopc serve` (make run) running? Use --url to point elsewhere.",
+                self.url
+            );
+        }
+        let mut body = json!({"code": code, "message": message});
+        match &e {
+            Error::Api {
+                body: answer,
+                status,
+                ..
+            } => {
+                body = answer.clone();
+                if body.get("code").is_none() {
+                    body = json!({"code": code, "message": message});
+                }
+                return Failure::answered(*status, body);
+            }
+            Error::Undetermined {
+                tx_id,
+                idempotency_key,
+                ..
+            } => {
+                body["txId"] = json!(tx_id);
+                body["idempotencyKey"] = json!(idempotency_key);
+            }
+            _ => {}
+        }
+        Failure::with(body)
+    }
+
+    /// Refuses a local-only command against a deployed stack.
+    fn local_only(&self, command: &str, instead: &str) -> Result<(), Failure> {
+        if self.is_deployed() {
+            return Err(Failure::new(
+                "local_only",
+                format!(
+                    "`twopc {command}` works with the local stack (twopc serve) only: {} is a deployed stack. {instead}",
+                    self.url
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A failed command: a stable `code` and a message that says what to do, as JSON
+/// (`{"code", "message", ...}`), and the HTTP status when the API answered it.
+#[derive(Debug)]
+pub struct Failure {
+    /// The JSON (`code`, `message`, and what else the API said).
+    pub body: Value,
+    /// The API's status, when it answered.
+    pub status: Option<u16>,
+}
+
+impl Failure {
+    /// A failure of the command itself.
+    pub fn new(code: &str, message: impl Into<String>) -> Failure {
+        Failure::with(json!({"code": code, "message": message.into()}))
+    }
+
+    fn with(body: Value) -> Failure {
+        Failure { body, status: None }
+    }
+
+    fn answered(status: u16, body: Value) -> Failure {
+        Failure {
+            body,
+            status: Some(status),
+        }
+    }
+
+    /// Prints it: the JSON on standard output with `--json`, else a line on standard error.
+    pub fn print(&self, json: bool) {
+        if json {
+            println!("{}", self.body);
+            return;
+        }
+        let code = self
+            .body
+            .get("code")
+            .and_then(Value::as_str)
+            .unwrap_or("error");
+        let message = self
+            .body
+            .get("message")
+            .and_then(Value::as_str)
+            .map_or_else(|| self.body.to_string(), str::to_owned);
+        match self.status {
+            Some(status) => eprintln!("error {status} {code}: {message}"),
+            None => eprintln!("twopc: {message}"),
+        }
+    }
+}
+
+/// A local route (`/local/...`): the status and the JSON answer.
+async fn call_local(common: &Common, method: &str, path: &str) -> Result<(u16, Value), Failure> {
+    let client = HttpClient::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
     let url = format!("{}{path}", common.url.trim_end_matches('/'));
-    let mut req = hyper::Request::builder()
+    let req = hyper::Request::builder()
         .method(method)
         .uri(&url)
-        .header("content-type", "application/json");
-    if let Some(k) = key {
-        req = req.header("idempotency-key", k);
-    }
-    let req = req
-        .body(Full::new(Bytes::from(body.unwrap_or_default())))
-        .map_err(|e| Failure(format!("bad URL {url:?}: {e}")))?;
-    let resp = client.request(req).await.map_err(|e| {
-        Failure(format!("cannot reach the local stack at {}: {e}. Is `twopc serve` (make run) running? Use --url to point elsewhere.", common.url))
-    })?;
+        .body(Full::new(Bytes::new()))
+        .map_err(|e| Failure::new("invalid_input", format!("bad URL {url:?}: {e}")))?;
+    let request = client.request(req);
+    let resp = tokio::time::timeout(Duration::from_millis(common.request_timeout_ms.max(1)), request)
+        .await
+        .map_err(|_| {
+            Failure::new(
+                "timeout",
+                format!("{url}: no answer within {} ms", common.request_timeout_ms),
+            )
+        })?
+        .map_err(|e| {
+            Failure::new(
+                "unreachable",
+                format!("cannot reach the local stack at {}: {e}. Is `twopc serve` (make run) running? Use --url to point elsewhere.", common.url),
+            )
+        })?;
     let status = resp.status().as_u16();
     let bytes = resp
         .into_body()
         .collect()
         .await
-        .map_err(|e| Failure(format!("reading the answer: {e}")))?
+        .map_err(|e| Failure::new("unreachable", format!("reading the answer: {e}")))?
         .to_bytes();
     let value = serde_json::from_slice(&bytes)
         .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
+    if status != 200 {
+        let body = if value.get("code").is_some() {
+            value
+        } else {
+            json!({"code": "error", "message": value})
+        };
+        return Err(Failure::answered(status, body));
+    }
     Ok((status, value))
 }
 
-fn exit_for(status: u16, body: &Value) -> u8 {
-    match (status, body.get("status").and_then(Value::as_str)) {
-        (200, _) => EXIT_OK,
-        (202, _) => EXIT_PENDING,
-        (409, Some("ABORTED" | "ABORTING")) => EXIT_ABORTED,
-        _ => EXIT_ERROR,
+fn exit_for(status: TxStatus) -> u8 {
+    match status {
+        TxStatus::Committed => EXIT_OK,
+        TxStatus::Aborted => EXIT_ABORTED,
+        TxStatus::Committing | TxStatus::Aborting | TxStatus::Preparing => EXIT_PENDING,
     }
 }
 
-/// Prints a transaction answer; returns the exit code.
-fn print_transaction(common: &Common, status: u16, body: &Value) -> u8 {
+/// Prints a transaction as the API answered it; returns the exit code.
+fn print_outcome(common: &Common, outcome: &Outcome) -> u8 {
     if common.json {
-        println!("{body}");
-        return exit_for(status, body);
+        println!("{}", outcome.body);
+        return exit_for(outcome.status);
     }
-    match body.get("status").and_then(Value::as_str) {
-        Some(tx_status) => {
-            let id = body.get("txId").and_then(Value::as_str).unwrap_or("?");
-            println!("{tx_status}  transaction {id}");
-            if let Some(code) = body.get("code").and_then(Value::as_str) {
-                println!(
-                    "  reason: {code}: {}",
-                    body.get("message")
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                );
-            }
-            for p in body
-                .get("participants")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-            {
-                // A no with its reason; a yes with how the item is held (reserved, exclusive).
-                let vote = match (
-                    p.get("vote").and_then(Value::as_str),
-                    p.get("reason")
-                        .or_else(|| p.get("mode"))
-                        .and_then(Value::as_str),
-                ) {
-                    (Some(v), Some(r)) => format!("{v} ({r})"),
-                    (Some(v), None) => v.to_owned(),
-                    _ => "-".to_owned(),
-                };
-                println!(
-                    "  {:<10} {:<24} {vote}",
-                    p.get("participant").and_then(Value::as_str).unwrap_or("?"),
-                    p.get("key").map(Value::to_string).unwrap_or_default()
-                );
-            }
-            if status == 202 {
-                println!(
-                    "  decided, not finished yet: the sweeper completes it; check with `twopc status {id}`"
-                );
-            }
-        }
-        None => print_error(status, body),
+    let body = &outcome.body;
+    let id = &outcome.tx_id;
+    println!("{}  transaction {id}", outcome.status);
+    if let Some(abort) = &outcome.abort {
+        println!("  reason: {}: {}", abort.code.as_str(), abort.message);
     }
-    exit_for(status, body)
-}
-
-fn print_error(status: u16, body: &Value) {
-    let code = body.get("code").and_then(Value::as_str).unwrap_or("error");
-    let message = body
-        .get("message")
-        .and_then(Value::as_str)
-        .map_or_else(|| body.to_string(), str::to_owned);
-    eprintln!("error {status} {code}: {message}");
+    for p in body
+        .get("participants")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        // A no with its reason; a yes with how the item is held (reserved, exclusive).
+        let vote = match (
+            p.get("vote").and_then(Value::as_str),
+            p.get("reason")
+                .or_else(|| p.get("mode"))
+                .and_then(Value::as_str),
+        ) {
+            (Some(v), Some(r)) => format!("{v} ({r})"),
+            (Some(v), None) => v.to_owned(),
+            _ => "-".to_owned(),
+        };
+        println!(
+            "  {:<10} {:<24} {vote}",
+            p.get("participant").and_then(Value::as_str).unwrap_or("?"),
+            p.get("key").map(Value::to_string).unwrap_or_default()
+        );
+    }
+    if !outcome.is_finished() {
+        println!(
+            "  decided, not finished yet: the sweeper completes it; check with `twopc status {id}`"
+        );
+    }
+    exit_for(outcome.status)
 }
 
 /// `twopc submit`: a transaction from a JSON file (or `-` for standard input).
@@ -148,14 +297,30 @@ pub async fn submit(common: &Common, file: &PathBuf, key: Option<&str>) -> Resul
         let mut s = String::new();
         std::io::stdin()
             .read_to_string(&mut s)
-            .map_err(|e| Failure(format!("reading standard input: {e}")))?;
+            .map_err(|e| Failure::new("invalid_input", format!("reading standard input: {e}")))?;
         s
     } else {
-        std::fs::read_to_string(file)
-            .map_err(|e| Failure(format!("reading {}: {e}", file.display())))?
+        std::fs::read_to_string(file).map_err(|e| {
+            Failure::new("invalid_input", format!("reading {}: {e}", file.display()))
+        })?
     };
-    let (status, body) = call(common, "POST", "/transactions", key, Some(text)).await?;
-    Ok(print_transaction(common, status, &body))
+    let body: Value = serde_json::from_str(&text).map_err(|e| {
+        let from = if file.as_os_str() == "-" {
+            "standard input".to_owned()
+        } else {
+            file.display().to_string()
+        };
+        Failure::new(
+            "invalid_json",
+            format!("{from} is not JSON ({e}); expected a transaction, README \"A transaction\""),
+        )
+    })?;
+    let client = common.client()?;
+    let outcome = client
+        .submit_json(&body, key)
+        .await
+        .map_err(|e| common.failed(e))?;
+    Ok(print_outcome(common, &outcome))
 }
 
 /// Options of `twopc transfer`.
@@ -181,68 +346,59 @@ pub struct TransferArgs {
     pub timeout_ms: Option<u64>,
 }
 
-/// The body of a transfer: debit (refused below zero) and credit.
-pub fn transfer_body(a: &TransferArgs) -> Result<Value, Failure> {
-    let amount = Decimal::parse(&a.amount).map_err(|e| Failure(format!("--amount: {e}")))?;
+/// The transaction of a transfer: debit (refused below zero) and credit.
+pub fn transfer_tx(a: &TransferArgs) -> Result<Transaction, Failure> {
+    let amount = Decimal::parse(&a.amount)
+        .map_err(|e| Failure::new("invalid_number", format!("--amount: {e}")))?;
     if amount.is_negative() {
-        return Err(Failure(
-            "--amount must not be negative: swap --from and --to instead".into(),
+        return Err(Failure::new(
+            "invalid_number",
+            "--amount must not be negative: swap --from and --to instead",
         ));
     }
-    let n = amount.to_json();
-    let negated = Decimal::parse(&format!("-{}", amount.as_str()))
-        .map_err(|e| Failure(e.to_string()))?
-        .to_json();
-    let mut body = json!({"participants": [
-        {"participant": a.participant, "key": {"id": a.from}, "op": {"add": {"balance": negated}, "require": {"balance": {"gte": n}}}},
-        {"participant": a.participant, "key": {"id": a.to}, "op": {"add": {"balance": n}}}
-    ]});
+    let mut tx = Transaction::new()
+        .table(
+            &a.participant,
+            key("id", a.from.as_str()),
+            Op::debit("balance", &amount),
+        )
+        .table(
+            &a.participant,
+            key("id", a.to.as_str()),
+            Op::credit("balance", &amount),
+        );
     if let Some(t) = a.timeout_ms {
-        body["timeoutMs"] = json!(t);
+        tx = tx.timeout_ms(t);
     }
-    Ok(body)
+    Ok(tx)
 }
 
 /// `twopc transfer`.
 pub async fn transfer(common: &Common, a: &TransferArgs) -> Result<u8, Failure> {
-    let body = transfer_body(a)?;
-    let (status, answer) = call(
-        common,
-        "POST",
-        "/transactions",
-        a.idempotency_key.as_deref(),
-        Some(body.to_string()),
-    )
-    .await?;
-    Ok(print_transaction(common, status, &answer))
+    let tx = transfer_tx(a)?;
+    let client = common.client()?;
+    let outcome = client
+        .submit(&tx, a.idempotency_key.as_deref())
+        .await
+        .map_err(|e| common.failed(e))?;
+    Ok(print_outcome(common, &outcome))
 }
 
 /// `twopc status`.
 pub async fn status(common: &Common, tx: &str) -> Result<u8, Failure> {
-    let (status, body) = call(common, "GET", &format!("/transactions/{tx}"), None, None).await?;
-    if status != 200 {
-        if common.json {
-            println!("{body}");
-        } else {
-            print_error(status, &body);
-        }
-        return Ok(EXIT_ERROR);
-    }
-    print_transaction(common, 200, &body);
-    Ok(match body.get("status").and_then(Value::as_str) {
-        Some("COMMITTED") => EXIT_OK,
-        Some("ABORTED") => EXIT_ABORTED,
-        _ => EXIT_PENDING,
-    })
+    let tx = TxId::parse(tx).map_err(|e| Failure::new("invalid_tx_id", format!("{tx:?}: {e}")))?;
+    let client = common.client()?;
+    let outcome = client.status(&tx).await.map_err(|e| common.failed(e))?;
+    Ok(print_outcome(common, &outcome))
 }
 
-/// `twopc sweep`: one recovery pass in the running stack.
+/// `twopc sweep`: one recovery pass in the running local stack.
 pub async fn sweep(common: &Common) -> Result<u8, Failure> {
-    let (status, body) = call(common, "POST", "/local/sweep", None, None).await?;
-    if status != 200 {
-        print_error(status, &body);
-        return Ok(EXIT_ERROR);
-    }
+    common.local_only(
+        "sweep",
+        "A deployed stack's sweeper runs on its schedule; to run a pass now: `aws lambda invoke --function-name <SweeperFunction> out.json`.",
+    )?;
+    let (_, body) = call_local(common, "POST", "/local/sweep").await?;
     if common.json {
         println!("{body}");
     } else {
@@ -260,6 +416,9 @@ pub async fn sweep(common: &Common) -> Result<u8, Failure> {
     Ok(EXIT_OK)
 }
 
+const READ_ITEMS_IN_AWS: &str =
+    "In AWS, read the service's own table (`aws dynamodb get-item`/`scan`).";
+
 /// Prints one item row of `/local/items` (`{"item": ..., "lockedBy": ...}`).
 fn print_item(row: &Value) {
     let lock = row
@@ -275,18 +434,8 @@ fn print_item(row: &Value) {
 
 /// `twopc items <participant>` / `twopc accounts`.
 pub async fn items(common: &Common, participant: &str) -> Result<u8, Failure> {
-    let (status, body) = call(
-        common,
-        "GET",
-        &format!("/local/items/{participant}"),
-        None,
-        None,
-    )
-    .await?;
-    if status != 200 {
-        print_error(status, &body);
-        return Ok(EXIT_ERROR);
-    }
+    common.local_only("items", READ_ITEMS_IN_AWS)?;
+    let (_, body) = call_local(common, "GET", &format!("/local/items/{participant}")).await?;
     if common.json {
         println!("{body}");
         return Ok(EXIT_OK);
@@ -304,22 +453,8 @@ pub async fn items(common: &Common, participant: &str) -> Result<u8, Failure> {
 
 /// `twopc get <participant> <id>`.
 pub async fn get(common: &Common, participant: &str, id: &str) -> Result<u8, Failure> {
-    let (status, body) = call(
-        common,
-        "GET",
-        &format!("/local/items/{participant}/{id}"),
-        None,
-        None,
-    )
-    .await?;
-    if status != 200 {
-        if common.json {
-            println!("{body}");
-        } else {
-            print_error(status, &body);
-        }
-        return Ok(EXIT_ERROR);
-    }
+    common.local_only("get", READ_ITEMS_IN_AWS)?;
+    let (_, body) = call_local(common, "GET", &format!("/local/items/{participant}/{id}")).await?;
     if common.json {
         println!("{body}");
     } else {

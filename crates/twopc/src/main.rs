@@ -65,7 +65,7 @@ async fn main() -> ExitCode {
             serve::serve(args.clone())
                 .await
                 .map(|()| cli::EXIT_OK)
-                .map_err(|e| cli::Failure(e.to_string()))
+                .map_err(|e| cli::Failure::new("serve_failed", e.to_string()))
         }
         Command::Submit {
             file,
@@ -80,8 +80,8 @@ async fn main() -> ExitCode {
     };
     match result {
         Ok(code) => ExitCode::from(code),
-        Err(cli::Failure(message)) => {
-            eprintln!("twopc: {message}");
+        Err(failure) => {
+            failure.print(cli.common.json);
             ExitCode::from(cli::EXIT_ERROR)
         }
     }
