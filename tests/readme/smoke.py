@@ -7,8 +7,8 @@ environment:
 1. `make run` in the background, until the API answers on :3000 (the first run builds);
 2. every ```console block of README.md, in order, in one bash session per block: each `$ `
    command must exit 0 (unless the next command is `echo $?`, which then shows its status) and
-   print what the README shows under it (UUIDs v4 are random and compared as a placeholder; the
-   v5 ids of idempotency keys are compared exactly). A block preceded by `<!-- smoke: run-only
+   print what the README shows under it (transaction ids, v4 or v5, are compared as a
+   placeholder: the CLI sends a fresh idempotency key, from which the id derives). A block preceded by `<!-- smoke: run-only
    (why) -->` is run but its output is not compared; `<!-- smoke: skip (why) -->` is not run;
 3. the live page in headless Chromium (tests/browser/live-page.mjs): a transfer made on the page,
    and the update pushed back over the WebSocket;
@@ -40,7 +40,8 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 BUILD_TIMEOUT_S = 1800  # the first `make run` of a clone compiles the workspace
 STOP_TIMEOUT_S = 60
-UUID_V4 = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
+# Transaction ids: random (v4) or derived from an idempotency key (v5; the CLI always sends one).
+TX_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[45][0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
 
 
 class SmokeFailure(Exception):
@@ -129,7 +130,7 @@ def console_blocks(readme):
 
 
 def normalize(lines):
-    out = [UUID_V4.sub("<uuid-v4>", line.rstrip()) for line in lines]
+    out = [TX_ID.sub("<uuid>", line.rstrip()) for line in lines]
     while out and not out[-1]:
         out.pop()
     return out
