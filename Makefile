@@ -9,9 +9,11 @@ TEST_RUNNER := $(shell cargo nextest --version >/dev/null 2>&1 && echo "cargo ne
 
 # Python tools, pinned, in a virtualenv under .tools/: the SAM CLI (with cfn-lint),
 # cargo-lambda (with zig, its cross-linker for arm64), moto (Firehose and S3 for the data-lake
-# tests) and DuckDB (make lake).
+# tests), DuckDB (make lake) and the OpenAPI validators (docs/openapi.json and what it describes:
+# tests/openapi/validate.py; moto[server] already depends on them: pinned here because we call them).
 VENV := .tools/venv
-PY_TOOLS := aws-sam-cli==1.170.0 cargo-lambda==1.9.2 moto[server]==5.1.18 duckdb==1.4.2
+PY_TOOLS := aws-sam-cli==1.170.0 cargo-lambda==1.9.2 moto[server]==5.1.18 duckdb==1.4.2 \
+  openapi-spec-validator==0.9.0 openapi-schema-validator==0.9.0
 WITH_VENV := PATH="$(CURDIR)/$(VENV)/bin:$$PATH" SAM_CLI_TELEMETRY=0
 FUNCTIONS := coordinator participant sweeper stream-processor connections
 # make watch / make invoke-*: where cargo lambda watch listens, and its tables' prefix.
@@ -63,9 +65,10 @@ test: tools browser-tools ## Validate template.yaml, then run every test (unit +
 smoke: browser-tools ## Run the README's commands in a fresh clone: make run, the examples, Ctrl-C, restart, --in-memory
 	python3 tests/readme/smoke.py $(SMOKE_ARGS)
 
-validate: py-tools ## Check template.yaml offline: sam validate --lint and cfn-lint
+validate: py-tools ## Check template.yaml offline (sam validate --lint, cfn-lint) and docs/openapi.json with its examples
 	$(WITH_VENV) sam validate --lint --region us-east-1 --template template.yaml
 	$(WITH_VENV) cfn-lint template.yaml
+	$(VENV)/bin/python tests/openapi/validate.py
 
 check: ## Formatting and lints, as CI runs them
 	cargo fmt --all -- --check

@@ -2,7 +2,8 @@
 //! (`TWOPC_DYNAMODB_ENDPOINT`), the real adapters, and the coordinator over the `direct`
 //! transport with a clock the test moves by hand. [`fees`] is a custom participant on the
 //! participant SDK for the crash suites; [`lambda`] serves a function's binary through
-//! `cargo lambda watch`, for the `lambda` transport's end-to-end tests.
+//! `cargo lambda watch`, for the `lambda` transport's end-to-end tests; [`openapi`] checks
+//! answers of the API against its description.
 
 use std::collections::BTreeMap;
 
@@ -25,6 +26,7 @@ use twopc_dynamo::{DynamoItems, DynamoTxLog};
 pub mod crash;
 pub mod fees;
 pub mod lambda;
+pub mod openapi;
 
 pub use crash::CrashAt;
 

@@ -4,6 +4,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::{Value, json};
+use twopc_core::api::codes;
 use twopc_core::coordinator::SubmitError;
 use twopc_core::ids::TxId;
 use twopc_core::item::{FenceOutcome, ItemState, Lock};
@@ -1272,7 +1273,7 @@ async fn idempotency_key_with_another_body_is_refused() {
         .unwrap_err();
     match err {
         SubmitError::Request(e) => {
-            assert_eq!(e.code, "idempotency_key_reused");
+            assert_eq!(e.code, codes::IDEMPOTENCY_KEY_REUSED);
             assert_eq!(e.http_status(), 409);
         }
         other => panic!("{other:?}"),
@@ -1296,30 +1297,30 @@ async fn bad_requests_are_refused_before_anything_is_written() {
     let cases = [
         (
             json!({"participants": [{"participant": "accounts", "key": {"id": "alice"}, "op": {"add": {"balance": 1}, "require": {"balance": {"between": [1, 2]}}}}]}),
-            "invalid_operation",
+            codes::INVALID_OPERATION,
         ),
-        (json!({"participants": []}), "invalid_request"),
+        (json!({"participants": []}), codes::INVALID_REQUEST),
         (
             json!({"participants": [
             {"participant": "accounts", "key": {"id": "alice"}, "op": {"add": {"balance": -1}}},
             {"participant": "accounts", "key": {"id": "alice"}, "op": {"add": {"balance": 1}}}]}),
-            "duplicate_item",
+            codes::DUPLICATE_ITEM,
         ),
         (
             json!({"participants": [{"participant": "accounts", "key": {"id": "alice"}, "op": {"set": {"balance = :v0, admin": true}}}]}),
-            "invalid_attribute_name",
+            codes::INVALID_ATTRIBUTE_NAME,
         ),
         (
             json!({"participants": [{"participant": "accounts", "key": {"id": "alice"}, "op": {"require": {"#n0) OR attribute_exists(#n0": "exists"}}}]}),
-            "invalid_attribute_name",
+            codes::INVALID_ATTRIBUTE_NAME,
         ),
         (
             json!({"participants": [{"participant": "ledger", "key": {"id": "alice"}, "op": {"delete": true}}]}),
-            "unknown_participant",
+            codes::UNKNOWN_PARTICIPANT,
         ),
         (
             json!({"participants": [{"participant": "accounts", "key": {"id": "alice"}, "op": {"set": {"lock": 1}}}]}),
-            "invalid_attribute_name",
+            codes::INVALID_ATTRIBUTE_NAME,
         ),
     ];
     for (body, code) in cases {

@@ -467,16 +467,36 @@ fn the_api_requires_iam_and_exposes_only_the_coordinator() {
         .filter(|f| pairs(&block("Resources", f)).contains(&("Type", "Api")))
         .collect();
     assert_eq!(with_api_events, ["CoordinatorFunction"]);
-    let routes: Vec<(&str, &str)> = {
-        let p = pairs(&block("Resources", "CoordinatorFunction"));
-        p.iter()
-            .zip(p.iter().skip(1))
-            .filter(|((k, _), (k2, _))| *k == "Path" && *k2 == "Method")
-            .map(|((_, path), (_, method))| (*path, *method))
-            .collect()
-    };
     assert_eq!(
-        routes,
+        api_routes(),
         [("/transactions", "post"), ("/transactions/{id}", "get")]
+    );
+}
+
+/// The REST API's routes: the coordinator's `Api` events, (path, method).
+fn api_routes() -> Vec<(&'static str, &'static str)> {
+    let p = pairs(&block("Resources", "CoordinatorFunction"));
+    p.iter()
+        .zip(p.iter().skip(1))
+        .filter(|((k, _), (k2, _))| *k == "Path" && *k2 == "Method")
+        .map(|((_, path), (_, method))| (*path, *method))
+        .collect()
+}
+
+#[test]
+fn the_api_document_describes_the_apis_routes_and_its_iam_authorisation() {
+    let doc: serde_json::Value =
+        serde_json::from_str(include_str!("../../docs/openapi.json")).expect("JSON");
+    let mut described = vec![];
+    for (path, item) in doc["paths"].as_object().expect("paths") {
+        for method in item.as_object().expect("a path item").keys() {
+            described.push((path.as_str(), method.as_str()));
+        }
+    }
+    assert_eq!(described, api_routes(), "docs/openapi.json's operations");
+    assert_eq!(doc["security"], serde_json::json!([{"sigv4": []}]));
+    assert_eq!(
+        doc["components"]["securitySchemes"]["sigv4"]["x-amazon-apigateway-authtype"], "awsSigv4",
+        "API Gateway's name for IAM (SigV4) authorisation"
     );
 }

@@ -14,7 +14,7 @@ use aws_lambda_events::http::{HeaderMap, HeaderValue, Method, header};
 use lambda_runtime::LambdaEvent;
 use serde_json::Value;
 use tracing::{Instrument, Span, error, info};
-use twopc_core::api::{self, Answer};
+use twopc_core::api::{self, Answer, codes};
 use twopc_core::ids::TxId;
 use twopc_core::request::check_idempotency_key;
 use twopc_runtime::LiveCoordinator;
@@ -72,8 +72,7 @@ async fn route(
         (["transactions", _], _) => (method_not_allowed(&req.http_method, "GET"), Some("GET")),
         _ => (
             api::error(
-                404,
-                "not_found",
+                codes::NOT_FOUND,
                 format!("no route {path:?}: use POST /transactions or GET /transactions/{{txId}}"),
             ),
             None,
@@ -83,8 +82,7 @@ async fn route(
 
 fn method_not_allowed(method: &Method, allowed: &str) -> Answer {
     api::error(
-        405,
-        "method_not_allowed",
+        codes::METHOD_NOT_ALLOWED,
         format!("{method} is not allowed here; use {allowed}"),
     )
 }
@@ -94,8 +92,7 @@ fn body_json(req: &ApiGatewayProxyRequest, max: usize) -> Result<Value, Answer> 
     let body = req.body.as_deref().unwrap_or_default();
     if body.len() > max {
         return Err(api::error(
-            413,
-            "request_too_large",
+            codes::REQUEST_TOO_LARGE,
             format!(
                 "the body has {} bytes; at most {max} are accepted: send fewer participants or smaller operations",
                 body.len()
@@ -104,22 +101,19 @@ fn body_json(req: &ApiGatewayProxyRequest, max: usize) -> Result<Value, Answer> 
     }
     if req.is_base64_encoded {
         return Err(api::error(
-            400,
-            "invalid_json",
+            codes::INVALID_JSON,
             "the body arrived base64-encoded (a binary media type): send it as application/json text",
         ));
     }
     if body.trim().is_empty() {
         return Err(api::error(
-            400,
-            "invalid_json",
+            codes::INVALID_JSON,
             "the body is empty: send the transaction as a JSON object with \"participants\"",
         ));
     }
     serde_json::from_str(body).map_err(|e| {
         api::error(
-            400,
-            "invalid_json",
+            codes::INVALID_JSON,
             format!("the body is not valid JSON ({e}): send a JSON object with \"participants\""),
         )
     })
@@ -130,8 +124,7 @@ fn idempotency_key(headers: &HeaderMap) -> Result<Option<&str>, Answer> {
         None => Ok(None),
         Some(v) => v.to_str().map(Some).map_err(|_| {
             api::error(
-                400,
-                "invalid_idempotency_key",
+                codes::INVALID_IDEMPOTENCY_KEY,
                 "Idempotency-Key must be 1 to 255 visible ASCII characters",
             )
         }),
@@ -176,17 +169,16 @@ async fn submit(app: &App, req: &ApiGatewayProxyRequest, span: &Span) -> Answer 
 async fn status(app: &App, id: &str, span: &Span) -> Answer {
     let tx = match TxId::parse(id) {
         Ok(tx) => tx,
-        Err(e) => return api::error(400, "invalid_tx_id", e.to_string()),
+        Err(e) => return api::error(codes::INVALID_TX_ID, e.to_string()),
     };
     record_tx(span, &tx);
     match app.coordinator.status(&tx).await {
         Ok(Some(record)) => api::record(&record),
-        Ok(None) => api::error(404, "not_found", format!("no transaction {tx}")),
+        Ok(None) => api::error(codes::NOT_FOUND, format!("no transaction {tx}")),
         Err(e) => {
             error!(error = %e, "reading the record failed");
             api::error(
-                503,
-                "unavailable",
+                codes::UNAVAILABLE,
                 format!("the transaction store could not be read ({e}); retry"),
             )
         }

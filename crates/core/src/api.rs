@@ -1,7 +1,11 @@
-//! The HTTP API's answers (README, "A transaction"), shared by the Lambda and the local stack.
+//! The HTTP API's answers (README, "A transaction"), shared by the Lambda and the local stack;
+//! [`codes`]: every stable `code` they carry. `docs/openapi.json` describes them.
+
+pub mod codes;
 
 use serde_json::{Map, Value, json};
 
+use self::codes::Code;
 use crate::coordinator::SubmitError;
 use crate::record::{ParticipantEntry, TxRecord, Vote};
 use crate::request::RequestError;
@@ -57,17 +61,17 @@ pub fn submitted(record: &TxRecord) -> Answer {
         TxStatus::Committed => 200,
         TxStatus::Aborted | TxStatus::Aborting => {
             let first_no = record.votes.iter().find_map(|v| match v {
-                Vote::No { reason, message } => Some((reason.code(), message.clone())),
+                Vote::No { reason, message } => Some((reason.abort_code(), message.clone())),
                 Vote::Yes { .. } => None,
             });
             let (code, message) = first_no.unwrap_or((
-                "aborted",
+                codes::ABORTED,
                 "the transaction was aborted (its deadline passed before it was decided)"
                     .to_owned(),
             ));
-            body["code"] = Value::String(code.to_owned());
+            body["code"] = Value::String(code.name.to_owned());
             body["message"] = Value::String(message);
-            409
+            code.status
         }
         TxStatus::Committing | TxStatus::Preparing => 202,
     };
@@ -89,17 +93,17 @@ pub fn record(record: &TxRecord) -> Answer {
     }
 }
 
-/// An error answer.
-pub fn error(status: u16, code: &str, message: impl Into<String>) -> Answer {
+/// An error answer: the code's status, `{"code", "message"}`.
+pub fn error(code: Code, message: impl Into<String>) -> Answer {
     Answer {
-        status,
-        body: json!({"code": code, "message": message.into()}),
+        status: code.status,
+        body: json!({"code": code.name, "message": message.into()}),
     }
 }
 
 /// The answer to a refused request.
 pub fn refused(e: &RequestError) -> Answer {
-    error(e.http_status(), e.code, e.message.clone())
+    error(e.code, e.message.clone())
 }
 
 /// The answer to a failed submit.
@@ -108,8 +112,7 @@ pub fn failed(e: &SubmitError) -> Answer {
         SubmitError::Request(r) => refused(r),
         SubmitError::Unavailable { tx_id, .. } => {
             let mut a = error(
-                503,
-                "unavailable",
+                codes::UNAVAILABLE,
                 format!(
                     "the transaction store could not be reached ({e:#}); retry with the same Idempotency-Key"
                 ),

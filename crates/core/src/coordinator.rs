@@ -9,6 +9,7 @@ use futures::future::join_all;
 use serde_json::Value;
 use tracing::{error, info, warn};
 
+use crate::api::codes;
 use crate::fault::{FaultPoint, Faults, NoFaults};
 use crate::ids::TxId;
 use crate::message::{CompleteReply, CompleteRequest, PrepareReply, PrepareRequest, Prune};
@@ -206,7 +207,7 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
     async fn replay(&self, existing: Box<TxRecord>, hash: &str) -> Result<TxRecord, SubmitError> {
         if existing.request_hash != hash {
             return Err(RequestError::new(
-                "idempotency_key_reused",
+                codes::IDEMPOTENCY_KEY_REUSED,
                 format!(
                     "the Idempotency-Key was used for transaction {} with a different body; use a new key for a new transaction",
                     existing.tx_id

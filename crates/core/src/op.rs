@@ -17,6 +17,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
+use crate::api::codes::{self, Code};
 use crate::decimal::Decimal;
 use crate::layout::ITEM_PROTOCOL_ATTRIBUTES;
 
@@ -191,11 +192,11 @@ pub enum OpError {
 
 impl OpError {
     /// Stable error code.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> Code {
         match self {
-            OpError::Invalid(_) => "invalid_operation",
-            OpError::AttributeName(_) => "invalid_attribute_name",
-            OpError::Number(_) => "invalid_number",
+            OpError::Invalid(_) => codes::INVALID_OPERATION,
+            OpError::AttributeName(_) => codes::INVALID_ATTRIBUTE_NAME,
+            OpError::Number(_) => codes::INVALID_NUMBER,
         }
     }
 }
@@ -651,7 +652,7 @@ mod tests {
     #[test]
     fn unknown_operator_is_refused_with_its_name() {
         let err = parse(json!({"require": {"balance": {"between": [1, 2]}}})).unwrap_err();
-        assert_eq!(err.code(), "invalid_operation");
+        assert_eq!(err.code(), codes::INVALID_OPERATION);
         assert!(err.to_string().contains("\"between\""), "{err}");
     }
 
@@ -675,9 +676,9 @@ mod tests {
             ":v",
         ] {
             let err = parse(json!({"set": {name: 1}})).unwrap_err();
-            assert_eq!(err.code(), "invalid_attribute_name", "{name}");
+            assert_eq!(err.code(), codes::INVALID_ATTRIBUTE_NAME, "{name}");
             let err = parse(json!({"require": {name: "exists"}})).unwrap_err();
-            assert_eq!(err.code(), "invalid_attribute_name", "{name}");
+            assert_eq!(err.code(), codes::INVALID_ATTRIBUTE_NAME, "{name}");
         }
     }
 
@@ -701,13 +702,13 @@ mod tests {
     #[test]
     fn numbers_must_be_exactly_storable() {
         let err = parse(json!({"add": {"balance": "abc"}})).unwrap_err();
-        assert_eq!(err.code(), "invalid_number");
+        assert_eq!(err.code(), codes::INVALID_NUMBER);
         let err = parse(json!({"add": {"balance": true}})).unwrap_err();
-        assert_eq!(err.code(), "invalid_number");
+        assert_eq!(err.code(), codes::INVALID_NUMBER);
         let big: Value =
             serde_json::from_str("{\"set\": {\"x\": 1234567890123456789012345678901234567890}}")
                 .expect("json");
-        assert_eq!(parse(big).unwrap_err().code(), "invalid_number");
+        assert_eq!(parse(big).unwrap_err().code(), codes::INVALID_NUMBER);
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::api::codes::{self, Code};
 use crate::ids::TxId;
 use crate::item::Key;
 use crate::op::{Mode, Operation};
@@ -50,17 +51,34 @@ pub enum VoteReason {
 }
 
 impl VoteReason {
-    /// The stable code, as in the API's `code` field.
-    pub fn code(self) -> &'static str {
+    /// Every reason.
+    pub const ALL: [VoteReason; 7] = [
+        VoteReason::Conflict,
+        VoteReason::Condition,
+        VoteReason::NotFound,
+        VoteReason::Invalid,
+        VoteReason::Expired,
+        VoteReason::Fenced,
+        VoteReason::Unreachable,
+    ];
+
+    /// The code of the 409 answer a no vote for this reason aborts with (serde's spelling of
+    /// the reason; a test pins the two together).
+    pub fn abort_code(self) -> Code {
         match self {
-            VoteReason::Conflict => "conflict",
-            VoteReason::Condition => "condition",
-            VoteReason::NotFound => "notFound",
-            VoteReason::Invalid => "invalid",
-            VoteReason::Expired => "expired",
-            VoteReason::Fenced => "fenced",
-            VoteReason::Unreachable => "unreachable",
+            VoteReason::Conflict => codes::VOTE_CONFLICT,
+            VoteReason::Condition => codes::VOTE_CONDITION,
+            VoteReason::NotFound => codes::VOTE_NOT_FOUND,
+            VoteReason::Invalid => codes::VOTE_INVALID,
+            VoteReason::Expired => codes::VOTE_EXPIRED,
+            VoteReason::Fenced => codes::VOTE_FENCED,
+            VoteReason::Unreachable => codes::VOTE_UNREACHABLE,
         }
+    }
+
+    /// The stable code, as in the API's `code` field and the votes' `reason`.
+    pub fn code(self) -> &'static str {
+        self.abort_code().name
     }
 }
 
@@ -226,5 +244,27 @@ impl TxRecord {
             r.retry_after = None;
         }
         r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_reason_is_spelled_as_its_abort_code() {
+        for reason in VoteReason::ALL {
+            let spelled = serde_json::to_value(reason).expect("serialize");
+            assert_eq!(spelled, reason.code(), "{reason:?}");
+            let back: VoteReason = serde_json::from_value(spelled).expect("deserialize");
+            assert_eq!(back, reason);
+        }
+        let codes: Vec<Code> = VoteReason::ALL.map(VoteReason::abort_code).into();
+        assert_eq!(
+            codes,
+            codes::ABORTS[..VoteReason::ALL.len()],
+            "the reasons, in order, then `aborted`"
+        );
+        assert_eq!(codes::ABORTS.len(), VoteReason::ALL.len() + 1);
     }
 }

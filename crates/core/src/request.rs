@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
+use crate::api::codes::{self, Code};
 use crate::decimal::Decimal;
 use crate::ids::TxId;
 use crate::item::Key;
@@ -152,15 +153,15 @@ impl Default for Limits {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{code}: {message}")]
 pub struct RequestError {
-    /// Stable machine-readable code.
-    pub code: &'static str,
+    /// Stable machine-readable code (one of [`codes::REFUSALS`]).
+    pub code: Code,
     /// What to fix.
     pub message: String,
 }
 
 impl RequestError {
     /// A new error.
-    pub fn new(code: &'static str, message: impl Into<String>) -> Self {
+    pub fn new(code: Code, message: impl Into<String>) -> Self {
         RequestError {
             code,
             message: message.into(),
@@ -169,10 +170,7 @@ impl RequestError {
 
     /// The HTTP status this error answers with.
     pub fn http_status(&self) -> u16 {
-        match self.code {
-            "idempotency_key_reused" => 409,
-            _ => 400,
-        }
+        self.code.status
     }
 }
 
@@ -219,7 +217,7 @@ pub fn check_idempotency_key(key: &str) -> Result<(), RequestError> {
         || !key.bytes().all(|b| (0x21..0x7f).contains(&b))
     {
         return Err(RequestError::new(
-            "invalid_idempotency_key",
+            codes::INVALID_IDEMPOTENCY_KEY,
             format!("Idempotency-Key must be 1 to {MAX_IDEMPOTENCY_KEY} visible ASCII characters"),
         ));
     }
@@ -233,7 +231,7 @@ impl TxRequest {
         services: &BTreeMap<String, ServiceConfig>,
         limits: &Limits,
     ) -> Result<TxRequest, RequestError> {
-        let invalid = |m: String| RequestError::new("invalid_request", m);
+        let invalid = |m: String| RequestError::new(codes::INVALID_REQUEST, m);
         let obj = body.as_object().ok_or_else(|| {
             invalid("the body must be a JSON object with a \"participants\" list".into())
         })?;
@@ -251,7 +249,7 @@ impl TxRequest {
                 .filter(|t| (limits.min_timeout_ms..=limits.max_timeout_ms).contains(t))
                 .ok_or_else(|| {
                     RequestError::new(
-                        "invalid_timeout",
+                        codes::INVALID_TIMEOUT,
                         format!(
                             "timeoutMs must be a whole number of milliseconds from {} to {}",
                             limits.min_timeout_ms, limits.max_timeout_ms
@@ -270,7 +268,7 @@ impl TxRequest {
         }
         if list.len() > limits.max_participants {
             return Err(RequestError::new(
-                "too_many_participants",
+                codes::TOO_MANY_PARTICIPANTS,
                 format!(
                     "{} participants; at most {} are allowed in one transaction",
                     list.len(),
@@ -289,7 +287,7 @@ impl TxRequest {
             )) {
                 if p.service.kind == ServiceKind::Custom {
                     return Err(RequestError::new(
-                        "duplicate_participant",
+                        codes::DUPLICATE_PARTICIPANT,
                         format!(
                             "{path}: the custom participant {:?} appears more than once; it takes one payload per transaction",
                             p.participant
@@ -297,7 +295,7 @@ impl TxRequest {
                     ));
                 }
                 return Err(RequestError::new(
-                    "duplicate_item",
+                    codes::DUPLICATE_ITEM,
                     format!(
                         "{path}: the item {} of {:?} appears more than once; combine its operations into one",
                         serde_json::to_string(&p.key).unwrap_or_default(),
@@ -379,7 +377,7 @@ fn parse_participant(
     entry: &Value,
     services: &BTreeMap<String, ServiceConfig>,
 ) -> Result<ParticipantRequest, RequestError> {
-    let invalid = |m: String| RequestError::new("invalid_request", m);
+    let invalid = |m: String| RequestError::new(codes::INVALID_REQUEST, m);
     let obj = entry.as_object().ok_or_else(|| {
         invalid(format!(
             "{path}: expected an object with participant and either key and op (a table) or payload (a custom participant)"
@@ -403,7 +401,7 @@ fn parse_participant(
     let service = services.get(name).ok_or_else(|| {
         let known: Vec<&str> = services.keys().map(String::as_str).collect();
         RequestError::new(
-            "unknown_participant",
+            codes::UNKNOWN_PARTICIPANT,
             format!(
                 "{path}.participant: no service named {name:?}; configured: {}",
                 known.join(", ")
@@ -449,7 +447,7 @@ fn check_fields_for_kind(
     service: &ServiceConfig,
     obj: &Map<String, Value>,
 ) -> Result<(), RequestError> {
-    let wrong = |m: String| RequestError::new("wrong_participant_kind", m);
+    let wrong = |m: String| RequestError::new(codes::WRONG_PARTICIPANT_KIND, m);
     match service.kind {
         ServiceKind::Table if obj.contains_key("payload") => Err(wrong(format!(
             "{path}.payload: {name:?} is a table's participant: give the item's \"key\" and an \"op\", not a payload"
@@ -467,7 +465,7 @@ fn check_fields_for_kind(
 /// A custom participant's payload: any JSON but `null`, at most [`MAX_PAYLOAD_BYTES`]. What it
 /// means is the participant's business (a bad one is its `no` vote, reason `invalid`).
 fn check_payload(path: &str, v: Option<&Value>) -> Result<Value, RequestError> {
-    let bad = |m: String| RequestError::new("invalid_payload", m);
+    let bad = |m: String| RequestError::new(codes::INVALID_PAYLOAD, m);
     let payload = match v {
         None | Some(Value::Null) => {
             return Err(bad(format!(
@@ -486,7 +484,7 @@ fn check_payload(path: &str, v: Option<&Value>) -> Result<Value, RequestError> {
 }
 
 fn parse_key(path: &str, v: Option<&Value>, schema: &KeySchema) -> Result<Key, RequestError> {
-    let bad = |m: String| RequestError::new("invalid_key", m);
+    let bad = |m: String| RequestError::new(codes::INVALID_KEY, m);
     let names: Vec<&str> = schema.attributes().map(|a| a.name.as_str()).collect();
     let obj = v.and_then(Value::as_object).ok_or_else(|| {
         bad(format!(
@@ -570,45 +568,48 @@ mod tests {
     #[test]
     fn refusals_carry_stable_codes() {
         let code = |v| parse(v).unwrap_err().code;
-        assert_eq!(code(json!({"participants": []})), "invalid_request");
-        assert_eq!(code(json!([])), "invalid_request");
+        assert_eq!(code(json!({"participants": []})), codes::INVALID_REQUEST);
+        assert_eq!(code(json!([])), codes::INVALID_REQUEST);
         assert_eq!(
             code(json!({"participants": [], "extra": 1})),
-            "invalid_request"
+            codes::INVALID_REQUEST
         );
         assert_eq!(
             code(
                 json!({"participants": [{"participant": "nope", "key": {"id": "a"}, "op": {"delete": true}}]})
             ),
-            "unknown_participant"
+            codes::UNKNOWN_PARTICIPANT
         );
         assert_eq!(
             code(
                 json!({"participants": [{"participant": "accounts", "key": {"id": 1}, "op": {"delete": true}}]})
             ),
-            "invalid_key"
+            codes::INVALID_KEY
         );
         assert_eq!(
             code(
                 json!({"participants": [{"participant": "accounts", "key": {"id": "a", "x": 1}, "op": {"delete": true}}]})
             ),
-            "invalid_key"
+            codes::INVALID_KEY
         );
         assert_eq!(
             code(
                 json!({"participants": [{"participant": "accounts", "key": {"id": "a"}, "op": {"explode": true}}]})
             ),
-            "invalid_operation"
+            codes::INVALID_OPERATION
         );
         let mut t = transfer();
         t["timeoutMs"] = json!(10);
-        assert_eq!(code(t), "invalid_timeout");
+        assert_eq!(code(t), codes::INVALID_TIMEOUT);
         let dup = json!({"participants": [
             {"participant": "accounts", "key": {"id": "a"}, "op": {"add": {"balance": -1}}},
             {"participant": "accounts", "key": {"id": "a"}, "op": {"add": {"balance": 1}}}]});
-        assert_eq!(code(dup), "duplicate_item");
+        assert_eq!(code(dup), codes::DUPLICATE_ITEM);
         let many: Vec<Value> = (0..33).map(|i| json!({"participant": "accounts", "key": {"id": format!("a{i}")}, "op": {"add": {"b": 1}}})).collect();
-        assert_eq!(code(json!({"participants": many})), "too_many_participants");
+        assert_eq!(
+            code(json!({"participants": many})),
+            codes::TOO_MANY_PARTICIPANTS
+        );
     }
 
     #[test]
@@ -668,11 +669,11 @@ mod tests {
         assert!(parse(order(json!("anything"))).is_ok());
         assert!(parse(order(json!([1, 2]))).is_ok());
         let code = |v| parse(v).unwrap_err().code;
-        assert_eq!(code(order(Value::Null)), "invalid_payload");
+        assert_eq!(code(order(Value::Null)), codes::INVALID_PAYLOAD);
         let missing = json!({"participants": [{"participant": "payments"}]});
-        assert_eq!(code(missing), "invalid_payload");
+        assert_eq!(code(missing), codes::INVALID_PAYLOAD);
         let big = "x".repeat(MAX_PAYLOAD_BYTES);
-        assert_eq!(code(order(json!({"memo": big}))), "invalid_payload");
+        assert_eq!(code(order(json!({"memo": big}))), codes::INVALID_PAYLOAD);
     }
 
     #[test]
@@ -680,22 +681,22 @@ mod tests {
         let code = |v| parse(v).unwrap_err();
         let e = code(json!({"participants": [
             {"participant": "payments", "payload": {"amount": 1}, "op": {"delete": true}}]}));
-        assert_eq!(e.code, "wrong_participant_kind");
+        assert_eq!(e.code, codes::WRONG_PARTICIPANT_KIND);
         assert!(e.message.contains("custom participant"), "{}", e.message);
         let e = code(json!({"participants": [
             {"participant": "payments", "key": {"id": "a"}, "payload": {"amount": 1}}]}));
-        assert_eq!(e.code, "wrong_participant_kind");
+        assert_eq!(e.code, codes::WRONG_PARTICIPANT_KIND);
         let e = code(json!({"participants": [
             {"participant": "payments", "op": {"delete": true}}]}));
-        assert_eq!(e.code, "wrong_participant_kind");
+        assert_eq!(e.code, codes::WRONG_PARTICIPANT_KIND);
         let e = code(json!({"participants": [
             {"participant": "accounts", "key": {"id": "a"}, "payload": {"amount": 1}}]}));
-        assert_eq!(e.code, "wrong_participant_kind");
+        assert_eq!(e.code, codes::WRONG_PARTICIPANT_KIND);
         assert!(e.message.contains("\"op\""), "{}", e.message);
         let e = code(json!({"participants": [
             {"participant": "payments", "payload": {"amount": 1}},
             {"participant": "payments", "payload": {"amount": 2}}]}));
-        assert_eq!(e.code, "duplicate_participant");
+        assert_eq!(e.code, codes::DUPLICATE_PARTICIPANT);
     }
 
     #[test]

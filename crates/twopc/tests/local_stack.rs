@@ -12,6 +12,7 @@ use serde_json::json;
 use tokio::process::Command;
 use twopc_core::ids::TxId;
 use twopc_core::layout;
+use twopc_tests::openapi;
 
 struct Tables {
     client: aws_sdk_dynamodb::Client,
@@ -370,6 +371,7 @@ async fn every_refusal_of_the_local_gateway_is_json_with_a_stable_code() {
         refused("GET", "/ws", 400, "invalid_websocket_request"),
         refused("GET", "/local/items/%ff", 400, "invalid_request"),
     ];
+    let mut on_the_api = vec![];
     for case in cases {
         let (method, path) = (case.method, &case.path);
         let headers: Vec<(&str, &[u8])> = case.header.into_iter().collect();
@@ -384,7 +386,17 @@ async fn every_refusal_of_the_local_gateway_is_json_with_a_stable_code() {
             answer["message"].as_str().is_some_and(|m| !m.is_empty()),
             "{method} {path}: a message says what to fix: {answer}"
         );
+        if let Some(api_path) = path
+            .split('?')
+            .next()
+            .filter(|p| p.starts_with("/transactions"))
+        {
+            on_the_api.push(openapi::answer(method, api_path, got, &answer));
+        }
     }
+    // The refusals on the API's paths, the framework's included, are ones docs/openapi.json
+    // declares.
+    openapi::validate_answers(&on_the_api);
     let written = twopc_dynamo::client(Some(&endpoint))
         .await
         .scan()

@@ -14,19 +14,21 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
+use twopc_core::api::codes::{self, Code};
 
-/// The stable `code` of an error answer that carries no code of its own.
-pub fn code_for(status: StatusCode) -> &'static str {
+/// The stable `code` of an error answer that carries no code of its own (the answer keeps its
+/// status).
+pub fn code_for(status: StatusCode) -> Code {
     match status {
-        StatusCode::NOT_FOUND => "not_found",
-        StatusCode::METHOD_NOT_ALLOWED => "method_not_allowed",
-        StatusCode::PAYLOAD_TOO_LARGE => "request_too_large",
-        StatusCode::UNSUPPORTED_MEDIA_TYPE => "unsupported_media_type",
-        StatusCode::UPGRADE_REQUIRED => "upgrade_required",
-        StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => "unauthorized",
-        StatusCode::SERVICE_UNAVAILABLE => "unavailable",
-        s if s.is_server_error() => "internal",
-        _ => "invalid_request",
+        StatusCode::NOT_FOUND => codes::NOT_FOUND,
+        StatusCode::METHOD_NOT_ALLOWED => codes::METHOD_NOT_ALLOWED,
+        StatusCode::PAYLOAD_TOO_LARGE => codes::REQUEST_TOO_LARGE,
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => codes::UNSUPPORTED_MEDIA_TYPE,
+        StatusCode::UPGRADE_REQUIRED => codes::UPGRADE_REQUIRED,
+        StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => codes::UNAUTHORIZED,
+        StatusCode::SERVICE_UNAVAILABLE => codes::UNAVAILABLE,
+        s if s.is_server_error() => codes::INTERNAL,
+        _ => codes::INVALID_REQUEST,
     }
 }
 
@@ -40,9 +42,18 @@ pub fn json_response(status: StatusCode, body: Value) -> Response {
         .into_response()
 }
 
-/// A JSON error answer: `{"code", "message"}`.
-pub fn refusal(status: StatusCode, code: &str, message: impl Into<String>) -> Response {
-    json_response(status, json!({"code": code, "message": message.into()}))
+/// A JSON error answer with the code's status: `{"code", "message"}`.
+pub fn refusal(code: Code, message: impl Into<String>) -> Response {
+    let status = StatusCode::from_u16(code.status).unwrap_or(StatusCode::BAD_REQUEST);
+    refusal_as(status, code, message)
+}
+
+/// The same with another status than the code's (a local route's own reading of it).
+pub fn refusal_as(status: StatusCode, code: Code, message: impl Into<String>) -> Response {
+    json_response(
+        status,
+        json!({"code": code.name, "message": message.into()}),
+    )
 }
 
 /// Middleware: rewrites a non-JSON error answer (status 400 or more) into
@@ -81,7 +92,7 @@ pub async fn json_refusals(State(max_body): State<usize>, req: Request, next: Ne
             .to_lowercase(),
         _ => text,
     };
-    let body = json!({"code": code_for(status), "message": message}).to_string();
+    let body = json!({"code": code_for(status).name, "message": message}).to_string();
     parts.headers.insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
@@ -96,13 +107,16 @@ mod tests {
 
     #[test]
     fn framework_statuses_map_to_the_codes_the_readme_promises() {
-        assert_eq!(code_for(StatusCode::PAYLOAD_TOO_LARGE), "request_too_large");
         assert_eq!(
-            code_for(StatusCode::METHOD_NOT_ALLOWED),
+            code_for(StatusCode::PAYLOAD_TOO_LARGE).name,
+            "request_too_large"
+        );
+        assert_eq!(
+            code_for(StatusCode::METHOD_NOT_ALLOWED).name,
             "method_not_allowed"
         );
-        assert_eq!(code_for(StatusCode::NOT_FOUND), "not_found");
-        assert_eq!(code_for(StatusCode::BAD_REQUEST), "invalid_request");
-        assert_eq!(code_for(StatusCode::BAD_GATEWAY), "internal");
+        assert_eq!(code_for(StatusCode::NOT_FOUND).name, "not_found");
+        assert_eq!(code_for(StatusCode::BAD_REQUEST).name, "invalid_request");
+        assert_eq!(code_for(StatusCode::BAD_GATEWAY).name, "internal");
     }
 }

@@ -12,6 +12,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::Response;
 use percent_encoding::percent_decode_str;
+use twopc_core::api::codes;
 
 use super::answers::refusal;
 use super::stack::Stack;
@@ -26,7 +27,7 @@ pub async fn api_gateway(
 ) -> Response {
     let query = match query_params(&uri) {
         Ok(q) => q,
-        Err(message) => return refusal(StatusCode::BAD_REQUEST, "invalid_query_string", message),
+        Err(message) => return refusal(codes::INVALID_QUERY_STRING, message),
     };
     let mut req = ApiGatewayProxyRequest::default();
     req.http_method = method;
@@ -40,8 +41,7 @@ pub async fn api_gateway(
             Ok(text) => req.body = Some(text),
             Err(e) => {
                 return refusal(
-                    StatusCode::BAD_REQUEST,
-                    "invalid_json",
+                    codes::INVALID_JSON,
                     format!("the body is not UTF-8 text ({e}): send the transaction as JSON"),
                 );
             }

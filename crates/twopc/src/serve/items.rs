@@ -8,10 +8,11 @@ use axum::extract::{Path as UrlPath, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::{Value, json};
+use twopc_core::api::codes;
 use twopc_core::ports::ParticipantStore;
 use twopc_core::request::KeyType;
 
-use super::answers::{json_response, refusal};
+use super::answers::{json_response, refusal, refusal_as};
 use super::stack::Stack;
 
 fn item_view(state: &twopc_core::item::ItemState) -> Option<Value> {
@@ -43,11 +44,7 @@ pub async fn list_items(
         Ok(items) => items,
         Err(e) => {
             let e = twopc_dynamo::error::classify(format!("scanning {table}"), e);
-            return refusal(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "unavailable",
-                e.to_string(),
-            );
+            return refusal(codes::UNAVAILABLE, e.to_string());
         }
     };
     let mut items: Vec<Value> = scanned
@@ -91,8 +88,7 @@ pub async fn get_item(
             Ok(n) => Value::Number(n),
             Err(_) => {
                 return refusal(
-                    StatusCode::BAD_REQUEST,
-                    "invalid_key",
+                    codes::INVALID_KEY,
                     format!("{participant} is keyed by a number; {id:?} is not one"),
                 );
             }
@@ -110,35 +106,28 @@ pub async fn get_item(
             None => not_found(&participant, &id),
         },
         Ok(None) => not_found(&participant, &id),
-        Err(e) => refusal(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "unavailable",
-            e.to_string(),
-        ),
+        Err(e) => refusal(codes::UNAVAILABLE, e.to_string()),
     }
 }
 
 fn not_found(participant: &str, id: &str) -> Response {
-    refusal(
-        StatusCode::NOT_FOUND,
-        "not_found",
-        format!("no item {id:?} in {participant}"),
-    )
+    refusal(codes::NOT_FOUND, format!("no item {id:?} in {participant}"))
 }
 
 fn unknown_participant(stack: &Stack, participant: &str) -> Response {
     let known: Vec<&String> = stack.config.services.keys().collect();
-    refusal(
+    // A path naming no service is a missing resource here (404), where a request body naming
+    // one is a bad request (400).
+    refusal_as(
         StatusCode::NOT_FOUND,
-        "unknown_participant",
+        codes::UNKNOWN_PARTICIPANT,
         format!("no service {participant:?}; configured: {known:?}"),
     )
 }
 
 fn custom_participant(participant: &str) -> Response {
     refusal(
-        StatusCode::BAD_REQUEST,
-        "wrong_participant_kind",
+        codes::WRONG_PARTICIPANT_KIND,
         format!(
             "{participant} is a custom participant: it keeps its own state, not items here \
              (the demo's payments lists its card authorisations at GET /services/payments/authorisations)"

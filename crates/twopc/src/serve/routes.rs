@@ -14,8 +14,9 @@ use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::Value;
+use twopc_core::api::codes;
 
-use super::answers::{json_refusals, json_response, refusal};
+use super::answers::{json_refusals, json_response, refusal, refusal_as};
 use super::apigw::{api_gateway, query_params};
 use super::demo::PAYMENTS_PATH;
 use super::items::{get_item, list_items};
@@ -61,13 +62,13 @@ async fn websocket(
 ) -> Response {
     let query = match query_params(&uri) {
         Ok(q) => q,
-        Err(message) => return refusal(StatusCode::BAD_REQUEST, "invalid_query_string", message),
+        Err(message) => return refusal(codes::INVALID_QUERY_STRING, message),
     };
     match ws {
         Ok(ws) => stack.gateway.clone().upgrade(ws, query.into()).await,
-        Err(e) => refusal(
+        Err(e) => refusal_as(
             e.status(),
-            "invalid_websocket_request",
+            codes::INVALID_WEBSOCKET_REQUEST,
             format!(
                 "{}: connect with a WebSocket client (ws://host:port/ws)",
                 e.body_text()
@@ -90,11 +91,7 @@ async fn sweep_once(State(stack): State<Arc<Stack>>) -> Response {
     let report = match stack.sweeper.run().await {
         Ok(report) => report,
         Err(e) => {
-            return refusal(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "unavailable",
-                e.to_string(),
-            );
+            return refusal(codes::UNAVAILABLE, e.to_string());
         }
     };
     match stack.payments.sweep(super::SWEEP_LIMIT).await {
@@ -103,10 +100,6 @@ async fn sweep_once(State(stack): State<Arc<Stack>>) -> Response {
             body["customResolved"] = Value::from(resolved.len());
             json_response(StatusCode::OK, body)
         }
-        Err(e) => refusal(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "unavailable",
-            format!("the payments sweep: {e}"),
-        ),
+        Err(e) => refusal(codes::UNAVAILABLE, format!("the payments sweep: {e}")),
     }
 }

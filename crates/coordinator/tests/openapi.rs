@@ -1,0 +1,427 @@
+//! Every answer the coordinator gives is one `docs/openapi.json` describes.
+//!
+//! The real handler is driven, against DynamoDB Local, into every code of
+//! `twopc_core::api::codes` it can answer (every refusal, every abort a request can cause),
+//! plus the answers of the core's `api` module for the states a request cannot reach on cue
+//! (a deadline passing mid-prepare, a late prepare, a completion cut short). Each answer
+//! (method, path, status, body) then goes to `tests/openapi/validate.py`, which validates it
+//! with openapi-schema-validator against the response the document declares for its operation
+//! and status (and checks the document, the events and the README's examples too).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use aws_lambda_events::apigw::ApiGatewayProxyRequest;
+use aws_lambda_events::encodings::Body;
+use aws_lambda_events::http::{HeaderValue, Method};
+use coordinator::handler::{App, handle};
+use lambda_runtime::{Context, LambdaEvent};
+use serde_json::{Value, json};
+use twopc_core::api::{self, codes};
+use twopc_core::ids::TxId;
+use twopc_core::op::Mode;
+use twopc_core::ports::{Clock, SystemClock};
+use twopc_core::record::{Target, Vote, VoteReason};
+use twopc_core::request::{KeySchema, Limits, ServiceConfig, TxRequest};
+use twopc_core::status::TxStatus;
+use twopc_runtime::Clients;
+use twopc_runtime::config::{Config, Role, var};
+use twopc_runtime::telemetry::Metrics;
+use twopc_tests::openapi::{answer, validate_answers};
+use twopc_tests::{World, prepare_req};
+
+const POST: &str = include_str!("../../../events/coordinator-post-transaction.json");
+const GET: &str = include_str!("../../../events/coordinator-get-transaction.json");
+
+/// Codes no request can make the handler answer on cue: the core's `api` answers them here
+/// from records in those states (a new code belongs here only for the same reason).
+const ONLY_FROM_RECORDS: [codes::Code; 3] =
+    [codes::VOTE_EXPIRED, codes::VOTE_FENCED, codes::ABORTED];
+
+fn event(text: &str) -> ApiGatewayProxyRequest {
+    serde_json::from_str(text).expect("an API Gateway REST event")
+}
+
+fn request(method: Method, path: &str) -> ApiGatewayProxyRequest {
+    let mut e = event(GET);
+    e.http_method = method;
+    e.path = Some(path.to_owned());
+    e.path_parameters = Default::default();
+    e
+}
+
+fn post(body: &str, key: Option<&str>) -> ApiGatewayProxyRequest {
+    let mut e = event(POST);
+    e.body = Some(body.to_owned());
+    e.headers.remove("idempotency-key");
+    e.multi_value_headers.remove("idempotency-key");
+    if let Some(k) = key {
+        e.headers.insert(
+            "idempotency-key",
+            HeaderValue::from_str(k).expect("a header"),
+        );
+    }
+    e
+}
+
+fn get(id: &str) -> ApiGatewayProxyRequest {
+    let mut e = event(GET);
+    e.path = Some(format!("/transactions/{id}"));
+    e.path_parameters = [("id".to_owned(), id.to_owned())].into();
+    e
+}
+
+async fn app(env: BTreeMap<&'static str, String>) -> App {
+    let config =
+        Config::from_lookup(Role::Coordinator, |name| env.get(name).cloned()).expect("config");
+    let clients = Clients::load(&config).await;
+    App {
+        coordinator: twopc_runtime::coordinator(&config, &clients),
+        metrics: Metrics::in_memory("coordinator"),
+        max_body_bytes: config.max_body_bytes,
+    }
+}
+
+/// `accounts` and `wallets` on the world's tables; `payments` a custom participant at an
+/// address where nothing listens.
+fn services(w: &World) -> Value {
+    json!({
+        "accounts": {"target": {"transport": "direct", "table": w.accounts}, "key": {"hash": {"name": "id", "type": "S"}}},
+        "wallets": {"target": {"transport": "direct", "table": w.wallets}, "key": {"hash": {"name": "id", "type": "S"}}},
+        "payments": {"kind": "custom", "target": {"transport": "http", "url": "http://127.0.0.1:9"}},
+    })
+}
+
+/// The answers collected, as the validator reads them, and which codes the handler gave.
+#[derive(Default)]
+struct Answers {
+    all: Vec<Value>,
+    from_handler: BTreeSet<String>,
+    from_records: BTreeSet<String>,
+}
+
+impl Answers {
+    /// Sends `req` to the handler; the answer must have `status` and `code` (`None`: no code).
+    async fn expect(
+        &mut self,
+        app: &App,
+        req: ApiGatewayProxyRequest,
+        status: u16,
+        code: Option<codes::Code>,
+    ) -> Value {
+        let (method, path) = (
+            req.http_method.to_string(),
+            req.path.clone().unwrap_or_default(),
+        );
+        let r = handle(app, LambdaEvent::new(req, Context::default()))
+            .await
+            .unwrap_or_else(|never| match never {});
+        let body: Value = match r.body {
+            Some(Body::Text(t)) => serde_json::from_str(&t).expect("a JSON body"),
+            other => panic!("{method} {path}: expected a text body, got {other:?}"),
+        };
+        assert_eq!(
+            (r.status_code, body["code"].as_str()),
+            (i64::from(status), code.map(|c| c.name)),
+            "{method} {path}: {body}"
+        );
+        if let Some(c) = code {
+            self.from_handler.insert(c.name.to_owned());
+        }
+        self.all.push(answer(&method, &path, status, &body));
+        body
+    }
+
+    /// An answer of the core's `api` module, as the handler would send it for `POST`.
+    fn add_api_answer(&mut self, given: api::Answer) {
+        if let Some(code) = given.body["code"].as_str() {
+            self.from_records.insert(code.to_owned());
+        }
+        self.all
+            .push(answer("POST", "/transactions", given.status, &given.body));
+    }
+}
+
+fn now_ms() -> u64 {
+    SystemClock.now_ms()
+}
+
+fn entry(participant: &str, id: &str, op: Value) -> Value {
+    json!({"participant": participant, "key": {"id": id}, "op": op})
+}
+
+fn body(entries: &[Value]) -> String {
+    json!({ "participants": entries }).to_string()
+}
+
+#[tokio::test]
+async fn every_answer_of_the_coordinator_is_declared_in_the_api_document() {
+    // GIVEN alice with 100, bob's wallet, an item whose balance is not a number, and carol
+    // locked by a live transaction that never began at the coordinator.
+    let w = World::new().await;
+    w.seed("accounts", "alice", json!({"balance": 100})).await;
+    w.seed("accounts", "odd", json!({"balance": "ten"})).await;
+    w.seed("accounts", "carol", json!({"balance": 5})).await;
+    w.seed("wallets", "bob", json!({"balance": 0})).await;
+    let holder = TxId::random();
+    let held = prepare_req(
+        &holder,
+        now_ms() + 60_000,
+        "carol",
+        json!({"set": {"note": "held"}}),
+    );
+    assert!(
+        w.prepare("accounts", &held).await.vote.is_yes(),
+        "carol is locked"
+    );
+    let live = app([
+        (var::TRANSACTIONS_TABLE, w.tx_table.clone()),
+        (var::SERVICES, services(&w).to_string()),
+        (var::DYNAMODB_ENDPOINT, twopc_tests::endpoint()),
+    ]
+    .into())
+    .await;
+    let mut a = Answers::default();
+
+    // WHEN every operation is asked to commit, read, and refuse for every reason it has
+    let done = a.expect(&live, event(POST), 200, None).await;
+    let id = done["txId"].as_str().expect("txId").to_owned();
+    a.expect(&live, get(&id), 200, None).await;
+    a.expect(
+        &live,
+        get(&TxId::random().to_string()),
+        404,
+        Some(codes::NOT_FOUND),
+    )
+    .await;
+    a.expect(&live, get("not-a-uuid"), 400, Some(codes::INVALID_TX_ID))
+        .await;
+    a.expect(
+        &live,
+        request(Method::GET, "/nope"),
+        404,
+        Some(codes::NOT_FOUND),
+    )
+    .await;
+    a.expect(
+        &live,
+        request(Method::DELETE, "/transactions"),
+        405,
+        Some(codes::METHOD_NOT_ALLOWED),
+    )
+    .await;
+    a.expect(
+        &live,
+        request(Method::PUT, &format!("/transactions/{id}")),
+        405,
+        Some(codes::METHOD_NOT_ALLOWED),
+    )
+    .await;
+
+    let refused = |body: &str| post(body, None);
+    let debit = entry("accounts", "alice", json!({"add": {"balance": -1}}));
+    let pay = json!({"participant": "payments", "payload": {"card": "4242", "amount": 9.99}});
+    let many: Vec<Value> = (0..=Limits::default().max_participants)
+        .map(|i| entry("accounts", &format!("a{i}"), json!({"add": {"n": 1}})))
+        .collect();
+    let mut base64 = post(&body(std::slice::from_ref(&debit)), None);
+    base64.is_base64_encoded = true;
+    let mut bad_bytes = post(&body(std::slice::from_ref(&debit)), None);
+    bad_bytes.headers.insert(
+        "idempotency-key",
+        HeaderValue::from_bytes(&[0xff]).expect("opaque bytes"),
+    );
+    let cases = [
+        (refused("{\"participants\": ["), codes::INVALID_JSON),
+        (refused(""), codes::INVALID_JSON),
+        (base64, codes::INVALID_JSON),
+        (
+            refused(&format!("{{\"pad\": \"{}\"}}", "x".repeat(70_000))),
+            codes::REQUEST_TOO_LARGE,
+        ),
+        (refused("[]"), codes::INVALID_REQUEST),
+        (refused(r#"{"participants": []}"#), codes::INVALID_REQUEST),
+        (
+            refused(&body(&[entry("ledger", "a", json!({"delete": true}))])),
+            codes::UNKNOWN_PARTICIPANT,
+        ),
+        (
+            refused(&body(&[
+                json!({"participant": "accounts", "key": {"id": 1}, "op": {"delete": true}}),
+            ])),
+            codes::INVALID_KEY,
+        ),
+        (
+            refused(&body(&[debit.clone(), debit.clone()])),
+            codes::DUPLICATE_ITEM,
+        ),
+        (
+            refused(&body(&[pay.clone(), pay.clone()])),
+            codes::DUPLICATE_PARTICIPANT,
+        ),
+        (refused(&body(&many)), codes::TOO_MANY_PARTICIPANTS),
+        (
+            refused(&body(&[entry(
+                "accounts",
+                "a",
+                json!({"add": {"b": 1}, "require": {"b": {"between": [1, 2]}}}),
+            )])),
+            codes::INVALID_OPERATION,
+        ),
+        (
+            refused(&body(&[entry(
+                "accounts",
+                "a",
+                json!({"set": {"lock": 1}}),
+            )])),
+            codes::INVALID_ATTRIBUTE_NAME,
+        ),
+        (
+            refused(
+                r#"{"participants": [{"participant": "accounts", "key": {"id": "a"}, "op": {"add": {"b": 123456789012345678901234567890123456789}}}]}"#,
+            ),
+            codes::INVALID_NUMBER,
+        ),
+        (
+            refused(&body(&[
+                json!({"participant": "accounts", "key": {"id": "a"}, "payload": 1}),
+            ])),
+            codes::WRONG_PARTICIPANT_KIND,
+        ),
+        (
+            refused(&body(&[json!({"participant": "payments"})])),
+            codes::INVALID_PAYLOAD,
+        ),
+        (
+            refused(&json!({"participants": [debit], "timeoutMs": 10}).to_string()),
+            codes::INVALID_TIMEOUT,
+        ),
+        (
+            post(r#"{"participants": []}"#, Some("has space")),
+            codes::INVALID_IDEMPOTENCY_KEY,
+        ),
+        (bad_bytes, codes::INVALID_IDEMPOTENCY_KEY),
+        (
+            post(
+                &body(&[entry("wallets", "bob", json!({"add": {"balance": 1}}))]),
+                Some("order-42"),
+            ),
+            codes::IDEMPOTENCY_KEY_REUSED,
+        ),
+    ];
+    for (req, code) in cases {
+        a.expect(&live, req, code.status, Some(code)).await;
+    }
+
+    // ... and to abort, once for each reason a request can cause.
+    let aborts = [
+        (
+            entry(
+                "accounts",
+                "alice",
+                json!({"add": {"balance": -100}, "require": {"balance": {"gte": 100}}}),
+            ),
+            codes::VOTE_CONDITION,
+        ),
+        (
+            entry("accounts", "nobody", json!({"set": {"owner": "Nobody"}})),
+            codes::VOTE_NOT_FOUND,
+        ),
+        (
+            entry("accounts", "odd", json!({"add": {"balance": 1}})),
+            codes::VOTE_INVALID,
+        ),
+        (
+            entry("accounts", "carol", json!({"set": {"note": "mine"}})),
+            codes::VOTE_CONFLICT,
+        ),
+        (pay, codes::VOTE_UNREACHABLE),
+    ];
+    for (e, code) in aborts {
+        let answer = a
+            .expect(&live, post(&body(&[e]), None), 409, Some(code))
+            .await;
+        // ABORTING when the abort could not reach the participant either (the sweeper ends it).
+        assert!(
+            ["ABORTED", "ABORTING"].contains(&answer["status"].as_str().unwrap_or_default()),
+            "{answer}"
+        );
+    }
+
+    // ... and with the transaction store out of reach.
+    let offline = app([
+        (var::TRANSACTIONS_TABLE, "tx".to_owned()),
+        (var::SERVICES, services(&w).to_string()),
+        (var::DYNAMODB_ENDPOINT, "http://127.0.0.1:9".to_owned()),
+    ]
+    .into())
+    .await;
+    let unavailable = a
+        .expect(&offline, event(POST), 503, Some(codes::UNAVAILABLE))
+        .await;
+    assert!(unavailable["txId"].is_string(), "{unavailable}");
+    a.expect(&offline, get(&id), 503, Some(codes::UNAVAILABLE))
+        .await;
+
+    // ... and the answers for records no request reaches on cue.
+    let table = ServiceConfig::table(
+        Target::Direct {
+            table: w.accounts.clone(),
+        },
+        KeySchema::string_hash("id"),
+    );
+    let request = TxRequest::parse(
+        &json!({"participants": [entry("accounts", "alice", json!({"add": {"balance": 1}}))]}),
+        &[("accounts".to_owned(), table)].into(),
+        &Limits::default(),
+    )
+    .expect("valid");
+    let begun = request.begin(TxId::random(), None, "test".into(), now_ms());
+    let yes = [Vote::yes(Mode::Reserved)];
+    a.add_api_answer(api::submitted(&begun));
+    a.add_api_answer(api::submitted(&begun.moved(
+        TxStatus::Committing,
+        Some(&yes),
+        now_ms(),
+    )));
+    for (reason, message) in [
+        (
+            VoteReason::Expired,
+            "the transaction's deadline passed 3 ms ago",
+        ),
+        (
+            VoteReason::Fenced,
+            "this transaction already ended on this item",
+        ),
+    ] {
+        let no = [Vote::no(reason, message)];
+        a.add_api_answer(api::submitted(&begun.moved(
+            TxStatus::Aborted,
+            Some(&no),
+            now_ms(),
+        )));
+    }
+    a.add_api_answer(api::submitted(&begun.moved(
+        TxStatus::Aborting,
+        None,
+        now_ms(),
+    )));
+
+    // THEN every code of the API was answered, by the handler but for those only records reach,
+    let only_records: BTreeSet<String> = ONLY_FROM_RECORDS
+        .iter()
+        .map(|c| c.name.to_owned())
+        .collect();
+    for code in codes::REFUSALS.iter().chain(codes::ABORTS) {
+        let (want, got) = if only_records.contains(code.name) {
+            ("the core's api module", &a.from_records)
+        } else {
+            ("the handler", &a.from_handler)
+        };
+        assert!(
+            got.contains(code.name),
+            "no answer of {want} carried {code}: add a case that makes it"
+        );
+    }
+    // AND each answer is one the document declares, as openapi-schema-validator judges it.
+    validate_answers(&a.all);
+}
