@@ -228,6 +228,8 @@ codes! {
     UnsupportedMediaType = "unsupported_media_type",
     /// A WebSocket route asked without an upgrade (426, local gateway).
     UpgradeRequired = "upgrade_required",
+    /// A WebSocket connection request that is not one (400, local gateway).
+    InvalidWebsocketRequest = "invalid_websocket_request",
     /// Not signed, or signed by a principal not allowed to invoke the API (401/403).
     Unauthorized = "unauthorized",
     /// A server failure (5xx).
@@ -281,6 +283,30 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// The API's registry (`twopc_core::api::codes`, which the OpenAPI document is checked
+    /// against) is the truth: a code added there without a variant here fails this test.
+    #[test]
+    fn every_code_of_the_api_registry_is_known_to_the_client() {
+        use twopc_core::api::codes;
+        for code in codes::REFUSALS.iter().chain(codes::LOCAL) {
+            assert!(
+                !matches!(ErrorCode::parse(code.name), ErrorCode::Other(_)),
+                "{}: add it to ErrorCode",
+                code.name
+            );
+        }
+        for code in codes::ABORTS {
+            assert!(
+                !matches!(
+                    crate::outcome::AbortCode::parse(code.name),
+                    crate::outcome::AbortCode::Other(_)
+                ),
+                "{}: add it to AbortCode",
+                code.name
+            );
+        }
+    }
+
     /// Every code the client knows, as the API spells it: the list to reconcile with the API's
     /// own (README "A transaction", the OpenAPI document). `throttled` is the client's name for
     /// API Gateway's 429, which carries no code.
@@ -313,6 +339,7 @@ mod tests {
                 "invalid_query_string",
                 "unsupported_media_type",
                 "upgrade_required",
+                "invalid_websocket_request",
                 "unauthorized",
                 "internal",
                 "throttled",
