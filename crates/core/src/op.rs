@@ -563,8 +563,12 @@ fn parse_condition(path: &str, v: &Value) -> Result<Condition, OpError> {
                     let cmp = Comparator::parse(cmp).ok_or_else(|| {
                         invalid(format!("{path}: unknown operator {cmp:?}; {help}"))
                     })?;
-                    if matches!(value, Value::Null | Value::Array(_) | Value::Object(_))
-                        && !matches!(cmp, Comparator::Eq | Comparator::Ne)
+                    // Order is defined on numbers and strings (DynamoDB refuses `<` on a
+                    // boolean, a list or a map at the write, too late for a clean refusal).
+                    if matches!(
+                        value,
+                        Value::Null | Value::Bool(_) | Value::Array(_) | Value::Object(_)
+                    ) && !matches!(cmp, Comparator::Eq | Comparator::Ne)
                     {
                         return Err(invalid(format!(
                             "{path}: {} compares numbers and strings only",
@@ -654,6 +658,22 @@ mod tests {
         let err = parse(json!({"require": {"balance": {"between": [1, 2]}}})).unwrap_err();
         assert_eq!(err.code(), codes::INVALID_OPERATION);
         assert!(err.to_string().contains("\"between\""), "{err}");
+    }
+
+    #[test]
+    fn order_comparisons_take_numbers_and_strings_only() {
+        for value in [json!(true), json!(null), json!([1]), json!({"a": 1})] {
+            for cmp in ["lt", "lte", "gt", "gte"] {
+                let err = parse(json!({"require": {"flag": {cmp: value.clone()}}})).unwrap_err();
+                assert_eq!(err.code(), codes::INVALID_OPERATION, "{cmp} {value}");
+                assert!(
+                    err.to_string().contains("numbers and strings only"),
+                    "{err}"
+                );
+            }
+        }
+        assert!(parse(json!({"require": {"flag": {"eq": true}}})).is_ok());
+        assert!(parse(json!({"require": {"name": {"gte": "m"}}})).is_ok());
     }
 
     #[test]
