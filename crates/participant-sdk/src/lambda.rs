@@ -25,36 +25,17 @@
 //! twopc_participant_sdk::lambda::run(participant).await
 //! ```
 
-use lambda_runtime::{Diagnostic, LambdaEvent, service_fn};
+use lambda_runtime::{LambdaEvent, service_fn};
 use serde_json::Value;
-use tracing::{Instrument, error, info};
 use twopc_core::message::ParticipantCall;
 use twopc_core::ports::{Clock, TxLog};
+pub use twopc_runtime::call::CallError;
+use twopc_runtime::call::answer_call;
 use twopc_runtime::errors::ErrorKind;
-use twopc_runtime::telemetry::tx_span;
 
 use crate::hooks::Hooks;
 use crate::participant::{Error, SdkParticipant};
 use crate::store::StateStore;
-
-/// A call that was not answered, classified.
-#[derive(Debug, thiserror::Error)]
-#[error("{message}")]
-pub struct CallError {
-    /// What the caller may assume.
-    pub kind: ErrorKind,
-    /// What happened, with its causes.
-    pub message: String,
-}
-
-impl From<CallError> for Diagnostic {
-    fn from(e: CallError) -> Diagnostic {
-        Diagnostic {
-            error_type: e.kind.name().to_owned(),
-            error_message: e.message,
-        }
-    }
-}
 
 /// What the caller of a call that failed with `e` may assume.
 pub fn kind(e: &Error) -> ErrorKind {
@@ -63,24 +44,6 @@ pub fn kind(e: &Error) -> ErrorKind {
         Error::Store(e) => ErrorKind::of(e),
         Error::Hook { .. } => ErrorKind::Undetermined,
         Error::Invalid(_) => ErrorKind::Invalid,
-    }
-}
-
-impl From<Error> for CallError {
-    fn from(e: Error) -> CallError {
-        let kind = kind(&e);
-        // The cause chain, each text once (SDK errors repeat their source's text).
-        let mut message = e.to_string();
-        let mut cause = std::error::Error::source(&e);
-        while let Some(c) = cause {
-            let text = c.to_string();
-            if !message.contains(&text) {
-                message.push_str(": ");
-                message.push_str(&text);
-            }
-            cause = c.source();
-        }
-        CallError { kind, message }
     }
 }
 
@@ -95,44 +58,14 @@ where
     L: TxLog,
     C: Clock,
 {
-    let (payload, ctx) = event.into_parts();
-    let call = ParticipantCall::from_json(payload).map_err(|m| {
-        error!(request_id = %ctx.request_id, problem = %m, "not a participant call");
-        CallError {
-            kind: ErrorKind::Invalid,
-            message: format!(
-                "the event is not a participant call ({m}); expected {{\"action\": \"prepare\"|\"commit\"|\"abort\", \"request\": {{...}}}}"
-            ),
-        }
-    })?;
-    let tx = match &call {
-        ParticipantCall::Prepare(r) => &r.tx_id,
-        ParticipantCall::Commit(r) | ParticipantCall::Abort(r) => &r.tx_id,
-    };
-    let action = call.action();
-    async {
-        let reply = match &call {
+    let answer = |call: ParticipantCall| async move {
+        match &call {
             ParticipantCall::Prepare(r) => participant.prepare(r).await.map(serde_json::to_value),
             ParticipantCall::Commit(r) => participant.commit(r).await.map(serde_json::to_value),
             ParticipantCall::Abort(r) => participant.abort(r).await.map(serde_json::to_value),
-        };
-        match reply {
-            Ok(Ok(v)) => {
-                info!(action, reply = %v, "answered");
-                Ok(v)
-            }
-            Ok(Err(e)) => Err(CallError {
-                kind: ErrorKind::Fatal,
-                message: format!("the {action} reply could not be encoded: {e}"),
-            }),
-            Err(e) => {
-                error!(action, error = ?e, "call failed");
-                Err(CallError::from(e))
-            }
         }
-    }
-    .instrument(tx_span(Some(tx), &ctx.request_id))
-    .await
+    };
+    answer_call(event, answer, kind).await
 }
 
 /// Serves invocations with `participant` until the runtime stops.

@@ -4,14 +4,13 @@
 //! (`Retryable`, `Undetermined`, `Invalid`, `Fatal`: see `twopc_runtime::errors`); the handler
 //! never panics on a request.
 
-use lambda_runtime::{Diagnostic, LambdaEvent};
+use lambda_runtime::LambdaEvent;
 use serde_json::Value;
-use tracing::{Instrument, error, info};
 use twopc_core::message::ParticipantCall;
-use twopc_core::ports::PortError;
 use twopc_runtime::LiveParticipant;
+pub use twopc_runtime::call::CallError;
+use twopc_runtime::call::answer_call;
 use twopc_runtime::errors::ErrorKind;
-use twopc_runtime::telemetry::tx_span;
 
 /// What the handler needs, built once in `main`.
 pub struct App {
@@ -21,105 +20,23 @@ pub struct App {
     pub table: String,
 }
 
-/// A failed call, classified.
-#[derive(Debug, thiserror::Error)]
-#[error("{message}")]
-pub struct CallError {
-    /// What the caller can do.
-    pub kind: ErrorKind,
-    /// What happened.
-    pub message: String,
-}
-
-impl From<CallError> for Diagnostic {
-    fn from(e: CallError) -> Diagnostic {
-        Diagnostic {
-            error_type: e.kind.name().to_owned(),
-            error_message: e.message,
-        }
-    }
-}
-
-impl From<PortError> for CallError {
-    fn from(e: PortError) -> CallError {
-        // The cause chain, for people: the SDK error stays in the log line below.
-        let mut message = e.to_string();
-        let mut cause = std::error::Error::source(&e);
-        while let Some(c) = cause {
-            // SDK errors repeat their source's text in their own: keep each text once.
-            let text = c.to_string();
-            if !message.contains(&text) {
-                message.push_str(": ");
-                message.push_str(&text);
-            }
-            cause = c.source();
-        }
-        CallError {
-            kind: ErrorKind::of(&e),
-            message,
-        }
-    }
-}
-
 /// Handles one call.
 pub async fn handle(app: &App, event: LambdaEvent<Value>) -> Result<Value, CallError> {
-    let (payload, ctx) = event.into_parts();
-    let call = ParticipantCall::from_json(payload).map_err(|m| {
-        error!(request_id = %ctx.request_id, problem = %m, "not a participant call");
-        CallError {
-            kind: ErrorKind::Invalid,
-            message: format!(
-                "the event is not a participant call ({m}); expected {{\"action\": \"prepare\"|\"commit\"|\"abort\", \"request\": {{...}}}}"
-            ),
+    let answer = |call: ParticipantCall| async move {
+        let (p, table) = (&app.participant, &app.table);
+        match &call {
+            ParticipantCall::Prepare(r) => p.prepare(table, r).await.map(serde_json::to_value),
+            ParticipantCall::Commit(r) => p.commit(table, r).await.map(serde_json::to_value),
+            ParticipantCall::Abort(r) => p.abort(table, r).await.map(serde_json::to_value),
         }
-    })?;
-    let tx = match &call {
-        ParticipantCall::Prepare(r) => &r.tx_id,
-        ParticipantCall::Commit(r) | ParticipantCall::Abort(r) => &r.tx_id,
     };
-    let span = tx_span(Some(tx), &ctx.request_id);
-    let action = call.action();
-    async {
-        let reply = match &call {
-            ParticipantCall::Prepare(r) => app
-                .participant
-                .prepare(&app.table, r)
-                .await
-                .map(serde_json::to_value),
-            ParticipantCall::Commit(r) => app
-                .participant
-                .commit(&app.table, r)
-                .await
-                .map(serde_json::to_value),
-            ParticipantCall::Abort(r) => app
-                .participant
-                .abort(&app.table, r)
-                .await
-                .map(serde_json::to_value),
-        };
-        match reply {
-            Ok(Ok(v)) => {
-                info!(action, table = %app.table, reply = %v, "answered");
-                Ok(v)
-            }
-            Ok(Err(e)) => Err(CallError {
-                kind: ErrorKind::Fatal,
-                message: format!("the {action} reply could not be encoded: {e}"),
-            }),
-            Err(e) => {
-                error!(action, table = %app.table, error = ?e, "call failed");
-                Err(CallError::from(e))
-            }
-        }
-    }
-    .instrument(span)
-    .await
+    answer_call(event, answer, ErrorKind::of).await
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lambda_runtime::Context;
+    use lambda_runtime::{Context, Diagnostic};
     use serde_json::json;
     use twopc_core::message::{CompleteReply, PrepareReply};
     use twopc_core::op::Mode;

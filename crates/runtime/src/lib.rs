@@ -11,6 +11,7 @@
 //! - [`errors`]: how the participant function reports failures, and how callers read them.
 #![warn(missing_docs)]
 
+pub mod call;
 pub mod config;
 pub mod errors;
 pub mod telemetry;
