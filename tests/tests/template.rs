@@ -480,3 +480,17 @@ fn the_api_requires_iam_and_exposes_only_the_coordinator() {
         [("/transactions", "post"), ("/transactions/{id}", "get")]
     );
 }
+
+#[test]
+fn the_log_filter_default_is_the_codes() {
+    let lines: Vec<&str> = TEMPLATE.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| *l == "  LogFilter:")
+        .expect("a LogFilter parameter");
+    let default = lines[at..]
+        .iter()
+        .find_map(|l| l.trim().strip_prefix("Default: "))
+        .expect("a default");
+    assert_eq!(default, twopc_runtime::telemetry::DEFAULT_LOG_FILTER);
+}
