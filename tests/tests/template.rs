@@ -482,6 +482,46 @@ fn the_api_requires_iam_and_exposes_only_the_coordinator() {
 }
 
 #[test]
+fn every_table_that_holds_state_is_restorable_and_protected_from_deletion() {
+    for name in ["TransactionsTable", "AccountsTable", "WalletsTable"] {
+        let lines = block("Resources", name);
+        assert_eq!(
+            value(&lines, "PointInTimeRecoveryEnabled"),
+            Some("true"),
+            "{name}"
+        );
+        assert_eq!(
+            value(&lines, "DeletionProtectionEnabled"),
+            Some("true"),
+            "{name}"
+        );
+        assert_eq!(value(&lines, "DeletionPolicy"), Some("Retain"), "{name}");
+    }
+    // The connections table holds subscriptions only (README, "Operations").
+    let connections = block("Resources", "ConnectionsTable");
+    assert_eq!(value(&connections, "PointInTimeRecoveryEnabled"), None);
+}
+
+#[test]
+fn one_sweeper_pass_at_a_time_each_shorter_than_the_shortest_schedule() {
+    let lines = block("Resources", "SweeperFunction");
+    assert_eq!(value(&lines, "ReservedConcurrentExecutions"), Some("1"));
+    let timeout: u64 = value(&lines, "Timeout")
+        .and_then(|t| t.parse().ok())
+        .expect("a Timeout in seconds");
+    // EventBridge schedules fire at most once a minute.
+    assert!(
+        timeout < 60,
+        "Timeout {timeout} s can overlap the next pass"
+    );
+    assert_eq!(
+        value(&lines, "TargetArn"),
+        Some("!GetAtt SweeperFailuresQueue.Arn"),
+        "failed passes are kept"
+    );
+}
+
+#[test]
 fn the_log_filter_default_is_the_codes() {
     let lines: Vec<&str> = TEMPLATE.lines().collect();
     let at = lines
