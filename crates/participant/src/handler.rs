@@ -7,11 +7,11 @@
 use lambda_runtime::{Diagnostic, LambdaEvent};
 use serde_json::Value;
 use tracing::{Instrument, error, info};
-use twopc_core::message::ParticipantCall;
+use twopc_core::message::{CompleteReply, ParticipantCall};
 use twopc_core::ports::PortError;
 use twopc_runtime::LiveParticipant;
 use twopc_runtime::errors::ErrorKind;
-use twopc_runtime::telemetry::tx_span;
+use twopc_runtime::telemetry::{Metrics, tx_span};
 
 /// What the handler needs, built once in `main`.
 pub struct App {
@@ -19,6 +19,8 @@ pub struct App {
     pub participant: LiveParticipant,
     /// The table this function serves.
     pub table: String,
+    /// Where protocol violations are counted.
+    pub metrics: Metrics,
 }
 
 /// A failed call, classified.
@@ -61,6 +63,17 @@ impl From<PortError> for CallError {
     }
 }
 
+impl App {
+    /// A commit or abort reply as JSON, a violation counted (the participant logic has logged
+    /// it; the metric is what the alarm watches).
+    fn counted(&self, reply: CompleteReply) -> serde_json::Result<Value> {
+        if matches!(reply, CompleteReply::Violation { .. }) {
+            self.metrics.protocol_violation();
+        }
+        serde_json::to_value(reply)
+    }
+}
+
 /// Handles one call.
 pub async fn handle(app: &App, event: LambdaEvent<Value>) -> Result<Value, CallError> {
     let (payload, ctx) = event.into_parts();
@@ -90,12 +103,12 @@ pub async fn handle(app: &App, event: LambdaEvent<Value>) -> Result<Value, CallE
                 .participant
                 .commit(&app.table, r)
                 .await
-                .map(serde_json::to_value),
+                .map(|reply| app.counted(reply)),
             ParticipantCall::Abort(r) => app
                 .participant
                 .abort(&app.table, r)
                 .await
-                .map(serde_json::to_value),
+                .map(|reply| app.counted(reply)),
         };
         match reply {
             Ok(Ok(v)) => {
@@ -147,6 +160,7 @@ mod tests {
         App {
             participant: twopc_runtime::participant(&config, &clients),
             table: config.participant_table().to_owned(),
+            metrics: Metrics::in_memory("participant"),
         }
     }
 
@@ -211,6 +225,31 @@ mod tests {
             w.attr("accounts", "alice", "balance").await.as_deref(),
             Some("0")
         );
+    }
+
+    #[tokio::test]
+    async fn a_commit_without_its_prepare_is_a_counted_protocol_violation() {
+        // GIVEN alice, never prepared for the sample transaction
+        let w = twopc_tests::World::new().await;
+        w.seed("accounts", "alice", json!({"balance": 100})).await;
+        let app = app(&w.tx_table, &w.accounts, &twopc_tests::endpoint()).await;
+        // WHEN its commit arrives
+        let reply: CompleteReply =
+            serde_json::from_value(call(&app, json(COMMIT)).await.expect("an answer"))
+                .expect("a reply");
+        // THEN it is refused as a violation, nothing is applied, and the alarm's metric counts it
+        assert!(
+            matches!(reply, CompleteReply::Violation { .. }),
+            "{reply:?}"
+        );
+        assert_eq!(
+            w.attr("accounts", "alice", "balance").await.as_deref(),
+            Some("100")
+        );
+        let lines = app.metrics.lines();
+        assert_eq!(lines.len(), 1);
+        assert_eq!(lines[0]["ProtocolViolations"], 1);
+        assert_eq!(lines[0]["Function"], "participant");
     }
 
     #[tokio::test]

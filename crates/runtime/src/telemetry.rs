@@ -20,6 +20,7 @@ use twopc_core::ids::TxId;
 use twopc_core::ports::{Clock, SystemClock};
 use twopc_core::record::{TxRecord, Vote};
 use twopc_core::status::TxStatus;
+use twopc_core::sweeper::SweepReport;
 
 use crate::config::var;
 
@@ -266,17 +267,86 @@ impl Metrics {
         }
     }
 
-    /// Transactions a recovery pass drove to their end, and how long the pass took.
-    pub fn recovered(&self, count: u64, latency_ms: u64) {
+    /// A recovery pass that ran: transactions it drove to their end (`Recovered`), those it
+    /// could not (`Unfinished`, retried later), how long the oldest transaction still pending
+    /// has been past its deadline (`OldestOverdue`, when it could be read: the stuck-transaction
+    /// alarm's metric), how long the pass took; and `SweepFailed` 0.
+    pub fn sweep(&self, report: &SweepReport, latency_ms: u64) {
+        let recovered = (report.aborted + report.rolled_forward) as u64;
+        let mut metrics = vec![
+            ("Recovered", Unit::Count, recovered),
+            ("Unfinished", Unit::Count, report.failed as u64),
+            ("SweepFailed", Unit::Count, 0),
+            ("SweepLatency", Unit::Milliseconds, latency_ms),
+        ];
+        if let Some(age) = report.oldest_overdue_ms {
+            metrics.push(("OldestOverdue", Unit::Milliseconds, age));
+        }
+        self.emit(
+            &[("Function", self.function.as_str())],
+            &[&["Function"]],
+            &metrics,
+        );
+    }
+
+    /// A recovery pass that could not run (`SweepFailed` 1).
+    pub fn sweep_failed(&self, latency_ms: u64) {
         self.emit(
             &[("Function", self.function.as_str())],
             &[&["Function"]],
             &[
-                ("Recovered", Unit::Count, count),
+                ("SweepFailed", Unit::Count, 1),
                 ("SweepLatency", Unit::Milliseconds, latency_ms),
             ],
         );
     }
+
+    /// A participant answered a commit or abort with a protocol violation: counted without a
+    /// dimension too, so one alarm covers every function that reports one.
+    pub fn protocol_violation(&self) {
+        self.emit(
+            &[("Function", self.function.as_str())],
+            &[&[], &["Function"]],
+            &[("ProtocolViolations", Unit::Count, 1)],
+        );
+    }
+
+    /// One batch of stream records handled by the stream processor.
+    pub fn stream_batch(&self, batch: &StreamBatch) {
+        let mut metrics = vec![
+            ("Records", Unit::Count, batch.records),
+            ("LakeRows", Unit::Count, batch.rows),
+            ("Pushed", Unit::Count, batch.pushed),
+            ("GoneConnections", Unit::Count, batch.gone),
+            ("FailedRecords", Unit::Count, batch.failed),
+        ];
+        if let Some(age) = batch.commit_age_ms {
+            metrics.push(("CommitAge", Unit::Milliseconds, age));
+        }
+        self.emit(
+            &[("Function", self.function.as_str())],
+            &[&["Function"]],
+            &metrics,
+        );
+    }
+}
+
+/// What one stream batch did, as counted by [`Metrics::stream_batch`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StreamBatch {
+    /// Stream records in the batch.
+    pub records: u64,
+    /// Rows delivered to the data lake.
+    pub rows: u64,
+    /// Messages delivered to WebSocket connections.
+    pub pushed: u64,
+    /// Connections found gone and forgotten.
+    pub gone: u64,
+    /// Records handed back to Lambda to retry (delivery failed).
+    pub failed: u64,
+    /// How old the batch's oldest transaction record was on arrival, in ms (from its commit
+    /// write to here), when the batch had one.
+    pub commit_age_ms: Option<u64>,
 }
 
 /// Why a transaction aborted: its first no vote's reason, or `deadline` (aborted by recovery
@@ -409,9 +479,65 @@ mod tests {
     }
 
     #[test]
+    fn a_sweep_reports_what_it_recovered_left_and_found_stuck() {
+        let m = Metrics::in_memory("sweeper");
+        let report = SweepReport {
+            found: 4,
+            aborted: 2,
+            rolled_forward: 1,
+            failed: 1,
+            oldest_overdue_ms: Some(90_000),
+            ..SweepReport::default()
+        };
+        m.sweep(&report, 120);
+        m.sweep(&SweepReport::default(), 5);
+        m.sweep_failed(7);
+        let lines = m.lines();
+        assert_eq!(
+            (
+                &lines[0]["Recovered"],
+                &lines[0]["Unfinished"],
+                &lines[0]["OldestOverdue"],
+                &lines[0]["SweepFailed"]
+            ),
+            (&json!(3), &json!(1), &json!(90_000), &json!(0))
+        );
+        assert!(
+            lines[1].get("OldestOverdue").is_none(),
+            "not read: not sent"
+        );
+        assert_eq!(lines[2]["SweepFailed"], 1);
+    }
+
+    #[test]
+    fn a_violation_is_counted_with_and_without_the_function() {
+        let m = Metrics::in_memory("participant");
+        m.protocol_violation();
+        let line = &m.lines()[0];
+        assert_eq!(line["ProtocolViolations"], 1);
+        assert_eq!(
+            line["_aws"]["CloudWatchMetrics"][0]["Dimensions"],
+            json!([[], ["Function"]])
+        );
+    }
+
+    #[test]
     fn every_declared_metric_and_dimension_has_a_value() {
         let m = Metrics::in_memory("sweeper");
-        m.recovered(3, 120);
+        m.sweep(
+            &SweepReport {
+                oldest_overdue_ms: Some(1),
+                ..SweepReport::default()
+            },
+            120,
+        );
+        m.sweep_failed(3);
+        m.protocol_violation();
+        m.stream_batch(&StreamBatch {
+            records: 3,
+            commit_age_ms: Some(40),
+            ..StreamBatch::default()
+        });
         m.transaction(&record(TxStatus::Committing, vec![]), 1);
         for line in m.lines() {
             let decl = &line["_aws"]["CloudWatchMetrics"][0];

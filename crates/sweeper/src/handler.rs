@@ -65,9 +65,8 @@ pub async fn handle(
         let started = Instant::now();
         match app.sweeper.run().await {
             Ok(report) => {
-                let recovered = (report.aborted + report.rolled_forward) as u64;
                 app.metrics
-                    .recovered(recovered, started.elapsed().as_millis() as u64);
+                    .sweep(&report, started.elapsed().as_millis() as u64);
                 info!(
                     report = %serde_json::to_value(&report).unwrap_or_default(),
                     "sweep report"
@@ -75,6 +74,8 @@ pub async fn handle(
                 Ok(report)
             }
             Err(e) => {
+                app.metrics
+                    .sweep_failed(started.elapsed().as_millis() as u64);
                 error!(error = ?e, "sweep could not run");
                 Err(SweepError::from(e))
             }
@@ -204,6 +205,7 @@ mod tests {
         );
         let metrics = app.metrics.lines();
         assert_eq!(metrics[0]["Recovered"], 1);
+        assert_eq!(metrics[0]["OldestOverdue"], 0, "nothing left pending");
         // The report is what the function returns: JSON with camelCase fields.
         let v = serde_json::to_value(&report).expect("json");
         assert_eq!(v["aborted"], 1);
@@ -222,5 +224,6 @@ mod tests {
         let d = Diagnostic::from(e);
         assert_eq!(d.error_type, "Undetermined");
         assert!(d.error_message.contains("sweep failed"), "{d:?}");
+        assert_eq!(app.metrics.lines()[0]["SweepFailed"], 1, "counted");
     }
 }
