@@ -534,3 +534,74 @@ fn the_log_filter_default_is_the_codes() {
         .expect("a default");
     assert_eq!(default, twopc_runtime::telemetry::DEFAULT_LOG_FILTER);
 }
+
+/// The metric names the functions' EMF lines carry (each `Metrics` method, once).
+fn emitted_metrics() -> BTreeSet<String> {
+    use twopc_core::sweeper::SweepReport;
+    use twopc_runtime::telemetry::{Metrics, StreamBatch};
+    let m = Metrics::in_memory("any");
+    let mut record = twopc_core::record::TxRecord::never_began(&twopc_core::ids::TxId::random(), 0);
+    for status in [
+        twopc_core::status::TxStatus::Committed,
+        twopc_core::status::TxStatus::Aborted,
+        twopc_core::status::TxStatus::Preparing,
+    ] {
+        record.status = status;
+        m.transaction(&record, 1);
+    }
+    m.sweep(
+        &SweepReport {
+            oldest_overdue_ms: Some(1),
+            ..SweepReport::default()
+        },
+        1,
+    );
+    m.sweep_failed(1);
+    m.protocol_violation();
+    m.stream_batch(&StreamBatch {
+        commit_age_ms: Some(1),
+        ..StreamBatch::default()
+    });
+    m.lines()
+        .iter()
+        .flat_map(|l| {
+            l["_aws"]["CloudWatchMetrics"][0]["Metrics"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .filter_map(|d| d["Name"].as_str().map(str::to_owned))
+        .collect()
+}
+
+#[test]
+fn every_alarm_and_dashboard_metric_of_ours_is_one_the_functions_emit() {
+    let namespace = "!Sub dynamo-2pc/${AWS::StackName}";
+    let globals = block("Globals", "Function");
+    assert_eq!(value(&globals, var::METRICS_NAMESPACE), Some(namespace));
+    let emitted = emitted_metrics();
+    let alarms = resources_of("AWS::CloudWatch::Alarm");
+    assert!(alarms.len() >= 7, "{alarms:?}");
+    for alarm in &alarms {
+        let lines = block("Resources", alarm);
+        let metric = value(&lines, "MetricName").expect("a metric");
+        if value(&lines, "Namespace") == Some(namespace) {
+            assert!(emitted.contains(metric), "{alarm}: nothing emits {metric}");
+        }
+    }
+    let dashboard = block("Resources", "OperationsDashboard").join("\n");
+    for (i, _) in dashboard.match_indices("[\"dynamo-2pc/${AWS::StackName}\", \"") {
+        let rest = &dashboard[i + "[\"dynamo-2pc/${AWS::StackName}\", \"".len()..];
+        let metric = &rest[..rest.find('"').expect("a quoted name")];
+        assert!(
+            emitted.contains(metric),
+            "dashboard: nothing emits {metric}"
+        );
+    }
+    for alarm in alarms {
+        assert!(
+            dashboard.contains(&format!("${{{alarm}.Arn}}")),
+            "{alarm} not on the dashboard"
+        );
+    }
+}
