@@ -61,7 +61,8 @@ pub async fn handle(
         requestId = %ctx.request_id,
         scheduledAt = scheduled.time.map(|t| t.to_rfc3339()).unwrap_or_default()
     );
-    async {
+    let trace = ctx.xray_trace_id.clone();
+    let pass = async {
         let started = Instant::now();
         match app.sweeper.run().await {
             Ok(report) => {
@@ -81,8 +82,9 @@ pub async fn handle(
             }
         }
     }
-    .instrument(span)
-    .await
+    .instrument(span);
+    // The pass's participant calls join its invocation's trace.
+    twopc_runtime::trace::within(trace, pass).await
 }
 
 #[cfg(test)]
