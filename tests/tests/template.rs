@@ -605,3 +605,33 @@ fn every_alarm_and_dashboard_metric_of_ours_is_one_the_functions_emit() {
         );
     }
 }
+
+#[test]
+fn aws_partitions_the_lake_by_commit_day_as_the_local_lake_does() {
+    // The local lake's folder is the UTC day of a row's committedAt (twopc_fanout::sinks).
+    let d = twopc_fanout::detect::Detected::TransactionCompleted {
+        tx_id: "t".into(),
+        status: "COMMITTED".into(),
+        participants: vec![],
+        completed_at: 1_700_000_000_000,
+    };
+    let row = twopc_fanout::rows::row(&d);
+    assert_eq!(row["committedAt"], 1_700_000_000_000_u64, "epoch ms");
+    assert_eq!(
+        twopc_fanout::rows::partition_date(1_700_000_000_000),
+        "2023-11-14"
+    );
+    // Firehose reads the same field, in seconds, as the same UTC day.
+    let lines = block("Resources", "LakeDeliveryStream");
+    assert_eq!(
+        value(&lines, "Prefix"),
+        Some("committed/dt=!{partitionKeyFromQuery:dt}/")
+    );
+    assert_eq!(
+        value(&lines, "ParameterValue"),
+        Some(r#"'{dt: (.committedAt / 1000 | floor | strftime("%Y-%m-%d"))}'"#)
+    );
+    assert_eq!(value(&lines, "CompressionFormat"), Some("GZIP"));
+    let table = block("Resources", "LakeTable");
+    assert_eq!(value(&table, "compressionType"), Some("gzip"));
+}
