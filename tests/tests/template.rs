@@ -622,7 +622,7 @@ fn aws_partitions_the_lake_by_commit_day_as_the_local_lake_does() {
         "2023-11-14"
     );
     // Firehose reads the same field, in seconds, as the same UTC day.
-    let lines = block("Resources", "LakeDeliveryStream");
+    let lines = block("Resources", "LakeStream");
     assert_eq!(
         value(&lines, "Prefix"),
         Some("committed/dt=!{partitionKeyFromQuery:dt}/")
