@@ -71,6 +71,9 @@ pub mod var {
     /// JSON log format): `TRACE` … `FATAL`. It sets the level of the project's own crates,
     /// over `RUST_LOG`.
     pub const LAMBDA_LOG_LEVEL: &str = "AWS_LAMBDA_LOG_LEVEL";
+    /// Set by the Lambda runtime for the invocation in progress: its X-Ray trace header
+    /// (`crate::trace`'s fallback).
+    pub const LAMBDA_TRACE_ID: &str = "_X_AMZN_TRACE_ID";
 
     /// The stream processor's tables as JSON: table → `"transactions"` or
     /// `{"participant": NAME, "key": {...}}` (stream-processor).

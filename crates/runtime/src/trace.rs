@@ -9,11 +9,10 @@
 
 use std::future::Future;
 
+use crate::config::var;
+
 /// The header carrying the trace.
 pub const HEADER: &str = "x-amzn-trace-id";
-
-/// Set by the Lambda runtime for the invocation in progress.
-const LAMBDA_TRACE_ENV: &str = "_X_AMZN_TRACE_ID";
 
 tokio::task_local! {
     static TRACE: Option<String>;
@@ -30,7 +29,7 @@ pub async fn within<F: Future>(trace: Option<String>, work: F) -> F::Output {
 pub fn current() -> Option<String> {
     let trace = match TRACE.try_with(Clone::clone) {
         Ok(scoped) => scoped,
-        Err(_) => std::env::var(LAMBDA_TRACE_ENV).ok(),
+        Err(_) => std::env::var(var::LAMBDA_TRACE_ID).ok(),
     };
     trace.filter(|t| !t.is_empty() && t.bytes().all(|b| (0x20..0x7f).contains(&b)))
 }
