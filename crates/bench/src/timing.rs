@@ -150,6 +150,10 @@ impl<L: TxLog> TxLog for TimedLog<L> {
         self.inner.overdue(now, limit).await
     }
 
+    async fn oldest_pending_deadline(&self) -> Result<Option<u64>, PortError> {
+        self.inner.oldest_pending_deadline().await
+    }
+
     async fn note_failed_attempt(
         &self,
         tx: &TxId,

@@ -41,7 +41,12 @@ pub async fn handle(
     let started = Instant::now();
     let (req, ctx) = event.into_parts();
     let span = tx_span(None, &ctx.request_id);
-    let (answer, allow) = route(app, &req, &span).instrument(span.clone()).await;
+    // The participants' invocations join the API request's trace.
+    let (answer, allow) = twopc_runtime::trace::within(
+        ctx.xray_trace_id.clone(),
+        route(app, &req, &span).instrument(span.clone()),
+    )
+    .await;
     span.in_scope(|| {
         info!(
             method = %req.http_method,

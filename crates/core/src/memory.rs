@@ -598,6 +598,15 @@ impl TxLog for MemoryTxLog {
         })
     }
 
+    async fn oldest_pending_deadline(&self) -> Result<Option<u64>, PortError> {
+        self.with(|r| {
+            r.values()
+                .filter(|x| !x.status.is_terminal())
+                .map(|x| x.deadline)
+                .min()
+        })
+    }
+
     async fn note_failed_attempt(
         &self,
         tx: &TxId,

@@ -168,6 +168,12 @@ pub trait TxLog: Send + Sync {
         limit: usize,
     ) -> impl Future<Output = Result<Vec<TxRecord>, PortError>> + Send;
 
+    /// The earliest deadline among non-terminal records, backing off or not (`None`: nothing is
+    /// pending). What the sweeper reports as the age of the oldest stuck transaction.
+    fn oldest_pending_deadline(
+        &self,
+    ) -> impl Future<Output = Result<Option<u64>, PortError>> + Send;
+
     /// Counts a failed recovery attempt and schedules the next one no earlier than `retry_after`.
     fn note_failed_attempt(
         &self,

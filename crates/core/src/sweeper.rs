@@ -73,6 +73,10 @@ pub struct SweepReport {
     pub locks_resolved: usize,
     /// Of those, left: owner still live, or resolution failed.
     pub locks_left: usize,
+    /// How long the oldest transaction still pending after this run has been past its
+    /// deadline, in ms: 0 when none is overdue, `None` when it could not be read. Backing-off
+    /// records count: this is the age of what is stuck.
+    pub oldest_overdue_ms: Option<u64>,
 }
 
 /// Recovery over a coordinator (for records) and the participant logic (for orphan locks).
@@ -188,6 +192,13 @@ impl<L: TxLog, T: Transport, C: Clock + Clone, S: ParticipantStore> Sweeper<L, T
             report.locks_resolved += settled.iter().filter(|s| **s).count();
             report.locks_left += settled.iter().filter(|s| !**s).count();
         }
+        report.oldest_overdue_ms = match self.coordinator.log().oldest_pending_deadline().await {
+            Ok(deadline) => Some(deadline.map_or(0, |d| self.clock.now_ms().saturating_sub(d))),
+            Err(e) => {
+                warn!(error = %e, "could not read the oldest pending transaction");
+                None
+            }
+        };
         if report.found > 0 || report.expired_locks > 0 {
             info!(
                 found = report.found,

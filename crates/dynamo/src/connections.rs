@@ -1,8 +1,11 @@
 //! WebSocket subscriptions: one item per (topic, connection), so finding a topic's subscribers
 //! is a key query; the `by-connection` index finds a connection's items for `$disconnect`.
 
+use std::time::Duration;
+
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{AttributeValue, DeleteRequest, PutRequest, WriteRequest};
+use rand::Rng;
 use twopc_core::ports::PortError;
 
 use crate::error::{classify, corrupt};
@@ -20,6 +23,20 @@ pub struct DynamoConnections {
 
 /// A connection's marker topic: present from `$connect` to `$disconnect`.
 pub const CONNECTED: &str = "connected";
+
+/// How many times one `BatchWriteItem` chunk is sent while items come back unprocessed.
+const BATCH_TRIES: u32 = 5;
+
+/// The wait before resending unprocessed items, after retry `attempt` (0 for the first):
+/// exponential from 25 ms, capped at 1 s, jittered to half or more of that. Unprocessed items
+/// mean DynamoDB throttled the table or a partition: resending at once would be throttled
+/// again.
+fn unprocessed_backoff(attempt: u32) -> Duration {
+    let full = Duration::from_millis(25)
+        .saturating_mul(2u32.saturating_pow(attempt))
+        .min(Duration::from_secs(1));
+    full.mul_f64(rand::rng().random_range(0.5..=1.0))
+}
 
 impl DynamoConnections {
     /// Subscriptions in `table`, kept for `ttl_secs` (API Gateway closes connections after 2 h).
@@ -66,7 +83,10 @@ impl DynamoConnections {
     async fn batch(&self, writes: Vec<WriteRequest>, connection: &str) -> Result<(), PortError> {
         for chunk in writes.chunks(25) {
             let mut pending = chunk.to_vec();
-            for _ in 0..5 {
+            for attempt in 0..BATCH_TRIES {
+                if attempt > 0 {
+                    tokio::time::sleep(unprocessed_backoff(attempt - 1)).await;
+                }
                 let out = self
                     .client
                     .batch_write_item()
@@ -86,7 +106,7 @@ impl DynamoConnections {
             if !pending.is_empty() {
                 return Err(PortError::Retryable {
                     context: format!("subscriptions of {connection}"),
-                    source: "unprocessed items after 5 tries".into(),
+                    source: format!("unprocessed items after {BATCH_TRIES} tries").into(),
                 });
             }
         }
@@ -146,5 +166,24 @@ impl DynamoConnections {
             }
         }
         self.batch(deletes, connection).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unprocessed_items_wait_longer_each_retry_up_to_a_second() {
+        for attempt in 0..12 {
+            let full = Duration::from_millis(25 << attempt.min(6)).min(Duration::from_secs(1));
+            for _ in 0..20 {
+                let d = unprocessed_backoff(attempt);
+                assert!(
+                    d >= full / 2 && d <= full,
+                    "attempt {attempt}: {d:?} vs {full:?}"
+                );
+            }
+        }
     }
 }

@@ -287,6 +287,48 @@ impl TxLog for DynamoTxLog {
         Ok(found)
     }
 
+    async fn oldest_pending_deadline(&self) -> Result<Option<u64>, PortError> {
+        // The index is sorted by deadline within each shard: the first entry of each, no filter.
+        let mut oldest: Option<u64> = None;
+        for shard in 0..INDEX_SHARDS {
+            let mut e = Expr::new();
+            let kc = format!(
+                "{} = {}",
+                e.name(PENDING),
+                e.value(AttributeValue::S(format!("P{shard}")))
+            );
+            let projection = e.name(DEADLINE);
+            let out = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .index_name(PENDING_INDEX)
+                .key_condition_expression(kc)
+                .projection_expression(projection)
+                .set_expression_attribute_names(e.names())
+                .set_expression_attribute_values(e.values())
+                .scan_index_forward(true)
+                .limit(1)
+                .send()
+                .await
+                .map_err(|err| classify("querying the oldest pending transaction", err))?;
+            for item in out.items() {
+                let deadline = match item.get(DEADLINE) {
+                    Some(AttributeValue::N(d)) => d.parse::<u64>().ok(),
+                    _ => None,
+                }
+                .ok_or_else(|| {
+                    corrupt(
+                        "querying the oldest pending transaction",
+                        "an entry without a deadline",
+                    )
+                })?;
+                oldest = Some(oldest.map_or(deadline, |o| o.min(deadline)));
+            }
+        }
+        Ok(oldest)
+    }
+
     async fn note_failed_attempt(
         &self,
         tx: &TxId,

@@ -68,19 +68,25 @@ impl<K: Lake, S: Subscriptions, P: Push> Processor<K, S, P> {
 
     /// Handles a Lambda DynamoDB Streams event (also what the local stream poller sends).
     pub async fn handle(&self, event: &Event) -> DynamoDbEventResponse {
+        self.handle_reporting(event).await.0
+    }
+
+    /// [`Processor::handle`], with what the batch did (for its metrics).
+    pub async fn handle_reporting(&self, event: &Event) -> (DynamoDbEventResponse, Processed) {
         let changes: Vec<Change> = event.records.iter().filter_map(change_of).collect();
         let done = self.process(&changes).await;
         let mut response = DynamoDbEventResponse::default();
         response.batch_item_failures = done
             .failed
-            .into_iter()
+            .iter()
+            .cloned()
             .map(|id| {
                 let mut f = DynamoDbBatchItemFailure::default();
                 f.item_identifier = Some(id);
                 f
             })
             .collect();
-        response
+        (response, done)
     }
 
     /// The connections subscribed to `topic` (`None`: the lookup failed, and said so).

@@ -6,11 +6,12 @@
 
 use lambda_runtime::LambdaEvent;
 use serde_json::Value;
-use twopc_core::message::ParticipantCall;
+use twopc_core::message::{CompleteReply, ParticipantCall};
 use twopc_runtime::LiveParticipant;
 pub use twopc_runtime::call::CallError;
 use twopc_runtime::call::answer_call;
 use twopc_runtime::errors::ErrorKind;
+use twopc_runtime::telemetry::Metrics;
 
 /// What the handler needs, built once in `main`.
 pub struct App {
@@ -18,6 +19,19 @@ pub struct App {
     pub participant: LiveParticipant,
     /// The table this function serves.
     pub table: String,
+    /// Where protocol violations are counted.
+    pub metrics: Metrics,
+}
+
+impl App {
+    /// A commit or abort reply as JSON, a violation counted (the participant logic has logged
+    /// it; the metric is what the alarm watches).
+    fn counted(&self, reply: CompleteReply) -> serde_json::Result<Value> {
+        if matches!(reply, CompleteReply::Violation { .. }) {
+            self.metrics.protocol_violation();
+        }
+        serde_json::to_value(reply)
+    }
 }
 
 /// Handles one call.
@@ -26,8 +40,8 @@ pub async fn handle(app: &App, event: LambdaEvent<Value>) -> Result<Value, CallE
         let (p, table) = (&app.participant, &app.table);
         match &call {
             ParticipantCall::Prepare(r) => p.prepare(table, r).await.map(serde_json::to_value),
-            ParticipantCall::Commit(r) => p.commit(table, r).await.map(serde_json::to_value),
-            ParticipantCall::Abort(r) => p.abort(table, r).await.map(serde_json::to_value),
+            ParticipantCall::Commit(r) => p.commit(table, r).await.map(|r| app.counted(r)),
+            ParticipantCall::Abort(r) => p.abort(table, r).await.map(|r| app.counted(r)),
         }
     };
     answer_call(event, answer, ErrorKind::of).await
@@ -64,6 +78,7 @@ mod tests {
         App {
             participant: twopc_runtime::participant(&config, &clients),
             table: config.participant_table().to_owned(),
+            metrics: Metrics::in_memory("participant"),
         }
     }
 
@@ -128,6 +143,31 @@ mod tests {
             w.attr("accounts", "alice", "balance").await.as_deref(),
             Some("0")
         );
+    }
+
+    #[tokio::test]
+    async fn a_commit_without_its_prepare_is_a_counted_protocol_violation() {
+        // GIVEN alice, never prepared for the sample transaction
+        let w = twopc_tests::World::new().await;
+        w.seed("accounts", "alice", json!({"balance": 100})).await;
+        let app = app(&w.tx_table, &w.accounts, &twopc_tests::endpoint()).await;
+        // WHEN its commit arrives
+        let reply: CompleteReply =
+            serde_json::from_value(call(&app, json(COMMIT)).await.expect("an answer"))
+                .expect("a reply");
+        // THEN it is refused as a violation, nothing is applied, and the alarm's metric counts it
+        assert!(
+            matches!(reply, CompleteReply::Violation { .. }),
+            "{reply:?}"
+        );
+        assert_eq!(
+            w.attr("accounts", "alice", "balance").await.as_deref(),
+            Some("100")
+        );
+        let lines = app.metrics.lines();
+        assert_eq!(lines.len(), 1);
+        assert_eq!(lines[0]["ProtocolViolations"], 1);
+        assert_eq!(lines[0]["Function"], "participant");
     }
 
     #[tokio::test]

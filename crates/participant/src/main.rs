@@ -7,7 +7,7 @@ use lambda_runtime::{Error, run, service_fn};
 use participant::handler::{self, App};
 use twopc_runtime::Clients;
 use twopc_runtime::config::{Config, Role};
-use twopc_runtime::telemetry::init_tracing;
+use twopc_runtime::telemetry::{Metrics, init_tracing};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
@@ -17,6 +17,7 @@ async fn main() -> Result<(), Error> {
     let app = App {
         participant: twopc_runtime::participant(&config, &clients),
         table: config.participant_table().to_owned(),
+        metrics: Metrics::new(&config.metrics_namespace, "participant"),
     };
     let app = &app;
     run(service_fn(move |event| handler::handle(app, event))).await

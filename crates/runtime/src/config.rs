@@ -67,6 +67,13 @@ pub mod var {
     pub const LOG: &str = "RUST_LOG";
     /// Set by Lambda: the function's name (the default coordinator id).
     pub const FUNCTION_NAME: &str = "AWS_LAMBDA_FUNCTION_NAME";
+    /// Set by Lambda when the function's application log level is configured (`LoggingConfig`,
+    /// JSON log format): `TRACE` … `FATAL`. It sets the level of the project's own crates,
+    /// over `RUST_LOG`.
+    pub const LAMBDA_LOG_LEVEL: &str = "AWS_LAMBDA_LOG_LEVEL";
+    /// Set by the Lambda runtime for the invocation in progress: its X-Ray trace header
+    /// (`crate::trace`'s fallback).
+    pub const LAMBDA_TRACE_ID: &str = "_X_AMZN_TRACE_ID";
 
     /// The stream processor's tables as JSON: table → `"transactions"` or
     /// `{"participant": NAME, "key": {...}}` (stream-processor).

@@ -8,6 +8,7 @@
 //! - [`config`]: the typed configuration, every environment variable named once.
 //! - [`telemetry`]: JSON logs carrying the transaction id, EMF metrics.
 //! - [`transport`]: the `lambda`, `http` and dispatching transports.
+//! - [`trace`]: the X-Ray trace header, carried from the invocation through the transports.
 //! - [`errors`]: how the participant function reports failures, and how callers read them.
 #![warn(missing_docs)]
 
@@ -15,6 +16,7 @@ pub mod call;
 pub mod config;
 pub mod errors;
 pub mod telemetry;
+pub mod trace;
 pub mod transport;
 
 use twopc_core::coordinator::{Coordinator, CoordinatorConfig};

@@ -20,19 +20,76 @@ use twopc_core::ids::TxId;
 use twopc_core::ports::{Clock, SystemClock};
 use twopc_core::record::{TxRecord, Vote};
 use twopc_core::status::TxStatus;
+use twopc_core::sweeper::SweepReport;
 
 use crate::config::var;
 
-/// The log filter when `RUST_LOG` is unset: our own lines at `info`, the SDK's and the
-/// runtime's only when they warn.
-pub const DEFAULT_LOG_FILTER: &str = "warn,twopc_core=info,twopc_dynamo=info,twopc_runtime=info,coordinator=info,participant=info,sweeper=info";
+/// The project's crates whose lines the filter keeps at `info` (the fan-out ones too); the rest
+/// (the SDK, the runtime) only when they warn.
+pub const OWN_CRATES: &[&str] = &[
+    "twopc_core",
+    "twopc_dynamo",
+    "twopc_runtime",
+    "twopc_fanout",
+    "coordinator",
+    "participant",
+    "sweeper",
+    "stream_processor",
+    "connections",
+];
 
-/// Installs the JSON log subscriber (once per process; later calls do nothing).
+/// The log filter when `RUST_LOG` is unset: [`OWN_CRATES`] at `info`, everything else at
+/// `warn`. template.yaml's `LogFilter` default is the same text.
+pub const DEFAULT_LOG_FILTER: &str = "warn,twopc_core=info,twopc_dynamo=info,twopc_runtime=info,twopc_fanout=info,coordinator=info,participant=info,sweeper=info,stream_processor=info,connections=info";
+
+/// The filter directives from `RUST_LOG` (or [`DEFAULT_LOG_FILTER`] when it is unset or blank)
+/// and Lambda's application log level (`AWS_LAMBDA_LOG_LEVEL`). Lambda's level, when set and
+/// valid, replaces whatever `RUST_LOG` says about [`OWN_CRATES`]: an operator who turns a
+/// function to DEBUG in the console sees its debug lines, while `RUST_LOG` keeps governing the
+/// other crates.
+pub fn log_filter(rust_log: Option<&str>, lambda_level: Option<&str>) -> String {
+    let base = rust_log
+        .map(str::trim)
+        .filter(|f| !f.is_empty())
+        .unwrap_or(DEFAULT_LOG_FILTER);
+    let Some(level) = lambda_level.and_then(lambda_level_directive) else {
+        return base.to_owned();
+    };
+    let mut directives: Vec<String> = base
+        .split(',')
+        .map(str::trim)
+        .filter(|d| !d.is_empty())
+        .filter(|d| {
+            let target = d.split(['=', '[']).next().unwrap_or_default();
+            !OWN_CRATES
+                .iter()
+                .any(|c| target == *c || target.starts_with(&format!("{c}::")))
+        })
+        .map(str::to_owned)
+        .collect();
+    directives.extend(OWN_CRATES.iter().map(|c| format!("{c}={level}")));
+    directives.join(",")
+}
+
+/// A Lambda log level as a `tracing` level (`FATAL` has none of its own: `error`).
+fn lambda_level_directive(level: &str) -> Option<&'static str> {
+    match level.trim().to_ascii_uppercase().as_str() {
+        "TRACE" => Some("trace"),
+        "DEBUG" => Some("debug"),
+        "INFO" => Some("info"),
+        "WARN" => Some("warn"),
+        "ERROR" | "FATAL" => Some("error"),
+        _ => None,
+    }
+}
+
+/// Installs the JSON log subscriber (once per process; later calls do nothing), filtered by
+/// [`log_filter`].
 pub fn init_tracing() {
-    let filter = std::env::var(var::LOG)
-        .ok()
-        .and_then(|f| EnvFilter::try_new(f).ok())
-        .unwrap_or_else(|| EnvFilter::new(DEFAULT_LOG_FILTER));
+    let rust_log = std::env::var(var::LOG).ok();
+    let lambda_level = std::env::var(var::LAMBDA_LOG_LEVEL).ok();
+    let filter = EnvFilter::try_new(log_filter(rust_log.as_deref(), lambda_level.as_deref()))
+        .unwrap_or_else(|_| EnvFilter::new(DEFAULT_LOG_FILTER));
     // Err only if a subscriber is already installed (tests): keep that one.
     let _ = tracing_subscriber::fmt()
         .json()
@@ -210,17 +267,86 @@ impl Metrics {
         }
     }
 
-    /// Transactions a recovery pass drove to their end, and how long the pass took.
-    pub fn recovered(&self, count: u64, latency_ms: u64) {
+    /// A recovery pass that ran: transactions it drove to their end (`Recovered`), those it
+    /// could not (`Unfinished`, retried later), how long the oldest transaction still pending
+    /// has been past its deadline (`OldestOverdue`, when it could be read: the stuck-transaction
+    /// alarm's metric), how long the pass took; and `SweepFailed` 0.
+    pub fn sweep(&self, report: &SweepReport, latency_ms: u64) {
+        let recovered = (report.aborted + report.rolled_forward) as u64;
+        let mut metrics = vec![
+            ("Recovered", Unit::Count, recovered),
+            ("Unfinished", Unit::Count, report.failed as u64),
+            ("SweepFailed", Unit::Count, 0),
+            ("SweepLatency", Unit::Milliseconds, latency_ms),
+        ];
+        if let Some(age) = report.oldest_overdue_ms {
+            metrics.push(("OldestOverdue", Unit::Milliseconds, age));
+        }
+        self.emit(
+            &[("Function", self.function.as_str())],
+            &[&["Function"]],
+            &metrics,
+        );
+    }
+
+    /// A recovery pass that could not run (`SweepFailed` 1).
+    pub fn sweep_failed(&self, latency_ms: u64) {
         self.emit(
             &[("Function", self.function.as_str())],
             &[&["Function"]],
             &[
-                ("Recovered", Unit::Count, count),
+                ("SweepFailed", Unit::Count, 1),
                 ("SweepLatency", Unit::Milliseconds, latency_ms),
             ],
         );
     }
+
+    /// A participant answered a commit or abort with a protocol violation: counted without a
+    /// dimension too, so one alarm covers every function that reports one.
+    pub fn protocol_violation(&self) {
+        self.emit(
+            &[("Function", self.function.as_str())],
+            &[&[], &["Function"]],
+            &[("ProtocolViolations", Unit::Count, 1)],
+        );
+    }
+
+    /// One batch of stream records handled by the stream processor.
+    pub fn stream_batch(&self, batch: &StreamBatch) {
+        let mut metrics = vec![
+            ("Records", Unit::Count, batch.records),
+            ("LakeRows", Unit::Count, batch.rows),
+            ("Pushed", Unit::Count, batch.pushed),
+            ("GoneConnections", Unit::Count, batch.gone),
+            ("FailedRecords", Unit::Count, batch.failed),
+        ];
+        if let Some(age) = batch.commit_age_ms {
+            metrics.push(("CommitAge", Unit::Milliseconds, age));
+        }
+        self.emit(
+            &[("Function", self.function.as_str())],
+            &[&["Function"]],
+            &metrics,
+        );
+    }
+}
+
+/// What one stream batch did, as counted by [`Metrics::stream_batch`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StreamBatch {
+    /// Stream records in the batch.
+    pub records: u64,
+    /// Rows delivered to the data lake.
+    pub rows: u64,
+    /// Messages delivered to WebSocket connections.
+    pub pushed: u64,
+    /// Connections found gone and forgotten.
+    pub gone: u64,
+    /// Records handed back to Lambda to retry (delivery failed).
+    pub failed: u64,
+    /// How old the batch's oldest transaction record was on arrival, in ms (from its commit
+    /// write to here), when the batch had one.
+    pub commit_age_ms: Option<u64>,
 }
 
 /// Why a transaction aborted: its first no vote's reason, or `deadline` (aborted by recovery
@@ -256,6 +382,43 @@ mod tests {
             attempts: 0,
             retry_after: None,
         }
+    }
+
+    #[test]
+    fn the_default_filter_keeps_every_own_crate_at_info() {
+        for c in OWN_CRATES {
+            assert!(
+                DEFAULT_LOG_FILTER.contains(&format!(",{c}=info")),
+                "{c} missing from DEFAULT_LOG_FILTER"
+            );
+        }
+        assert!(DEFAULT_LOG_FILTER.starts_with("warn,"));
+        assert!(EnvFilter::try_new(DEFAULT_LOG_FILTER).is_ok());
+    }
+
+    #[test]
+    fn rust_log_alone_is_the_filter_and_blank_means_the_default() {
+        assert_eq!(log_filter(Some("debug"), None), "debug");
+        assert_eq!(log_filter(Some("  "), None), DEFAULT_LOG_FILTER);
+        assert_eq!(log_filter(None, None), DEFAULT_LOG_FILTER);
+        // An unknown Lambda level changes nothing.
+        assert_eq!(log_filter(Some("debug"), Some("LOUD")), "debug");
+    }
+
+    #[test]
+    fn lambdas_log_level_sets_the_own_crates_and_keeps_the_other_directives() {
+        let f = log_filter(
+            Some("warn,aws_sdk_dynamodb=debug,twopc_core=info,sweeper::handler=trace"),
+            Some("DEBUG"),
+        );
+        let directives: Vec<&str> = f.split(',').collect();
+        assert_eq!(&directives[..2], ["warn", "aws_sdk_dynamodb=debug"]);
+        for c in OWN_CRATES {
+            assert!(directives.contains(&format!("{c}=debug").as_str()), "{f}");
+        }
+        assert!(!f.contains("=info") && !f.contains("=trace"), "{f}");
+        assert!(log_filter(None, Some("fatal")).ends_with("connections=error"));
+        assert!(EnvFilter::try_new(f).is_ok());
     }
 
     #[test]
@@ -316,9 +479,65 @@ mod tests {
     }
 
     #[test]
+    fn a_sweep_reports_what_it_recovered_left_and_found_stuck() {
+        let m = Metrics::in_memory("sweeper");
+        let report = SweepReport {
+            found: 4,
+            aborted: 2,
+            rolled_forward: 1,
+            failed: 1,
+            oldest_overdue_ms: Some(90_000),
+            ..SweepReport::default()
+        };
+        m.sweep(&report, 120);
+        m.sweep(&SweepReport::default(), 5);
+        m.sweep_failed(7);
+        let lines = m.lines();
+        assert_eq!(
+            (
+                &lines[0]["Recovered"],
+                &lines[0]["Unfinished"],
+                &lines[0]["OldestOverdue"],
+                &lines[0]["SweepFailed"]
+            ),
+            (&json!(3), &json!(1), &json!(90_000), &json!(0))
+        );
+        assert!(
+            lines[1].get("OldestOverdue").is_none(),
+            "not read: not sent"
+        );
+        assert_eq!(lines[2]["SweepFailed"], 1);
+    }
+
+    #[test]
+    fn a_violation_is_counted_with_and_without_the_function() {
+        let m = Metrics::in_memory("participant");
+        m.protocol_violation();
+        let line = &m.lines()[0];
+        assert_eq!(line["ProtocolViolations"], 1);
+        assert_eq!(
+            line["_aws"]["CloudWatchMetrics"][0]["Dimensions"],
+            json!([[], ["Function"]])
+        );
+    }
+
+    #[test]
     fn every_declared_metric_and_dimension_has_a_value() {
         let m = Metrics::in_memory("sweeper");
-        m.recovered(3, 120);
+        m.sweep(
+            &SweepReport {
+                oldest_overdue_ms: Some(1),
+                ..SweepReport::default()
+            },
+            120,
+        );
+        m.sweep_failed(3);
+        m.protocol_violation();
+        m.stream_batch(&StreamBatch {
+            records: 3,
+            commit_age_ms: Some(40),
+            ..StreamBatch::default()
+        });
         m.transaction(&record(TxStatus::Committing, vec![]), 1);
         for line in m.lines() {
             let decl = &line["_aws"]["CloudWatchMetrics"][0];

@@ -420,3 +420,47 @@ async fn http_errors_are_undetermined_only_when_the_service_may_have_acted() {
     let e = expect_err(t.prepare(&service(&closed_port().await), &prepare()).await).await;
     assert!(!e.undetermined, "nothing was sent: {e}");
 }
+
+// ------------------------------------------------------------------------------ tracing
+
+const TRACE: &str = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1";
+
+/// The `x-amzn-trace-id` header a request carried, if any.
+fn trace_header(s: &Seen) -> Option<String> {
+    s.head.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        k.eq_ignore_ascii_case(twopc_runtime::trace::HEADER)
+            .then(|| v.trim().to_owned())
+    })
+}
+
+#[tokio::test]
+async fn both_transports_carry_the_callers_trace_so_a_transaction_is_one_trace() {
+    use twopc_runtime::trace::within;
+    let (url, mut seen) = serve(vec![
+        ok(json!({"vote": "yes"})),
+        ok(json!({"vote": "yes"})),
+        ok(json!({"result": "done"})),
+        ok(json!({"result": "done"})),
+    ])
+    .await;
+    let (l, h) = (
+        lambda(&url, Duration::from_secs(5)),
+        HttpTransport::new(Duration::from_secs(5)),
+    );
+    within(Some(TRACE.to_owned()), async {
+        l.prepare(&function(), &prepare()).await.expect("lambda");
+        h.prepare(&service(&url), &prepare()).await.expect("http");
+    })
+    .await;
+    // Outside a traced invocation, none is made up.
+    within(None, async {
+        l.commit(&function(), &complete()).await.expect("lambda");
+        h.commit(&service(&url), &complete()).await.expect("http");
+    })
+    .await;
+    for expected in [Some(TRACE), Some(TRACE), None, None] {
+        let s = seen.recv().await.expect("a request");
+        assert_eq!(trace_header(&s).as_deref(), expected, "{}", s.head);
+    }
+}

@@ -15,6 +15,8 @@ use twopc_fanout::detect::{TableRole, Tables};
 use twopc_fanout::firehose::FirehoseLake;
 use twopc_fanout::processor::Processor;
 use twopc_fanout::sinks::ApiGatewayPush;
+use twopc_runtime::config::DEFAULT_METRICS_NAMESPACE;
+use twopc_runtime::telemetry::{Metrics, StreamBatch};
 
 /// The environment variables this function reads (named once, in `twopc_runtime`).
 pub use twopc_runtime::config::var;
@@ -40,6 +42,8 @@ pub struct Config {
     pub connections_table: String,
     /// Management endpoint.
     pub websocket_endpoint: String,
+    /// The CloudWatch namespace of the batch metrics.
+    pub metrics_namespace: String,
 }
 
 impl Config {
@@ -68,6 +72,9 @@ impl Config {
                 var::WEBSOCKET_ENDPOINT,
                 "https://{api-id}.execute-api.{region}.amazonaws.com/{stage}",
             )?,
+            metrics_namespace: lookup(var::METRICS_NAMESPACE)
+                .filter(|v| !v.trim().is_empty())
+                .unwrap_or_else(|| DEFAULT_METRICS_NAMESPACE.to_owned()),
         })
     }
 }
@@ -110,9 +117,10 @@ pub fn processor(config: &Config, sdk: &aws_config::SdkConfig) -> LiveProcessor 
     )
 }
 
-/// Handles one batch of stream records.
+/// Handles one batch of stream records, and counts what it did.
 pub async fn handle<K, S, P>(
     processor: &Processor<K, S, P>,
+    metrics: &Metrics,
     event: LambdaEvent<Event>,
 ) -> Result<DynamoDbEventResponse, lambda_runtime::Error>
 where
@@ -120,7 +128,16 @@ where
     S: twopc_fanout::ports::Subscriptions,
     P: twopc_fanout::ports::Push,
 {
-    Ok(processor.handle(&event.payload).await)
+    let (response, done) = processor.handle_reporting(&event.payload).await;
+    metrics.stream_batch(&StreamBatch {
+        records: event.payload.records.len() as u64,
+        rows: done.rows as u64,
+        pushed: done.pushed as u64,
+        gone: done.gone as u64,
+        failed: done.failed.len() as u64,
+        commit_age_ms: done.stages.age.map(|a| a.as_millis() as u64),
+    });
+    Ok(response)
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 
 use lambda_runtime::{Error, run, service_fn};
 use stream_processor::{Config, handle, processor};
-use twopc_runtime::telemetry::init_tracing;
+use twopc_runtime::telemetry::{Metrics, init_tracing};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
@@ -11,6 +11,7 @@ async fn main() -> Result<(), Error> {
         Config::from_lookup(|v| std::env::var(v).ok()).expect("stream-processor configuration");
     let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
     let processor = processor(&config, &sdk);
-    let processor = &processor;
-    run(service_fn(move |event| handle(processor, event))).await
+    let metrics = Metrics::new(&config.metrics_namespace, "stream-processor");
+    let (processor, metrics) = (&processor, &metrics);
+    run(service_fn(move |event| handle(processor, metrics, event))).await
 }

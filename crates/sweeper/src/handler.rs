@@ -61,13 +61,13 @@ pub async fn handle(
         requestId = %ctx.request_id,
         scheduledAt = scheduled.time.map(|t| t.to_rfc3339()).unwrap_or_default()
     );
-    async {
+    let trace = ctx.xray_trace_id.clone();
+    let pass = async {
         let started = Instant::now();
         match app.sweeper.run().await {
             Ok(report) => {
-                let recovered = (report.aborted + report.rolled_forward) as u64;
                 app.metrics
-                    .recovered(recovered, started.elapsed().as_millis() as u64);
+                    .sweep(&report, started.elapsed().as_millis() as u64);
                 info!(
                     report = %serde_json::to_value(&report).unwrap_or_default(),
                     "sweep report"
@@ -75,13 +75,16 @@ pub async fn handle(
                 Ok(report)
             }
             Err(e) => {
+                app.metrics
+                    .sweep_failed(started.elapsed().as_millis() as u64);
                 error!(error = ?e, "sweep could not run");
                 Err(SweepError::from(e))
             }
         }
     }
-    .instrument(span)
-    .await
+    .instrument(span);
+    // The pass's participant calls join its invocation's trace.
+    twopc_runtime::trace::within(trace, pass).await
 }
 
 #[cfg(test)]
@@ -204,6 +207,7 @@ mod tests {
         );
         let metrics = app.metrics.lines();
         assert_eq!(metrics[0]["Recovered"], 1);
+        assert_eq!(metrics[0]["OldestOverdue"], 0, "nothing left pending");
         // The report is what the function returns: JSON with camelCase fields.
         let v = serde_json::to_value(&report).expect("json");
         assert_eq!(v["aborted"], 1);
@@ -222,5 +226,6 @@ mod tests {
         let d = Diagnostic::from(e);
         assert_eq!(d.error_type, "Undetermined");
         assert!(d.error_message.contains("sweep failed"), "{d:?}");
+        assert_eq!(app.metrics.lines()[0]["SweepFailed"], 1, "counted");
     }
 }

@@ -8,7 +8,8 @@
 //!
 //! With a signing secret, every request carries the headers of `twopc_core::signing`
 //! (HMAC-SHA256 over the transaction id, the time and the body), which the participant SDK's
-//! router checks.
+//! router checks. Every request carries the caller's X-Ray trace header, if any
+//! ([`crate::trace`]).
 
 use std::time::Duration;
 
@@ -98,6 +99,9 @@ impl HttpTransport {
             {
                 request = request.header(name, value);
             }
+        }
+        if let Some(trace) = crate::trace::current() {
+            request = request.header(crate::trace::HEADER, trace);
         }
         let request = request
             .body(Full::new(Bytes::from(payload)))

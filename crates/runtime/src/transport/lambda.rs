@@ -1,5 +1,7 @@
 //! The `lambda` transport: `Invoke` (`RequestResponse`) of a participant function by name or
-//! ARN, with the participant JSON ([`ParticipantCall`]) as payload and its reply as answer.
+//! ARN, with the participant JSON ([`ParticipantCall`]) as payload and its reply as answer,
+//! and the caller's X-Ray trace header ([`crate::trace`]), so the participant's invocation is
+//! part of the transaction's trace.
 //!
 //! Failures become [`TransportError`]s with `undetermined` set when the participant may have
 //! acted: after a timeout, a response that cannot be read, a 5xx, or a function error that is
@@ -60,6 +62,7 @@ impl LambdaTransport {
         let timeouts = TimeoutConfig::builder()
             .operation_timeout(self.timeout)
             .build();
+        let trace = crate::trace::current();
         let sent = self
             .client
             .invoke()
@@ -68,6 +71,14 @@ impl LambdaTransport {
             .payload(Blob::new(payload))
             .customize()
             .config_override(aws_sdk_lambda::config::Builder::default().timeout_config(timeouts))
+            .mutate_request(move |request| {
+                if let Some(trace) = &trace {
+                    // A valid value (trace::current checks); on the odd refusal, no header.
+                    let _ = request
+                        .headers_mut()
+                        .try_insert(crate::trace::HEADER, trace.clone());
+                }
+            })
             .send()
             .await;
         let out = match sent {
