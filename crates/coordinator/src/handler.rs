@@ -17,8 +17,9 @@ use tracing::{Instrument, Span, error, info};
 use twopc_core::api::{self, Answer, codes};
 use twopc_core::ids::TxId;
 use twopc_core::request::check_idempotency_key;
-use twopc_runtime::LiveCoordinator;
+use twopc_runtime::config::Config;
 use twopc_runtime::telemetry::{Metrics, record_tx, tx_span};
+use twopc_runtime::{Clients, LiveCoordinator};
 
 /// The header a client names its idempotency key with (matched case-insensitively).
 pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
@@ -31,6 +32,17 @@ pub struct App {
     pub metrics: Metrics,
     /// Bodies larger than this are refused with 413.
     pub max_body_bytes: usize,
+}
+
+impl App {
+    /// The coordinator of `config` over `clients`, counting outcomes in `metrics`.
+    pub fn new(config: &Config, clients: &Clients, metrics: Metrics) -> App {
+        App {
+            coordinator: twopc_runtime::coordinator(config, clients),
+            metrics,
+            max_body_bytes: config.max_body_bytes,
+        }
+    }
 }
 
 /// Handles one API Gateway request.
@@ -253,11 +265,7 @@ mod tests {
         let config =
             Config::from_lookup(Role::Coordinator, |name| env.get(name).cloned()).expect("config");
         let clients = Clients::load(&config).await;
-        App {
-            coordinator: twopc_runtime::coordinator(&config, &clients),
-            metrics: Metrics::in_memory("coordinator"),
-            max_body_bytes: config.max_body_bytes,
-        }
+        App::new(&config, &clients, Metrics::in_memory("coordinator"))
     }
 
     /// An app whose stores are unreachable: only answers that write nothing can succeed.

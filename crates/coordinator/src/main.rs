@@ -16,11 +16,11 @@ async fn main() -> Result<(), Error> {
     init_tracing();
     let config = Config::from_env(Role::Coordinator).expect("coordinator configuration");
     let clients = Clients::load(&config).await;
-    let app = App {
-        coordinator: twopc_runtime::coordinator(&config, &clients),
-        metrics: Metrics::new(&config.metrics_namespace, "coordinator"),
-        max_body_bytes: config.max_body_bytes,
-    };
+    let app = App::new(
+        &config,
+        &clients,
+        Metrics::new(&config.metrics_namespace, "coordinator"),
+    );
     let app = &app;
     run(service_fn(move |event| handler::handle(app, event))).await
 }

@@ -74,11 +74,7 @@ async fn app(env: BTreeMap<&'static str, String>) -> App {
     let config =
         Config::from_lookup(Role::Coordinator, |name| env.get(name).cloned()).expect("config");
     let clients = Clients::load(&config).await;
-    App {
-        coordinator: twopc_runtime::coordinator(&config, &clients),
-        metrics: Metrics::in_memory("coordinator"),
-        max_body_bytes: config.max_body_bytes,
-    }
+    App::new(&config, &clients, Metrics::in_memory("coordinator"))
 }
 
 /// `accounts` and `wallets` on the world's tables; `payments` a custom participant at an

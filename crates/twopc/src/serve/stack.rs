@@ -100,11 +100,7 @@ impl Stack {
             secret: twopc_core::signing::Secret::new(secret),
             gateway,
             client: clients.dynamodb.clone(),
-            app: App {
-                coordinator: twopc_runtime::coordinator(&config, &clients),
-                metrics: Metrics::in_memory("twopc-serve"),
-                max_body_bytes: config.max_body_bytes,
-            },
+            app: App::new(&config, &clients, Metrics::in_memory("twopc-serve")),
             sweeper: twopc_runtime::sweeper(&config, &clients),
             participant: twopc_runtime::participant(&config, &clients),
             demo,
