@@ -26,7 +26,8 @@ use twopc_core::ports::SystemClock;
 use twopc_core::sweeper::Sweeper;
 use twopc_dynamo::{DynamoItems, DynamoTxLog};
 
-use crate::config::Config;
+use crate::config::{Config, Role};
+use crate::telemetry::Metrics;
 use crate::transport::{DispatchTransport, HttpTransport, LambdaTransport};
 
 /// The participant logic as the functions run it.
@@ -88,6 +89,11 @@ pub fn participant(config: &Config, clients: &Clients) -> LiveParticipant {
 
 /// The transport that reaches participants of every kind.
 pub fn transport(config: &Config, clients: &Clients) -> LiveTransport {
+    let function = match config.role {
+        Role::Coordinator => "coordinator",
+        Role::Participant => "participant",
+        Role::Sweeper => "sweeper",
+    };
     DispatchTransport::new(
         DirectTransport::new(participant(config, clients)),
         LambdaTransport::new(clients.lambda.clone(), config.call_timeout),
@@ -98,6 +104,7 @@ pub fn transport(config: &Config, clients: &Clients) -> LiveTransport {
             None => HttpTransport::new(config.call_timeout),
         },
     )
+    .with_metrics(Metrics::new(&config.metrics_namespace, function))
 }
 
 /// The coordinator over DynamoDB and the dispatching transport.

@@ -464,3 +464,53 @@ async fn both_transports_carry_the_callers_trace_so_a_transaction_is_one_trace()
         assert_eq!(trace_header(&s).as_deref(), expected, "{}", s.head);
     }
 }
+
+#[tokio::test]
+async fn the_dispatcher_counts_violations_of_http_participants_not_of_participant_functions() {
+    use twopc_core::direct::DirectTransport;
+    use twopc_core::memory::{MemoryItems, MemoryTxLog};
+    use twopc_core::participant::{Participant, ParticipantConfig};
+    use twopc_core::ports::ManualClock;
+    use twopc_runtime::telemetry::Metrics;
+    use twopc_runtime::transport::DispatchTransport;
+
+    let violation = || ok(json!({"result": "violation", "message": "no lock, no fence entry"}));
+    let (url, _seen) = serve(vec![violation(), violation()]).await;
+    let direct = DirectTransport::new(Participant::new(
+        MemoryItems::default(),
+        MemoryTxLog::default(),
+        ManualClock::new(0),
+        ParticipantConfig::default(),
+    ));
+    let metrics = Metrics::in_memory("coordinator");
+    let t = DispatchTransport::new(
+        direct,
+        lambda(&url, Duration::from_secs(5)),
+        HttpTransport::new(Duration::from_secs(5)),
+    )
+    .with_metrics(metrics.clone());
+    let counted = |m: &Metrics| {
+        m.lines()
+            .iter()
+            .filter(|l| l.get("ProtocolViolations").is_some())
+            .count()
+    };
+
+    // A participant function counts its own violations: the dispatcher does not count again.
+    let reply = t.commit(&function(), &complete()).await.expect("a reply");
+    assert!(
+        matches!(reply, CompleteReply::Violation { .. }),
+        "{reply:?}"
+    );
+    assert_eq!(counted(&metrics), 0);
+    // An http participant has no metrics of ours: the dispatcher counts its violation.
+    let reply = t
+        .abort(&Target::Http { url: url.clone() }, &complete())
+        .await
+        .expect("a reply");
+    assert!(
+        matches!(reply, CompleteReply::Violation { .. }),
+        "{reply:?}"
+    );
+    assert_eq!(counted(&metrics), 1);
+}

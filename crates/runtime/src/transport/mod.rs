@@ -15,15 +15,20 @@ use twopc_core::message::{CompleteReply, CompleteRequest, PrepareReply, PrepareR
 use twopc_core::ports::{Clock, ParticipantStore, Transport, TransportError, TxLog};
 use twopc_core::record::Target;
 
+use crate::telemetry::Metrics;
+
 pub use self::http::HttpTransport;
 pub use self::lambda::LambdaTransport;
 
-/// Routes each call to the transport its target names.
+/// Routes each call to the transport its target names, and counts the protocol violations its
+/// in-process and `http` participants answer ([`Metrics::protocol_violation`]): a participant
+/// function counts its own, so `lambda` answers are not counted twice.
 #[derive(Debug)]
 pub struct DispatchTransport<S, L, C> {
     direct: DirectTransport<S, L, C>,
     lambda: LambdaTransport,
     http: HttpTransport,
+    metrics: Option<Metrics>,
 }
 
 impl<S, L, C> DispatchTransport<S, L, C> {
@@ -37,7 +42,24 @@ impl<S, L, C> DispatchTransport<S, L, C> {
             direct,
             lambda,
             http,
+            metrics: None,
         }
+    }
+
+    /// Counts violations in `metrics`.
+    pub fn with_metrics(mut self, metrics: Metrics) -> Self {
+        self.metrics = Some(metrics);
+        self
+    }
+
+    fn counted(
+        &self,
+        reply: Result<CompleteReply, TransportError>,
+    ) -> Result<CompleteReply, TransportError> {
+        if let (Ok(CompleteReply::Violation { .. }), Some(m)) = (&reply, &self.metrics) {
+            m.protocol_violation();
+        }
+        reply
     }
 
     /// The in-process transport (its participant logic).
@@ -65,9 +87,9 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Transport for DispatchTransport<S,
         req: &CompleteRequest,
     ) -> Result<CompleteReply, TransportError> {
         match target {
-            Target::Direct { .. } => self.direct.commit(target, req).await,
+            Target::Direct { .. } => self.counted(self.direct.commit(target, req).await),
             Target::Lambda { .. } => self.lambda.commit(target, req).await,
-            Target::Http { .. } => self.http.commit(target, req).await,
+            Target::Http { .. } => self.counted(self.http.commit(target, req).await),
         }
     }
 
@@ -77,9 +99,9 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Transport for DispatchTransport<S,
         req: &CompleteRequest,
     ) -> Result<CompleteReply, TransportError> {
         match target {
-            Target::Direct { .. } => self.direct.abort(target, req).await,
+            Target::Direct { .. } => self.counted(self.direct.abort(target, req).await),
             Target::Lambda { .. } => self.lambda.abort(target, req).await,
-            Target::Http { .. } => self.http.abort(target, req).await,
+            Target::Http { .. } => self.counted(self.http.abort(target, req).await),
         }
     }
 }
