@@ -147,11 +147,10 @@ async fn moto() -> Moto {
         .spawn()
         .expect("moto_server");
     let url = format!("http://127.0.0.1:{port}");
+    // Ready when it answers HTTP: an accepted connection is not enough (a starting server
+    // may close it before answering: hyper's IncompleteMessage, seen once on a loaded run).
     let until = Instant::now() + Duration::from_secs(30);
-    while tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .is_err()
-    {
+    while try_http("GET", &url).await.is_err() {
         assert!(Instant::now() < until, "moto_server did not start");
         tokio::time::sleep(Duration::from_millis(100)).await; // polling a starting process
     }
@@ -159,6 +158,10 @@ async fn moto() -> Moto {
 }
 
 async fn http(method: &str, url: &str) -> (u16, String) {
+    try_http(method, url).await.expect("moto answers")
+}
+
+async fn try_http(method: &str, url: &str) -> Result<(u16, String), String> {
     use http_body_util::BodyExt;
     let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
         .build_http::<http_body_util::Full<Bytes>>();
@@ -170,10 +173,15 @@ async fn http(method: &str, url: &str) -> (u16, String) {
         .header("authorization", "AWS4-HMAC-SHA256 Credential=test/20260101/us-east-1/s3/aws4_request, SignedHeaders=host, Signature=0")
         .body(http_body_util::Full::new(Bytes::new()))
         .expect("request");
-    let resp = client.request(req).await.expect("moto answers");
+    let resp = client.request(req).await.map_err(|e| format!("{e:?}"))?;
     let status = resp.status().as_u16();
-    let body = resp.into_body().collect().await.expect("body").to_bytes();
-    (status, String::from_utf8_lossy(&body).into_owned())
+    let body = resp
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| format!("{e:?}"))?
+        .to_bytes();
+    Ok((status, String::from_utf8_lossy(&body).into_owned()))
 }
 
 #[tokio::test]
