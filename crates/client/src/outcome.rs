@@ -208,15 +208,7 @@ mod tests {
                 "aborted"
             ]
         );
-        for reason in [
-            VoteReason::Conflict,
-            VoteReason::Condition,
-            VoteReason::NotFound,
-            VoteReason::Invalid,
-            VoteReason::Expired,
-            VoteReason::Fenced,
-            VoteReason::Unreachable,
-        ] {
+        for reason in VoteReason::ALL {
             assert!(
                 !matches!(AbortCode::parse(reason.code()), AbortCode::Other(_)),
                 "{reason:?}"
