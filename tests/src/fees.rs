@@ -14,7 +14,9 @@ use serde_json::Value;
 use tokio::sync::Notify;
 use twopc_core::coordinator::Coordinator;
 use twopc_core::ids::TxId;
-use twopc_core::message::{CompleteReply, CompleteRequest, PrepareReply, PrepareRequest};
+use twopc_core::message::{
+    CompleteReply, CompleteRequest, InquireReply, InquireRequest, PrepareReply, PrepareRequest,
+};
 use twopc_core::ports::{ManualClock, PortError, Transport, TransportError};
 use twopc_core::record::Target;
 use twopc_core::request::ServiceConfig;
@@ -454,5 +456,23 @@ impl Transport for Route {
             return self.serve(self.fees.abort(req)).await;
         }
         self.direct.abort(target, req).await
+    }
+
+    async fn inquire(
+        &self,
+        target: &Target,
+        req: &InquireRequest,
+    ) -> Result<InquireReply, TransportError> {
+        if fees_target(target) {
+            // Custom participants answer no inquiry; a transaction with one commits the
+            // classic way, which sends none.
+            return Err(TransportError {
+                target: FEES_URL.to_owned(),
+                message: twopc_participant_sdk::participant::INQUIRE_UNSUPPORTED.to_owned(),
+                undetermined: false,
+                source: None,
+            });
+        }
+        self.direct.inquire(target, req).await
     }
 }

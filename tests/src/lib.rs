@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use aws_sdk_dynamodb::Client;
 use serde_json::{Value, json};
-use twopc_core::coordinator::{Coordinator, CoordinatorConfig};
+use twopc_core::coordinator::{CommitMode, Coordinator, CoordinatorConfig};
 use twopc_core::direct::DirectTransport;
 use twopc_core::ids::TxId;
 use twopc_core::item::{ItemState, Key};
@@ -132,6 +132,7 @@ impl World {
             id: "test-coordinator".into(),
             services,
             limits: Limits::default(),
+            mode: CommitMode::default(),
         };
         let coordinator = Coordinator::new(
             log.clone(),

@@ -28,7 +28,9 @@ use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
 use twopc_core::fault::FaultPoint;
 use twopc_core::ids::TxId;
-use twopc_core::message::{CompleteReply, CompleteRequest, PrepareReply, PrepareRequest};
+use twopc_core::message::{
+    CompleteReply, CompleteRequest, InquireReply, InquireRequest, PrepareReply, PrepareRequest,
+};
 use twopc_core::op::Mode;
 use twopc_core::ports::{ManualClock, Transport, TransportError};
 use twopc_core::record::{Target, TxRecord, Vote, VoteReason};
@@ -265,6 +267,14 @@ impl Transport for Chaos {
             assert!(again.acknowledged(), "duplicate abort: {again:?}");
         }
         Ok(first)
+    }
+
+    async fn inquire(
+        &self,
+        target: &Target,
+        req: &InquireRequest,
+    ) -> Result<InquireReply, TransportError> {
+        self.inner.inquire(target, req).await
     }
 }
 

@@ -125,6 +125,17 @@ impl ParticipantStore for Faulty {
         self.faults.around(Step::Abort, write, lost).await
     }
 
+    async fn bury_aborted(
+        &self,
+        table: &str,
+        key: &Key,
+        tx: &TxId,
+        entry: FenceEntry,
+    ) -> Result<CompleteWrite, PortError> {
+        let write = self.items.bury_aborted(table, key, tx, entry);
+        self.faults.around(Step::Abort, write, lost).await
+    }
+
     async fn drop_lock(
         &self,
         table: &str,
@@ -187,7 +198,7 @@ fn failed(e: impl std::fmt::Display) -> Failure {
 
 fn resolved(r: participant::Resolved) -> Resolved {
     match r {
-        participant::Resolved::OwnerLive => Resolved::Left,
+        participant::Resolved::OwnerLive | participant::Resolved::NeedsRecovery => Resolved::Left,
         participant::Resolved::Aborted => Resolved::Cancelled,
         participant::Resolved::RolledForward => Resolved::Confirmed,
         participant::Resolved::DroppedStale => Resolved::Violation,

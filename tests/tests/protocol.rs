@@ -9,7 +9,9 @@ use twopc_core::coordinator::SubmitError;
 use twopc_core::ids::TxId;
 use twopc_core::item::{FenceOutcome, ItemState, Lock};
 use twopc_core::layout;
-use twopc_core::message::{CompleteReply, CompleteRequest, PrepareReply, PrepareRequest};
+use twopc_core::message::{
+    CompleteReply, CompleteRequest, InquireReply, InquireRequest, PrepareReply, PrepareRequest,
+};
 use twopc_core::participant::{ParticipantConfig, Resolved};
 use twopc_core::ports::{
     Clock, ParticipantStore, PrepareWrite, Swapped, Transport, TransportError, TxLog,
@@ -105,7 +107,7 @@ async fn insufficient_balance_aborts_and_leaves_no_lock() {
         Some("0")
     );
     assert_unlocked(&w).await;
-    let answer = twopc_core::api::submitted(&rec);
+    let answer = twopc_core::api::submitted(&twopc_core::coordinator::Submitted::of(rec));
     assert_eq!(
         (answer.status, answer.body["code"].as_str()),
         (409, Some("condition"))
@@ -826,7 +828,7 @@ async fn stuck_owner(w: &World, status: TxStatus) -> TxRecord {
     }
     let mut record = record;
     let path: &[TxStatus] = match status {
-        TxStatus::Preparing => &[],
+        TxStatus::Preparing | TxStatus::Staging => &[],
         TxStatus::Committing => &[TxStatus::Committing],
         TxStatus::Committed => &[TxStatus::Committing, TxStatus::Committed],
         TxStatus::Aborting => &[TxStatus::Aborting],
@@ -1132,6 +1134,13 @@ impl Transport for ResolverWinsRace<'_> {
         req: &CompleteRequest,
     ) -> Result<CompleteReply, TransportError> {
         self.inner.abort(target, req).await
+    }
+    async fn inquire(
+        &self,
+        target: &Target,
+        req: &InquireRequest,
+    ) -> Result<InquireReply, TransportError> {
+        self.inner.inquire(target, req).await
     }
 }
 

@@ -5,7 +5,9 @@
 use serde_json::json;
 use twopc_core::fault::FaultPoint;
 use twopc_core::ids::TxId;
-use twopc_core::message::{CompleteReply, CompleteRequest, PrepareReply, PrepareRequest};
+use twopc_core::message::{
+    CompleteReply, CompleteRequest, InquireReply, InquireRequest, PrepareReply, PrepareRequest,
+};
 use twopc_core::ports::{Clock, Transport, TransportError, TxLog};
 use twopc_core::record::Target;
 use twopc_core::status::TxStatus;
@@ -173,6 +175,13 @@ impl Transport for Unreachable {
         _: &Target,
         _: &CompleteRequest,
     ) -> Result<CompleteReply, TransportError> {
+        Err(down())
+    }
+    async fn inquire(
+        &self,
+        _: &Target,
+        _: &InquireRequest,
+    ) -> Result<InquireReply, TransportError> {
         Err(down())
     }
 }

@@ -567,7 +567,7 @@ fn emitted_metrics() -> BTreeSet<String> {
         twopc_core::status::TxStatus::Preparing,
     ] {
         record.status = status;
-        m.transaction(&record, 1);
+        m.transaction(&twopc_core::coordinator::Submitted::of(record.clone()), 1);
     }
     m.sweep(
         &SweepReport {

@@ -25,7 +25,7 @@ use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem, Update};
 use rand::Rng;
 use serde_json::Value;
-use twopc_core::coordinator::{Coordinator, CoordinatorConfig};
+use twopc_core::coordinator::{CommitMode, Coordinator, CoordinatorConfig};
 use twopc_core::direct::DirectTransport;
 use twopc_core::ids::TxId;
 use twopc_core::layout;
@@ -294,6 +294,8 @@ impl Driver {
             id: "twopc-bench".into(),
             services: services(&tables),
             limits: Limits::default(),
+            // The system measured so far: five rounds (the staged one is its own system).
+            mode: CommitMode::Classic,
         };
         let serial = Serial {
             log: log.clone(),

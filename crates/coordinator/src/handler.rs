@@ -6,6 +6,7 @@
 //! never turns a client's mistake into a 502.
 
 use std::convert::Infallible;
+use std::sync::Arc;
 use std::time::Instant;
 
 use aws_lambda_events::apigw::{ApiGatewayProxyRequest, ApiGatewayProxyResponse};
@@ -13,13 +14,16 @@ use aws_lambda_events::encodings::Body;
 use aws_lambda_events::http::{HeaderMap, HeaderValue, Method, header};
 use lambda_runtime::LambdaEvent;
 use serde_json::Value;
-use tracing::{Instrument, Span, error, info};
+use tracing::{Instrument, Span, error, info, warn};
 use twopc_core::api::{self, Answer, codes};
+use twopc_core::coordinator::{Finish, Submitted};
 use twopc_core::ids::TxId;
-use twopc_core::request::check_idempotency_key;
+use twopc_core::request::{Wait, check_idempotency_key};
 use twopc_runtime::config::Config;
 use twopc_runtime::telemetry::{Metrics, record_tx, tx_span};
 use twopc_runtime::{Clients, LiveCoordinator};
+
+use crate::after::{AfterAnswer, Work};
 
 /// The header a client names its idempotency key with (matched case-insensitively).
 pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
@@ -27,20 +31,32 @@ pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
 /// What the handler needs, built once in `main`.
 pub struct App {
     /// The protocol.
-    pub coordinator: LiveCoordinator,
+    pub coordinator: Arc<LiveCoordinator>,
     /// Where transaction outcomes are counted.
     pub metrics: Metrics,
     /// Bodies larger than this are refused with 413.
     pub max_body_bytes: usize,
+    /// Where the work after a staged answer runs.
+    pub after_answer: AfterAnswer,
 }
 
 impl App {
-    /// The coordinator of `config` over `clients`, counting outcomes in `metrics`.
+    /// The coordinator of `config` over `clients`, counting outcomes in `metrics`; the work
+    /// after an answer is spawned (see [`App::with_after_answer`]).
     pub fn new(config: &Config, clients: &Clients, metrics: Metrics) -> App {
         App {
-            coordinator: twopc_runtime::coordinator(config, clients),
+            coordinator: Arc::new(twopc_runtime::coordinator(config, clients)),
             metrics,
             max_body_bytes: config.max_body_bytes,
+            after_answer: AfterAnswer::spawn(),
+        }
+    }
+
+    /// Runs the work after an answer in `after` (the Lambda extension).
+    pub fn with_after_answer(self, after: AfterAnswer) -> App {
+        App {
+            after_answer: after,
+            ..self
         }
     }
 }
@@ -54,11 +70,14 @@ pub async fn handle(
     let (req, ctx) = event.into_parts();
     let span = tx_span(None, &ctx.request_id);
     // The participants' invocations join the API request's trace.
-    let (answer, allow) = twopc_runtime::trace::within(
+    let (answer, allow, after) = twopc_runtime::trace::within(
         ctx.xray_trace_id.clone(),
         route(app, &req, &span).instrument(span.clone()),
     )
     .await;
+    // Exactly once per invocation, with or without work: the Lambda extension waits for it.
+    app.after_answer
+        .hand_over(after.map(|work| -> Work { Box::pin(work.instrument(span.clone())) }));
     span.in_scope(|| {
         info!(
             method = %req.http_method,
@@ -80,18 +99,30 @@ async fn route(
     app: &App,
     req: &ApiGatewayProxyRequest,
     span: &Span,
-) -> (Answer, Option<&'static str>) {
+) -> (Answer, Option<&'static str>, Option<Work>) {
     let path = req.path.as_deref().unwrap_or_default();
     match (segments(path).as_slice(), &req.http_method) {
-        (["transactions"], &Method::POST) => (submit(app, req, span).await, None),
-        (["transactions", id], &Method::GET) => (status(app, id, span).await, None),
-        (["transactions"], _) => (method_not_allowed(&req.http_method, "POST"), Some("POST")),
-        (["transactions", _], _) => (method_not_allowed(&req.http_method, "GET"), Some("GET")),
+        (["transactions"], &Method::POST) => {
+            let (answer, after) = submit(app, req, span).await;
+            (answer, None, after)
+        }
+        (["transactions", id], &Method::GET) => (status(app, id, span).await, None, None),
+        (["transactions"], _) => (
+            method_not_allowed(&req.http_method, "POST"),
+            Some("POST"),
+            None,
+        ),
+        (["transactions", _], _) => (
+            method_not_allowed(&req.http_method, "GET"),
+            Some("GET"),
+            None,
+        ),
         _ => (
             api::error(
                 codes::NOT_FOUND,
                 format!("no route {path:?}: use POST /transactions or GET /transactions/{{txId}}"),
             ),
+            None,
             None,
         ),
     }
@@ -148,39 +179,68 @@ fn idempotency_key(headers: &HeaderMap) -> Result<Option<&str>, Answer> {
     }
 }
 
-async fn submit(app: &App, req: &ApiGatewayProxyRequest, span: &Span) -> Answer {
+async fn submit(app: &App, req: &ApiGatewayProxyRequest, span: &Span) -> (Answer, Option<Work>) {
     let started = Instant::now();
     let body = match body_json(req, app.max_body_bytes) {
         Ok(b) => b,
-        Err(refusal) => return refusal,
+        Err(refusal) => return (refusal, None),
     };
     let key = match idempotency_key(&req.headers) {
         Ok(k) => k,
-        Err(refusal) => return refusal,
+        Err(refusal) => return (refusal, None),
     };
     if let Some(k) = key {
         if let Err(e) = check_idempotency_key(k) {
-            return api::refused(&e);
+            return (api::refused(&e), None);
         }
         // Known before anything is written: every line of this transaction carries it.
         record_tx(span, &TxId::for_idempotency_key(k));
     }
-    match app.coordinator.submit(&body, key).await {
-        Ok(record) => {
-            record_tx(span, &record.tx_id);
-            app.metrics
-                .transaction(&record, started.elapsed().as_millis() as u64);
-            info!(status = %record.status, "transaction answered");
-            api::submitted(&record)
-        }
+    let staged = match app.coordinator.stage(&body, key).await {
+        Ok(staged) => staged,
         Err(e) => {
             let answer = api::failed(&e);
             if answer.status >= 500 {
                 error!(error = %e, source = ?std::error::Error::source(&e), "submit failed");
             }
-            answer
+            return (answer, None);
         }
-    }
+    };
+    record_tx(span, &staged.answer.record.tx_id);
+    let (answered, after) = match (staged.finish, staged.wait) {
+        (None, _) => (staged.answer, None),
+        // Read-your-writes: answered once every participant applied the outcome.
+        (Some(finish), Wait::Applied) => {
+            let outcome = staged.answer.outcome;
+            let record = match app.coordinator.finish(finish).await {
+                Ok(record) => record,
+                Err(e) => {
+                    warn!(error = %e, "finishing failed; the stream's completer and the sweeper finish it");
+                    staged.answer.record
+                }
+            };
+            (Submitted { record, outcome }, None)
+        }
+        (Some(finish), Wait::Decided) => (staged.answer, Some(finish)),
+    };
+    app.metrics
+        .transaction(&answered, started.elapsed().as_millis() as u64);
+    info!(status = %answered.record.status, outcome = answered.outcome.as_str(), "transaction answered");
+    let after = after.map(|finish| finish_after(app.coordinator.clone(), finish));
+    (api::submitted(&answered), after)
+}
+
+/// What is left of a staged transaction, to run after its answer.
+fn finish_after(coordinator: Arc<LiveCoordinator>, finish: Finish) -> Work {
+    Box::pin(async move {
+        let tx = finish.tx_id().clone();
+        match coordinator.finish(finish).await {
+            Ok(record) => info!(tx_id = %tx, status = %record.status, "finished after the answer"),
+            Err(e) => {
+                warn!(tx_id = %tx, error = %e, "finishing after the answer failed; the stream's completer and the sweeper finish it");
+            }
+        }
+    })
 }
 
 async fn status(app: &App, id: &str, span: &Span) -> Answer {

@@ -6,4 +6,5 @@
 //! to its HTTP server, and the tests call it directly with sample events.
 #![warn(missing_docs)]
 
+pub mod after;
 pub mod handler;

@@ -5,6 +5,7 @@
 // complete over three transports): its layout is deeper than rustc's default query limit.
 #![recursion_limit = "256"]
 
+use coordinator::after::AfterAnswer;
 use coordinator::handler::{self, App};
 use lambda_runtime::{Error, run, service_fn};
 use twopc_runtime::Clients;
@@ -16,11 +17,19 @@ async fn main() -> Result<(), Error> {
     init_tracing();
     let config = Config::from_env(Role::Coordinator).expect("coordinator configuration");
     let clients = Clients::load(&config).await;
+    // Registered before the runtime starts (the init phase): the work after a staged answer
+    // runs in this extension, which Lambda waits for before freezing the environment.
+    let (after, extension) = AfterAnswer::lambda().await?;
     let app = App::new(
         &config,
         &clients,
         Metrics::new(&config.metrics_namespace, "coordinator"),
-    );
+    )
+    .with_after_answer(after);
     let app = &app;
-    run(service_fn(move |event| handler::handle(app, event))).await
+    tokio::try_join!(
+        run(service_fn(move |event| handler::handle(app, event))),
+        extension
+    )?;
+    Ok(())
 }

@@ -17,6 +17,7 @@ use coordinator::handler::{App, handle};
 use lambda_runtime::{Context, LambdaEvent};
 use serde_json::{Value, json};
 use twopc_core::api::{self, codes};
+use twopc_core::coordinator::{Outcome, Submitted};
 use twopc_core::ids::TxId;
 use twopc_core::op::Mode;
 use twopc_core::ports::{Clock, SystemClock};
@@ -373,12 +374,20 @@ async fn every_answer_of_the_coordinator_is_declared_in_the_api_document() {
     .expect("valid");
     let begun = request.begin(TxId::random(), None, "test".into(), now_ms());
     let yes = [Vote::yes(Mode::Reserved)];
-    a.add_api_answer(api::submitted(&begun));
-    a.add_api_answer(api::submitted(&begun.moved(
+    a.add_api_answer(api::submitted(&Submitted::of(begun.clone())));
+    a.add_api_answer(api::submitted(&Submitted::of(begun.moved(
         TxStatus::Committing,
         Some(&yes),
         now_ms(),
-    )));
+    ))));
+    // A staged commit as its stager answers it: committed, the record still STAGING.
+    let mut staging = begun.clone();
+    staging.status = TxStatus::Staging;
+    staging.votes = yes.to_vec();
+    a.add_api_answer(api::submitted(&Submitted {
+        record: staging,
+        outcome: Outcome::Committed,
+    }));
     for (reason, message) in [
         (
             VoteReason::Expired,
@@ -390,17 +399,17 @@ async fn every_answer_of_the_coordinator_is_declared_in_the_api_document() {
         ),
     ] {
         let no = [Vote::no(reason, message)];
-        a.add_api_answer(api::submitted(&begun.moved(
+        a.add_api_answer(api::submitted(&Submitted::of(begun.moved(
             TxStatus::Aborted,
             Some(&no),
             now_ms(),
-        )));
+        ))));
     }
-    a.add_api_answer(api::submitted(&begun.moved(
+    a.add_api_answer(api::submitted(&Submitted::of(begun.moved(
         TxStatus::Aborting,
         None,
         now_ms(),
-    )));
+    ))));
 
     // THEN every code of the API was answered, by the handler but for those only records reach,
     let only_records: BTreeSet<String> = ONLY_FROM_RECORDS

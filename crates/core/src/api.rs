@@ -6,10 +6,9 @@ pub mod codes;
 use serde_json::{Map, Value, json};
 
 use self::codes::Code;
-use crate::coordinator::SubmitError;
+use crate::coordinator::{Outcome, SubmitError, Submitted};
 use crate::record::{ParticipantEntry, TxRecord, Vote};
 use crate::request::RequestError;
-use crate::status::TxStatus;
 
 /// An HTTP answer: status code and JSON body.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -50,16 +49,21 @@ fn participants(record: &TxRecord) -> Vec<Value> {
     participant_outcomes(&record.participants, &record.votes)
 }
 
-/// The answer to `POST /transactions` for a transaction's record.
-pub fn submitted(record: &TxRecord) -> Answer {
+/// The answer to `POST /transactions`: 200 once the transaction is committed (decided, or
+/// answered by its stager: `outcome` says so, `applied` whether every participant applied it
+/// yet), the abort's 409 once aborted, 202 while pending.
+pub fn submitted(submitted: &Submitted) -> Answer {
+    let record = &submitted.record;
     let mut body = json!({
         "txId": record.tx_id,
         "status": record.status,
+        "outcome": submitted.outcome.as_str(),
+        "applied": submitted.applied(),
         "participants": participants(record),
     });
-    let status = match record.status {
-        TxStatus::Committed => 200,
-        TxStatus::Aborted | TxStatus::Aborting => {
+    let status = match submitted.outcome {
+        Outcome::Committed => 200,
+        Outcome::Aborted => {
             let first_no = record.votes.iter().find_map(|v| match v {
                 Vote::No { reason, message } => Some((reason.abort_code(), message.clone())),
                 Vote::Yes { .. } => None,
@@ -73,18 +77,21 @@ pub fn submitted(record: &TxRecord) -> Answer {
             body["message"] = Value::String(message);
             code.status
         }
-        TxStatus::Committing | TxStatus::Preparing => 202,
+        Outcome::Pending => 202,
     };
     Answer { status, body }
 }
 
-/// The answer to `GET /transactions/{id}`.
+/// The answer to `GET /transactions/{id}`: the record, with the outcome it tells.
 pub fn record(record: &TxRecord) -> Answer {
+    let outcome = Outcome::of(record);
     Answer {
         status: 200,
         body: json!({
             "txId": record.tx_id,
             "status": record.status,
+            "outcome": outcome.as_str(),
+            "applied": record.status.is_terminal(),
             "participants": participants(record),
             "deadline": record.deadline,
             "createdAt": record.created_at,

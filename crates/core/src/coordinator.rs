@@ -1,6 +1,13 @@
 //! The coordinator: begin, concurrent prepare, decide by compare-and-swap, concurrent
 //! commit/abort, finalize — and `recover`, which drives any record to its end from the record
 //! alone (used by replays and by the sweeper).
+//!
+//! Two ways to commit ([`CommitMode`]). *Classic*: begin (`PREPARING`), prepare, decide, then
+//! answer after completing (five rounds). *Staged*: the record is written `STAGING` together
+//! with the prepares; once the put is acknowledged and every vote is yes the transaction is
+//! committed (implicitly) and the client is answered, and the commit is made explicit,
+//! completed and finalized after the answer ([`Coordinator::stage`], then
+//! [`Coordinator::finish`]). `docs/protocol.md`, "The staged commit".
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -12,11 +19,13 @@ use tracing::{error, info, warn};
 use crate::api::codes;
 use crate::fault::{FaultPoint, Faults, NoFaults};
 use crate::ids::TxId;
-use crate::message::{CompleteReply, CompleteRequest, PrepareReply, PrepareRequest, Prune};
+use crate::message::{
+    CompleteReply, CompleteRequest, InquireRequest, PrepareReply, PrepareRequest, Prune,
+};
 use crate::ports::{Clock, Created, PortError, Swapped, Transport, TxLog};
 use crate::record::{TxRecord, Vote, VoteReason};
-use crate::request::{Limits, RequestError, ServiceConfig, TxRequest, check_idempotency_key};
-use crate::rules::{self, AfterLostSwap, Recovery};
+use crate::request::{Limits, RequestError, ServiceConfig, TxRequest, Wait, check_idempotency_key};
+use crate::rules::{self, AfterLostSwap, Recovery, StagedDecision};
 use crate::status::{Decision, TxStatus};
 
 /// The coordinator's configuration.
@@ -28,6 +37,125 @@ pub struct CoordinatorConfig {
     pub services: BTreeMap<String, ServiceConfig>,
     /// Limits and defaults.
     pub limits: Limits,
+    /// How transactions are committed.
+    pub mode: CommitMode,
+}
+
+/// How the coordinator commits a transaction (`TWOPC_COMMIT_MODE`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum CommitMode {
+    /// Begin, prepare, decide, complete, finalize; answered at the end (five rounds).
+    #[default]
+    Classic,
+    /// The record written `STAGING` with the prepares; answered once every vote is yes and the
+    /// put is acknowledged (one round; an abort two), finished after the answer. Transactions
+    /// with a custom participant (which answers no inquiry) are committed the classic way.
+    Staged,
+}
+
+impl CommitMode {
+    /// Every mode.
+    pub const ALL: [CommitMode; 2] = [CommitMode::Classic, CommitMode::Staged];
+
+    /// The configured name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CommitMode::Classic => "classic",
+            CommitMode::Staged => "staged",
+        }
+    }
+
+    /// Parses a configured name.
+    pub fn parse(s: &str) -> Option<CommitMode> {
+        CommitMode::ALL.into_iter().find(|m| m.as_str() == s)
+    }
+}
+
+/// What the client is told about a transaction: its outcome as far as the answering
+/// coordinator may tell. A 200 means *decided*; whether every participant applied it is
+/// [`Submitted::applied`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    /// Committed: decided (`COMMITTING`, `COMMITTED`), or implicitly committed and answered by
+    /// its stager.
+    Committed,
+    /// Aborted.
+    Aborted,
+    /// Not decided yet (its coordinator may still be at work, or recovery will end it).
+    Pending,
+}
+
+impl Outcome {
+    /// What a record alone says (anyone but the stager).
+    pub fn of(record: &TxRecord) -> Outcome {
+        match record.status.decision() {
+            Some(Decision::Commit) => Outcome::Committed,
+            Some(Decision::Abort) => Outcome::Aborted,
+            None => Outcome::Pending,
+        }
+    }
+
+    /// The name in the API's `outcome`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Committed => "committed",
+            Outcome::Aborted => "aborted",
+            Outcome::Pending => "pending",
+        }
+    }
+}
+
+/// A transaction as answered: the record as it stood, and the outcome.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Submitted {
+    /// The record as the answer saw it (the stager's with its votes, before it is written).
+    pub record: TxRecord,
+    /// What the client is told.
+    pub outcome: Outcome,
+}
+
+impl Submitted {
+    /// From a record, by what it says.
+    pub fn of(record: TxRecord) -> Submitted {
+        Submitted {
+            outcome: Outcome::of(&record),
+            record,
+        }
+    }
+
+    /// Whether every participant applied the outcome (the record is terminal).
+    pub fn applied(&self) -> bool {
+        self.record.status.is_terminal()
+    }
+}
+
+/// What is left to do after a staged answer: make the commit explicit (or complete the abort),
+/// complete every participant, finalize. Run by [`Coordinator::finish`].
+#[derive(Debug)]
+#[must_use = "a staged transaction is finished by Coordinator::finish (or, if dropped, by recovery)"]
+pub struct Finish {
+    record: TxRecord,
+    votes: Vec<Vote>,
+    prunes: Vec<Option<Prune>>,
+    planned: Decision,
+}
+
+impl Finish {
+    /// The transaction.
+    pub fn tx_id(&self) -> &TxId {
+        &self.record.tx_id
+    }
+}
+
+/// A staged answer and the work left after it.
+#[derive(Debug)]
+pub struct Staged {
+    /// What to answer now.
+    pub answer: Submitted,
+    /// What to run after answering (`None`: nothing left, or left to recovery).
+    pub finish: Option<Finish>,
+    /// When the client asked to be answered: with [`Wait::Applied`], run `finish` first.
+    pub wait: Wait,
 }
 
 /// Why `submit` did not produce an outcome.
@@ -108,54 +236,162 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
     }
 
     /// Runs a transaction to its end (or as far as it can: a record left `COMMITTING` or
-    /// `ABORTING` is finished by the sweeper). Returns the record as it stands.
+    /// `ABORTING` is finished by the sweeper). Returns the record as it stands. In staged mode,
+    /// this is [`Self::stage`] then [`Self::finish`]: the answer after the applies.
     pub async fn submit(
         &self,
         body: &Value,
         idempotency_key: Option<&str>,
     ) -> Result<TxRecord, SubmitError> {
+        let staged = self.stage(body, idempotency_key).await?;
+        match staged.finish {
+            Some(finish) => Ok(self.finish(finish).await?),
+            None => Ok(staged.answer.record),
+        }
+    }
+
+    /// Runs a transaction up to its answer. Classic: to its end, as [`Self::submit`] did
+    /// always. Staged: the record put (`STAGING`) and the prepares (in parallel for a request
+    /// without an idempotency key; after the put for one with a key, so that a replay, whose
+    /// put is refused, never sends a prepare), then the answer: "committed" from the
+    /// acknowledged put and every yes vote; "aborted" after winning `STAGING → ABORTING`. What
+    /// is left ([`Staged::finish`]) is for [`Self::finish`], after the answer is sent.
+    pub async fn stage(
+        &self,
+        body: &Value,
+        idempotency_key: Option<&str>,
+    ) -> Result<Staged, SubmitError> {
         if let Some(k) = idempotency_key {
             check_idempotency_key(k)?;
         }
         let request = self.validate(body)?;
+        let wait = request.wait;
         let now = self.clock.now_ms();
         let tx_id = idempotency_key.map_or_else(TxId::random, TxId::for_idempotency_key);
         let begun_by = format!("{}/{}", self.config.id, TxId::random());
-        let record = request.begin(tx_id.clone(), idempotency_key, begun_by, now);
+        let mut record = request.begin(tx_id.clone(), idempotency_key, begun_by, now);
         let unavailable = |source| SubmitError::Unavailable {
             tx_id: Some(tx_id.clone()),
             source,
         };
+        // Only the generic participant answers an inquiry, which recovery of a STAGING record
+        // needs from every participant.
+        let staged = self.config.mode == CommitMode::Staged
+            && record.participants.iter().all(|p| !p.op.is_empty());
+        if staged {
+            record.status = TxStatus::Staging;
+        }
 
-        // 1. Begin.
-        match self.begin(&record).await.map_err(unavailable)? {
+        // 1. Begin (and, staged without a key, prepare at the same time).
+        let parallel = staged && idempotency_key.is_none();
+        let (begun, early) = if parallel {
+            let (begun, replies) = futures::join!(self.begin(&record), self.prepare_all(&record));
+            (begun, Some(replies))
+        } else {
+            (self.begin(&record).await, None)
+        };
+        match begun.map_err(unavailable)? {
             Begun::Ours => {}
-            Begun::Existing(existing) => return self.replay(existing, &record.request_hash).await,
+            Begun::Existing(existing) => {
+                let replayed = self.replay(existing, &record.request_hash).await?;
+                return Ok(Staged {
+                    answer: Submitted::of(replayed),
+                    finish: None,
+                    wait,
+                });
+            }
         }
         self.checkpoint(FaultPoint::AfterBegin).await;
 
         // 2. Prepare, all participants at once.
-        let replies = self.prepare_all(&record).await;
+        let replies = match early {
+            Some(replies) => replies,
+            None => self.prepare_all(&record).await,
+        };
         self.checkpoint(FaultPoint::BeforeDecide).await;
 
-        // 3. Decide: the write of COMMITTING is the commit point.
         let decision = rules::decision(replies.iter().map(|r| r.vote.is_yes()));
         let votes: Vec<Vote> = replies.iter().map(|r| r.vote.clone()).collect();
+        // What each prepare's reply planned for its item (the prune), carried by the
+        // completion of the decision it was planned for.
+        let prunes: Vec<Option<Prune>> = replies.into_iter().map(|r| r.prune).collect();
+        if staged && decision == Decision::Commit {
+            // Committed implicitly: our put is acknowledged and every participant holds the
+            // transaction, which nobody but this coordinator may act on before it is explicit
+            // (`docs/protocol.md`, "The staged commit").
+            let answer = Submitted {
+                record: TxRecord {
+                    votes: votes.clone(),
+                    ..record.clone()
+                },
+                outcome: Outcome::Committed,
+            };
+            self.checkpoint(FaultPoint::AfterAnswer).await;
+            return Ok(Staged {
+                answer,
+                finish: Some(Finish {
+                    record,
+                    votes,
+                    prunes,
+                    planned: decision,
+                }),
+                wait,
+            });
+        }
+
+        // 3. Decide: the write of COMMITTING (or ABORTING) is the decision point. A staged abort
+        // is answered after it too: a retried copy of a refused prepare could still make every
+        // participant hold the transaction, and a helper then commit it.
         let decided = self
             .decide(&record, decision, &votes)
             .await
             .map_err(unavailable)?;
         self.checkpoint(FaultPoint::AfterDecide).await;
+        let finish = Finish {
+            record: decided,
+            votes,
+            prunes,
+            planned: decision,
+        };
+        if staged {
+            return Ok(Staged {
+                answer: Submitted::of(finish.record.clone()),
+                finish: Some(finish),
+                wait,
+            });
+        }
+        // 4-5. Classic: complete everywhere, then finalize, before answering.
+        let done = self.finish(finish).await.map_err(unavailable)?;
+        Ok(Staged {
+            answer: Submitted::of(done),
+            finish: None,
+            wait,
+        })
+    }
 
-        // 4-5. Complete everywhere, then finalize.
-        // What each prepare's reply planned for its item (the prune), carried by the completion
-        // of the decision it was planned for.
-        let prunes: Vec<Option<Prune>> = if decided.status.decision() == Some(decision) {
-            replies.into_iter().map(|r| r.prune).collect()
+    /// The work after a staged answer (or a classic decision): make an implicit commit explicit
+    /// (`STAGING → COMMITTING`, with the votes), complete every participant (with the prunes
+    /// their prepares planned, if the decision is the planned one), finalize.
+    pub async fn finish(&self, finish: Finish) -> Result<TxRecord, PortError> {
+        let Finish {
+            record,
+            votes,
+            prunes,
+            planned,
+        } = finish;
+        let decided = if record.status == TxStatus::Staging {
+            let decided = self.decide(&record, planned, &votes).await?;
+            self.checkpoint(FaultPoint::AfterDecide).await;
+            decided
+        } else {
+            record
+        };
+        let prunes = if decided.status.decision() == Some(planned) {
+            prunes
         } else {
             vec![]
         };
-        Ok(self.complete(decided, &prunes).await?)
+        self.complete(decided, &prunes).await
     }
 
     /// Reads a record.
@@ -171,6 +407,7 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
         match rules::recovery(record.status, now > record.deadline) {
             Recovery::Leave | Recovery::Ended => Ok(record),
             Recovery::Complete(_) => self.complete(record, &[]).await,
+            Recovery::Inquire => self.recover_staged(record, true).await,
             Recovery::DecideAbort => {
                 let decided = match self
                     .log
@@ -184,6 +421,68 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
                 self.complete(decided, &[]).await
             }
         }
+    }
+
+    /// Ends a `STAGING` record from what its participants say (`rules::staged_decision`): a
+    /// recoverer (`prevent`, past the deadline) prevents the transaction wherever it holds
+    /// nothing, then commits if every participant holds it and aborts if any is prevented; a
+    /// helper (a replay, before the deadline) only reads, and only ever commits. Either makes
+    /// its decision by compare-and-swap, then completes. Left as it is when undecidable yet (a
+    /// participant unreachable, or open).
+    pub async fn recover_staged(
+        &self,
+        record: TxRecord,
+        prevent: bool,
+    ) -> Result<TxRecord, PortError> {
+        let calls = record.participants.iter().map(|p| {
+            let req = InquireRequest {
+                tx_id: record.tx_id.clone(),
+                deadline: record.deadline,
+                began: record.created_at,
+                key: p.key.clone(),
+                prevent,
+            };
+            let record = &record;
+            async move {
+                match self.transport.inquire(&p.target, &req).await {
+                    Ok(reply) => Some(reply.inquiry),
+                    Err(e) => {
+                        warn!(tx_id = %record.tx_id, participant = %p.participant, error = %e, "inquiry not answered");
+                        None
+                    }
+                }
+            }
+        });
+        let answers = join_all(calls).await;
+        let decision = match rules::staged_decision(answers.iter().copied()) {
+            StagedDecision::Commit => Decision::Commit,
+            StagedDecision::Abort if prevent => Decision::Abort,
+            StagedDecision::Abort | StagedDecision::Wait => {
+                info!(tx_id = %record.tx_id, ?answers, "staged transaction not decidable yet");
+                return Ok(record);
+            }
+        };
+        info!(tx_id = %record.tx_id, ?decision, prevent, "recovering a STAGING record");
+        let votes: Vec<Vote> = match decision {
+            Decision::Commit => record
+                .participants
+                .iter()
+                .map(|p| Vote::yes(p.op.mode()))
+                .collect(),
+            Decision::Abort => vec![],
+        };
+        let votes = (!votes.is_empty()).then_some(votes.as_slice());
+        let now = self.clock.now_ms();
+        let decided = match self
+            .log
+            .transition(&record, TxStatus::deciding(decision), votes, now)
+            .await?
+        {
+            // Lost: someone decided first; completing follows whatever they decided.
+            Swapped::Done(r) | Swapped::Lost(Some(r)) => *r,
+            Swapped::Lost(None) => return Err(missing(&record.tx_id)),
+        };
+        self.complete(decided, &[]).await
     }
 
     async fn begin(&self, record: &TxRecord) -> Result<Begun, PortError> {
@@ -216,7 +515,12 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
             .into());
         }
         info!(tx_id = %existing.tx_id, status = %existing.status, "idempotent replay");
-        // A replay of a decided but unfinished transaction helps finish it.
+        // A replay of a decided but unfinished transaction helps finish it; of a STAGING one
+        // before its deadline, helps make it explicit if every participant holds it.
+        let now = self.clock.now_ms();
+        if existing.status == TxStatus::Staging && now <= existing.deadline {
+            return Ok(self.recover_staged(*existing, false).await?);
+        }
         Ok(self.recover(*existing).await?)
     }
 
@@ -272,7 +576,7 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
                 // Outcome unknown: read back and follow what the record says.
                 Err(PortError::Undetermined { .. }) => {
                     if let Some(r) = self.log.get(&record.tx_id).await?
-                        && r.status != TxStatus::Preparing
+                        && r.status.decision().is_some()
                     {
                         return Ok(r);
                     }

@@ -2,7 +2,9 @@
 //! Used by the local stack and the benchmarks; the logic is the same code the participant
 //! Lambda runs.
 
-use crate::message::{CompleteReply, CompleteRequest, PrepareReply, PrepareRequest};
+use crate::message::{
+    CompleteReply, CompleteRequest, InquireReply, InquireRequest, PrepareReply, PrepareRequest,
+};
 use crate::participant::Participant;
 use crate::ports::{Clock, ParticipantStore, PortError, Transport, TransportError, TxLog};
 use crate::record::Target;
@@ -78,5 +80,17 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Transport for DirectTransport<S, L
     ) -> Result<CompleteReply, TransportError> {
         let t = table(target)?;
         self.participant.abort(t, req).await.map_err(|e| lift(t, e))
+    }
+
+    async fn inquire(
+        &self,
+        target: &Target,
+        req: &InquireRequest,
+    ) -> Result<InquireReply, TransportError> {
+        let t = table(target)?;
+        self.participant
+            .inquire(t, req)
+            .await
+            .map_err(|e| lift(t, e))
     }
 }

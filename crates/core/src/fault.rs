@@ -14,6 +14,9 @@ pub enum FaultPoint {
     AfterPrepare(usize),
     /// Every vote is in; the decision is not written.
     BeforeDecide,
+    /// Staged commit: the stager has its answer ("committed": its put acknowledged and every
+    /// vote yes); nothing made explicit yet.
+    AfterAnswer,
     /// The decision is written; no participant told.
     AfterDecide,
     /// Participant `i` completed commit/abort (others may be in flight: they are cut off).
@@ -29,6 +32,7 @@ impl fmt::Display for FaultPoint {
             FaultPoint::AfterComplete(i) => write!(f, "after-complete-{i}"),
             FaultPoint::AfterBegin => f.write_str("after-begin"),
             FaultPoint::BeforeDecide => f.write_str("before-decide"),
+            FaultPoint::AfterAnswer => f.write_str("after-answer"),
             FaultPoint::AfterDecide => f.write_str("after-decide"),
             FaultPoint::BeforeFinalize => f.write_str("before-finalize"),
         }

@@ -485,6 +485,31 @@ impl ParticipantStore for MemoryItems {
         })
     }
 
+    async fn bury_aborted(
+        &self,
+        table: &str,
+        key: &Key,
+        tx: &TxId,
+        entry: FenceEntry,
+    ) -> Result<CompleteWrite, PortError> {
+        self.with_table(table, |t| {
+            let id = key_id(key);
+            if let Some(item) = t.get(&id) {
+                return CompleteWrite::Refused(Some(Box::new(item.clone())));
+            }
+            t.insert(
+                id,
+                ItemState {
+                    attributes: key.clone(),
+                    tombstone: true,
+                    fence: [(tx.clone(), entry)].into(),
+                    ..ItemState::default()
+                },
+            );
+            CompleteWrite::Done
+        })
+    }
+
     async fn drop_lock(
         &self,
         table: &str,

@@ -10,6 +10,7 @@ use crate::ids::TxId;
 use crate::item::Key;
 use crate::op::Operation;
 use crate::record::{Vote, VoteReason};
+use crate::rules::Inquiry;
 
 /// Prepare, as sent to a participant.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -135,6 +136,32 @@ impl CompleteReply {
     }
 }
 
+/// An inquiry about a staged transaction, as sent to a participant: does it hold the item, or
+/// can it never take it? With `prevent` (a recoverer's, past the deadline) the participant makes
+/// sure of the second where the first is not so (`rules::inquire`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InquireRequest {
+    /// Transaction.
+    pub tx_id: TxId,
+    /// Its deadline (epoch ms): a prevent's fence entry outlives it.
+    pub deadline: u64,
+    /// When it began (epoch ms): the horizon a prevent may raise.
+    pub began: u64,
+    /// The item.
+    pub key: Key,
+    /// Prevent the transaction where it does not hold the item.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub prevent: bool,
+}
+
+/// A participant's answer to an inquiry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InquireReply {
+    /// What it found (or made sure of).
+    pub inquiry: Inquiry,
+}
+
 /// A message to a participant over a transport (`lambda`, `http`):
 /// `{"action": "prepare"|"commit"|"abort", "request": {...}}`.
 ///
@@ -148,6 +175,8 @@ pub enum ParticipantCall {
     Commit(CompleteRequest),
     /// Unlock.
     Abort(CompleteRequest),
+    /// Held or prevented? (the staged commit's recovery)
+    Inquire(InquireRequest),
 }
 
 impl ParticipantCall {
@@ -157,6 +186,7 @@ impl ParticipantCall {
             ParticipantCall::Prepare(_) => "prepare",
             ParticipantCall::Commit(_) => "commit",
             ParticipantCall::Abort(_) => "abort",
+            ParticipantCall::Inquire(_) => "inquire",
         }
     }
 
@@ -165,6 +195,7 @@ impl ParticipantCall {
         let request = match self {
             ParticipantCall::Prepare(r) => serde_json::to_value(r),
             ParticipantCall::Commit(r) | ParticipantCall::Abort(r) => serde_json::to_value(r),
+            ParticipantCall::Inquire(r) => serde_json::to_value(r),
         };
         serde_json::json!({"action": self.action(), "request": request.unwrap_or(Value::Null)})
     }
@@ -174,7 +205,7 @@ impl ParticipantCall {
         let action = v
             .get("action")
             .and_then(Value::as_str)
-            .ok_or("missing \"action\" (prepare, commit or abort)")?
+            .ok_or("missing \"action\" (prepare, commit, abort or inquire)")?
             .to_owned();
         let request = v
             .get_mut("request")
@@ -191,8 +222,11 @@ impl ParticipantCall {
             "abort" => serde_json::from_value(request)
                 .map(ParticipantCall::Abort)
                 .map_err(bad),
+            "inquire" => serde_json::from_value(request)
+                .map(ParticipantCall::Inquire)
+                .map_err(bad),
             other => Err(format!(
-                "unknown action {other:?}; expected prepare, commit or abort"
+                "unknown action {other:?}; expected prepare, commit, abort or inquire"
             )),
         }
     }
@@ -255,6 +289,24 @@ mod tests {
             serde_json::from_value::<PrepareRequest>(wire).expect("de"),
             table
         );
+    }
+
+    #[test]
+    fn an_inquiry_and_its_answer_round_trip() {
+        let call = ParticipantCall::Inquire(InquireRequest {
+            tx_id: TxId::random(),
+            deadline: 2,
+            began: 1,
+            key: [("id".to_owned(), serde_json::json!("alice"))].into(),
+            prevent: true,
+        });
+        let wire = call.to_json();
+        assert_eq!(wire["action"], "inquire");
+        assert_eq!(wire["request"]["prevent"], true);
+        assert_eq!(ParticipantCall::from_json(wire).expect("parse"), call);
+        let reply: InquireReply =
+            serde_json::from_value(serde_json::json!({"inquiry": "prevented"})).expect("reply");
+        assert_eq!(reply.inquiry, Inquiry::Prevented);
     }
 
     #[test]

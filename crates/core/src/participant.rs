@@ -13,7 +13,9 @@ use tracing::{error, info, warn};
 use crate::decimal::Decimal;
 use crate::ids::TxId;
 use crate::item::{Escrow, FenceEntry, FenceOutcome, ItemState, Key, Lock};
-use crate::message::{CompleteReply, CompleteRequest, PrepareReply, PrepareRequest};
+use crate::message::{
+    CompleteReply, CompleteRequest, InquireReply, InquireRequest, PrepareReply, PrepareRequest,
+};
 use crate::op::{Condition, Mode};
 use crate::ports::{
     Clock, CompleteWrite, Completion, Created, ParticipantStore, PortError, PrepareWrite, Swapped,
@@ -21,8 +23,8 @@ use crate::ports::{
 };
 use crate::record::{Vote, VoteReason};
 use crate::rules::{
-    self, AbortStep, CommitStep, EscrowRefusal, Others, PrepareRefusal, PrepareStep, Reply,
-    Resolution, Seen, Shape, Violation,
+    self, AbortStep, CommitStep, EscrowRefusal, Inquiry, InquiryStep, Others, PrepareRefusal,
+    PrepareStep, Reply, Resolution, Seen, Shape, Violation,
 };
 use crate::status::TxStatus;
 
@@ -88,6 +90,10 @@ pub enum Resolved {
     RolledForward,
     /// The owner was committed; this lock was a stale duplicate, removed unapplied.
     DroppedStale,
+    /// The owner is `STAGING` past its deadline: only a recovery of its whole record (every
+    /// participant asked) may end it, so the hold stands here until that runs (the sweeper's,
+    /// or a coordinator's that met it).
+    NeedsRecovery,
 }
 
 impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
@@ -189,8 +195,15 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
             }
             let mut live = vec![];
             for owner in &owners {
-                if self.resolve(table, &req.key, owner).await? == Resolved::OwnerLive {
-                    live.push(owner.tx_id.to_string());
+                match self.resolve(table, &req.key, owner).await? {
+                    Resolved::OwnerLive => live.push(owner.tx_id.to_string()),
+                    Resolved::NeedsRecovery => {
+                        live.push(format!(
+                            "{} (staged, past its deadline: being recovered)",
+                            owner.tx_id
+                        ));
+                    }
+                    Resolved::Aborted | Resolved::RolledForward | Resolved::DroppedStale => {}
                 }
             }
             if live.is_empty() {
@@ -307,6 +320,72 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
         })
     }
 
+    /// Inquiry about a staged transaction ([`rules::inquire`]): does it hold the item, or can it
+    /// never take it? With `prevent`, makes sure of one or the other: where it holds nothing,
+    /// the lock-free abort's fencing write (an existing item) or a tombstone (an absent key),
+    /// each conditional on the transaction still not holding the item, so the answer is
+    /// linearized with any prepare of it.
+    pub async fn inquire(
+        &self,
+        table: &str,
+        req: &InquireRequest,
+    ) -> Result<InquireReply, PortError> {
+        let answer = |inquiry| Ok(InquireReply { inquiry });
+        let seen = |item: Option<&ItemState>| {
+            item.map_or(Seen::ABSENT, |i| {
+                i.seen_by(&req.tx_id, req.began, self.clock.now_ms())
+            })
+        };
+        if !req.prevent {
+            let item = self.store.read(table, &req.key).await?;
+            return match rules::inquire(seen(item.as_ref()), false) {
+                InquiryStep::Answer(a) => answer(a),
+                InquiryStep::Fence | InquiryStep::Bury => answer(Inquiry::Open),
+            };
+        }
+        let entry = FenceEntry {
+            outcome: FenceOutcome::Aborted,
+            began: req.began,
+            expires_at: self.clock.now_ms().max(req.deadline) + self.config.fence_margin_ms,
+        };
+        // The fencing write first: on an item that holds nothing of the transaction, the
+        // common case, it is the only request; refused, its item says why.
+        let mut step = InquiryStep::Fence;
+        for _ in 0..6 {
+            let write = match step {
+                InquiryStep::Answer(a) => return answer(a),
+                InquiryStep::Fence => {
+                    self.store
+                        .fence_aborted(
+                            table,
+                            &req.key,
+                            &req.tx_id,
+                            entry,
+                            self.config.fence_capacity,
+                        )
+                        .await?
+                }
+                InquiryStep::Bury => {
+                    self.store
+                        .bury_aborted(table, &req.key, &req.tx_id, entry)
+                        .await?
+                }
+            };
+            step = match write {
+                CompleteWrite::Done => {
+                    info!(tx_id = %req.tx_id, table, key = %show_key(&req.key),
+                        "staged transaction prevented on this item");
+                    return answer(Inquiry::Prevented);
+                }
+                CompleteWrite::Refused(item) => rules::inquire(seen(item.as_deref()), true),
+            };
+        }
+        Err(PortError::Retryable {
+            context: format!("inquiry about {} on {table}", req.tx_id),
+            source: "the item kept changing under the inquiry".into(),
+        })
+    }
+
     /// Settles the owner of a lock or reservation on this item by the lock rule
     /// ([`rules::resolve`]): reads the owner's record and follows it, one write at a time, until
     /// the owner is live (`PREPARING`, deadline not passed) or this item is no longer held by it.
@@ -326,6 +405,11 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
                 .map_or(now > owner.expires_at, |r| now > r.deadline);
             match rules::resolve(status, past) {
                 Resolution::OwnerLive => return Ok(Resolved::OwnerLive),
+                Resolution::Recover => {
+                    info!(tx_id = %owner.tx_id, table, key = %show_key(key),
+                        "holder is STAGING past its deadline: its record needs recovery");
+                    return Ok(Resolved::NeedsRecovery);
+                }
                 Resolution::RecordAborted => {
                     match self.log.create_aborted(&owner.tx_id, now).await? {
                         // The owner never began: it is now recorded aborted and can never begin.

@@ -9,7 +9,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::ids::TxId;
 use crate::item::{FenceEntry, ItemState, Key, Lock};
-use crate::message::{CompleteReply, CompleteRequest, PrepareReply, PrepareRequest, Prune};
+use crate::message::{
+    CompleteReply, CompleteRequest, InquireReply, InquireRequest, PrepareReply, PrepareRequest,
+    Prune,
+};
 use crate::op::Operation;
 use crate::record::{Target, TxRecord, Vote};
 use crate::request::KeySchema;
@@ -302,6 +305,17 @@ pub trait ParticipantStore: Send + Sync {
         capacity: usize,
     ) -> impl Future<Output = Result<CompleteWrite, PortError>> + Send;
 
+    /// Prevents `tx` on an absent key: writes a tombstone (the key, `txTombstone`, a fence of
+    /// `entry`, `aborted`) only if the key is still absent, so that no prepare of `tx` can ever
+    /// land there. Refused (with the item) if the key exists.
+    fn bury_aborted(
+        &self,
+        table: &str,
+        key: &Key,
+        tx: &TxId,
+        entry: FenceEntry,
+    ) -> impl Future<Output = Result<CompleteWrite, PortError>> + Send;
+
     /// Removes `tx`'s lock or reservation (of `op`) without applying anything and without a
     /// fence entry (a stale duplicate of a committed owner).
     fn drop_lock(
@@ -368,4 +382,11 @@ pub trait Transport: Send + Sync {
         target: &Target,
         req: &CompleteRequest,
     ) -> impl Future<Output = Result<CompleteReply, TransportError>> + Send;
+
+    /// Sends an inquiry about a staged transaction.
+    fn inquire(
+        &self,
+        target: &Target,
+        req: &InquireRequest,
+    ) -> impl Future<Output = Result<InquireReply, TransportError>> + Send;
 }

@@ -202,6 +202,26 @@ pub struct TxRequest {
     pub participants: Vec<ParticipantRequest>,
     /// Prepare must be decided within this (ms).
     pub timeout_ms: u64,
+    /// When the client wants its answer.
+    pub wait: Wait,
+}
+
+/// When a client is answered (the request's `"wait"`). Not part of the transaction: a replay
+/// may ask otherwise.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Wait {
+    /// Once the outcome is decided (`"decided"`, the default): a staged commit is answered
+    /// after one round of writes, before its participants applied it.
+    #[default]
+    Decided,
+    /// Once every participant applied the outcome (`"applied"`): read-your-writes for a
+    /// service that reads its own table right after.
+    Applied,
+}
+
+impl Wait {
+    /// The names a request may give.
+    pub const NAMES: [&str; 2] = ["decided", "applied"];
 }
 
 const MAX_KEY_STRING: usize = 1024;
@@ -236,12 +256,22 @@ impl TxRequest {
             invalid("the body must be a JSON object with a \"participants\" list".into())
         })?;
         for field in obj.keys() {
-            if !["participants", "timeoutMs"].contains(&field.as_str()) {
+            if !["participants", "timeoutMs", "wait"].contains(&field.as_str()) {
                 return Err(invalid(format!(
-                    "unknown field {field:?}; a transaction has \"participants\" and an optional \"timeoutMs\""
+                    "unknown field {field:?}; a transaction has \"participants\", an optional \"timeoutMs\" and an optional \"wait\""
                 )));
             }
         }
+        let wait = match obj.get("wait") {
+            None => Wait::Decided,
+            Some(Value::String(w)) if w == Wait::NAMES[0] => Wait::Decided,
+            Some(Value::String(w)) if w == Wait::NAMES[1] => Wait::Applied,
+            Some(other) => {
+                return Err(invalid(format!(
+                    "\"wait\" is {other}; use \"decided\" (answer once the outcome is decided, the default) or \"applied\" (once every participant applied it)"
+                )));
+            }
+        };
         let timeout_ms = match obj.get("timeoutMs") {
             None => limits.default_timeout_ms,
             Some(v) => v
@@ -308,6 +338,7 @@ impl TxRequest {
         Ok(TxRequest {
             participants,
             timeout_ms,
+            wait,
         })
     }
 

@@ -15,6 +15,7 @@
 //! | [`commit`], [`abort`], [`fence_out`] | what a commit or abort does on an item as found |
 //! | [`resolve`] | the lock rule: what to do about an expired lock's owner |
 //! | [`decision`], [`after_lost_decide`], [`after_lost_finalize`], [`recovery`] | the record's moves |
+//! | [`inquire`], [`staged_decision`] | the staged commit's recovery: is a participant held, or prevented? |
 //! | [`plan_prune`] | which fence entries the lock holder's release removes, and the new horizon |
 
 use std::cmp::Ordering;
@@ -460,17 +461,23 @@ pub enum Resolution {
     /// Owner `COMMITTED`: every participant acknowledged before that was written, so this lock
     /// is a stale duplicate that slipped past the fence: drop it without applying it.
     DropStale,
+    /// Owner `STAGING` past its deadline: it may be committed implicitly (every participant
+    /// holding it), so nobody aborts it from one item. Its record is recovered as a whole
+    /// ([`Recovery::Inquire`]: inline where the resolver can reach every participant, else
+    /// by asking for it); the lock stands meanwhile (`conflict`).
+    Recover,
 }
 
 /// The lock rule, from the owner's record (`None`: missing) and whether its deadline passed (a
 /// missing record's deadline is the lock's expiry: a live lock of a missing record is left
-/// alone, as a coordinator that writes its record with its prepares would need).
+/// alone, as a staged coordinator, which writes its record with its prepares, needs).
 pub fn resolve(owner: Option<TxStatus>, deadline_passed: bool) -> Resolution {
     match owner {
         None if deadline_passed => Resolution::RecordAborted,
         None => Resolution::OwnerLive,
         Some(TxStatus::Preparing) if deadline_passed => Resolution::DecideAbort,
-        Some(TxStatus::Preparing) => Resolution::OwnerLive,
+        Some(TxStatus::Staging) if deadline_passed => Resolution::Recover,
+        Some(TxStatus::Preparing | TxStatus::Staging) => Resolution::OwnerLive,
         Some(TxStatus::Committing) => Resolution::RollForward,
         Some(TxStatus::Aborting | TxStatus::Aborted) => Resolution::AbortHere,
         Some(TxStatus::Committed) => Resolution::DropStale,
@@ -524,6 +531,11 @@ pub enum Recovery {
     DecideAbort,
     /// Decided, not finished: send the decision to every participant, then finalize.
     Complete(Decision),
+    /// `STAGING` past its deadline: its stager may have answered "committed" from every
+    /// participant holding it, so the deadline alone decides nothing. Ask every participant
+    /// to prevent the transaction ([`inquire`] with `prevent`), then decide by
+    /// [`staged_decision`].
+    Inquire,
     /// Terminal: nothing to do.
     Ended,
 }
@@ -532,10 +544,94 @@ pub enum Recovery {
 pub fn recovery(status: TxStatus, deadline_passed: bool) -> Recovery {
     match (status, status.decision()) {
         (TxStatus::Preparing, _) if deadline_passed => Recovery::DecideAbort,
-        (TxStatus::Preparing, _) => Recovery::Leave,
+        (TxStatus::Staging, _) if deadline_passed => Recovery::Inquire,
+        (TxStatus::Preparing | TxStatus::Staging, _) => Recovery::Leave,
         (s, _) if s.is_terminal() => Recovery::Ended,
         (_, Some(d)) => Recovery::Complete(d),
         (_, None) => Recovery::Leave,
+    }
+}
+
+/// What an inquiry found of a `STAGING` transaction on one item (on the wire, the answer to
+/// an `inquire` call: `{"inquiry": "held"}`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Inquiry {
+    /// The transaction holds the item (lock or reservation). Stable while its record is
+    /// `STAGING`: only a commit or abort releases a hold, and both follow a decided record.
+    Held,
+    /// The transaction can never take the item: its `aborted` entry, or a horizon covering it.
+    /// Final: an entry leaves the fence only under a horizon that covers it, the horizon never
+    /// drops, and tombstones are never removed.
+    Prevented,
+    /// The transaction committed here: its record is already decided (re-read it).
+    Committed,
+    /// Neither (a read-only inquiry): its prepare may still land.
+    Open,
+}
+
+/// What an inquiry does on an item as found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum InquiryStep {
+    /// Answer without writing.
+    Answer(Inquiry),
+    /// Prevent the transaction on an item that exists (not held by it, no entry, no covering
+    /// horizon): the lock-free abort's write ([`fence_out`]: an `aborted` entry, or the
+    /// horizon raised), then read the answer again.
+    Fence,
+    /// Prevent it on an absent key: a tombstone carrying its `aborted` entry, written only if
+    /// the key is still absent. Without it, the key could be created and the transaction's
+    /// late prepare land after recovery aborted it, while its stager answers "committed".
+    Bury,
+}
+
+/// The inquiry rule: what an inquiry (a recoverer's, with `prevent`; a helper's, without)
+/// finds of the transaction on one item, and the write that prevents it where nothing does yet.
+pub fn inquire(seen: Seen, prevent: bool) -> InquiryStep {
+    let answer = InquiryStep::Answer;
+    if seen.held_by_me() {
+        return answer(Inquiry::Held);
+    }
+    match seen.entry {
+        Some(FenceOutcome::Aborted) => return answer(Inquiry::Prevented),
+        Some(FenceOutcome::Committed) => return answer(Inquiry::Committed),
+        None if seen.covered => return answer(Inquiry::Prevented),
+        None => {}
+    }
+    match (prevent, seen.shape) {
+        (false, _) => answer(Inquiry::Open),
+        (true, Shape::Absent) => InquiryStep::Bury,
+        (true, _) => InquiryStep::Fence,
+    }
+}
+
+/// What recovery of a `STAGING` record does once each participant answered an inquiry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum StagedDecision {
+    /// Some participant is prevented: the transaction can never hold everywhere. Compare-and-
+    /// swap `STAGING → ABORTING`. One prevented participant is enough, so an abort never waits
+    /// for an unreachable one.
+    Abort,
+    /// Every participant holds it (or committed it): compare-and-swap `STAGING → COMMITTING`.
+    Commit,
+    /// Neither yet (an answer missing, or open): leave the record and ask again later.
+    Wait,
+}
+
+/// The staged decision rule, from each participant's answer (`None`: no answer).
+pub fn staged_decision(answers: impl IntoIterator<Item = Option<Inquiry>>) -> StagedDecision {
+    let mut all_held = true;
+    for a in answers {
+        match a {
+            Some(Inquiry::Prevented) => return StagedDecision::Abort,
+            Some(Inquiry::Held | Inquiry::Committed) => {}
+            Some(Inquiry::Open) | None => all_held = false,
+        }
+    }
+    if all_held {
+        StagedDecision::Commit
+    } else {
+        StagedDecision::Wait
     }
 }
 
@@ -918,5 +1014,104 @@ mod tests {
             ..over
         };
         assert_eq!(escrow(debit_under_a_ceiling), Ok(()));
+    }
+
+    #[test]
+    fn a_staging_owner_is_never_aborted_for_its_deadline_alone() {
+        assert_eq!(
+            resolve(Some(TxStatus::Staging), false),
+            Resolution::OwnerLive
+        );
+        assert_eq!(resolve(Some(TxStatus::Staging), true), Resolution::Recover);
+        assert_eq!(recovery(TxStatus::Staging, false), Recovery::Leave);
+        assert_eq!(recovery(TxStatus::Staging, true), Recovery::Inquire);
+        // PREPARING keeps today's rule: aborted once its deadline passed.
+        assert_eq!(recovery(TxStatus::Preparing, true), Recovery::DecideAbort);
+    }
+
+    #[test]
+    fn an_inquiry_reads_held_prevented_or_committed_and_prevents_only_when_asked() {
+        let real = Seen {
+            shape: Shape::Real,
+            ..Seen::ABSENT
+        };
+        let held = Seen {
+            holder: Holder::Me,
+            ..real
+        };
+        let reserved = Seen {
+            reserved_by_me: true,
+            ..real
+        };
+        for prevent in [false, true] {
+            assert_eq!(inquire(held, prevent), InquiryStep::Answer(Inquiry::Held));
+            assert_eq!(
+                inquire(reserved, prevent),
+                InquiryStep::Answer(Inquiry::Held)
+            );
+            let aborted = Seen {
+                entry: Some(FenceOutcome::Aborted),
+                ..real
+            };
+            assert_eq!(
+                inquire(aborted, prevent),
+                InquiryStep::Answer(Inquiry::Prevented)
+            );
+            let covered = Seen {
+                covered: true,
+                ..real
+            };
+            assert_eq!(
+                inquire(covered, prevent),
+                InquiryStep::Answer(Inquiry::Prevented)
+            );
+            let committed = Seen {
+                entry: Some(FenceOutcome::Committed),
+                ..real
+            };
+            assert_eq!(
+                inquire(committed, prevent),
+                InquiryStep::Answer(Inquiry::Committed)
+            );
+        }
+        // Another's lock does not protect the transaction from being prevented.
+        let other = Seen {
+            holder: Holder::Other { expired: false },
+            ..real
+        };
+        assert_eq!(inquire(other, false), InquiryStep::Answer(Inquiry::Open));
+        assert_eq!(inquire(other, true), InquiryStep::Fence);
+        assert_eq!(
+            inquire(Seen::ABSENT, false),
+            InquiryStep::Answer(Inquiry::Open)
+        );
+        assert_eq!(inquire(Seen::ABSENT, true), InquiryStep::Bury);
+        let tombstone = Seen {
+            shape: Shape::Tombstone,
+            ..Seen::ABSENT
+        };
+        assert_eq!(inquire(tombstone, true), InquiryStep::Fence);
+    }
+
+    #[test]
+    fn one_prevented_participant_aborts_and_only_all_held_commits() {
+        use Inquiry::*;
+        assert_eq!(
+            staged_decision([Some(Held), Some(Committed), Some(Held)]),
+            StagedDecision::Commit
+        );
+        assert_eq!(staged_decision([Some(Held), None]), StagedDecision::Wait);
+        assert_eq!(
+            staged_decision([Some(Open), Some(Held)]),
+            StagedDecision::Wait
+        );
+        assert_eq!(
+            staged_decision([None, Some(Prevented)]),
+            StagedDecision::Abort
+        );
+        assert_eq!(
+            staged_decision([Some(Held), Some(Prevented), Some(Open)]),
+            StagedDecision::Abort
+        );
     }
 }

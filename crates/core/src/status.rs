@@ -11,6 +11,13 @@ pub enum TxStatus {
     /// Begun; participants are being asked to lock. Next: `Committing` (every vote yes) or
     /// `Aborting` (a vote no, or the deadline passed).
     Preparing,
+    /// Written together with the prepares (the staged commit): the transaction is committed
+    /// *implicitly* once every participant holds it, which only its stager may act on before
+    /// making it explicit. Next: `Committing` (its stager saw every vote yes, or a helper or
+    /// recoverer found every participant holding it) or `Aborting` (its stager saw a no, or a
+    /// recoverer past the deadline prevented a participant). Never aborted for its deadline
+    /// alone (`rules::recovery`).
+    Staging,
     /// Decided to commit: the durable commit point. Next: `Committed`, once every participant
     /// applied its operation. Nobody may abort it any more.
     Committing,
@@ -33,11 +40,21 @@ pub enum Decision {
 }
 
 impl TxStatus {
+    /// Every status.
+    pub const ALL: [TxStatus; 6] = [
+        TxStatus::Preparing,
+        TxStatus::Staging,
+        TxStatus::Committing,
+        TxStatus::Committed,
+        TxStatus::Aborting,
+        TxStatus::Aborted,
+    ];
+
     /// The statuses this one may move to.
     pub fn next_moves(self) -> &'static [TxStatus] {
         use TxStatus::*;
         match self {
-            Preparing => &[Committing, Aborting],
+            Preparing | Staging => &[Committing, Aborting],
             Committing => &[Committed],
             Aborting => &[Aborted],
             Committed | Aborted => &[],
@@ -57,7 +74,7 @@ impl TxStatus {
     /// The decision this status records, if any.
     pub fn decision(self) -> Option<Decision> {
         match self {
-            TxStatus::Preparing => None,
+            TxStatus::Preparing | TxStatus::Staging => None,
             TxStatus::Committing | TxStatus::Committed => Some(Decision::Commit),
             TxStatus::Aborting | TxStatus::Aborted => Some(Decision::Abort),
         }
@@ -83,6 +100,7 @@ impl TxStatus {
     pub fn as_str(self) -> &'static str {
         match self {
             TxStatus::Preparing => "PREPARING",
+            TxStatus::Staging => "STAGING",
             TxStatus::Committing => "COMMITTING",
             TxStatus::Committed => "COMMITTED",
             TxStatus::Aborting => "ABORTING",
@@ -92,10 +110,7 @@ impl TxStatus {
 
     /// Parses a stored name.
     pub fn parse(s: &str) -> Option<TxStatus> {
-        use TxStatus::*;
-        [Preparing, Committing, Committed, Aborting, Aborted]
-            .into_iter()
-            .find(|st| st.as_str() == s)
+        TxStatus::ALL.into_iter().find(|st| st.as_str() == s)
     }
 }
 
@@ -112,10 +127,9 @@ mod tests {
 
     #[test]
     fn only_the_documented_transitions_exist() {
-        let all = [Preparing, Committing, Committed, Aborting, Aborted];
         let mut legal = vec![];
-        for a in all {
-            for b in all {
+        for a in TxStatus::ALL {
+            for b in TxStatus::ALL {
                 if a.can_move_to(b) {
                     legal.push((a, b));
                 }
@@ -126,6 +140,8 @@ mod tests {
             vec![
                 (Preparing, Committing),
                 (Preparing, Aborting),
+                (Staging, Committing),
+                (Staging, Aborting),
                 (Committing, Committed),
                 (Aborting, Aborted)
             ]
@@ -141,7 +157,7 @@ mod tests {
 
     #[test]
     fn names_round_trip() {
-        for s in [Preparing, Committing, Committed, Aborting, Aborted] {
+        for s in TxStatus::ALL {
             assert_eq!(TxStatus::parse(s.as_str()), Some(s));
         }
         assert_eq!(TxStatus::parse("DONE"), None);

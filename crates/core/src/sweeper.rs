@@ -178,7 +178,7 @@ impl<L: TxLog, T: Transport, C: Clock + Clone, S: ParticipantStore> Sweeper<L, T
             let settled: Vec<bool> = stream::iter(locks)
                 .map(|(key, lock)| async move {
                     match self.participant.resolve(&lt.table, &key, &lock).await {
-                        Ok(Resolved::OwnerLive) => false,
+                        Ok(Resolved::OwnerLive | Resolved::NeedsRecovery) => false,
                         Ok(_) => true,
                         Err(e) => {
                             warn!(tx_id = %lock.tx_id, table = %lt.table, error = %e, "could not resolve an expired lock");

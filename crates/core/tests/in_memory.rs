@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
-use twopc_core::coordinator::{Coordinator, CoordinatorConfig};
+use twopc_core::coordinator::{CommitMode, Coordinator, CoordinatorConfig};
 use twopc_core::decimal::Decimal;
 use twopc_core::direct::DirectTransport;
 use twopc_core::ids::TxId;
@@ -42,6 +42,11 @@ fn key(id: &str) -> Key {
 }
 
 fn bank() -> Bank {
+    bank_in(CommitMode::Classic)
+}
+
+/// The bank with its coordinator committing in `mode`.
+fn bank_in(mode: CommitMode) -> Bank {
     let (items, log, clock) = (
         MemoryItems::default(),
         MemoryTxLog::default(),
@@ -75,6 +80,7 @@ fn bank() -> Bank {
             id: "in-memory".into(),
             services,
             limits: Limits::default(),
+            mode,
         },
     );
     Bank {

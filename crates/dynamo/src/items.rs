@@ -831,6 +831,43 @@ impl ParticipantStore for DynamoItems {
         }
     }
 
+    async fn bury_aborted(
+        &self,
+        table: &str,
+        key: &Key,
+        tx: &TxId,
+        fence: FenceEntry,
+    ) -> Result<CompleteWrite, PortError> {
+        // An update of a key that does not exist creates it: the tombstone, its fence holding
+        // the one `aborted` entry, only while the key is still absent.
+        let mut e = Expr::new();
+        let k = e.name(first_key_name(key));
+        let update = format!(
+            "SET {} = {}, {} = {}",
+            e.name(TOMBSTONE),
+            e.value(AttributeValue::Bool(true)),
+            e.name(FENCE),
+            e.value(AttributeValue::M([(tx.to_string(), entry(&fence))].into())),
+        );
+        let w = Write {
+            update,
+            condition: format!("attribute_not_exists({k})"),
+            returns: ReturnValue::None,
+        };
+        match self
+            .write(table, key, e, w, || {
+                format!("preventing {tx} on an absent key in {table}")
+            })
+            .await?
+        {
+            Outcome::Written(_) => Ok(CompleteWrite::Done),
+            Outcome::Refused(None) => Ok(CompleteWrite::Refused(None)),
+            Outcome::Refused(Some(item)) => {
+                Ok(CompleteWrite::Refused(Some(Box::new(item_state(&item)?))))
+            }
+        }
+    }
+
     async fn drop_lock(
         &self,
         table: &str,

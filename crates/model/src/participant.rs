@@ -11,7 +11,9 @@
 //! written, and documented, where it applies.
 
 use twopc_core::item::FenceOutcome;
-use twopc_core::rules::{self, AbortStep, CommitStep, PrepareRefusal, PrepareStep, Reply, Shape};
+use twopc_core::rules::{
+    self, AbortStep, CommitStep, Inquiry, InquiryStep, PrepareRefusal, PrepareStep, Reply, Shape,
+};
 use twopc_core::status::Decision;
 
 use crate::state::{ItemState, Op, Tx};
@@ -72,6 +74,24 @@ pub enum Variant {
     /// will take. Override of [`rules::prepare`]'s answer: `Reserved` becomes `Lock` (see
     /// [`prepare`]).
     LockIgnoresReservations,
+    /// Staged commit, broken: recovery treats an overdue `STAGING` record like a `PREPARING`
+    /// one and aborts it for its deadline alone (`rules::recovery` answering `DecideAbort`),
+    /// although its stager may have answered "committed" from every participant holding it.
+    StagingAbortsAtDeadline,
+    /// Staged commit, broken: the lock rule aborts a `STAGING` owner past its deadline from the
+    /// one item it stands on (`rules::resolve` answering `DecideAbort` for `Recover`).
+    ResolverAbortsStaging,
+    /// Staged commit, broken: an inquiry that finds no item answers "prevented" without writing
+    /// the tombstone (`rules::inquire`'s `Bury` read as nothing to do): a creating prepare of
+    /// the transaction can still land there afterwards.
+    PreventSkipsAbsent,
+    /// Staged commit, broken: the stager answers "committed" from every yes vote before its
+    /// record put is acknowledged (the put may land late, or never).
+    AnswerWithoutStageAck,
+    /// Staged commit, broken: a helper (a replay, a status read) answers "committed" when its
+    /// inquiries find every participant holding the transaction, without first winning the
+    /// compare-and-swap `STAGING → COMMITTING`.
+    HelperAnswersFromHolds,
 }
 
 impl Variant {
@@ -416,6 +436,59 @@ pub fn abort<const TXS: usize>(
             (item, Reply::Done)
         }
         AbortStep::Answer(reply) => (item, reply),
+    }
+}
+
+/// An inquiry about `tx` on `item` (`Participant::inquire`, [`rules::inquire`]), with `prevent`
+/// for a recoverer: the answer, and the item after the write that prevents `tx` where nothing
+/// does yet. `Fence`: the lock-free abort's write (`fence_aborted`), the `aborted` entry or, with
+/// [`Upkeep::Raise`] (the fence is full), the horizon raised to `tx`; `Bury`: a tombstone
+/// carrying the `aborted` entry, written only while the key is absent. Either answers
+/// `Prevented`. Override: [`Variant::PreventSkipsAbsent`] answers `Prevented` on an absent key
+/// and writes nothing.
+pub fn inquire<const TXS: usize>(
+    variant: Variant,
+    mut item: ItemState<TXS>,
+    tx: Tx,
+    prevent: bool,
+    upkeep: Upkeep,
+    deadline_passed: &[bool; TXS],
+) -> (ItemState<TXS>, Inquiry) {
+    let t = tx.ix();
+    match rules::inquire(item.seen_by(tx, deadline_passed), prevent) {
+        InquiryStep::Answer(answer) => (item, answer),
+        InquiryStep::Fence => {
+            if upkeep == Upkeep::Raise {
+                item.horizon = item.horizon.max(Some(tx));
+            } else {
+                item.fence[t] = Some(FenceOutcome::Aborted);
+            }
+            (item, Inquiry::Prevented)
+        }
+        InquiryStep::Bury if variant == Variant::PreventSkipsAbsent => (item, Inquiry::Prevented),
+        InquiryStep::Bury => {
+            item.shape = Shape::Tombstone;
+            item.fence[t] = Some(FenceOutcome::Aborted);
+            (item, Inquiry::Prevented)
+        }
+    }
+}
+
+/// Whether `upkeep` does something in an inquiry's prevent: `Plain` always, `Raise` only where
+/// the rule fences an item whose fence has an entry (full for some capacity).
+pub fn inquiry_upkeep_applies<const TXS: usize>(
+    item: &ItemState<TXS>,
+    tx: Tx,
+    upkeep: Upkeep,
+    deadline_passed: &[bool; TXS],
+) -> bool {
+    match upkeep {
+        Upkeep::Plain => true,
+        Upkeep::Raise => {
+            rules::inquire(item.seen_by(tx, deadline_passed), true) == InquiryStep::Fence
+                && item.fence.iter().any(Option::is_some)
+        }
+        Upkeep::Prune(_) => false,
     }
 }
 

@@ -9,7 +9,7 @@
 //! ordered like `began`.
 
 use twopc_core::item::FenceOutcome;
-use twopc_core::rules::{Holder, Others, Seen, Shape};
+use twopc_core::rules::{Holder, Inquiry, Others, Seen, Shape};
 use twopc_core::status::{Decision, TxStatus};
 
 /// A transaction, by index (`0..TXS`). Every transaction touches every item, with the operation
@@ -258,6 +258,16 @@ pub enum Coordinator<const ITEMS: usize> {
         /// Yes votes received, per item.
         yes: [bool; ITEMS],
     },
+    /// Staged commit: the record put (`STAGING`) and the prepares are in flight together.
+    Staging {
+        /// Yes votes received, per item.
+        yes: [bool; ITEMS],
+        /// The record put was acknowledged: this coordinator is the stager.
+        acked: bool,
+        /// It answered the client "committed" (from its acknowledged put and every yes vote);
+        /// from here on it only makes the commit explicit.
+        answered: bool,
+    },
     /// The decision is recorded (by us, or we lost the swap and follow the record); commit or
     /// abort messages not sent yet.
     Decided(Decision),
@@ -305,6 +315,18 @@ pub struct TxState<const ITEMS: usize> {
     /// The commit or abort messages were sent, carrying this decision. Deliverable forever, like
     /// prepares.
     pub completes_in_flight: Option<Decision>,
+    /// Staged commit: the record put was sent (with the prepares). It may land late, or never;
+    /// it lands only on an absent record (`attribute_not_exists`).
+    pub staged: bool,
+    /// What each participant answered the latest inquiry about this transaction (a helper's or
+    /// a recoverer's; `None`: not asked yet).
+    pub inquiry: [Option<Inquiry>; ITEMS],
+    /// Ghost: an inquiry prevented the transaction on the item (or found it prevented).
+    pub prevented: [bool; ITEMS],
+    /// Ghost: some coordinator answered the client "committed".
+    pub answered_commit: bool,
+    /// Ghost: some coordinator answered the client "aborted".
+    pub answered_abort: bool,
 }
 
 impl<const ITEMS: usize> TxState<ITEMS> {
@@ -316,6 +338,11 @@ impl<const ITEMS: usize> TxState<ITEMS> {
             coordinator: Coordinator::Idle,
             prepares_in_flight: false,
             completes_in_flight: None,
+            staged: false,
+            inquiry: [None; ITEMS],
+            prevented: [false; ITEMS],
+            answered_commit: false,
+            answered_abort: false,
         }
     }
 

@@ -6,7 +6,9 @@
 
 use stateright::{Model, Property};
 use twopc_core::item::FenceOutcome;
-use twopc_core::rules::{self, AfterLostSwap, PrepareStep, Recovery, Resolution, Shape};
+use twopc_core::rules::{
+    self, AfterLostSwap, Inquiry, PrepareStep, Recovery, Resolution, Shape, StagedDecision,
+};
 use twopc_core::status::{Decision, TxStatus};
 
 use crate::participant::{self, Upkeep, Variant};
@@ -87,6 +89,19 @@ pub const LOCK_EXCLUDES_RESERVATIONS: &str = "a lock and reservations exclude ea
 /// stand on one item at once.
 pub const RESERVATIONS_SHARE_AN_ITEM: &str = "two reservations stand on one item";
 
+/// Property (staged commit): no answer is ever contradicted by the record. A transaction
+/// answered "committed" is never recorded aborted (nor answered "aborted" too), and one answered
+/// "aborted" is never recorded committed. `docs/protocol.md`, "The staged commit".
+pub const ANSWER_HONOURED: &str = "an answer is never contradicted by the record";
+/// Property (staged commit): once an inquiry prevented a transaction on an item (or found it
+/// prevented), that transaction never holds the item again.
+pub const PREVENT_IS_FINAL: &str = "a prevent is final";
+/// Example wanted (staged commit): a commit is answered while its record is still `STAGING`:
+/// one round of writes.
+pub const ANSWERED_BEFORE_EXPLICIT: &str = "a commit is answered while its record is STAGING";
+/// Example wanted (staged commit): recovery aborts a `STAGING` transaction it prevented.
+pub const STAGING_PREVENTED_AND_ABORTED: &str = "recovery prevents and aborts a STAGING record";
+
 /// One step of the system. Each is one DynamoDB request (or a refused conditional one), one
 /// message delivery, or the passing of time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -127,6 +142,23 @@ pub enum Action {
     SweepComplete(Tx, Item, Upkeep),
     /// Sweeper: finalize an overdue decided record whose items are all finished.
     SweepFinalize(Tx),
+    /// Staged coordinator: send the record put (`STAGING`, `attribute_not_exists`) and every
+    /// prepare at once. The put may land late, or never.
+    Stage(Tx),
+    /// Network: the record put lands (only on an absent record); its stager, if alive, learns
+    /// the outcome (acknowledged, or refused: then it follows the record it finds).
+    DeliverStage(Tx),
+    /// Staged coordinator: answer the client "committed" once its put is acknowledged and every
+    /// vote is yes (the record may still be `STAGING`).
+    Answer(Tx),
+    /// A helper (`prevent` false: a replay, a status read; any time) or a recoverer (`prevent`:
+    /// past the deadline) asks one item about a transaction whose record it read `STAGING`,
+    /// with the upkeep (`Plain`, or `Raise` for a full fence) its prevent write uses.
+    Inquire(Tx, Item, bool, Upkeep),
+    /// A helper or recoverer decides a `STAGING` record from the latest inquiries
+    /// ([`rules::staged_decision`]): every item held → compare-and-swap `COMMITTING` (then it may
+    /// answer "committed"); some item prevented, past the deadline → `ABORTING`.
+    RecoverDecide(Tx),
 }
 
 /// The protocol with `TXS` transactions over `ITEMS` items, every transaction touching every
@@ -142,6 +174,9 @@ pub struct TwoPhaseCommit<const TXS: usize, const ITEMS: usize> {
     pub initial: [Shape; ITEMS],
     /// Each item's number in the initial state ([`ItemState::value`]).
     pub values: [i8; ITEMS],
+    /// Whether coordinators run the staged commit (record `STAGING` written with the
+    /// prepares) instead of begin-then-prepare.
+    pub staged: bool,
 }
 
 /// The size the tests check exhaustively: two transactions that both touch the same two items.
@@ -186,6 +221,15 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
             ops,
             initial,
             values: [0; ITEMS],
+            staged: false,
+        }
+    }
+
+    /// The same, with every coordinator running the staged commit.
+    pub const fn staged(self) -> Self {
+        TwoPhaseCommit {
+            staged: true,
+            ..self
         }
     }
 
@@ -245,6 +289,10 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
                 Action::Expire(t),
                 Action::SweepAbort(t),
                 Action::SweepFinalize(t),
+                Action::Stage(t),
+                Action::DeliverStage(t),
+                Action::Answer(t),
+                Action::RecoverDecide(t),
             ]
         });
         let per_tx_item = Self::txs().flat_map(|t| {
@@ -257,6 +305,11 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
                             .map(move |u| Action::DeliverComplete(t, i, u)),
                     )
                     .chain(upkeeps.map(move |u| Action::SweepComplete(t, i, u)))
+                    .chain([
+                        Action::Inquire(t, i, false, Upkeep::Plain),
+                        Action::Inquire(t, i, true, Upkeep::Plain),
+                        Action::Inquire(t, i, true, Upkeep::Raise),
+                    ])
             })
         });
         let per_item = Self::items().flat_map(|i| {
@@ -269,10 +322,29 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
     /// What `action` does to `state`: a pure function. An action that cannot happen in `state`
     /// returns it unchanged.
     pub fn step(&self, state: State<TXS, ITEMS>, action: Action) -> State<TXS, ITEMS> {
+        let mut next = self.step_only(state, action);
+        // What the inquiries found matters only while the record is STAGING (every decision
+        // from them is a compare-and-swap on STAGING): forgotten after, so that states that
+        // differ only in it are one.
+        for tx in &mut next.txs {
+            if tx.record != Some(TxStatus::Staging) {
+                tx.inquiry = [None; ITEMS];
+            }
+        }
+        next
+    }
+
+    fn step_only(&self, state: State<TXS, ITEMS>, action: Action) -> State<TXS, ITEMS> {
         match action {
-            Action::Begin(t) => begin(state, t),
+            Action::Begin(t) if !self.staged => begin(state, t),
+            Action::Begin(_) => state,
             Action::SendPrepares(t) => send_prepares(state, t),
             Action::Decide(t, d) => decide(state, t, d),
+            Action::Stage(t) => self.stage(state, t),
+            Action::DeliverStage(t) => deliver_stage(state, t),
+            Action::Answer(t) => self.answer(state, t),
+            Action::Inquire(t, i, prevent, u) => self.inquire(state, t, i, prevent, u),
+            Action::RecoverDecide(t) => self.recover_decide(state, t),
             Action::SendCompletes(t) => send_completes(state, t),
             Action::Finalize(t) => self.finalize(state, t),
             Action::Crash(t) => crash(state, t),
@@ -280,7 +352,7 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
             Action::DeliverComplete(t, i, u) => self.deliver_complete(state, t, i, u),
             Action::Expire(t) => expire(state, t),
             Action::Resolve(i, t, u) => self.resolve(state, i, t, u),
-            Action::SweepAbort(t) => sweep_abort(state, t),
+            Action::SweepAbort(t) => self.sweep_abort(state, t),
             Action::SweepComplete(t, i, u) => self.sweep_complete(state, t, i, u),
             Action::SweepFinalize(t) => self.sweep_finalize(state, t),
         }
@@ -361,8 +433,10 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
         let (after, step) = participant::prepare(self.variant, *state.item(i), t, &ops, &deadlines);
         *state.item_mut(i) = after;
         // A yes vote is the rule's `Lock`; any refusal is a no.
-        if let (PrepareStep::Lock, Coordinator::Preparing { yes }) =
-            (step, &mut state.tx_mut(t).coordinator)
+        if let (
+            PrepareStep::Lock,
+            Coordinator::Preparing { yes } | Coordinator::Staging { yes, .. },
+        ) = (step, &mut state.tx_mut(t).coordinator)
         {
             yes[i.ix()] = true;
         }
@@ -405,6 +479,13 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
         match rules::resolve(state.tx(owner).record, deadline_passed) {
             // Undecided and live: the lock or reservation stands (a newcomer votes conflict).
             Resolution::OwnerLive => {}
+            // ResolverAbortsStaging: abort the STAGING owner from this item's point of view.
+            Resolution::Recover if self.variant == Variant::ResolverAbortsStaging => {
+                state.tx_mut(owner).record = Some(TxStatus::Aborting);
+            }
+            // STAGING past its deadline: its recovery (`Inquire`, `RecoverDecide`) is the
+            // recoverer's; the hold stands meanwhile.
+            Resolution::Recover => {}
             // `create_aborted`; the lock goes by `AbortHere` next round.
             Resolution::RecordAborted => state.tx_mut(owner).record = Some(TxStatus::Aborted),
             // The compare-and-swap `PREPARING → ABORTING` (the read folded into the write).
@@ -449,6 +530,122 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
         state
     }
 
+    /// The sweeper's [`Recovery::DecideAbort`]: the swap `PREPARING → ABORTING` (which wins:
+    /// the record is `PREPARING`); its completion is `SweepComplete`.
+    /// [`Variant::StagingAbortsAtDeadline`] does the same to an overdue `STAGING` record.
+    fn sweep_abort(&self, mut state: State<TXS, ITEMS>, t: Tx) -> State<TXS, ITEMS> {
+        let from = match overdue_recovery(&state, t) {
+            Some(Recovery::DecideAbort) => TxStatus::Preparing,
+            Some(Recovery::Inquire) if self.variant == Variant::StagingAbortsAtDeadline => {
+                TxStatus::Staging
+            }
+            _ => return state,
+        };
+        let tx = state.tx_mut(t);
+        if let Ok(status) = swap(tx.record, from, TxStatus::Aborting) {
+            tx.record = Some(status);
+        }
+        state
+    }
+
+    /// The staged coordinator's first round: the record put and every prepare, sent at once.
+    fn stage(&self, mut state: State<TXS, ITEMS>, t: Tx) -> State<TXS, ITEMS> {
+        let tx = state.tx_mut(t);
+        if !self.staged || tx.coordinator != Coordinator::Idle {
+            return state;
+        }
+        tx.coordinator = Coordinator::Staging {
+            yes: [false; ITEMS],
+            acked: false,
+            answered: false,
+        };
+        tx.staged = true;
+        tx.prepares_in_flight = !tx.deadline_passed();
+        state
+    }
+
+    /// The stager's early answer: "committed", from its acknowledged put and every yes vote
+    /// ([`Variant::AnswerWithoutStageAck`]: without waiting for the put).
+    fn answer(&self, mut state: State<TXS, ITEMS>, t: Tx) -> State<TXS, ITEMS> {
+        let tx = state.tx_mut(t);
+        let Coordinator::Staging {
+            yes,
+            acked,
+            answered: false,
+        } = tx.coordinator
+        else {
+            return state;
+        };
+        let acked = acked || self.variant == Variant::AnswerWithoutStageAck;
+        if acked && rules::decision(yes.into_iter()) == Decision::Commit {
+            tx.coordinator = Coordinator::Staging {
+                yes,
+                acked: true,
+                answered: true,
+            };
+            tx.answered_commit = true;
+        }
+        state
+    }
+
+    /// One inquiry ([`participant::inquire`]) about staged `t` on item `i`, its answer kept for
+    /// [`Self::recover_decide`]. A prevent needs the deadline passed (recoverers only).
+    fn inquire(
+        &self,
+        mut state: State<TXS, ITEMS>,
+        t: Tx,
+        i: Item,
+        prevent: bool,
+        upkeep: Upkeep,
+    ) -> State<TXS, ITEMS> {
+        let tx = state.tx(t);
+        if tx.record != Some(TxStatus::Staging) || (prevent && !tx.deadline_passed()) {
+            return state;
+        }
+        let deadlines = state.deadlines_passed();
+        let found = *state.item(i);
+        if !participant::inquiry_upkeep_applies(&found, t, upkeep, &deadlines) {
+            return state;
+        }
+        let (after, answer) =
+            participant::inquire(self.variant, found, t, prevent, upkeep, &deadlines);
+        *state.item_mut(i) = after;
+        let tx = state.tx_mut(t);
+        // `Open` (a read-only inquiry found neither) decides nothing: as good as not asked.
+        tx.inquiry[i.ix()] = (answer != Inquiry::Open).then_some(answer);
+        if answer == Inquiry::Prevented {
+            tx.prevented[i.ix()] = true;
+        }
+        state
+    }
+
+    /// A helper's or recoverer's decision on a `STAGING` record, by [`rules::staged_decision`]
+    /// from the latest inquiries. Commit: the compare-and-swap, then the answer
+    /// ([`Variant::HelperAnswersFromHolds`]: the answer first). Abort: only past the deadline.
+    fn recover_decide(&self, mut state: State<TXS, ITEMS>, t: Tx) -> State<TXS, ITEMS> {
+        let tx = state.tx_mut(t);
+        if tx.record != Some(TxStatus::Staging) {
+            return state;
+        }
+        match rules::staged_decision(tx.inquiry) {
+            StagedDecision::Wait => {}
+            StagedDecision::Commit
+                if self.variant == Variant::HelperAnswersFromHolds && !tx.answered_commit =>
+            {
+                tx.answered_commit = true;
+            }
+            StagedDecision::Commit => {
+                tx.record = Some(TxStatus::Committing);
+                tx.answered_commit = true;
+            }
+            StagedDecision::Abort if tx.deadline_passed() => {
+                tx.record = Some(TxStatus::Aborting);
+            }
+            StagedDecision::Abort => {}
+        }
+        state
+    }
+
     /// The states one step away.
     pub fn successors(
         &self,
@@ -482,6 +679,10 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
                 .flat_map(|t| {
                     [Action::Expire(t), Action::SweepAbort(t)]
                         .into_iter()
+                        .chain(
+                            Self::items().map(move |i| Action::Inquire(t, i, true, Upkeep::Plain)),
+                        )
+                        .chain([Action::RecoverDecide(t)])
                         .chain(
                             Self::items().map(move |i| Action::SweepComplete(t, i, Upkeep::Plain)),
                         )
@@ -573,28 +774,99 @@ fn decide<const TXS: usize, const ITEMS: usize>(
     decision: Decision,
 ) -> State<TXS, ITEMS> {
     let tx = state.tx_mut(t);
-    let Coordinator::Preparing { yes } = tx.coordinator else {
-        return state;
+    let (yes, from) = match tx.coordinator {
+        Coordinator::Preparing { yes } => (yes, TxStatus::Preparing),
+        // The stager decides once its put is acknowledged (it waits for the put's reply as for
+        // the votes); having answered "committed", it only makes that explicit.
+        Coordinator::Staging {
+            yes,
+            acked: true,
+            answered,
+        } if !(answered && decision == Decision::Abort) => (yes, TxStatus::Staging),
+        _ => return state,
     };
     if decision == Decision::Commit && rules::decision(yes.into_iter()) != Decision::Commit {
         return state;
     }
-    tx.coordinator = match swap(tx.record, TxStatus::Preparing, TxStatus::deciding(decision)) {
+    let staged = from == TxStatus::Staging;
+    tx.coordinator = match swap(tx.record, from, TxStatus::deciding(decision)) {
         Ok(status) => {
             tx.record = Some(status);
+            if staged {
+                answer_as(tx, decision);
+            }
             Coordinator::Decided(decision)
         }
-        // Lost the race (a resolver or the sweeper aborted us past our deadline).
+        // Lost the race (a resolver or the sweeper aborted us past our deadline; a helper or
+        // recoverer decided a STAGING record).
         Err(found) => match rules::after_lost_decide(found) {
             // Follow the record; a terminal one is returned as it is (`Coordinator::complete`).
-            AfterLostSwap::Follow(_) if found.is_some_and(TxStatus::is_terminal) => {
-                Coordinator::Finished
+            AfterLostSwap::Follow(followed) => {
+                if staged {
+                    answer_as(tx, followed);
+                }
+                if found.is_some_and(TxStatus::is_terminal) {
+                    Coordinator::Finished
+                } else {
+                    Coordinator::Decided(followed)
+                }
             }
-            AfterLostSwap::Follow(followed) => Coordinator::Decided(followed),
-            // Still PREPARING after a failed swap, or the record vanished.
+            // Still undecided after a failed swap, or the record vanished.
             AfterLostSwap::Fatal => Coordinator::Crashed,
         },
     };
+    state
+}
+
+/// Ghost: a staged coordinator answers the client with `decision`.
+fn answer_as<const ITEMS: usize>(tx: &mut crate::state::TxState<ITEMS>, decision: Decision) {
+    match decision {
+        Decision::Commit => tx.answered_commit = true,
+        Decision::Abort => tx.answered_abort = true,
+    }
+}
+
+/// The record put lands if no record exists (`attribute_not_exists`); the stager, if alive and
+/// still waiting, learns it is the stager. A put refused because a record exists (a resolver's
+/// `ABORTED`, for a transaction whose locks expired before its put landed) makes the stager
+/// follow that record.
+fn deliver_stage<const TXS: usize, const ITEMS: usize>(
+    mut state: State<TXS, ITEMS>,
+    t: Tx,
+) -> State<TXS, ITEMS> {
+    let tx = state.tx_mut(t);
+    if !tx.staged {
+        return state;
+    }
+    let Some(found) = tx.record else {
+        tx.record = Some(TxStatus::Staging);
+        if let Coordinator::Staging {
+            yes,
+            acked: false,
+            answered,
+        } = tx.coordinator
+        {
+            tx.coordinator = Coordinator::Staging {
+                yes,
+                acked: true,
+                answered,
+            };
+        }
+        return state;
+    };
+    if let Coordinator::Staging { acked: false, .. } = tx.coordinator {
+        tx.coordinator = match found.decision() {
+            Some(d) => {
+                answer_as(tx, d);
+                if found.is_terminal() {
+                    Coordinator::Finished
+                } else {
+                    Coordinator::Decided(d)
+                }
+            }
+            None => Coordinator::Crashed,
+        };
+    }
     state
 }
 
@@ -626,24 +898,10 @@ fn expire<const TXS: usize, const ITEMS: usize>(
     t: Tx,
 ) -> State<TXS, ITEMS> {
     let tx = state.tx_mut(t);
-    // A deadline exists once the record is written.
-    if tx.record.is_some() {
+    // A deadline exists once the record is written, or a staged coordinator sent its prepares
+    // (their locks expire at it, whether the record put lands or not).
+    if tx.record.is_some() || tx.staged {
         tx.clock = Clock::PastDeadline;
-    }
-    state
-}
-
-/// The sweeper's [`Recovery::DecideAbort`]: the swap `PREPARING → ABORTING` (which wins: the
-/// record is `PREPARING`); its completion is `SweepComplete`.
-fn sweep_abort<const TXS: usize, const ITEMS: usize>(
-    mut state: State<TXS, ITEMS>,
-    t: Tx,
-) -> State<TXS, ITEMS> {
-    if overdue_recovery(&state, t) == Some(Recovery::DecideAbort) {
-        let tx = state.tx_mut(t);
-        if let Ok(status) = swap(tx.record, TxStatus::Preparing, TxStatus::Aborting) {
-            tx.record = Some(status);
-        }
     }
     state
 }
@@ -896,6 +1154,47 @@ fn reservations_share_an_item<const TXS: usize, const ITEMS: usize>(
         .any(|i| i.reserved.iter().filter(|r| **r).count() >= 2)
 }
 
+fn answer_honoured<const TXS: usize, const ITEMS: usize>(
+    _: &M<TXS, ITEMS>,
+    state: &State<TXS, ITEMS>,
+) -> bool {
+    state.txs.iter().all(|tx| {
+        let recorded = tx.record.and_then(TxStatus::decision);
+        !(tx.answered_commit && (tx.answered_abort || recorded == Some(Decision::Abort)))
+            && !(tx.answered_abort && recorded == Some(Decision::Commit))
+    })
+}
+
+fn prevent_is_final<const TXS: usize, const ITEMS: usize>(
+    _: &M<TXS, ITEMS>,
+    state: &State<TXS, ITEMS>,
+) -> bool {
+    M::<TXS, ITEMS>::txs().all(|t| {
+        M::<TXS, ITEMS>::items()
+            .all(|i| !state.tx(t).prevented[i.ix()] || !state.item(i).held_by(t))
+    })
+}
+
+fn answered_before_explicit<const TXS: usize, const ITEMS: usize>(
+    _: &M<TXS, ITEMS>,
+    state: &State<TXS, ITEMS>,
+) -> bool {
+    state
+        .txs
+        .iter()
+        .any(|tx| tx.answered_commit && tx.record == Some(TxStatus::Staging))
+}
+
+fn staging_prevented_and_aborted<const TXS: usize, const ITEMS: usize>(
+    _: &M<TXS, ITEMS>,
+    state: &State<TXS, ITEMS>,
+) -> bool {
+    state
+        .txs
+        .iter()
+        .any(|tx| tx.prevented.iter().any(|p| *p) && tx.record == Some(TxStatus::Aborted))
+}
+
 impl<const TXS: usize, const ITEMS: usize> Model for TwoPhaseCommit<TXS, ITEMS> {
     type State = State<TXS, ITEMS>;
     type Action = Action;
@@ -926,6 +1225,8 @@ impl<const TXS: usize, const ITEMS: usize> Model for TwoPhaseCommit<TXS, ITEMS> 
             Property::always(BOUNDS_HOLD, bounds_hold),
             Property::always(LOCK_EXCLUDES_RESERVATIONS, lock_excludes_reservations),
             Property::always(EVERY_TRANSACTION_ENDS, every_transaction_ends),
+            Property::always(ANSWER_HONOURED, answer_honoured),
+            Property::always(PREVENT_IS_FINAL, prevent_is_final),
             Property::always(SWEEPER_FINISHES, sweeper_finishes),
             Property::eventually(EVENTUALLY_ENDS, eventually_ends),
             Property::sometimes(CAN_COMMIT, can_commit),
@@ -963,6 +1264,16 @@ impl<const TXS: usize, const ITEMS: usize> Model for TwoPhaseCommit<TXS, ITEMS> 
             properties.push(Property::sometimes(
                 RESERVATIONS_SHARE_AN_ITEM,
                 reservations_share_an_item,
+            ));
+        }
+        if self.staged {
+            properties.push(Property::sometimes(
+                ANSWERED_BEFORE_EXPLICIT,
+                answered_before_explicit,
+            ));
+            properties.push(Property::sometimes(
+                STAGING_PREVENTED_AND_ABORTED,
+                staging_prevented_and_aborted,
             ));
         }
         if self.has_op(Op::Delete) {

@@ -34,7 +34,7 @@ use twopc_runtime::call::answer_call;
 use twopc_runtime::errors::ErrorKind;
 
 use crate::hooks::Hooks;
-use crate::participant::{Error, SdkParticipant};
+use crate::participant::{Error, INQUIRE_UNSUPPORTED, SdkParticipant};
 use crate::store::StateStore;
 
 /// What the caller of a call that failed with `e` may assume.
@@ -63,6 +63,7 @@ where
             ParticipantCall::Prepare(r) => participant.prepare(r).await.map(serde_json::to_value),
             ParticipantCall::Commit(r) => participant.commit(r).await.map(serde_json::to_value),
             ParticipantCall::Abort(r) => participant.abort(r).await.map(serde_json::to_value),
+            ParticipantCall::Inquire(_) => Err(Error::Invalid(INQUIRE_UNSUPPORTED.into())),
         }
     };
     answer_call(event, answer, kind).await

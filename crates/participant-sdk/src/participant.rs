@@ -23,6 +23,11 @@ use crate::hooks::{Call, HookError, Hooks, Reservation};
 use crate::state::{Phase, Refusal, TxState};
 use crate::store::{StateStore, Written};
 
+/// Why a custom participant refuses an `inquire` call: the staged commit's recovery asks it
+/// of every participant, so a coordinator commits a transaction with a custom participant the
+/// classic way (begin, prepare, decide), which never asks.
+pub const INQUIRE_UNSUPPORTED: &str = "inquire: custom participants do not answer inquiries yet; transactions with a custom participant are committed the classic way, which sends none";
+
 /// Tunables.
 #[derive(Clone, Debug)]
 pub struct SdkConfig {
@@ -147,6 +152,7 @@ impl<H: Hooks, S: StateStore, L: TxLog, C: Clock> SdkParticipant<H, S, L, C> {
             ParticipantCall::Prepare(r) => encode(serde_json::to_value(self.prepare(&r).await?)),
             ParticipantCall::Commit(r) => encode(serde_json::to_value(self.commit(&r).await?)),
             ParticipantCall::Abort(r) => encode(serde_json::to_value(self.abort(&r).await?)),
+            ParticipantCall::Inquire(_) => Err(Error::Invalid(INQUIRE_UNSUPPORTED.into())),
         }
     }
 
@@ -431,7 +437,9 @@ impl<H: Hooks, S: StateStore, L: TxLog, C: Clock> SdkParticipant<H, S, L, C> {
                 let deadline_passed = now >= state.deadline;
                 let record = self.log.get(tx).await?;
                 match rules::resolve(record.as_ref().map(|r| r.status), deadline_passed) {
-                    Resolution::OwnerLive => return Ok(Resolved::Left),
+                    // A STAGING owner past its deadline is recovered as a whole (every
+                    // participant inquired) by whoever recovers its record, never from here.
+                    Resolution::OwnerLive | Resolution::Recover => return Ok(Resolved::Left),
                     Resolution::RollForward if state.phase == Phase::Reserved => Decision::Commit,
                     Resolution::RollForward | Resolution::DropStale => {
                         error!(tx_id = %tx, phase = ?state.phase, status = ?record.map(|r| r.status),

@@ -11,12 +11,14 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
-use twopc_core::coordinator::{Coordinator, CoordinatorConfig};
+use twopc_core::coordinator::{CommitMode, Coordinator, CoordinatorConfig};
 use twopc_core::direct::DirectTransport;
 use twopc_core::ids::TxId;
 use twopc_core::item::Key;
 use twopc_core::memory::{MemoryItems, MemoryTxLog};
-use twopc_core::message::{CompleteReply, CompleteRequest, PrepareReply, PrepareRequest};
+use twopc_core::message::{
+    CompleteReply, CompleteRequest, InquireReply, InquireRequest, PrepareReply, PrepareRequest,
+};
 use twopc_core::participant::{Participant, ParticipantConfig};
 use twopc_core::ports::{
     Clock, ManualClock, ParticipantStore, SystemClock, Transport, TransportError, TxLog,
@@ -111,6 +113,16 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Transport for Route<S, L, C> {
             _ => self.direct.abort(target, req).await,
         }
     }
+    async fn inquire(
+        &self,
+        target: &Target,
+        req: &InquireRequest,
+    ) -> Result<InquireReply, TransportError> {
+        match target {
+            Target::Http { .. } => self.http.inquire(target, req).await,
+            _ => self.direct.inquire(target, req).await,
+        }
+    }
 }
 
 struct Shop {
@@ -179,6 +191,9 @@ async fn shop() -> Shop {
             id: "coordinator-test".into(),
             services,
             limits: Limits::default(),
+            // Staged, as a deployment may be configured: a transaction with a custom
+            // participant (which answers no inquiry) is still committed the classic way.
+            mode: CommitMode::Staged,
         },
     );
     Shop {

@@ -42,6 +42,7 @@ pub async fn handle(app: &App, event: LambdaEvent<Value>) -> Result<Value, CallE
             ParticipantCall::Prepare(r) => p.prepare(table, r).await.map(serde_json::to_value),
             ParticipantCall::Commit(r) => p.commit(table, r).await.map(|r| app.counted(r)),
             ParticipantCall::Abort(r) => p.abort(table, r).await.map(|r| app.counted(r)),
+            ParticipantCall::Inquire(r) => p.inquire(table, r).await.map(serde_json::to_value),
         }
     };
     answer_call(event, answer, ErrorKind::of).await

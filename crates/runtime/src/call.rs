@@ -69,13 +69,14 @@ where
         CallError {
             kind: ErrorKind::Invalid,
             message: format!(
-                "the event is not a participant call ({m}); expected {{\"action\": \"prepare\"|\"commit\"|\"abort\", \"request\": {{...}}}}"
+                "the event is not a participant call ({m}); expected {{\"action\": \"prepare\"|\"commit\"|\"abort\"|\"inquire\", \"request\": {{...}}}}"
             ),
         }
     })?;
     let tx = match &call {
         ParticipantCall::Prepare(r) => r.tx_id.clone(),
         ParticipantCall::Commit(r) | ParticipantCall::Abort(r) => r.tx_id.clone(),
+        ParticipantCall::Inquire(r) => r.tx_id.clone(),
     };
     let action = call.action();
     async {

@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use twopc_core::coordinator::CommitMode;
 use twopc_core::participant::ParticipantConfig;
 use twopc_core::request::{KeySchema, Limits, ServiceConfig};
 use twopc_core::signing::Secret;
@@ -58,6 +59,10 @@ pub mod var {
     pub const FENCE_CAPACITY: &str = "TWOPC_FENCE_CAPACITY";
     /// `ParticipantConfig::max_reservations`.
     pub const MAX_RESERVATIONS: &str = "TWOPC_MAX_RESERVATIONS";
+    /// How the coordinator commits: `classic` (the default: begin, prepare, decide, complete,
+    /// finalize, then answer) or `staged` (the record written with the prepares, answered
+    /// after one round, finished after the answer). Coordinator.
+    pub const COMMIT_MODE: &str = "TWOPC_COMMIT_MODE";
     /// How long past its deadline a fence entry is kept when the fence has room, in ms.
     /// Default 10000. Liveness only, see `ParticipantConfig::fence_margin_ms`.
     pub const FENCE_MARGIN_MS: &str = "TWOPC_FENCE_MARGIN_MS";
@@ -185,6 +190,8 @@ pub struct Config {
     pub metrics_namespace: String,
     /// The participant logic's tunables.
     pub participant: ParticipantConfig,
+    /// How the coordinator commits.
+    pub commit_mode: CommitMode,
 }
 
 /// Default participant call timeout: below the coordinator function's own timeout (30 s in the
@@ -322,6 +329,16 @@ impl Config {
                 problem: "must be at least 1 (the entry of the transaction that writes it)".into(),
             });
         }
+        let commit_mode = match get(var::COMMIT_MODE) {
+            None => CommitMode::default(),
+            Some(name) => CommitMode::parse(name.trim()).ok_or_else(|| ConfigError::Invalid {
+                var: var::COMMIT_MODE,
+                problem: format!(
+                    "{name:?} is not a commit mode: use {}",
+                    CommitMode::ALL.map(CommitMode::as_str).join(" or ")
+                ),
+            })?,
+        };
         // Read as is (not trimmed): the secret is whatever bytes the services were given.
         let http_signing_secret = match lookup(var::HTTP_SIGNING_SECRET) {
             None => None,
@@ -361,6 +378,7 @@ impl Config {
             metrics_namespace: get(var::METRICS_NAMESPACE)
                 .unwrap_or_else(|| DEFAULT_METRICS_NAMESPACE.to_owned()),
             participant,
+            commit_mode,
         })
     }
 

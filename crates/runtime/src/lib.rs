@@ -117,6 +117,7 @@ pub fn coordinator(config: &Config, clients: &Clients) -> LiveCoordinator {
             id: config.coordinator_id.clone(),
             services: config.services.clone(),
             limits: config.limits.clone(),
+            mode: config.commit_mode,
         },
     )
 }

@@ -16,10 +16,10 @@ use std::sync::{Arc, Mutex};
 use serde_json::{Map, Value, json};
 use tracing::Span;
 use tracing_subscriber::EnvFilter;
+use twopc_core::coordinator::{Outcome, Submitted};
 use twopc_core::ids::TxId;
 use twopc_core::ports::{Clock, SystemClock};
 use twopc_core::record::{TxRecord, Vote};
-use twopc_core::status::TxStatus;
 use twopc_core::sweeper::SweepReport;
 
 use crate::config::var;
@@ -232,12 +232,13 @@ impl Metrics {
         }
     }
 
-    /// A transaction answered by the coordinator: committed, aborted (with the first no vote's
-    /// reason), or left to the sweeper (`pending`); with its latency.
-    pub fn transaction(&self, record: &TxRecord, latency_ms: u64) {
+    /// A transaction answered by the coordinator: committed (decided, applied or not),
+    /// aborted (with the first no vote's reason), or pending (left to recovery); with its
+    /// latency to the answer.
+    pub fn transaction(&self, answered: &Submitted, latency_ms: u64) {
         let f = self.function.as_str();
-        match record.status {
-            TxStatus::Committed => self.emit(
+        match answered.outcome {
+            Outcome::Committed => self.emit(
                 &[("Function", f), ("Outcome", "committed")],
                 &[&["Function", "Outcome"]],
                 &[
@@ -245,8 +246,8 @@ impl Metrics {
                     ("Latency", Unit::Milliseconds, latency_ms),
                 ],
             ),
-            TxStatus::Aborted | TxStatus::Aborting => {
-                let reason = abort_reason(record);
+            Outcome::Aborted => {
+                let reason = abort_reason(&answered.record);
                 self.emit(
                     &[("Function", f), ("Outcome", "aborted"), ("Reason", reason)],
                     &[&["Function", "Outcome"], &["Function", "Outcome", "Reason"]],
@@ -256,7 +257,7 @@ impl Metrics {
                     ],
                 );
             }
-            TxStatus::Committing | TxStatus::Preparing => self.emit(
+            Outcome::Pending => self.emit(
                 &[("Function", f), ("Outcome", "pending")],
                 &[&["Function", "Outcome"]],
                 &[
@@ -366,9 +367,11 @@ pub fn abort_reason(record: &TxRecord) -> &'static str {
 mod tests {
     use super::*;
     use twopc_core::record::VoteReason;
+    use twopc_core::status::TxStatus;
 
-    fn record(status: TxStatus, votes: Vec<Vote>) -> TxRecord {
-        TxRecord {
+    /// A transaction as answered from its record alone.
+    fn record(status: TxStatus, votes: Vec<Vote>) -> Submitted {
+        Submitted::of(TxRecord {
             tx_id: TxId::random(),
             status,
             participants: vec![],
@@ -381,7 +384,7 @@ mod tests {
             begun_by: String::new(),
             attempts: 0,
             retry_after: None,
-        }
+        })
     }
 
     #[test]

@@ -244,7 +244,9 @@ fn exit_for(status: TxStatus) -> u8 {
     match status {
         TxStatus::Committed => EXIT_OK,
         TxStatus::Aborted => EXIT_ABORTED,
-        TxStatus::Committing | TxStatus::Aborting | TxStatus::Preparing => EXIT_PENDING,
+        TxStatus::Committing | TxStatus::Aborting | TxStatus::Preparing | TxStatus::Staging => {
+            EXIT_PENDING
+        }
     }
 }
 

@@ -25,7 +25,9 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio::sync::OnceCell;
 use twopc_core::ids::TxId;
-use twopc_core::message::{CompleteReply, CompleteRequest, PrepareReply, PrepareRequest};
+use twopc_core::message::{
+    CompleteReply, CompleteRequest, InquireReply, InquireRequest, PrepareReply, PrepareRequest,
+};
 use twopc_core::ports::{Clock, SystemClock, Transport, TransportError};
 use twopc_core::record::Target;
 use twopc_core::signing;
@@ -185,5 +187,13 @@ impl Transport for HttpTransport {
         req: &CompleteRequest,
     ) -> Result<CompleteReply, TransportError> {
         self.call(url(target)?, "abort", &req.tx_id, req).await
+    }
+
+    async fn inquire(
+        &self,
+        target: &Target,
+        req: &InquireRequest,
+    ) -> Result<InquireReply, TransportError> {
+        self.call(url(target)?, "inquire", &req.tx_id, req).await
     }
 }

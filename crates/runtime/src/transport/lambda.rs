@@ -20,7 +20,8 @@ use aws_sdk_lambda::primitives::Blob;
 use aws_sdk_lambda::types::InvocationType;
 use serde::de::DeserializeOwned;
 use twopc_core::message::{
-    CompleteReply, CompleteRequest, ParticipantCall, PrepareReply, PrepareRequest,
+    CompleteReply, CompleteRequest, InquireReply, InquireRequest, ParticipantCall, PrepareReply,
+    PrepareRequest,
 };
 use twopc_core::ports::{Transport, TransportError};
 use twopc_core::record::Target;
@@ -232,6 +233,15 @@ impl Transport for LambdaTransport {
         req: &CompleteRequest,
     ) -> Result<CompleteReply, TransportError> {
         self.call(function(target)?, &ParticipantCall::Abort(req.clone()))
+            .await
+    }
+
+    async fn inquire(
+        &self,
+        target: &Target,
+        req: &InquireRequest,
+    ) -> Result<InquireReply, TransportError> {
+        self.call(function(target)?, &ParticipantCall::Inquire(req.clone()))
             .await
     }
 }

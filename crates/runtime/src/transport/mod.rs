@@ -11,7 +11,9 @@ pub mod http;
 pub mod lambda;
 
 use twopc_core::direct::DirectTransport;
-use twopc_core::message::{CompleteReply, CompleteRequest, PrepareReply, PrepareRequest};
+use twopc_core::message::{
+    CompleteReply, CompleteRequest, InquireReply, InquireRequest, PrepareReply, PrepareRequest,
+};
 use twopc_core::ports::{Clock, ParticipantStore, Transport, TransportError, TxLog};
 use twopc_core::record::Target;
 
@@ -102,6 +104,18 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Transport for DispatchTransport<S,
             Target::Direct { .. } => self.counted(self.direct.abort(target, req).await),
             Target::Lambda { .. } => self.lambda.abort(target, req).await,
             Target::Http { .. } => self.counted(self.http.abort(target, req).await),
+        }
+    }
+
+    async fn inquire(
+        &self,
+        target: &Target,
+        req: &InquireRequest,
+    ) -> Result<InquireReply, TransportError> {
+        match target {
+            Target::Direct { .. } => self.direct.inquire(target, req).await,
+            Target::Lambda { .. } => self.lambda.inquire(target, req).await,
+            Target::Http { .. } => self.http.inquire(target, req).await,
         }
     }
 }
