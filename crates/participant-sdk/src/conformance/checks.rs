@@ -140,10 +140,10 @@ pub async fn a_prepare_after_its_transaction_ended_is_refused<P: UnderTest>(kit:
 }
 
 /// A prepare that arrives after its deadline votes `expired` and holds nothing; the abort that
-/// follows records the transaction.
+/// follows records the transaction. (The transaction began longer ago than its timeout, so the
+/// participant's own clock says so: no clock is moved, and the check plays over HTTP.)
 pub async fn a_prepare_past_its_deadline_is_refused_and_holds_nothing<P: UnderTest>(kit: Kit<P>) {
-    let tx = kit.begin().await;
-    kit.subject().clock().advance(TIMEOUT_MS);
+    let tx = kit.begin_overdue().await;
     let r = kit.send_prepare(&tx).await;
     assert_eq!(reason(&r), Some(VoteReason::Expired), "{r:?}");
     assert_eq!(kit.send_abort(&tx).await, CompleteReply::Done);
