@@ -138,6 +138,7 @@ pub fn verify<'a>(
     let tag = signature
         .strip_prefix("v1=")
         .and_then(unhex)
+        .filter(|tag| tag.len() == 32) // HMAC-SHA256: 64 hex digits, or it is no signature
         .ok_or(SignatureError::Malformed(SIGNATURE_HEADER))?;
     // Constant time: `verify_slice` compares without an early exit.
     mac(secret, signed, tx, body)
@@ -233,10 +234,13 @@ mod tests {
             "the transaction id is signed"
         );
         forged = headers.clone();
-        forged[2].1 = "v1=zz".into();
-        assert_eq!(
-            code(verify(b"secret", lookup(&forged), body, 1_500, 60_000)),
-            Err("malformed_signature")
-        );
+        for malformed in ["v1=zz", "v1=abcd", "v2=00"] {
+            forged[2].1 = malformed.into();
+            assert_eq!(
+                code(verify(b"secret", lookup(&forged), body, 1_500, 60_000)),
+                Err("malformed_signature"),
+                "{malformed}"
+            );
+        }
     }
 }

@@ -197,6 +197,7 @@ mod over_http {
 
         async fn post_raw(
             &self,
+            _what: &str,
             action: &str,
             headers: &[(&'static str, String)],
             body: &[u8],

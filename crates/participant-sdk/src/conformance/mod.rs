@@ -101,14 +101,16 @@ pub trait UnderTest: Send + Sync {
 
     /// For a participant reached over the `http` transport: posts `body` to its `action` path
     /// with exactly these headers (none added) and returns the status and the JSON answer
-    /// (`Null` if it is not JSON). `None` in process: the wire's checks need it.
+    /// (`Null` if it is not JSON); `what` describes the request, for a runner's report. `None`
+    /// in process: the wire's checks need it.
     fn post_raw(
         &self,
+        what: &str,
         action: &str,
         headers: &[(&'static str, String)],
         body: &[u8],
     ) -> impl Future<Output = Option<(u16, Value)>> + Send {
-        let _ = (action, headers, body);
+        let _ = (what, action, headers, body);
         async { None }
     }
 

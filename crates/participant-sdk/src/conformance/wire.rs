@@ -39,7 +39,7 @@ async fn refused<P: UnderTest>(
 ) {
     let (got, answer) = kit
         .subject()
-        .post_raw(action, headers, body)
+        .post_raw(what, action, headers, body)
         .await
         .unwrap_or_else(|| panic!("not applicable: a wire check needs a participant over HTTP"));
     assert_eq!(
