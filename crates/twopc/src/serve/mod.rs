@@ -347,3 +347,29 @@ async fn sweep_forever(stack: Arc<Stack>, every: Duration) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::HttpParticipant;
+
+    #[test]
+    fn an_http_participant_is_name_equals_url_and_takes_no_demo_name() {
+        assert_eq!(
+            HttpParticipant::parse("loyalty=http://127.0.0.1:3002/"),
+            Ok(HttpParticipant {
+                name: "loyalty".into(),
+                url: "http://127.0.0.1:3002".into()
+            })
+        );
+        for (bad, says) in [
+            ("loyalty", "NAME=URL"),
+            ("=http://x", "a service name"),
+            ("payments=http://x", "a service of the demo"),
+            ("loyalty=ftp://x", "http://"),
+            ("loy alty=http://x", "a service name"),
+        ] {
+            let e = HttpParticipant::parse(bad).expect_err(bad);
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+    }
+}
