@@ -35,7 +35,7 @@ use twopc_core::status::TxStatus;
 
 pub use self::checks::*;
 pub use self::faults::{Fail, Faults, Step};
-pub use self::list::{CHECKS, Check, Needs, play};
+pub use self::list::{CHECKS, Check, Needs, check_all, play};
 pub use self::sdk::{Counted, Hook, Sdk, Subject};
 pub use self::wire::*;
 use crate::hooks::Hooks;
@@ -364,114 +364,4 @@ pub fn payload_entry(tx: &TxId, payload: Value) -> Entry {
         op: Operation::default(),
         payload: Some(payload),
     }
-}
-
-/// Runs every check an SDK participant is given (all but the wire's), each on a fresh SDK
-/// participant made of a subject from `make`.
-pub async fn check_all<H, S, F, Fut>(mut make: F)
-where
-    H: Hooks,
-    S: StateStore,
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Subject<H, S>>,
-{
-    crate::__checks!(__run_checks!(make));
-}
-
-#[doc(hidden)]
-#[macro_export]
-macro_rules! __run_checks {
-    ($make:ident;
-        messages: [$($m:ident => $mg:literal),* $(,)?],
-        faults: [$($f:ident => $fg:literal),* $(,)?],
-        recovery: [$($r:ident => $rg:literal),* $(,)?],
-        claims: [$($c:ident => $cg:literal),* $(,)?],
-        wire: [$($w:ident => $wg:literal),* $(,)?],
-    ) => {
-        $($crate::conformance::$m($crate::conformance::Kit::new($make().await)).await;)*
-        $($crate::conformance::$f($crate::conformance::Kit::new($make().await)).await;)*
-        $($crate::conformance::$r($crate::conformance::Kit::new($make().await)).await;)*
-        $($crate::conformance::$c($crate::conformance::Kit::new($make().await)).await;)*
-    };
-}
-
-/// One `#[tokio::test]` per check of the kit, named after it, each against a fresh participant
-/// made by the expression (evaluated in an async test, so it may `.await`):
-///
-/// ```ignore
-/// // An SDK participant, from a `conformance::Subject`: every check but the wire's.
-/// twopc_participant_sdk::conformance_tests!(my_subject().await);
-/// // Any other participant, from an `UnderTest`, by its `Atomicity`: one that claims its
-/// // calls gets every check but the wire's; one whose work is one conditional write per
-/// // message, all but the claims' too.
-/// twopc_participant_sdk::conformance_tests!(claimed: my_participant().await);
-/// twopc_participant_sdk::conformance_tests!(one_write: my_participant().await);
-/// // A claiming participant reached over HTTP (its `UnderTest::post_raw` answers): every check.
-/// twopc_participant_sdk::conformance_tests!(claimed_wire: my_served_participant().await);
-/// ```
-///
-/// A `one_write` participant is not given
-/// [`an_interrupted_call_is_taken_over_once_its_claim_expires`]: it makes no claim, and a call
-/// of it cut off either wrote or did not, which
-/// [`a_failed_call_is_made_good_by_the_next_message`] plays (a failure before the write, an
-/// answer lost after it). The wire's checks ([`Needs::Wire`]) send raw requests over HTTP.
-///
-/// The calling crate needs `tokio` (features `macros`, `rt`) among its dev-dependencies.
-#[macro_export]
-macro_rules! conformance_tests {
-    (claimed: $subject:expr) => {
-        $crate::__checks!(__check_tests!(claimed, over, $subject));
-    };
-    (claimed_wire: $subject:expr) => {
-        $crate::__checks!(__check_tests!(claimed_wire, over, $subject));
-    };
-    (one_write: $subject:expr) => {
-        $crate::__checks!(__check_tests!(one_write, over, $subject));
-    };
-    ($subject:expr) => {
-        $crate::__checks!(__check_tests!(claimed, new, $subject));
-    };
-}
-
-#[doc(hidden)]
-#[macro_export]
-macro_rules! __check_tests {
-    (claimed, $wire:ident, $subject:expr;
-        messages: [$($m:ident => $mg:literal),* $(,)?],
-        faults: [$($f:ident => $fg:literal),* $(,)?],
-        recovery: [$($r:ident => $rg:literal),* $(,)?],
-        claims: [$($c:ident => $cg:literal),* $(,)?],
-        wire: [$($w:ident => $wg:literal),* $(,)?],
-    ) => {
-        $crate::__check_test!($wire, $subject; $($m,)* $($f,)* $($r,)* $($c,)*);
-    };
-    (claimed_wire, $wire:ident, $subject:expr;
-        messages: [$($m:ident => $mg:literal),* $(,)?],
-        faults: [$($f:ident => $fg:literal),* $(,)?],
-        recovery: [$($r:ident => $rg:literal),* $(,)?],
-        claims: [$($c:ident => $cg:literal),* $(,)?],
-        wire: [$($w:ident => $wg:literal),* $(,)?],
-    ) => {
-        $crate::__check_test!($wire, $subject; $($m,)* $($f,)* $($r,)* $($c,)* $($w,)*);
-    };
-    (one_write, $wire:ident, $subject:expr;
-        messages: [$($m:ident => $mg:literal),* $(,)?],
-        faults: [$($f:ident => $fg:literal),* $(,)?],
-        recovery: [$($r:ident => $rg:literal),* $(,)?],
-        claims: [$($c:ident => $cg:literal),* $(,)?],
-        wire: [$($w:ident => $wg:literal),* $(,)?],
-    ) => {
-        $crate::__check_test!($wire, $subject; $($m,)* $($f,)* $($r,)*);
-    };
-}
-
-#[doc(hidden)]
-#[macro_export]
-macro_rules! __check_test {
-    ($wire:ident, $subject:expr; $($check:ident,)*) => {
-        $(#[tokio::test]
-        async fn $check() {
-            $crate::conformance::$check($crate::conformance::Kit::$wire($subject)).await;
-        })*
-    };
 }
