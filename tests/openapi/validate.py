@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Checks docs/openapi.json and what it describes, with existing validators.
+"""Checks docs/openapi.json and docs/participant-openapi.json and what they describe, with
+existing validators.
 
 - The document itself: openapi-spec-validator (OpenAPI 3.1).
 - Instances against its schemas: openapi-schema-validator's OAS31Validator (JSON Schema 2020-12
@@ -31,25 +32,25 @@ from openapi_schema_validator import OAS31Validator, oas31_format_checker
 from openapi_spec_validator import validate as validate_spec
 
 ROOT = Path(__file__).resolve().parents[2]
-DOC_URI = "urn:dynamo-2pc:openapi"
 # Numbers as exact decimals, as the coordinator reads them (a float would round 38 digits).
 load = lambda text: json.loads(text, parse_float=Decimal)
 
 
 class Checker:
-    def __init__(self, doc):
+    def __init__(self, doc, uri="urn:dynamo-2pc:openapi"):
         self.doc = doc
+        self.uri = uri
         resource = referencing.Resource.from_contents(
             doc, default_specification=referencing.jsonschema.DRAFT202012
         )
-        self.registry = referencing.Registry().with_resource(DOC_URI, resource)
+        self.registry = referencing.Registry().with_resource(uri, resource)
         self.failures = []
         self.checked = 0
 
     def schema_errors(self, pointer, instance):
         """The validator's errors for `instance` against the schema at `pointer` in the doc."""
         validator = OAS31Validator(
-            {"$ref": f"{DOC_URI}#{pointer}"},
+            {"$ref": f"{self.uri}#{pointer}"},
             registry=self.registry,
             format_checker=oas31_format_checker,
         )
@@ -326,6 +327,30 @@ def check_readme(checker):
     return found
 
 
+# -------------------------------------------------------------------- the participant's document
+
+
+def check_participant_doc():
+    """docs/participant-openapi.json: the document, its examples, the custom-participant events."""
+    doc = json.loads((ROOT / "docs/participant-openapi.json").read_text())
+    validate_spec(doc)  # raises on an invalid document
+    checker = Checker(doc, "urn:dynamo-2pc:participant-openapi")
+    checker.examples()
+    files = sorted((ROOT / "events").glob("custom-participant-*.json"))
+    if not files:
+        checker.fail("events/", "no custom-participant-*.json samples")
+    for f in files:
+        event = load(f.read_text())
+        # The lambda transport carries no signing headers: the body alone.
+        found = checker.operation("POST", f"/{event['action']}")
+        if found is None:
+            checker.fail(f"events/{f.name}", f"action {event['action']!r} is no path of the document")
+            continue
+        body = f"{found[0]}/requestBody/content/application~1json/schema"
+        checker.check(f"events/{f.name} (request)", body, event["request"])
+    return doc, checker
+
+
 # -------------------------------------------------------------------- main
 
 
@@ -354,7 +379,14 @@ def main():
         f"(examples, events, README {readme}, {answers} handler answers), "
         f"{len(checker.failures)} failures"
     )
-    return 1 if checker.failures else 0
+    pdoc, participant = check_participant_doc()
+    for f in participant.failures:
+        print(f"participant-openapi: {f}", file=sys.stderr)
+    print(
+        f"docs/participant-openapi.json: valid OpenAPI {pdoc['openapi']}; {participant.checked} "
+        f"instances checked (examples, events), {len(participant.failures)} failures"
+    )
+    return 1 if checker.failures or participant.failures else 0
 
 
 if __name__ == "__main__":

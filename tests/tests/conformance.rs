@@ -321,7 +321,7 @@ impl UnderTest for Generic {
         Ok(out)
     }
 
-    async fn effects(&self, tx: &Tx) -> Effects {
+    async fn effects(&self, tx: &Tx) -> Option<Effects> {
         let Some(item) = self.read(&tx.entry.key).await else {
             panic!("the item of {} is gone", tx.id);
         };
@@ -338,11 +338,11 @@ impl UnderTest for Generic {
             .unwrap_or_else(|_| {
                 panic!("{COUNTER} of {} is not a small count: {n:?}", tx.id);
             });
-        Effects {
+        Some(Effects {
             held: u32::from(locked) + u32::try_from(reserved).unwrap_or(u32::MAX),
             applied,
             calls: None,
-        }
+        })
     }
 }
 

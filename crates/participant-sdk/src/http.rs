@@ -1,14 +1,8 @@
 //! The HTTP adapter: `POST /prepare`, `/commit` and `/abort` with the JSON the coordinator's
 //! `http` transport sends (the request itself; the reply as the answer), every request signed
-//! (`twopc_core::signing`). A refused request gets a JSON error with a stable `code`:
-//!
-//! | status | code | when |
-//! | --- | --- | --- |
-//! | 401 | `unsigned`, `malformed_signature`, `bad_signature`, `stale_request`, `wrong_transaction` | the signature does not hold |
-//! | 400 | `invalid_request` | the body is not the action's request |
-//! | 413 | `request_too_large` | over [`HttpConfig::max_body_bytes`] |
-//! | 503 | `busy`, `unavailable` | a copy's hook call is under way; the state store is unavailable: retry |
-//! | 500 | `hook_failed`, `internal` | a hook failed (called again by the next message); anything else |
+//! (`twopc_core::signing`). A refused request gets a JSON error with a stable `code`, each in
+//! [`codes`] with its status (`docs/participant-openapi.json` declares every one; the SDK's
+//! `tests/openapi.rs` holds the two together).
 //!
 //! A 5xx tells the coordinator the call may have acted: it retries or leaves it to recovery.
 
@@ -24,6 +18,7 @@ use axum::routing::post;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::json;
+use twopc_core::api::codes::Code;
 use twopc_core::ids::TxId;
 use twopc_core::message::{CompleteRequest, PrepareRequest};
 use twopc_core::ports::{Clock, PortError, TxLog};
@@ -55,13 +50,113 @@ impl HttpConfig {
     }
 }
 
+/// Every `code` the router answers with, each spelled once with its status and meaning.
+pub mod codes {
+    use twopc_core::api::codes::Code;
+
+    /// A signing header is missing.
+    pub const UNSIGNED: Code = Code {
+        name: "unsigned",
+        status: 401,
+        meaning: "A signing header (x-twopc-timestamp, x-twopc-tx-id, x-twopc-signature) is missing. Nothing was done.",
+    };
+    /// A signing header is not in its form.
+    pub const MALFORMED_SIGNATURE: Code = Code {
+        name: "malformed_signature",
+        status: 401,
+        meaning: "x-twopc-timestamp is not a number of milliseconds, or x-twopc-signature is not v1= and 64 hex digits. Nothing was done.",
+    };
+    /// The signature does not match.
+    pub const BAD_SIGNATURE: Code = Code {
+        name: "bad_signature",
+        status: 401,
+        meaning: "The signature does not match the request: another secret, or the body, time or transaction id was altered. Nothing was done.",
+    };
+    /// Signed too far from the participant's clock.
+    pub const STALE_REQUEST: Code = Code {
+        name: "stale_request",
+        status: 401,
+        meaning: "The request was signed further from the participant's clock than the skew it allows (5 minutes either way by default). Nothing was done.",
+    };
+    /// Signed for another transaction than the body's.
+    pub const WRONG_TRANSACTION: Code = Code {
+        name: "wrong_transaction",
+        status: 401,
+        meaning: "The signed transaction id (x-twopc-tx-id) is not the body's txId. Nothing was done.",
+    };
+    /// The body is not the call's request.
+    pub const INVALID_REQUEST: Code = Code {
+        name: "invalid_request",
+        status: 400,
+        meaning: "The body is not the call's request: not JSON, not an object, a field missing or of the wrong type, or a txId that is not a UUID. Nothing was done.",
+    };
+    /// The body is too large.
+    pub const REQUEST_TOO_LARGE: Code = Code {
+        name: "request_too_large",
+        status: 413,
+        meaning: "The body is over the participant's limit (64 KiB by default). Nothing was done.",
+    };
+    /// A copy's hook call is under way.
+    pub const BUSY: Code = Code {
+        name: "busy",
+        status: 503,
+        meaning: "A copy of this message is being carried out right now; retry later. Nothing more was done.",
+    };
+    /// The state store is unavailable.
+    pub const UNAVAILABLE: Code = Code {
+        name: "unavailable",
+        status: 503,
+        meaning: "The participant's state store is unavailable; retry. The call may or may not have acted (undetermined).",
+    };
+    /// A hook failed.
+    pub const HOOK_FAILED: Code = Code {
+        name: "hook_failed",
+        status: 500,
+        meaning: "The service's own work failed; the next copy of the message (or the participant's sweep) does it again. The coordinator treats the call as undetermined.",
+    };
+    /// Anything else.
+    pub const INTERNAL: Code = Code {
+        name: "internal",
+        status: 500,
+        meaning: "Anything else went wrong; the call may or may not have acted (undetermined).",
+    };
+
+    /// Every code.
+    pub const ALL: &[Code] = &[
+        UNSIGNED,
+        MALFORMED_SIGNATURE,
+        BAD_SIGNATURE,
+        STALE_REQUEST,
+        WRONG_TRANSACTION,
+        INVALID_REQUEST,
+        REQUEST_TOO_LARGE,
+        BUSY,
+        UNAVAILABLE,
+        HOOK_FAILED,
+        INTERNAL,
+    ];
+
+    /// The code refusing a request whose signature does not hold.
+    pub fn of_signature(e: &twopc_core::signing::SignatureError) -> Code {
+        use twopc_core::signing::SignatureError as E;
+        match e {
+            E::Unsigned(_) => UNSIGNED,
+            E::Malformed(_) => MALFORMED_SIGNATURE,
+            E::Mismatch => BAD_SIGNATURE,
+            E::Stale { .. } => STALE_REQUEST,
+            E::OtherTransaction { .. } => WRONG_TRANSACTION,
+        }
+    }
+}
+
 struct App<P> {
     participant: P,
     config: HttpConfig,
 }
 
-fn error(status: StatusCode, code: &str, message: impl std::fmt::Display) -> Response {
-    let body = json!({"code": code, "message": message.to_string()});
+fn error(code: Code, message: impl std::fmt::Display) -> Response {
+    let body = json!({"code": code.name, "message": message.to_string()});
+    let status = StatusCode::from_u16(code.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     (
         status,
         [(CONTENT_TYPE, "application/json")],
@@ -73,23 +168,19 @@ fn error(status: StatusCode, code: &str, message: impl std::fmt::Display) -> Res
 fn ok(reply: &impl Serialize) -> Response {
     match serde_json::to_string(reply) {
         Ok(body) => (StatusCode::OK, [(CONTENT_TYPE, "application/json")], body).into_response(),
-        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, "internal", e),
+        Err(e) => error(codes::INTERNAL, e),
     }
 }
 
 fn failed(e: &Error) -> Response {
-    let (status, code) = match e {
-        Error::Busy { .. } => (StatusCode::SERVICE_UNAVAILABLE, "busy"),
-        Error::Store(PortError::Retryable { .. }) => {
-            (StatusCode::SERVICE_UNAVAILABLE, "unavailable")
-        }
-        Error::Hook { .. } => (StatusCode::INTERNAL_SERVER_ERROR, "hook_failed"),
-        Error::Invalid(_) | Error::Store(PortError::Invalid { .. }) => {
-            (StatusCode::BAD_REQUEST, "invalid_request")
-        }
-        Error::Store(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+    let code = match e {
+        Error::Busy { .. } => codes::BUSY,
+        Error::Store(PortError::Retryable { .. }) => codes::UNAVAILABLE,
+        Error::Hook { .. } => codes::HOOK_FAILED,
+        Error::Invalid(_) | Error::Store(PortError::Invalid { .. }) => codes::INVALID_REQUEST,
+        Error::Store(_) => codes::INTERNAL,
     };
-    error(status, code, e)
+    error(code, e)
 }
 
 impl<H, S, L, C> App<SdkParticipant<H, S, L, C>>
@@ -109,23 +200,23 @@ where
         if body.len() > self.config.max_body_bytes {
             let max = self.config.max_body_bytes;
             let message = format!("the body is over {max} bytes");
-            let refused = error(StatusCode::PAYLOAD_TOO_LARGE, "request_too_large", message);
+            let refused = error(codes::REQUEST_TOO_LARGE, message);
             return Err(Box::new(refused));
         }
         let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
         let now = self.participant.clock().now_ms();
         let secret = self.config.secret.expose();
         let signed = signing::verify(secret, header, body, now, self.config.max_skew_ms)
-            .map_err(|e| Box::new(error(StatusCode::UNAUTHORIZED, e.code(), &e)))?;
-        let request: R = serde_json::from_slice(body)
-            .map_err(|e| Box::new(error(StatusCode::BAD_REQUEST, "invalid_request", e)))?;
+            .map_err(|e| Box::new(error(codes::of_signature(&e), &e)))?;
+        let request: R =
+            serde_json::from_slice(body).map_err(|e| Box::new(error(codes::INVALID_REQUEST, e)))?;
         let tx = tx_of(&request);
         if tx.as_str() != signed {
             let e = signing::SignatureError::OtherTransaction {
                 signed,
                 body: tx.to_string(),
             };
-            return Err(Box::new(error(StatusCode::UNAUTHORIZED, e.code(), &e)));
+            return Err(Box::new(error(codes::of_signature(&e), &e)));
         }
         Ok(request)
     }

@@ -82,11 +82,14 @@ async fn example() -> Subject<CardGateway> {
 twopc_participant_sdk::conformance_tests!(example().await);
 
 /// The same participant served by the SDK's signed router on a real socket, reached by the
-/// coordinator's own `http` transport: every check again, through the wire.
+/// coordinator's own `http` transport: every check again, through the wire, and the wire's own
+/// checks (raw requests the coordinator never sends).
 mod over_http {
     use std::time::Duration;
 
-    use tokio::net::TcpListener;
+    use serde_json::Value;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::{TcpListener, TcpStream};
     use twopc_core::ids::TxId;
     use twopc_core::memory::MemoryTxLog;
     use twopc_core::message::{CompleteReply, CompleteRequest, PrepareReply, PrepareRequest};
@@ -188,12 +191,51 @@ mod over_http {
             self.sdk.sweep().await
         }
 
-        async fn effects(&self, tx: &Tx) -> Effects {
+        async fn effects(&self, tx: &Tx) -> Option<Effects> {
             self.sdk.effects(tx).await
+        }
+
+        async fn post_raw(
+            &self,
+            _what: &str,
+            action: &str,
+            headers: &[(&'static str, String)],
+            body: &[u8],
+        ) -> Option<(u16, Value)> {
+            let Target::Http { url } = &self.target else {
+                return None;
+            };
+            Some(raw(url, &format!("/{action}"), headers, body).await)
+        }
+
+        fn secret(&self) -> Option<&[u8]> {
+            Some(SECRET)
         }
     }
 
-    twopc_participant_sdk::conformance_tests!(claimed: serve().await);
+    /// POSTs `body` with exactly `headers` on a socket; the status and the JSON answer.
+    async fn raw(url: &str, path: &str, headers: &[(&str, String)], body: &[u8]) -> (u16, Value) {
+        let addr = url.trim_start_matches("http://");
+        let mut stream = TcpStream::connect(addr).await.expect("connect");
+        let mut head = format!(
+            "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
+            body.len()
+        );
+        for (name, value) in headers {
+            head.push_str(&format!("{name}: {value}\r\n"));
+        }
+        head.push_str("\r\n");
+        stream.write_all(head.as_bytes()).await.expect("write");
+        stream.write_all(body).await.expect("write");
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).await.expect("read");
+        let status = answer[9..12].parse().expect("status");
+        let json = answer.split("\r\n\r\n").nth(1).unwrap_or_default();
+        (status, serde_json::from_str(json).unwrap_or(Value::Null))
+    }
+
+    // Every check, the wire's too.
+    twopc_participant_sdk::conformance_tests!(claimed_wire: serve().await);
 }
 
 #[tokio::test]

@@ -1,6 +1,7 @@
 //! `twopc`: the local stack (`twopc serve`) and the command line that talks to it.
 
 mod cli;
+mod conformance;
 mod serve;
 
 use std::path::PathBuf;
@@ -47,6 +48,9 @@ enum Command {
         /// Service name (accounts, inventory).
         participant: String,
     },
+    /// Play the participant conformance checks over HTTP against a running service (any
+    /// language): exit 0 if it passes every one, 1 if not (docs/participants.md).
+    Conformance(conformance::ConformanceArgs),
     /// Show one item.
     Get {
         /// Service name.
@@ -77,6 +81,18 @@ async fn main() -> ExitCode {
         Command::Accounts => cli::items(&cli.common, "accounts").await,
         Command::Items { participant } => cli::items(&cli.common, participant).await,
         Command::Get { participant, id } => cli::get(&cli.common, participant, id).await,
+        Command::Conformance(args) => conformance::run(args).await.map(|report| {
+            if cli.common.json {
+                println!("{}", serde_json::json!(report));
+            } else {
+                conformance::print(&report);
+            }
+            if report.failed == 0 {
+                cli::EXIT_OK
+            } else {
+                conformance::EXIT_FAILED
+            }
+        }),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -66,20 +66,42 @@ pub async fn an_invalid_request_is_a_no_vote_that_holds_nothing<P: UnderTest>(ki
 /// Commit takes effect once; a duplicated commit answers `alreadyDone` and changes nothing.
 pub async fn commit_confirms_once_and_a_duplicate_is_already_done<P: UnderTest>(kit: Kit<P>) {
     let tx = kit.begin().await;
-    assert!(kit.send_prepare(&tx).await.vote.is_yes());
+    assert!(
+        kit.send_prepare(&tx).await.vote.is_yes(),
+        "the prepare of a valid entry"
+    );
     kit.decide(&tx, TxStatus::Committing).await;
-    assert_eq!(kit.send_commit(&tx).await, CompleteReply::Done);
-    assert_eq!(kit.send_commit(&tx).await, CompleteReply::AlreadyDone);
+    assert_eq!(
+        kit.send_commit(&tx).await,
+        CompleteReply::Done,
+        "the first commit"
+    );
+    assert_eq!(
+        kit.send_commit(&tx).await,
+        CompleteReply::AlreadyDone,
+        "a duplicate commit"
+    );
     kit.expect(&tx, 0, 1, [1, 1, 0], "after two commits").await;
 }
 
 /// Abort releases once; a duplicated abort answers `alreadyDone` and changes nothing.
 pub async fn abort_cancels_once_and_a_duplicate_is_already_done<P: UnderTest>(kit: Kit<P>) {
     let tx = kit.begin().await;
-    assert!(kit.send_prepare(&tx).await.vote.is_yes());
+    assert!(
+        kit.send_prepare(&tx).await.vote.is_yes(),
+        "the prepare of a valid entry"
+    );
     kit.decide(&tx, TxStatus::Aborting).await;
-    assert_eq!(kit.send_abort(&tx).await, CompleteReply::Done);
-    assert_eq!(kit.send_abort(&tx).await, CompleteReply::AlreadyDone);
+    assert_eq!(
+        kit.send_abort(&tx).await,
+        CompleteReply::Done,
+        "the first abort"
+    );
+    assert_eq!(
+        kit.send_abort(&tx).await,
+        CompleteReply::AlreadyDone,
+        "a duplicate abort"
+    );
     kit.expect(&tx, 0, 0, [1, 0, 1], "after two aborts").await;
 }
 
@@ -91,14 +113,22 @@ pub async fn an_abort_before_its_prepare_holds_nothing_and_refuses_the_prepare<P
 ) {
     let tx = kit.begin().await;
     kit.decide(&tx, TxStatus::Aborting).await;
-    assert_eq!(kit.send_abort(&tx).await, CompleteReply::Done);
+    assert_eq!(
+        kit.send_abort(&tx).await,
+        CompleteReply::Done,
+        "an abort before any prepare"
+    );
     let late = kit.send_prepare(&tx).await;
     assert_eq!(
         reason(&late),
         Some(VoteReason::Fenced),
         "the late prepare: {late:?}"
     );
-    assert_eq!(kit.send_abort(&tx).await, CompleteReply::AlreadyDone);
+    assert_eq!(
+        kit.send_abort(&tx).await,
+        CompleteReply::AlreadyDone,
+        "a duplicate of that abort"
+    );
     kit.expect(
         &tx,
         0,
@@ -140,13 +170,17 @@ pub async fn a_prepare_after_its_transaction_ended_is_refused<P: UnderTest>(kit:
 }
 
 /// A prepare that arrives after its deadline votes `expired` and holds nothing; the abort that
-/// follows records the transaction.
+/// follows records the transaction. (The transaction began longer ago than its timeout, so the
+/// participant's own clock says so: no clock is moved, and the check plays over HTTP.)
 pub async fn a_prepare_past_its_deadline_is_refused_and_holds_nothing<P: UnderTest>(kit: Kit<P>) {
-    let tx = kit.begin().await;
-    kit.subject().clock().advance(TIMEOUT_MS);
+    let tx = kit.begin_overdue().await;
     let r = kit.send_prepare(&tx).await;
     assert_eq!(reason(&r), Some(VoteReason::Expired), "{r:?}");
-    assert_eq!(kit.send_abort(&tx).await, CompleteReply::Done);
+    assert_eq!(
+        kit.send_abort(&tx).await,
+        CompleteReply::Done,
+        "the abort after the late prepare"
+    );
     kit.expect(&tx, 0, 0, [0, 0, 0], "after the late prepare and its abort")
         .await;
 }
@@ -164,8 +198,15 @@ pub async fn a_decision_contradicting_the_state_is_a_violation_and_does_nothing<
         .await;
 
     let aborted = kit.begin().await;
-    assert!(kit.send_prepare(&aborted).await.vote.is_yes());
-    assert_eq!(kit.send_abort(&aborted).await, CompleteReply::Done);
+    assert!(
+        kit.send_prepare(&aborted).await.vote.is_yes(),
+        "the prepare of a valid entry"
+    );
+    assert_eq!(
+        kit.send_abort(&aborted).await,
+        CompleteReply::Done,
+        "its abort"
+    );
     let r = kit.send_commit(&aborted).await;
     assert!(violation(&r), "a commit after the abort: {r:?}");
     kit.expect(
@@ -178,8 +219,15 @@ pub async fn a_decision_contradicting_the_state_is_a_violation_and_does_nothing<
     .await;
 
     let committed = kit.begin().await;
-    assert!(kit.send_prepare(&committed).await.vote.is_yes());
-    assert_eq!(kit.send_commit(&committed).await, CompleteReply::Done);
+    assert!(
+        kit.send_prepare(&committed).await.vote.is_yes(),
+        "the prepare of a valid entry"
+    );
+    assert_eq!(
+        kit.send_commit(&committed).await,
+        CompleteReply::Done,
+        "its commit"
+    );
     let r = kit.send_abort(&committed).await;
     assert!(violation(&r), "an abort after the commit: {r:?}");
     kit.expect(

@@ -237,12 +237,12 @@ impl<H: Hooks, S: StateStore> UnderTest for Sdk<H, S> {
         self.participant.sweep(100).await.map_err(failure)
     }
 
-    async fn effects(&self, tx: &Tx) -> Effects {
+    async fn effects(&self, tx: &Tx) -> Option<Effects> {
         let t = self.tally(&tx.id);
-        Effects {
+        Some(Effects {
             held: t.held,
             applied: t.applied,
             calls: Some(t.calls),
-        }
+        })
     }
 }

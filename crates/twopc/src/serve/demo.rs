@@ -19,7 +19,13 @@ pub struct Demo {
     pub prefix: String,
     /// Where the stack serves (`http://127.0.0.1:3000`): the custom participant is reached there.
     pub url: String,
+    /// Custom participants of the user's own, served elsewhere over `http`: (name, base URL)
+    /// (`twopc serve --http-participant NAME=URL`).
+    pub custom: Vec<(String, String)>,
 }
+
+/// The services the demo names itself: an `--http-participant` may not take these names.
+pub const DEMO_SERVICES: [&str; 3] = ["accounts", "inventory", PAYMENTS];
 
 /// The custom participant of the demo.
 pub const PAYMENTS: &str = "payments";
@@ -92,6 +98,10 @@ impl Demo {
                 url: format!("{}{PAYMENTS_PATH}", self.url),
             }),
         );
+        for (name, url) in &self.custom {
+            let target = Target::Http { url: url.clone() };
+            services.insert(name.clone(), ServiceConfig::custom(target));
+        }
         services
     }
 
@@ -183,6 +193,7 @@ mod tests {
         let demo = Demo {
             prefix: "p-".into(),
             url: "http://127.0.0.1:3000".into(),
+            custom: vec![("loyalty".into(), "http://127.0.0.1:3002".into())],
         };
         let vars = demo.variables("http://127.0.0.1:1", "a secret of at least 16 bytes");
         let config = twopc_runtime::config::Config::from_lookup(
@@ -203,6 +214,13 @@ mod tests {
         assert!(
             config.http_signing_secret.is_some(),
             "and its requests are signed"
+        );
+        assert_eq!(
+            config.services["loyalty"],
+            ServiceConfig::custom(Target::Http {
+                url: "http://127.0.0.1:3002".into()
+            }),
+            "a participant of the user's own, over http"
         );
     }
 

@@ -70,6 +70,61 @@ pub struct ServeArgs {
     /// How often the streams are polled when idle, in milliseconds.
     #[arg(long, default_value_t = 200)]
     pub stream_poll_ms: u64,
+    /// A custom participant of your own, reached over the `http` transport: NAME=URL
+    /// (repeatable; docs/participants.md). Give it the secret of --signing-secret-file.
+    #[arg(long = "http-participant", value_name = "NAME=URL", value_parser = HttpParticipant::parse)]
+    pub http_participants: Vec<HttpParticipant>,
+    /// Sign the requests to http participants with the secret in this file (at least 16
+    /// bytes; one trailing newline ignored) instead of one drawn for the run.
+    #[arg(long, value_name = "FILE")]
+    pub signing_secret_file: Option<PathBuf>,
+}
+
+/// A custom participant named on the command line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HttpParticipant {
+    /// The service's name in transactions.
+    pub name: String,
+    /// Its base URL.
+    pub url: String,
+}
+
+impl HttpParticipant {
+    fn parse(text: &str) -> Result<HttpParticipant, String> {
+        let (name, url) = text
+            .split_once('=')
+            .ok_or("expected NAME=URL, e.g. loyalty=http://127.0.0.1:3002")?;
+        if name.is_empty()
+            || !name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        {
+            return Err(format!(
+                "{name:?}: a service name is letters, digits, - and _"
+            ));
+        }
+        if demo::DEMO_SERVICES.contains(&name) {
+            return Err(format!(
+                "{name:?} is a service of the demo already: choose another name"
+            ));
+        }
+        if !url.starts_with("http://") && !url.starts_with("https://") {
+            return Err(format!("{url:?}: expected an http:// or https:// URL"));
+        }
+        Ok(HttpParticipant {
+            name: name.to_owned(),
+            url: url.trim_end_matches('/').to_owned(),
+        })
+    }
+}
+
+/// The secret of `--signing-secret-file`.
+fn read_secret(path: &std::path::Path) -> Result<String, ServeError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ServeError::Io {
+        path: path.to_owned(),
+        source,
+    })?;
+    Ok(text.strip_suffix('\n').unwrap_or(&text).to_owned())
 }
 
 /// Why `twopc serve` stopped with an error.
@@ -221,7 +276,7 @@ dynamo-2pc local stack
   HTTP API      {url}   (POST /transactions, GET /transactions/{{txId}})
   DynamoDB      {endpoint}   (tables {prefix}transactions, {prefix}accounts, {prefix}inventory, {prefix}payments)
   payments      {url}/services/payments   (a custom participant; GET .../authorisations)
-  live page     {url}/   (WebSocket {ws}/ws)
+{custom}  live page     {url}/   (WebSocket {ws}/ws)
   sweeper       every {sweep} ms
   data          {data}
   data lake     {lake}/dt=YYYY-MM-DD/*.jsonl
@@ -234,6 +289,11 @@ or: twopc transfer --from alice --to bob --amount 10
 Ctrl-C stops everything this process started.
 "#,
         prefix = args.table_prefix,
+        custom = args
+            .http_participants
+            .iter()
+            .map(|p| format!("  {:<13} {}   (yours, over http)\n", p.name, p.url))
+            .collect::<String>(),
         ws = url.replacen("http", "ws", 1),
         lake = args.lake_dir.display(),
         sweep = args.sweep_interval_ms,
@@ -284,6 +344,32 @@ async fn sweep_forever(stack: Arc<Stack>, every: Duration) {
         // sweep, as a deployed service would schedule it).
         if let Err(e) = stack.payments.sweep(SWEEP_LIMIT).await {
             warn!(error = %e, "payments sweep failed; the next pass retries");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::HttpParticipant;
+
+    #[test]
+    fn an_http_participant_is_name_equals_url_and_takes_no_demo_name() {
+        assert_eq!(
+            HttpParticipant::parse("loyalty=http://127.0.0.1:3002/"),
+            Ok(HttpParticipant {
+                name: "loyalty".into(),
+                url: "http://127.0.0.1:3002".into()
+            })
+        );
+        for (bad, says) in [
+            ("loyalty", "NAME=URL"),
+            ("=http://x", "a service name"),
+            ("payments=http://x", "a service of the demo"),
+            ("loyalty=ftp://x", "http://"),
+            ("loy alty=http://x", "a service name"),
+        ] {
+            let e = HttpParticipant::parse(bad).expect_err(bad);
+            assert!(e.contains(says), "{bad}: {e}");
         }
     }
 }

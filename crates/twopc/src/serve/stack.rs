@@ -39,7 +39,8 @@ pub struct Stack {
     pub payments: Payments,
     /// Its simulated card gateway.
     pub cards: CardGateway,
-    /// The secret the coordinator signs its requests to `payments` with (new every run).
+    /// The secret the coordinator signs its requests to `payments` (and any `--http-participant`)
+    /// with: new every run, or `--signing-secret-file`'s.
     pub secret: twopc_core::signing::Secret,
     /// The demo's services and tables.
     pub demo: Demo,
@@ -56,9 +57,18 @@ impl Stack {
         let demo = Demo {
             prefix: args.table_prefix.clone(),
             url: url.to_owned(),
+            custom: args
+                .http_participants
+                .iter()
+                .map(|p| (p.name.clone(), p.url.clone()))
+                .collect(),
         };
-        // Only this process signs and checks: a new random secret every run.
-        let secret = format!("{}{}", TxId::random(), TxId::random());
+        // The secret shared with participants of the user's own, or (only this process signs
+        // and checks) a new random one every run.
+        let secret = match &args.signing_secret_file {
+            Some(path) => super::read_secret(path)?,
+            None => format!("{}{}", TxId::random(), TxId::random()),
+        };
         let variables = demo.variables(endpoint, &secret);
         let config = Config::from_lookup(Role::Coordinator, |name| variables.get(name).cloned())?;
         let clients = Clients::load(&config).await;
