@@ -19,7 +19,7 @@ PY_TOOLS := aws-sam-cli==1.170.0 cargo-lambda==1.9.2 moto[server]==5.1.18 duckdb
 CHECKOV_VENV := .tools/checkov
 CHECKOV := checkov==3.3.30
 WITH_VENV := PATH="$(CURDIR)/$(VENV)/bin:$$PATH" SAM_CLI_TELEMETRY=0
-FUNCTIONS := coordinator participant sweeper stream-processor connections
+FUNCTIONS := coordinator participant sweeper stream-processor connections ws-authorizer
 # make watch / make invoke-*: where cargo lambda watch listens, and its tables' prefix.
 LAMBDA_PORT ?= 9000
 WATCH_PREFIX ?= twopc-local-

@@ -8,12 +8,14 @@
 //!   [`verify::KeySource`] (the issuer's JWKS), cached and fetched again once on an unknown `kid`.
 //! - [`grants`]: the `twopc` claim — which topics a principal may subscribe to — and the
 //!   per-topic check `subscribe` runs.
+//! - [`context`]: the principal as the authorizer hands it to the `$connect` route.
 //! - [`refusal`]: every refusal as a stable machine-readable code.
 //! - [`shared`]: the opt-in shared demo token, compared in constant time.
 //! - `local` (feature `local`): the local stack's issuer (a P-256 key kept in a folder, tokens
 //!   minted with it, its key set).
 #![warn(missing_docs)]
 
+pub mod context;
 pub mod grants;
 #[cfg(feature = "local")]
 pub mod local;

@@ -46,6 +46,9 @@ pub enum Refusal {
     /// The connection's token expired since it connected: reconnect with a fresh one.
     #[error("the connection's token has expired: reconnect with a fresh token")]
     ConnectionExpired,
+    /// Neither an issuer nor a shared token is configured: nobody is admitted.
+    #[error("this deployment trusts no issuer and no shared token: every connection is refused")]
+    NotConfigured,
     /// The connection carries no principal (connected before authorization, or unknown).
     #[error("the connection has no authorized principal: reconnect with a token")]
     NoPrincipal,
@@ -70,6 +73,7 @@ impl Refusal {
             Refusal::TopicForbidden(_) => codes::TOPIC_FORBIDDEN,
             Refusal::ConnectionExpired => codes::CONNECTION_EXPIRED,
             Refusal::NoPrincipal => codes::NO_PRINCIPAL,
+            Refusal::NotConfigured => codes::NOT_CONFIGURED,
         }
     }
 
@@ -117,6 +121,9 @@ pub mod codes {
     /// The connection has no principal.
     pub const NO_PRINCIPAL: &str = "no_principal";
 
+    /// No issuer and no shared token configured.
+    pub const NOT_CONFIGURED: &str = "auth_not_configured";
+
     /// Every code, for documents and tests.
     pub const ALL: &[&str] = &[
         TOKEN_MISSING,
@@ -134,5 +141,6 @@ pub mod codes {
         TOPIC_FORBIDDEN,
         CONNECTION_EXPIRED,
         NO_PRINCIPAL,
+        NOT_CONFIGURED,
     ];
 }

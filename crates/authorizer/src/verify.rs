@@ -13,7 +13,7 @@ use std::str::FromStr;
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use jsonwebtoken::jwk::JwkSet;
+pub use jsonwebtoken::jwk::JwkSet;
 use jsonwebtoken::{Algorithm, AlgorithmFamily, DecodingKey, Validation};
 use serde_json::Value;
 use tokio::sync::Mutex;

@@ -1,5 +1,6 @@
-//! The connections function: API Gateway WebSocket routes `$connect` (optionally guarded by a
-//! token: `wss://…?token=…`), `$disconnect` and `subscribe` keep the connections table. The
+//! The connections function: API Gateway WebSocket routes `$connect` (after the `$connect`
+//! authorizer verified the caller's token: its principal and grants are recorded),
+//! `$disconnect` and `subscribe` (checked against those grants) keep the connections table. The
 //! logic is `twopc_fanout::connections`, shared with the local stack's gateway.
 #![warn(missing_docs)]
 
@@ -16,8 +17,6 @@ pub use twopc_runtime::config::var;
 pub struct App {
     /// The subscriptions.
     pub store: DynamoConnections,
-    /// The connect token, if any.
-    pub token: Option<String>,
 }
 
 /// Handles one route event; every outcome is a response (a bad message gets an error frame).
@@ -28,10 +27,7 @@ pub async fn handle(
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    Ok(
-        twopc_fanout::connections::handle(&app.store, &event.payload, app.token.as_deref(), now)
-            .await,
-    )
+    Ok(twopc_fanout::connections::handle(&app.store, &event.payload, now).await)
 }
 
 #[cfg(test)]

@@ -13,7 +13,6 @@ async fn main() -> Result<(), Error> {
     let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
     let app = App {
         store: DynamoConnections::new(aws_sdk_dynamodb::Client::new(&sdk), table, 7_200),
-        token: std::env::var(var::WS_TOKEN).ok().filter(|t| !t.is_empty()),
     };
     let app = &app;
     run(service_fn(move |event| handle(app, event))).await

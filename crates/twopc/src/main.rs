@@ -2,6 +2,7 @@
 
 mod cli;
 mod serve;
+mod token;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -47,6 +48,8 @@ enum Command {
         /// Service name (accounts, inventory).
         participant: String,
     },
+    /// Mint a WebSocket token with the local stack's key (its data folder's).
+    Token(token::TokenArgs),
     /// Show one item.
     Get {
         /// Service name.
@@ -77,6 +80,7 @@ async fn main() -> ExitCode {
         Command::Accounts => cli::items(&cli.common, "accounts").await,
         Command::Items { participant } => cli::items(&cli.common, participant).await,
         Command::Get { participant, id } => cli::get(&cli.common, participant, id).await,
+        Command::Token(args) => token::mint(args, cli.common.json),
     };
     match result {
         Ok(code) => ExitCode::from(code),
