@@ -580,6 +580,7 @@ fn emitted_metrics() -> BTreeSet<String> {
     m.sweep_failed(1);
     m.protocol_violation();
     m.connect_refused("token_expired");
+    m.subscribe_refused("topic_forbidden");
     m.stream_batch(&StreamBatch {
         commit_age_ms: Some(1),
         ..StreamBatch::default()
