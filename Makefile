@@ -23,7 +23,7 @@ CHECKOV := checkov==3.3.30
 PARTICIPANT_VENV := .tools/python-participant
 PARTICIPANT_REQS := examples/python-participant/requirements.txt
 WITH_VENV := PATH="$(CURDIR)/$(VENV)/bin:$$PATH" SAM_CLI_TELEMETRY=0
-FUNCTIONS := coordinator participant sweeper stream-processor connections
+FUNCTIONS := coordinator participant sweeper stream-processor connections ws-authorizer
 # make watch / make invoke-*: where cargo lambda watch listens, and its tables' prefix.
 LAMBDA_PORT ?= 9000
 WATCH_PREFIX ?= twopc-local-

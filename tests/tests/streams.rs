@@ -39,7 +39,7 @@ impl Lake for &MemoryLake {
 struct NoSubscribers;
 
 impl Subscriptions for NoSubscribers {
-    async fn subscribers(&self, _: &[String]) -> Result<Vec<String>, SinkError> {
+    async fn subscribers(&self, _: &[String], _: u64) -> Result<Vec<String>, SinkError> {
         Ok(vec![])
     }
     async fn forget(&self, _: &str) -> Result<(), SinkError> {
@@ -220,12 +220,12 @@ async fn a_gone_connection_is_forgotten() {
     .expect("table");
     let connections = DynamoConnections::new(w.client.clone(), &table, 7_200);
     connections
-        .subscribe("ghost", &["all".to_owned()], 1)
+        .subscribe("ghost", &["all".to_owned()], now_secs() + 600)
         .await
         .expect("subscribe");
     assert_eq!(
         connections
-            .subscribers(&["all".to_owned()])
+            .subscribers(&["all".to_owned()], now_secs())
             .await
             .expect("subs"),
         vec!["ghost".to_owned()]
@@ -246,12 +246,87 @@ async fn a_gone_connection_is_forgotten() {
     );
     assert!(
         connections
-            .subscribers(&["all".to_owned()])
+            .subscribers(&["all".to_owned()], 0)
             .await
             .expect("subs")
             .is_empty(),
         "a gone connection is deleted"
     );
+}
+
+fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+#[tokio::test]
+async fn a_connection_keeps_its_principal_and_stops_being_a_subscriber_when_its_token_expires() {
+    let w = World::new().await;
+    let table = format!("{}-connections", w.tx_table);
+    ensure_table(
+        &w.client,
+        &TableSpec {
+            name: table.clone(),
+            kind: TableKind::Connections,
+        },
+    )
+    .await
+    .expect("table");
+    let connections = DynamoConnections::new(w.client.clone(), &table, 7_200);
+    let now = now_secs();
+    // GIVEN a connection whose token expires in 60 s, and one whose token outlives API
+    // Gateway's two hours
+    let short = connections
+        .connect(
+            "short",
+            "alice",
+            r#"{"topics":["accounts/alice"]}"#,
+            now + 60,
+            now,
+        )
+        .await
+        .expect("connect");
+    let long = connections
+        .connect("long", "ops", r#"{"admin":true}"#, now + 86_400, now)
+        .await
+        .expect("connect");
+    assert_eq!(
+        (short, long),
+        (now + 60, now + 7_200),
+        "the earlier of the two"
+    );
+    let stored = connections
+        .connection("short")
+        .await
+        .expect("read")
+        .expect("known");
+    assert_eq!(
+        (
+            stored.principal.as_str(),
+            stored.grants.as_str(),
+            stored.expire_at
+        ),
+        ("alice", r#"{"topics":["accounts/alice"]}"#, now + 60)
+    );
+    assert_eq!(connections.connection("nobody").await.expect("read"), None);
+    let topic = vec!["entity:accounts:{\"id\":\"alice\"}".to_owned()];
+    connections
+        .subscribe("short", &topic, short)
+        .await
+        .expect("subscribe");
+    connections
+        .subscribe("long", &topic, long)
+        .await
+        .expect("subscribe");
+    // THEN both listen until the short token expires, and only the long one after
+    let at = |t| connections.subscribers(&topic, t);
+    assert_eq!(
+        at(now + 59).await.expect("subs"),
+        vec!["long".to_owned(), "short".to_owned()]
+    );
+    assert_eq!(at(now + 60).await.expect("subs"), vec!["long".to_owned()]);
+    assert!(at(now + 7_200).await.expect("subs").is_empty());
 }
 
 /// Everyone listens to everything through one connection; lookups are counted.
@@ -261,7 +336,7 @@ struct OneListener {
 }
 
 impl Subscriptions for &OneListener {
-    async fn subscribers(&self, topics: &[String]) -> Result<Vec<String>, SinkError> {
+    async fn subscribers(&self, topics: &[String], _: u64) -> Result<Vec<String>, SinkError> {
         self.lookups
             .lock()
             .expect("lock")

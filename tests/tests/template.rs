@@ -406,7 +406,8 @@ fn every_function_is_built_from_a_crate_of_the_workspace() {
             "WalletsParticipantFunction",
             "SweeperFunction",
             "StreamProcessorFunction",
-            "ConnectionsFunction"
+            "ConnectionsFunction",
+            "WsAuthorizerFunction"
         ]
     );
     for f in functions {
@@ -578,6 +579,8 @@ fn emitted_metrics() -> BTreeSet<String> {
     );
     m.sweep_failed(1);
     m.protocol_violation();
+    m.connect_refused("token_expired");
+    m.subscribe_refused("topic_forbidden");
     m.stream_batch(&StreamBatch {
         commit_age_ms: Some(1),
         ..StreamBatch::default()
@@ -654,4 +657,93 @@ fn aws_partitions_the_lake_by_commit_day_as_the_local_lake_does() {
     assert_eq!(value(&lines, "CompressionFormat"), Some("GZIP"));
     let table = block("Resources", "LakeTable");
     assert_eq!(value(&table, "compressionType"), Some("gzip"));
+}
+
+#[test]
+fn websocket_connections_need_the_authorizer_and_the_shared_token_is_an_opt_in_secret() {
+    let connect = block("Resources", "ConnectRoute");
+    assert_eq!(value(&connect, "AuthorizationType"), Some("CUSTOM"));
+    assert_eq!(
+        value(&connect, "AuthorizerId"),
+        Some("!Ref WebSocketAuthorizer")
+    );
+    let authorizer = block("Resources", "WebSocketAuthorizer");
+    assert_eq!(value(&authorizer, "AuthorizerType"), Some("REQUEST"));
+    assert!(
+        authorizer
+            .iter()
+            .any(|l| l.trim() == "- route.request.querystring.token"),
+        "no ?token=, no authorizer call: API Gateway refuses"
+    );
+    let set = variables_set();
+    assert_eq!(
+        set.get(var::WS_TOKEN).cloned().unwrap_or_default(),
+        ["WsAuthorizerFunction"]
+    );
+    for v in [var::WS_ISSUER, var::WS_AUDIENCE, var::WS_JWKS_URL] {
+        assert_eq!(
+            set.get(v).cloned().unwrap_or_default(),
+            ["WsAuthorizerFunction"],
+            "{v}"
+        );
+    }
+    let function = block("Resources", "WsAuthorizerFunction");
+    assert!(
+        function
+            .iter()
+            .any(|l| l
+                .contains("{{resolve:secretsmanager:${WebSocketTokenSecretArn}:SecretString}}")),
+        "the shared token comes from Secrets Manager only"
+    );
+    // Closed unless configured: no issuer and no shared token by default.
+    for p in [
+        "WebSocketIssuer",
+        "WebSocketJwksUrl",
+        "WebSocketTokenSecretArn",
+    ] {
+        assert_eq!(
+            value(&block("Parameters", p), "Default"),
+            Some("\"\""),
+            "{p}"
+        );
+    }
+}
+
+#[test]
+fn both_apis_are_throttled_by_parameters() {
+    let api = block("Resources", "TransactionsApi");
+    assert_eq!(
+        value(&api, "ThrottlingRateLimit"),
+        Some("!Ref ApiThrottlingRateLimit")
+    );
+    assert_eq!(
+        value(&api, "ThrottlingBurstLimit"),
+        Some("!Ref ApiThrottlingBurstLimit")
+    );
+    let stage = block("Resources", "WebSocketStage");
+    assert_eq!(
+        value(&stage, "ThrottlingRateLimit"),
+        Some("!Ref WebSocketThrottlingRateLimit")
+    );
+    assert_eq!(
+        value(&stage, "ThrottlingBurstLimit"),
+        Some("!Ref WebSocketThrottlingBurstLimit")
+    );
+    for p in [
+        "ApiThrottlingRateLimit",
+        "ApiThrottlingBurstLimit",
+        "WebSocketThrottlingRateLimit",
+        "WebSocketThrottlingBurstLimit",
+    ] {
+        let lines = block("Parameters", p);
+        let default: u64 = value(&lines, "Default")
+            .and_then(|d| d.parse().ok())
+            .unwrap_or_else(|| panic!("{p}: a numeric default"));
+        assert!(default > 0, "{p}: open by default");
+        assert_eq!(
+            value(&lines, "MinValue"),
+            Some("0"),
+            "{p}: 0 is the emergency stop"
+        );
+    }
 }

@@ -1,5 +1,6 @@
-//! The connections function: API Gateway WebSocket routes `$connect` (optionally guarded by a
-//! token: `wss://…?token=…`), `$disconnect` and `subscribe` keep the connections table. The
+//! The connections function: API Gateway WebSocket routes `$connect` (after the `$connect`
+//! authorizer verified the caller's token: its principal and grants are recorded),
+//! `$disconnect` and `subscribe` (checked against those grants) keep the connections table. The
 //! logic is `twopc_fanout::connections`, shared with the local stack's gateway.
 #![warn(missing_docs)]
 
@@ -7,7 +8,9 @@ use std::convert::Infallible;
 
 use aws_lambda_events::apigw::{ApiGatewayProxyResponse, ApiGatewayWebsocketProxyRequest};
 use lambda_runtime::LambdaEvent;
+use twopc_authorizer::refusal::codes;
 use twopc_dynamo::connections::DynamoConnections;
+use twopc_runtime::telemetry::Metrics;
 
 /// The environment variables this function reads (named once, in `twopc_runtime`).
 pub use twopc_runtime::config::var;
@@ -16,8 +19,19 @@ pub use twopc_runtime::config::var;
 pub struct App {
     /// The subscriptions.
     pub store: DynamoConnections,
-    /// The connect token, if any.
-    pub token: Option<String>,
+    /// Where refused subscriptions are counted.
+    pub metrics: Metrics,
+}
+
+/// The refusal code of an answer, when it is an authorization refusal (counted; a malformed
+/// message or a store failure is not).
+pub fn refusal_code(answer: &ApiGatewayProxyResponse) -> Option<String> {
+    let aws_lambda_events::encodings::Body::Text(text) = answer.body.as_ref()? else {
+        return None;
+    };
+    let v: serde_json::Value = serde_json::from_str(text).ok()?;
+    let code = v.get("code")?.as_str()?;
+    codes::ALL.contains(&code).then(|| code.to_owned())
 }
 
 /// Handles one route event; every outcome is a response (a bad message gets an error frame).
@@ -28,15 +42,35 @@ pub async fn handle(
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    Ok(
-        twopc_fanout::connections::handle(&app.store, &event.payload, app.token.as_deref(), now)
-            .await,
-    )
+    Ok(twopc_fanout::connections::handle(&app.store, &event.payload, now).await)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_authorization_refusals_are_counted() {
+        let answer = |body: &str| {
+            let mut r = ApiGatewayProxyResponse::default();
+            r.body = Some(aws_lambda_events::encodings::Body::Text(body.to_owned()));
+            r
+        };
+        assert_eq!(
+            refusal_code(&answer(
+                r#"{"type":"error","code":"topic_forbidden","message":"m"}"#
+            )),
+            Some("topic_forbidden".to_owned())
+        );
+        for body in [
+            r#"{"type":"error","code":"invalid_subscription","message":"m"}"#,
+            r#"{"type":"subscribed","topics":1}"#,
+            "not json",
+        ] {
+            assert_eq!(refusal_code(&answer(body)), None, "{body}");
+        }
+        assert_eq!(refusal_code(&ApiGatewayProxyResponse::default()), None);
+    }
 
     #[test]
     fn the_sample_route_events_round_trip() {

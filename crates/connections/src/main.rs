@@ -3,7 +3,7 @@
 use connections::{App, handle, var};
 use lambda_runtime::{Error, run, service_fn};
 use twopc_dynamo::connections::DynamoConnections;
-use twopc_runtime::telemetry::init_tracing;
+use twopc_runtime::telemetry::{Metrics, init_tracing};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
@@ -13,7 +13,11 @@ async fn main() -> Result<(), Error> {
     let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
     let app = App {
         store: DynamoConnections::new(aws_sdk_dynamodb::Client::new(&sdk), table, 7_200),
-        token: std::env::var(var::WS_TOKEN).ok().filter(|t| !t.is_empty()),
+        metrics: Metrics::new(
+            std::env::var(var::METRICS_NAMESPACE)
+                .unwrap_or_else(|_| twopc_runtime::config::DEFAULT_METRICS_NAMESPACE.into()),
+            "connections",
+        ),
     };
     let app = &app;
     run(service_fn(move |event| handle(app, event))).await

@@ -1,5 +1,10 @@
 //! WebSocket subscriptions: one item per (topic, connection), so finding a topic's subscribers
 //! is a key query; the `by-connection` index finds a connection's items for `$disconnect`.
+//!
+//! A connection's marker (topic [`CONNECTED`]) keeps its principal and grants. Every item of a
+//! connection expires (`expireAt`, also the table's TTL) when its token does, or when API Gateway
+//! would close it, whichever is first; [`DynamoConnections::subscribers`] never returns an
+//! expired subscription, so pushes stop at the token's expiry even before TTL deletes it.
 
 use std::time::Duration;
 
@@ -11,7 +16,20 @@ use twopc_core::ports::PortError;
 use crate::error::{classify, corrupt};
 use twopc_core::layout::EXPIRE_AT;
 
-use crate::tables::{BY_CONNECTION_INDEX, CONNECTION_ATTR, TOPIC_ATTR};
+use crate::tables::{
+    BY_CONNECTION_INDEX, CONNECTION_ATTR, GRANTS_ATTR, PRINCIPAL_ATTR, TOPIC_ATTR,
+};
+
+/// A connection as `$connect` recorded it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredConnection {
+    /// Who connected.
+    pub principal: String,
+    /// What its token grants, as JSON (the authorizer's `Grants`).
+    pub grants: String,
+    /// When it stops receiving (unix seconds).
+    pub expire_at: u64,
+}
 
 /// The connections table.
 #[derive(Clone, Debug)]
@@ -59,16 +77,80 @@ impl DynamoConnections {
         .into()
     }
 
-    /// Subscribes `connection` to `topics` (idempotent), with `now_secs` for the TTL.
+    /// Records a connection (`$connect`): its principal and grants, until `token_exp` or the
+    /// table's connection lifetime from `now_secs`, whichever is first. Returns that expiry.
+    pub async fn connect(
+        &self,
+        connection: &str,
+        principal: &str,
+        grants: &str,
+        token_exp: u64,
+        now_secs: u64,
+    ) -> Result<u64, PortError> {
+        let expire_at = token_exp.min(now_secs.saturating_add(self.ttl_secs));
+        let mut item = Self::key(CONNECTED, connection);
+        item.insert(EXPIRE_AT.into(), AttributeValue::N(expire_at.to_string()));
+        item.insert(
+            PRINCIPAL_ATTR.into(),
+            AttributeValue::S(principal.to_owned()),
+        );
+        item.insert(GRANTS_ATTR.into(), AttributeValue::S(grants.to_owned()));
+        self.client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .send()
+            .await
+            .map_err(|e| classify(format!("connection {connection}"), e))?;
+        Ok(expire_at)
+    }
+
+    /// The connection as `$connect` recorded it (`None`: unknown, or recorded before
+    /// connections carried a principal).
+    pub async fn connection(
+        &self,
+        connection: &str,
+    ) -> Result<Option<StoredConnection>, PortError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(Self::key(CONNECTED, connection)))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| classify(format!("connection {connection}"), e))?;
+        let Some(item) = out.item() else {
+            return Ok(None);
+        };
+        let s = |name: &str| match item.get(name) {
+            Some(AttributeValue::S(v)) => Some(v.clone()),
+            _ => None,
+        };
+        let expire_at = match item.get(EXPIRE_AT) {
+            Some(AttributeValue::N(n)) => n.parse::<u64>().ok(),
+            _ => None,
+        };
+        Ok(match (s(PRINCIPAL_ATTR), s(GRANTS_ATTR), expire_at) {
+            (Some(principal), Some(grants), Some(expire_at)) => Some(StoredConnection {
+                principal,
+                grants,
+                expire_at,
+            }),
+            _ => None,
+        })
+    }
+
+    /// Subscribes `connection` to `topics` (idempotent) until `expire_at` (the connection's).
     pub async fn subscribe(
         &self,
         connection: &str,
         topics: &[String],
-        now_secs: u64,
+        expire_at: u64,
     ) -> Result<(), PortError> {
-        let expire = (now_secs + self.ttl_secs).to_string();
+        let expire = expire_at.to_string();
         let mut writes: Vec<WriteRequest> = vec![];
-        for topic in std::iter::once(CONNECTED).chain(topics.iter().map(String::as_str)) {
+        for topic in topics {
             let mut item = Self::key(topic, connection);
             item.insert(EXPIRE_AT.into(), AttributeValue::N(expire.clone()));
             let put = PutRequest::builder()
@@ -113,8 +195,13 @@ impl DynamoConnections {
         Ok(())
     }
 
-    /// Every connection subscribed to any of `topics`, each once.
-    pub async fn subscribers(&self, topics: &[String]) -> Result<Vec<String>, PortError> {
+    /// Every connection subscribed to any of `topics` whose subscription has not expired at
+    /// `now_secs`, each once.
+    pub async fn subscribers(
+        &self,
+        topics: &[String],
+        now_secs: u64,
+    ) -> Result<Vec<String>, PortError> {
         let mut out = std::collections::BTreeSet::new();
         for topic in topics {
             let items = self
@@ -122,8 +209,11 @@ impl DynamoConnections {
                 .query()
                 .table_name(&self.table)
                 .key_condition_expression("#t = :t")
+                .filter_expression("#x > :now")
                 .expression_attribute_names("#t", TOPIC_ATTR)
+                .expression_attribute_names("#x", EXPIRE_AT)
                 .expression_attribute_values(":t", AttributeValue::S(topic.clone()))
+                .expression_attribute_values(":now", AttributeValue::N(now_secs.to_string()))
                 .into_paginator()
                 .items()
                 .send()

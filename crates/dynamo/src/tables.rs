@@ -28,6 +28,10 @@ pub const LOCK_INDEX: &str = "locks-by-expiry";
 pub const TOPIC_ATTR: &str = "topic";
 /// Connections table: sort key.
 pub const CONNECTION_ATTR: &str = "connectionId";
+/// Connections table, a connection's marker: who connected (the token's `sub`).
+pub const PRINCIPAL_ATTR: &str = "principal";
+/// Connections table, a connection's marker: what its token grants (the `twopc` claim, JSON).
+pub const GRANTS_ATTR: &str = "grants";
 /// Connections table: index of a connection's subscriptions (for `$disconnect`).
 pub const BY_CONNECTION_INDEX: &str = "by-connection";
 /// Index partitions: spread writes of the sparse indexes over this many keys.

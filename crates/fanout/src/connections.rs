@@ -1,46 +1,77 @@
 //! The WebSocket routes (`$connect`, `$disconnect`, `subscribe`): one handler, used by the
 //! connections Lambda and by the local stack's gateway.
 //!
-//! `{"action": "subscribe", "entities": [{"participant": "accounts", "key": {"id": "alice"}}],
-//!   "transactions": ["<txId>"]}` or `{"action": "subscribe", "all": true}`. A malformed message
-//! is answered with an error frame (`{"type": "error", "code": "invalid_subscription", ...}`);
-//! the connection stays open.
+//! `$connect` records the principal the authorizer verified (`requestContext.authorizer`; none
+//! means the connection is refused: closed, not open). `{"action": "subscribe", "entities":
+//! [{"participant": "accounts", "key": {"id": "alice"}}], "transactions": ["<txId>"]}` or
+//! `{"action": "subscribe", "all": true}` is checked topic by topic against the principal's
+//! grants (`twopc_authorizer::grants`): one topic not granted refuses the whole message
+//! (`topic_forbidden`), nothing stored. A malformed message is answered with an error frame
+//! (`invalid_subscription`); the connection stays open.
 
 use std::future::Future;
 
 use aws_lambda_events::apigw::{ApiGatewayProxyResponse, ApiGatewayWebsocketProxyRequest};
 use aws_lambda_events::encodings::Body;
 use serde_json::{Map, Value, json};
-use tracing::warn;
+use tracing::{info, warn};
+use twopc_authorizer::{Grants, Refusal, Wanted};
 use twopc_core::ports::PortError;
-use twopc_dynamo::connections::DynamoConnections;
+use twopc_dynamo::connections::{DynamoConnections, StoredConnection};
 
 use crate::rows::{ALL, entity_topic, tx_topic};
 
 /// Most topics one subscribe message may name.
 pub const MAX_TOPICS: usize = 100;
 
-/// Where subscriptions are kept.
+/// Where connections and subscriptions are kept.
 pub trait ConnectionStore: Send + Sync {
-    /// Adds subscriptions (and the connection's marker).
+    /// Records a connection's principal and grants; returns when it expires.
+    fn connect(
+        &self,
+        connection: &str,
+        principal: &str,
+        grants: &str,
+        token_exp: u64,
+        now_secs: u64,
+    ) -> impl Future<Output = Result<u64, PortError>> + Send;
+    /// The connection as recorded.
+    fn connection(
+        &self,
+        connection: &str,
+    ) -> impl Future<Output = Result<Option<StoredConnection>, PortError>> + Send;
+    /// Adds subscriptions, expiring at `expire_at`.
     fn subscribe(
         &self,
         connection: &str,
         topics: &[String],
-        now_secs: u64,
+        expire_at: u64,
     ) -> impl Future<Output = Result<(), PortError>> + Send;
     /// Removes every subscription of the connection.
     fn forget(&self, connection: &str) -> impl Future<Output = Result<(), PortError>> + Send;
 }
 
 impl ConnectionStore for DynamoConnections {
+    async fn connect(
+        &self,
+        connection: &str,
+        principal: &str,
+        grants: &str,
+        token_exp: u64,
+        now_secs: u64,
+    ) -> Result<u64, PortError> {
+        DynamoConnections::connect(self, connection, principal, grants, token_exp, now_secs).await
+    }
+    async fn connection(&self, connection: &str) -> Result<Option<StoredConnection>, PortError> {
+        DynamoConnections::connection(self, connection).await
+    }
     async fn subscribe(
         &self,
         connection: &str,
         topics: &[String],
-        now_secs: u64,
+        expire_at: u64,
     ) -> Result<(), PortError> {
-        DynamoConnections::subscribe(self, connection, topics, now_secs).await
+        DynamoConnections::subscribe(self, connection, topics, expire_at).await
     }
     async fn forget(&self, connection: &str) -> Result<(), PortError> {
         DynamoConnections::forget(self, connection).await
@@ -48,8 +79,12 @@ impl ConnectionStore for DynamoConnections {
 }
 
 impl crate::ports::Subscriptions for DynamoConnections {
-    async fn subscribers(&self, topics: &[String]) -> Result<Vec<String>, crate::ports::SinkError> {
-        DynamoConnections::subscribers(self, topics)
+    async fn subscribers(
+        &self,
+        topics: &[String],
+        now_secs: u64,
+    ) -> Result<Vec<String>, crate::ports::SinkError> {
+        DynamoConnections::subscribers(self, topics, now_secs)
             .await
             .map_err(sink_error)
     }
@@ -57,6 +92,42 @@ impl crate::ports::Subscriptions for DynamoConnections {
         DynamoConnections::forget(self, connection)
             .await
             .map_err(sink_error)
+    }
+}
+
+/// One topic a subscribe message asks for.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Asked {
+    /// `{"all": true}`.
+    All,
+    /// One item.
+    Entity {
+        /// Its service.
+        participant: String,
+        /// Its key.
+        key: Map<String, Value>,
+    },
+    /// One transaction's outcome.
+    Transaction(String),
+}
+
+impl Asked {
+    /// The topic its messages are published under.
+    pub fn topic(&self) -> String {
+        match self {
+            Asked::All => ALL.to_owned(),
+            Asked::Entity { participant, key } => entity_topic(participant, key),
+            Asked::Transaction(id) => tx_topic(id),
+        }
+    }
+
+    /// What the grants are asked for.
+    pub fn wanted(&self) -> Wanted<'_> {
+        match self {
+            Asked::All => Wanted::All,
+            Asked::Entity { participant, key } => Wanted::Entity { participant, key },
+            Asked::Transaction(id) => Wanted::Transaction(id),
+        }
     }
 }
 
@@ -68,8 +139,8 @@ fn sink_error(e: PortError) -> crate::ports::SinkError {
     }
 }
 
-/// The topics a subscribe message asks for, or what is wrong with it.
-pub fn parse_subscribe(body: &str) -> Result<Vec<String>, String> {
+/// What a subscribe message asks for, or what is wrong with it.
+pub fn parse_subscribe(body: &str) -> Result<Vec<Asked>, String> {
     let v: Value = serde_json::from_str(body).map_err(|e| format!("not JSON: {e}"))?;
     let obj = v.as_object().ok_or("expected a JSON object")?;
     match obj.get("action").and_then(Value::as_str) {
@@ -91,7 +162,7 @@ pub fn parse_subscribe(body: &str) -> Result<Vec<String>, String> {
     let mut topics = vec![];
     match obj.get("all") {
         None | Some(Value::Bool(false)) => {}
-        Some(Value::Bool(true)) => topics.push(ALL.to_owned()),
+        Some(Value::Bool(true)) => topics.push(Asked::All),
         Some(_) => return Err("\"all\" must be true or false".into()),
     }
     for (i, e) in obj
@@ -109,7 +180,10 @@ pub fn parse_subscribe(body: &str) -> Result<Vec<String>, String> {
             .get("key")
             .and_then(Value::as_object)
             .ok_or(format!("entities[{i}].key: expected the item's key object"))?;
-        topics.push(entity_topic(participant, key));
+        topics.push(Asked::Entity {
+            participant: participant.to_owned(),
+            key: key.clone(),
+        });
     }
     for (i, t) in obj
         .get("transactions")
@@ -123,7 +197,7 @@ pub fn parse_subscribe(body: &str) -> Result<Vec<String>, String> {
             .as_str()
             .ok_or(format!("transactions[{i}]: expected a transaction id"))?;
         let id = twopc_core::ids::TxId::parse(id).map_err(|e| format!("transactions[{i}]: {e}"))?;
-        topics.push(tx_topic(id.as_str()));
+        topics.push(Asked::Transaction(id.as_str().to_owned()));
     }
     if topics.is_empty() {
         return Err("nothing to subscribe to: give entities, transactions or \"all\": true".into());
@@ -144,37 +218,49 @@ fn reply(status: i64, body: Option<Value>) -> ApiGatewayProxyResponse {
     r
 }
 
-/// Handles one WebSocket route event. `token`: when set, `$connect` requires `?token=` to
-/// match it (otherwise 401, and API Gateway refuses the connection).
+fn error(status: i64, code: &str, message: impl std::fmt::Display) -> ApiGatewayProxyResponse {
+    reply(
+        status,
+        Some(json!({"type": "error", "code": code, "message": message.to_string()})),
+    )
+}
+
+fn refused(status: i64, connection: &str, r: &Refusal) -> ApiGatewayProxyResponse {
+    // Logged by code, never with the token (which this handler never sees).
+    info!(connection, code = r.code(), "websocket request refused");
+    error(status, r.code(), r)
+}
+
+/// Handles one WebSocket route event at `now_secs`. `$connect` needs the principal an
+/// authorizer put in the request context (otherwise 401: closed, not open).
 pub async fn handle<S: ConnectionStore>(
     store: &S,
     req: &ApiGatewayWebsocketProxyRequest,
-    token: Option<&str>,
     now_secs: u64,
 ) -> ApiGatewayProxyResponse {
     let ctx = &req.request_context;
     let Some(connection) = ctx.connection_id.as_deref() else {
-        return reply(
+        return error(
             400,
-            Some(
-                json!({"type": "error", "code": "invalid_request", "message": "no connection id in the request context"}),
-            ),
+            "invalid_request",
+            "no connection id in the request context",
         );
     };
     match ctx.route_key.as_deref().unwrap_or("$default") {
         "$connect" => {
-            if let Some(expected) = token
-                && req.query_string_parameters.first("token") != Some(expected)
-            {
-                return reply(
-                    401,
-                    Some(
-                        json!({"type": "error", "code": "unauthorized", "message": "connect with ?token=<the configured token>"}),
-                    ),
-                );
+            let principal = match twopc_authorizer::context::from_fields(&ctx.authorizer.fields) {
+                Ok(p) => p,
+                Err(r) => return refused(401, connection, &r),
+            };
+            if principal.exp <= now_secs {
+                return refused(401, connection, &Refusal::Expired(principal.exp));
             }
-            match store.subscribe(connection, &[], now_secs).await {
-                Ok(()) => reply(200, None),
+            let grants = serde_json::to_string(&principal.grants).unwrap_or_else(|_| "{}".into());
+            match store
+                .connect(connection, &principal.sub, &grants, principal.exp, now_secs)
+                .await
+            {
+                Ok(_) => reply(200, None),
                 Err(e) => {
                     warn!(connection, error = ?e, "could not record the connection");
                     reply(500, None)
@@ -187,27 +273,49 @@ pub async fn handle<S: ConnectionStore>(
             }
             reply(200, None)
         }
-        _ => match parse_subscribe(req.body.as_deref().unwrap_or_default()) {
-            Ok(topics) => match store.subscribe(connection, &topics, now_secs).await {
+        _ => {
+            let asked = match parse_subscribe(req.body.as_deref().unwrap_or_default()) {
+                Ok(asked) => asked,
+                Err(message) => return error(200, "invalid_subscription", message),
+            };
+            let stored = match store.connection(connection).await {
+                Ok(Some(stored)) => stored,
+                Ok(None) => return refused(200, connection, &Refusal::NoPrincipal),
+                Err(e) => {
+                    warn!(connection, error = %e, "could not read the connection");
+                    return error(
+                        200,
+                        "unavailable",
+                        "the connection could not be read; try again",
+                    );
+                }
+            };
+            if stored.expire_at <= now_secs {
+                return refused(200, connection, &Refusal::ConnectionExpired);
+            }
+            let grants: Grants = match serde_json::from_str(&stored.grants) {
+                Ok(g) => g,
+                Err(_) => return refused(200, connection, &Refusal::NoPrincipal),
+            };
+            if let Err(r) = grants.check_all(asked.iter().map(Asked::wanted)) {
+                return refused(200, connection, &r);
+            }
+            let topics: Vec<String> = asked.iter().map(Asked::topic).collect();
+            match store.subscribe(connection, &topics, stored.expire_at).await {
                 Ok(()) => reply(
                     200,
                     Some(json!({"type": "subscribed", "topics": topics.len()})),
                 ),
                 Err(e) => {
                     warn!(connection, error = %e, "could not store subscriptions");
-                    reply(
+                    error(
                         200,
-                        Some(
-                            json!({"type": "error", "code": "unavailable", "message": "subscriptions could not be stored; try again"}),
-                        ),
+                        "unavailable",
+                        "subscriptions could not be stored; try again",
                     )
                 }
-            },
-            Err(message) => reply(
-                200,
-                Some(json!({"type": "error", "code": "invalid_subscription", "message": message})),
-            ),
-        },
+            }
+        }
     }
 }
 
@@ -217,7 +325,7 @@ mod tests {
 
     #[test]
     fn subscriptions_name_their_topics() {
-        let t = parse_subscribe(r#"{"action":"subscribe","entities":[{"participant":"accounts","key":{"id":"alice"}}],"transactions":["0b6f6c1e-3f0e-4c3a-9a53-1f2d3c4b5a69"]}"#).expect("valid");
+        let t: Vec<String> = parse_subscribe(r#"{"action":"subscribe","entities":[{"participant":"accounts","key":{"id":"alice"}}],"transactions":["0b6f6c1e-3f0e-4c3a-9a53-1f2d3c4b5a69"]}"#).expect("valid").iter().map(Asked::topic).collect();
         assert_eq!(
             t,
             vec![
@@ -227,7 +335,7 @@ mod tests {
         );
         assert_eq!(
             parse_subscribe(r#"{"action":"subscribe","all":true}"#).expect("all"),
-            vec!["all".to_owned()]
+            vec![Asked::All]
         );
     }
 

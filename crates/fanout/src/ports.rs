@@ -22,10 +22,12 @@ pub trait Lake: Send + Sync {
 
 /// Who listens to what (the connections table).
 pub trait Subscriptions: Send + Sync {
-    /// The connections subscribed to any of `topics` (each once).
+    /// The connections subscribed to any of `topics` (each once) whose subscription has not
+    /// expired at `now_secs` (a connection's token expiry ends its pushes).
     fn subscribers(
         &self,
         topics: &[String],
+        now_secs: u64,
     ) -> impl Future<Output = Result<Vec<String>, SinkError>> + Send;
     /// Forgets a connection that is gone.
     fn forget(&self, connection_id: &str) -> impl Future<Output = Result<(), SinkError>> + Send;

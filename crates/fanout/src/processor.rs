@@ -93,7 +93,7 @@ impl<K: Lake, S: Subscriptions, P: Push> Processor<K, S, P> {
     async fn listeners(&self, topic: String) -> (String, Option<Vec<String>>) {
         let found = self
             .subscriptions
-            .subscribers(std::slice::from_ref(&topic))
+            .subscribers(std::slice::from_ref(&topic), now_ms() / 1_000)
             .await;
         if let Err(e) = &found {
             warn!(%topic, error = %e, "reading subscriptions failed; the records will be retried");

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Value, json};
 use twopc_core::ids::TxId;
-use twopc_core::message::{CompleteReply, ParticipantCall, PrepareReply};
+use twopc_core::message::{CompleteReply, InquireReply, ParticipantCall, PrepareReply};
 use twopc_core::op::Mode;
 use twopc_core::record::VoteReason;
 use twopc_core::signing::{self, SignatureError};
@@ -93,7 +93,7 @@ fn paths(doc: &Value) -> BTreeSet<String> {
 fn every_call() -> Vec<ParticipantCall> {
     let request = json!({"txId": TxId::random(), "deadline": 2, "began": 1, "key": {},
         "coordinator": "c"});
-    let calls: Vec<ParticipantCall> = ["prepare", "commit", "abort"]
+    let calls: Vec<ParticipantCall> = ["prepare", "commit", "abort", "inquire"]
         .into_iter()
         .map(|action| {
             ParticipantCall::from_json(json!({"action": action, "request": request}))
@@ -104,7 +104,8 @@ fn every_call() -> Vec<ParticipantCall> {
         match c {
             ParticipantCall::Prepare(_)
             | ParticipantCall::Commit(_)
-            | ParticipantCall::Abort(_) => {}
+            | ParticipantCall::Abort(_)
+            | ParticipantCall::Inquire(_) => {}
         }
     }
     calls
@@ -158,10 +159,14 @@ fn every_example_request_is_its_call_and_every_example_answer_its_reply() {
             .expect("answer examples");
         for (name, ex) in answers {
             let value = ex["value"].clone();
-            let back = if path == "prepare" {
-                serde_json::from_value::<PrepareReply>(value.clone()).map(|r| json!(r))
-            } else {
-                serde_json::from_value::<CompleteReply>(value.clone()).map(|r| json!(r))
+            let back = match path.as_str() {
+                "prepare" => {
+                    serde_json::from_value::<PrepareReply>(value.clone()).map(|r| json!(r))
+                }
+                "inquire" => {
+                    serde_json::from_value::<InquireReply>(value.clone()).map(|r| json!(r))
+                }
+                _ => serde_json::from_value::<CompleteReply>(value.clone()).map(|r| json!(r)),
             };
             let back = back.unwrap_or_else(|e| panic!("/{path} answer {name}: {e}"));
             assert_eq!(back, value, "/{path} answer {name} round-trips");

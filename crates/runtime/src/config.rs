@@ -89,8 +89,17 @@ pub mod var {
     pub const CONNECTIONS_TABLE: &str = "TWOPC_CONNECTIONS_TABLE";
     /// The WebSocket API's management endpoint (stream-processor).
     pub const WEBSOCKET_ENDPOINT: &str = "TWOPC_WEBSOCKET_ENDPOINT";
-    /// When set, WebSocket `$connect` requires `?token=` equal to it (connections).
+    /// The opt-in shared demo token: when set, `$connect` also admits `?token=` equal to it
+    /// (ws-authorizer).
     pub const WS_TOKEN: &str = "TWOPC_WS_TOKEN";
+    /// The OIDC issuer WebSocket tokens must come from, their `iss` (ws-authorizer).
+    pub const WS_ISSUER: &str = "TWOPC_WS_ISSUER";
+    /// The audience WebSocket tokens must name in `aud` (ws-authorizer).
+    pub const WS_AUDIENCE: &str = "TWOPC_WS_AUDIENCE";
+    /// The issuer's https JWKS URL; unset, no JWT is accepted (ws-authorizer).
+    pub const WS_JWKS_URL: &str = "TWOPC_WS_JWKS_URL";
+    /// The accepted JWT algorithms, comma-separated (default RS256,ES256; ws-authorizer).
+    pub const WS_ALGORITHMS: &str = "TWOPC_WS_ALGORITHMS";
 
     /// Every variable the functions read (for documentation and the template check).
     pub const ALL: &[&str] = &[
@@ -120,6 +129,10 @@ pub mod var {
         CONNECTIONS_TABLE,
         WEBSOCKET_ENDPOINT,
         WS_TOKEN,
+        WS_ISSUER,
+        WS_AUDIENCE,
+        WS_JWKS_URL,
+        WS_ALGORITHMS,
     ];
 }
 

@@ -312,6 +312,26 @@ impl Metrics {
         );
     }
 
+    /// A WebSocket connection refused by the `$connect` authorizer, by refusal code (and
+    /// without a dimension, for the alarm on bursts).
+    pub fn connect_refused(&self, code: &str) {
+        self.emit(
+            &[("Function", self.function.as_str()), ("Code", code)],
+            &[&[], &["Code"]],
+            &[("ConnectRefused", Unit::Count, 1)],
+        );
+    }
+
+    /// A WebSocket subscription refused (a topic outside the token's grants, an expired
+    /// connection), by refusal code (and without a dimension, for the alarm on bursts).
+    pub fn subscribe_refused(&self, code: &str) {
+        self.emit(
+            &[("Function", self.function.as_str()), ("Code", code)],
+            &[&[], &["Code"]],
+            &[("SubscribeRefused", Unit::Count, 1)],
+        );
+    }
+
     /// One batch of stream records handled by the stream processor.
     pub fn stream_batch(&self, batch: &StreamBatch) {
         let mut metrics = vec![

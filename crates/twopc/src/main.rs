@@ -3,6 +3,7 @@
 mod cli;
 mod conformance;
 mod serve;
+mod token;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -51,6 +52,8 @@ enum Command {
     /// Play the participant conformance checks over HTTP against a running service (any
     /// language): exit 0 if it passes every one, 1 if not (docs/participants.md).
     Conformance(conformance::ConformanceArgs),
+    /// Mint a WebSocket token with the local stack's key (its data folder's).
+    Token(token::TokenArgs),
     /// Show one item.
     Get {
         /// Service name.
@@ -93,6 +96,7 @@ async fn main() -> ExitCode {
                 conformance::EXIT_FAILED
             }
         }),
+        Command::Token(args) => token::mint(args, cli.common.json),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -1,11 +1,14 @@
 //! The live side of the local stack, end to end: WebSocket subscribers receive committed
 //! changes and outcomes pushed by the stream processor through the gateway's management API;
 //! rows reach the data lake files; malformed subscriptions get an error frame; a gone connection
-//! is answered 410; a token guards `$connect` when configured.
+//! is answered 410; the opt-in shared token admits connections beside the stack's own tokens.
 
 mod common;
 
-use common::{call, interrupt, lake_rows, next_json, open, send, start_on_shared, transfer, until};
+use common::{
+    call, interrupt, lake_rows, next_json, open, open_with, refused, send, start_on_shared, token,
+    transfer, until,
+};
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -13,10 +16,14 @@ async fn subscribers_receive_commits_and_outcomes_and_rows_reach_the_lake() {
     let (serve, data) = start_on_shared("live", &[]).await;
     let lake = data.join("lake");
 
-    let mut alice = open(&serve, "").await.expect("connect");
+    let mut alice = open_with(
+        &serve,
+        &token(&data, &["--sub", "alice", "--topic", "accounts/alice"]),
+    )
+    .await;
     send(&mut alice, json!({"action": "subscribe", "entities": [{"participant": "accounts", "key": {"id": "alice"}}]})).await;
     assert_eq!(next_json(&mut alice).await["type"], "subscribed");
-    let mut everything = open(&serve, "").await.expect("connect");
+    let mut everything = open_with(&serve, &token(&data, &["--sub", "ops", "--admin"])).await;
     send(&mut everything, json!({"action": "subscribe", "all": true})).await;
     assert_eq!(next_json(&mut everything).await["type"], "subscribed");
 
@@ -91,15 +98,27 @@ async fn subscribers_receive_commits_and_outcomes_and_rows_reach_the_lake() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_configured_token_guards_websocket_connections() {
-    let (serve, _) = start_on_shared("token", &["--ws-token", "s3cret"]).await;
-    assert!(open(&serve, "").await.is_err(), "no token: refused");
-    assert!(
-        open(&serve, "?token=wrong").await.is_err(),
-        "wrong token: refused"
+async fn the_shared_token_is_an_opt_in_beside_the_stacks_own_tokens() {
+    let (serve, data) = start_on_shared("token", &["--ws-token", "s3cret-demo"]).await;
+    let (status, body) = refused(&serve, "").await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (401, Some("token_missing")),
+        "{body}"
     );
-    let mut ws = open(&serve, "?token=s3cret").await.expect("right token");
+    let (status, _) = refused(&serve, "?token=wrong").await;
+    assert_eq!(status, 401, "wrong token: refused");
+    let mut ws = open(&serve, "?token=s3cret-demo")
+        .await
+        .expect("the shared token");
     send(&mut ws, json!({"action": "subscribe", "all": true})).await;
     assert_eq!(next_json(&mut ws).await["type"], "subscribed");
+    let mut alice = open_with(
+        &serve,
+        &token(&data, &["--sub", "alice", "--topic", "accounts/alice"]),
+    )
+    .await;
+    send(&mut alice, json!({"action": "subscribe", "all": true})).await;
+    assert_eq!(next_json(&mut alice).await["code"], "topic_forbidden");
     assert!(interrupt(serve).await.success());
 }

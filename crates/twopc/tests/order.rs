@@ -7,7 +7,9 @@
 
 mod common;
 
-use common::{call, call_raw, interrupt, lake_rows, next_json, open, send, start_on_shared, until};
+use common::{
+    call, call_raw, interrupt, lake_rows, next_json, open_with, send, start_on_shared, token, until,
+};
 use serde_json::{Value, json};
 use twopc_core::ids::TxId;
 
@@ -37,7 +39,7 @@ async fn item(url: &str, service: &str, id: &str) -> Value {
 async fn an_order_pays_by_card_atomically_and_a_declined_card_leaves_nothing() {
     let (serve, data) = start_on_shared("order", &[]).await;
     let lake = data.join("lake");
-    let mut ws = open(&serve, "").await.expect("connect");
+    let mut ws = open_with(&serve, &token(&data, &["--sub", "ops", "--admin"])).await;
     send(&mut ws, json!({"action": "subscribe", "all": true})).await;
     assert_eq!(next_json(&mut ws).await["type"], "subscribed");
 

@@ -40,6 +40,8 @@ pub struct Serve {
     pub api: Api,
     /// Its base URL (`http://127.0.0.1:PORT`).
     pub url: String,
+    /// The shared WebSocket token it was started with (`--ws-token`, made for the run).
+    pub ws_token: String,
     /// Its log (standard error).
     pub log: PathBuf,
     /// The DynamoDB Local it started (`dynamodb.pid` in the data folder).
@@ -114,6 +116,8 @@ impl Serve {
     ) -> Result<Serve, LiveError> {
         let port = free_port().map_err(|e| LiveError::io("a free port", e))?;
         let err = std::fs::File::create(log).map_err(|e| LiveError::io(log.display(), e))?;
+        // The feed connects with the shared token (it subscribes to everything).
+        let ws_token = format!("bench-{}", twopc_core::ids::TxId::random());
         let mut cmd = Command::new(twopc);
         cmd.arg("serve")
             .arg("--port")
@@ -123,6 +127,8 @@ impl Serve {
             .arg("--lake-dir")
             .arg(lake_dir)
             .arg("--no-seed")
+            .arg("--ws-token")
+            .arg(&ws_token)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(err);
@@ -143,6 +149,7 @@ impl Serve {
             pid,
             api: Api::new(&url),
             url,
+            ws_token,
             log: log.to_path_buf(),
             java: None,
             startup: Duration::ZERO,

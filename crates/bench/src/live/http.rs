@@ -149,10 +149,10 @@ pub struct Feed {
 }
 
 impl Feed {
-    /// Connects to `{url}/ws`, subscribes to everything and waits for the `subscribed` answer
-    /// (so no commit made after this returns can be missed).
-    pub async fn open(url: &str) -> Result<Feed, LiveError> {
-        let ws_url = format!("{}/ws", url.replacen("http", "ws", 1));
+    /// Connects to `{url}/ws?token=...`, subscribes to everything and waits for the
+    /// `subscribed` answer (so no commit made after this returns can be missed).
+    pub async fn open(url: &str, token: &str) -> Result<Feed, LiveError> {
+        let ws_url = format!("{}/ws?token={token}", url.replacen("http", "ws", 1));
         let (ws, _) = tokio_tungstenite::connect_async(&ws_url)
             .await
             .map_err(|e| LiveError::Setup(format!("WebSocket {ws_url}: {e}")))?;

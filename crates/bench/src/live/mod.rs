@@ -797,7 +797,7 @@ async fn phases(
         serve.url,
         serve.startup.as_secs_f64()
     ));
-    let feed = Feed::open(&serve.url).await?;
+    let feed = Feed::open(&serve.url, &serve.ws_token).await?;
     let created = load::create_accounts(&serve.api, &accounts, cfg.initial_balance).await;
     if let Some(e) = created.failed.first() {
         return Err(LiveError::Check(e.clone()));
@@ -858,7 +858,7 @@ async fn phases(
     r.first_stop = Some(stopped);
     let serve = Serve::start(&cfg.twopc, &data, &lake, &root.join("serve-2.log")).await?;
     r.startups.push(serve.startup);
-    let feed = Feed::open(&serve.url).await?;
+    let feed = Feed::open(&serve.url, &serve.ws_token).await?;
     r.after = serve.api.balances().await?;
     progress(&format!(
         "  restarted in {:.1} s; balances {}",

@@ -1,6 +1,8 @@
 //! The local stack's WebSocket gateway, behaving like API Gateway's WebSocket API: each
-//! connection gets an id; `$connect`, `$disconnect` and every message (`subscribe`) go to the
-//! connections handler the Lambda runs; the management API (`POST /@connections/{id}`, 410 for
+//! connection gets an id; `$connect` runs the authorizer the deployment runs
+//! (`twopc_authorizer`, against the local issuer's key set: `?token=<JWT>`, or the shared token
+//! when `--ws-token` opts in), then `$connect`, `$disconnect` and every message (`subscribe`) go
+//! to the connections handler the Lambda runs; the management API (`POST /@connections/{id}`, 410 for
 //! a gone connection) lets the stream processor push through the same SDK client code.
 
 use std::collections::HashMap;
@@ -14,13 +16,23 @@ use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use tokio::sync::mpsc;
+use twopc_authorizer::local::LocalIssuer;
+use twopc_authorizer::verify::JwkSet;
+use twopc_authorizer::{Principal, Refusal, Verifier};
 use twopc_dynamo::connections::DynamoConnections;
 
-/// Open connections and the subscription store.
+/// How long a connection admitted by the shared token lasts (API Gateway's connection limit).
+const SHARED_TOKEN_SECS: u64 = 7_200;
+/// The lifetime of the token the live page gets.
+pub const PAGE_TOKEN_SECS: u64 = 12 * 3_600;
+
+/// Open connections, the subscription store, and who may connect.
 pub struct Gateway {
     senders: Mutex<HashMap<String, mpsc::UnboundedSender<String>>>,
     store: DynamoConnections,
-    token: Option<String>,
+    verifier: Verifier<JwkSet>,
+    issuer: LocalIssuer,
+    shared_token: Option<String>,
 }
 
 fn now_secs() -> u64 {
@@ -65,13 +77,40 @@ fn text(body: Option<ApiBody>) -> Option<String> {
 }
 
 impl Gateway {
-    /// A gateway over the connections table; `token` protects `$connect` when set.
-    pub fn new(store: DynamoConnections, token: Option<String>) -> Self {
+    /// A gateway over the connections table, admitting tokens of `issuer` (and the shared
+    /// token, when one is given).
+    pub fn new(
+        store: DynamoConnections,
+        issuer: LocalIssuer,
+        shared_token: Option<String>,
+    ) -> Self {
         Gateway {
             senders: Mutex::default(),
             store,
-            token,
+            verifier: Verifier::new(twopc_authorizer::local::config(), issuer.jwks()),
+            issuer,
+            shared_token,
         }
+    }
+
+    /// A token for the live page: the demo's admin, for [`PAGE_TOKEN_SECS`].
+    pub fn page_token(&self) -> Result<String, String> {
+        self.issuer.mint(
+            "live-page",
+            &twopc_authorizer::Grants::admin(),
+            now_secs(),
+            PAGE_TOKEN_SECS,
+        )
+    }
+
+    /// The authorizer: the shared token when configured and given, else a JWT of the issuer.
+    async fn authorize(&self, token: Option<&str>, now: u64) -> Result<Principal, Refusal> {
+        if let (Some(expected), Some(given)) = (self.shared_token.as_deref(), token)
+            && let Ok(p) = twopc_authorizer::shared::check(expected, given, now + SHARED_TOKEN_SECS)
+        {
+            return Ok(p);
+        }
+        self.verifier.verify(token, now).await
     }
 
     /// `GET /ws`: runs `$connect`, then upgrades (or refuses with the handler's status).
@@ -81,13 +120,24 @@ impl Gateway {
         query: QueryMap,
     ) -> Response {
         let id = connection_id();
-        let reply = twopc_fanout::connections::handle(
-            &self.store,
-            &event("$connect", &id, None, query),
-            self.token.as_deref(),
-            now_secs(),
-        )
-        .await;
+        let now = now_secs();
+        let principal = match self.authorize(query.first("token"), now).await {
+            Ok(p) => p,
+            Err(r) => {
+                tracing::info!(connection = %id, code = r.code(), "websocket connection refused");
+                let status = StatusCode::from_u16(r.status()).unwrap_or(StatusCode::UNAUTHORIZED);
+                return (
+                    status,
+                    [("content-type", "application/json")],
+                    serde_json::json!({"code": r.code(), "message": r.to_string()}).to_string(),
+                )
+                    .into_response();
+            }
+        };
+        let mut connect = event("$connect", &id, None, query);
+        connect.request_context.authorizer.fields =
+            twopc_authorizer::context::to_fields(&principal);
+        let reply = twopc_fanout::connections::handle(&self.store, &connect, now).await;
         if reply.status_code != 200 {
             let status = StatusCode::from_u16(u16::try_from(reply.status_code).unwrap_or(500))
                 .unwrap_or(StatusCode::FORBIDDEN);
@@ -114,7 +164,7 @@ impl Gateway {
                 },
                 incoming = socket.recv() => match incoming {
                     Some(Ok(Message::Text(body))) => {
-                        let reply = twopc_fanout::connections::handle(&self.store, &event("subscribe", &id, Some(body.to_string()), QueryMap::default()), self.token.as_deref(), now_secs()).await;
+                        let reply = twopc_fanout::connections::handle(&self.store, &event("subscribe", &id, Some(body.to_string()), QueryMap::default()), now_secs()).await;
                         if let Some(t) = text(reply.body) {
                             let _ = tx.send(t);
                         }
@@ -130,7 +180,6 @@ impl Gateway {
         twopc_fanout::connections::handle(
             &self.store,
             &event("$disconnect", &id, None, QueryMap::default()),
-            None,
             now_secs(),
         )
         .await;

@@ -64,7 +64,8 @@ pub struct ServeArgs {
     /// Folder of the data lake (`dt=YYYY-MM-DD/*.jsonl`).
     #[arg(long, default_value = "data-lake", env = "TWOPC_LAKE_DIR")]
     pub lake_dir: PathBuf,
-    /// Require `?token=...` on WebSocket connections.
+    /// Also admit WebSocket connections with `?token=<this shared token>` (a demo opt-in; they
+    /// may subscribe to everything). Without it, only tokens from `twopc token` are admitted.
     #[arg(long, env = "TWOPC_WS_TOKEN")]
     pub ws_token: Option<String>,
     /// How often the streams are polled when idle, in milliseconds.
@@ -168,6 +169,9 @@ pub enum ServeError {
         /// Why.
         source: std::io::Error,
     },
+    /// The WebSocket signing key of the data folder.
+    #[error("the WebSocket signing key: {0}")]
+    SigningKey(#[from] twopc_authorizer::local::LocalKeyError),
     /// DynamoDB Local did not start.
     #[error(transparent)]
     DynamoDbLocal(#[from] LocalError),

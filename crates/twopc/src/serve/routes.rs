@@ -47,10 +47,15 @@ fn payments(stack: &Stack) -> Router {
         .merge(payments::routes(stack.cards.clone()))
 }
 
-async fn live_page() -> Response {
+/// The live page, with a token of its own (the local demo's admin: it shows every change).
+async fn live_page(State(stack): State<Arc<Stack>>) -> Response {
+    let token = match stack.gateway.page_token() {
+        Ok(t) => t,
+        Err(e) => return refusal(codes::UNAVAILABLE, format!("minting the page's token: {e}")),
+    };
     (
         [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
-        include_str!("live.html"),
+        include_str!("live.html").replace("__TWOPC_PAGE_TOKEN__", &token),
     )
         .into_response()
 }

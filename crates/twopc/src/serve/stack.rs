@@ -91,8 +91,11 @@ impl Stack {
                 eprintln!("- seeded {written} demo items");
             }
         }
+        let issuer = twopc_authorizer::local::LocalIssuer::load_or_create(&args.data_dir)
+            .map_err(ServeError::SigningKey)?;
         let gateway = Arc::new(Gateway::new(
             DynamoConnections::new(clients.dynamodb.clone(), demo.connections_table(), 7_200),
+            issuer,
             args.ws_token.clone(),
         ));
         let poller = streams::start(args, &demo, &clients.dynamodb, endpoint, url).await?;

@@ -210,6 +210,46 @@ pub async fn open(serve: &Serve, query: &str) -> Result<Ws, tokio_tungstenite::t
         .map(|(ws, _)| ws)
 }
 
+/// A token minted by `twopc token --data-dir data ARGS` (the stack's own signing key).
+pub fn token(data: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_twopc"))
+        .arg("token")
+        .arg("--data-dir")
+        .arg(data)
+        .args(args)
+        .output()
+        .expect("twopc token runs");
+    assert!(
+        out.status.success(),
+        "twopc token {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .expect("utf-8")
+        .trim()
+        .to_owned()
+}
+
+/// A connection with `token`.
+pub async fn open_with(serve: &Serve, token: &str) -> Ws {
+    open(serve, &format!("?token={token}"))
+        .await
+        .expect("the token is accepted")
+}
+
+/// How `$connect` refuses `query`: the HTTP status and the JSON answer.
+pub async fn refused(serve: &Serve, query: &str) -> (u16, Value) {
+    match open(serve, query).await {
+        Ok(_) => panic!("{query}: accepted"),
+        Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => (
+            resp.status().as_u16(),
+            serde_json::from_slice(resp.body().as_deref().unwrap_or_default())
+                .unwrap_or(Value::Null),
+        ),
+        Err(e) => panic!("{query}: {e}"),
+    }
+}
+
 pub async fn next_json(ws: &mut Ws) -> Value {
     loop {
         let msg = tokio::time::timeout(Duration::from_secs(20), ws.next())

@@ -1,0 +1,98 @@
+//! The WebSocket API's `$connect` authorizer (a Lambda REQUEST authorizer; identity source
+//! `route.request.querystring.token`, so a connection without `?token=` is refused by API
+//! Gateway before this runs). It admits a JWT of the configured OIDC issuer
+//! (`twopc_authorizer::verify`) or, when a deployment opts in, the shared demo token (compared
+//! in constant time); with neither configured it admits nobody. The principal, its grants and
+//! its expiry go to the `$connect` route as the authorizer's context
+//! (`twopc_authorizer::context`), where the connections function records them.
+//!
+//! A refusal is a `Deny` policy (API Gateway answers 403), logged with its code (never the
+//! token) and counted (`ConnectRefused` by `Code`).
+#![warn(missing_docs)]
+
+pub mod jwks;
+
+use aws_lambda_events::apigw::{
+    ApiGatewayCustomAuthorizerPolicy, ApiGatewayCustomAuthorizerRequestTypeRequest,
+    ApiGatewayCustomAuthorizerResponse,
+};
+use aws_lambda_events::iam::{IamPolicyEffect, IamPolicyStatement};
+use serde_json::Value;
+use tracing::info;
+use twopc_authorizer::{KeySource, Principal, Refusal, Verifier};
+use twopc_runtime::telemetry::Metrics;
+
+/// The environment variables this function reads (named once, in `twopc_runtime`).
+pub use twopc_runtime::config::var;
+
+/// How long a connection admitted by the shared token lasts (API Gateway closes any at 2 h).
+pub const SHARED_TOKEN_SECS: u64 = 7_200;
+
+/// What the authorizer trusts.
+pub struct App<K> {
+    /// The issuer's verifier (`None`: no issuer configured).
+    pub verifier: Option<Verifier<K>>,
+    /// The shared demo token, when a deployment opts in.
+    pub shared_token: Option<String>,
+    /// Where refusals are counted.
+    pub metrics: Metrics,
+}
+
+/// The answer: `Allow` on the route with the principal's context, or `Deny`.
+pub type Answer = ApiGatewayCustomAuthorizerResponse<Value>;
+
+fn policy(effect: IamPolicyEffect, method_arn: &str) -> ApiGatewayCustomAuthorizerPolicy {
+    let mut statement = IamPolicyStatement::default();
+    statement.action = vec!["execute-api:Invoke".into()];
+    statement.effect = effect;
+    statement.resource = vec![method_arn.to_owned()];
+    let mut policy = ApiGatewayCustomAuthorizerPolicy::default();
+    policy.version = Some("2012-10-17".into());
+    policy.statement = vec![statement];
+    policy
+}
+
+/// Who `token` names at `now`, or why not.
+pub async fn authorize<K: KeySource>(
+    app: &App<K>,
+    token: Option<&str>,
+    now: u64,
+) -> Result<Principal, Refusal> {
+    if let (Some(expected), Some(given)) = (app.shared_token.as_deref(), token)
+        && let Ok(p) = twopc_authorizer::shared::check(expected, given, now + SHARED_TOKEN_SECS)
+    {
+        return Ok(p);
+    }
+    match &app.verifier {
+        Some(v) => v.verify(token, now).await,
+        None if app.shared_token.is_some() => Err(Refusal::SharedToken),
+        None => Err(Refusal::NotConfigured),
+    }
+}
+
+/// Handles one `$connect` authorization at `now` (unix seconds).
+pub async fn handle<K: KeySource>(
+    app: &App<K>,
+    event: &ApiGatewayCustomAuthorizerRequestTypeRequest,
+    now: u64,
+) -> Answer {
+    let method_arn = event.method_arn.as_deref().unwrap_or_default();
+    let token = event.query_string_parameters.first("token");
+    let mut answer = Answer::default();
+    match authorize(app, token, now).await {
+        Ok(p) => {
+            info!(principal = %p.sub, exp = p.exp, "websocket connection authorized");
+            answer.principal_id = Some(p.sub.clone());
+            answer.policy_document = policy(IamPolicyEffect::Allow, method_arn);
+            answer.context = Value::Object(twopc_authorizer::context::to_context(&p));
+        }
+        Err(r) => {
+            info!(code = r.code(), reason = %r, "websocket connection refused");
+            app.metrics.connect_refused(r.code());
+            answer.principal_id = Some("anonymous".into());
+            answer.policy_document = policy(IamPolicyEffect::Deny, method_arn);
+            answer.context = serde_json::json!({"code": r.code()});
+        }
+    }
+    answer
+}
