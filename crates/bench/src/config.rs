@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use twopc_core::participant::ParticipantConfig;
 
+use crate::inject::Injection;
 use crate::systems::System;
 use crate::workload::{Contention, Workload};
 
@@ -77,6 +78,10 @@ pub struct BenchConfig {
     /// Whether each cell ends with a units slice per system, whose requests ask for their
     /// consumed capacity (the write units column); `--no-write-units` skips them.
     pub write_units: bool,
+    /// The injected-latency cells, if run (`--no-injected` skips them).
+    pub injection: Option<Injection>,
+    /// Only the injected-latency cells (`--only injected`).
+    pub only_injected: bool,
 }
 
 impl BenchConfig {
@@ -141,6 +146,8 @@ impl BenchConfig {
             seed: 7,
             fence_capacity: ParticipantConfig::default().fence_capacity,
             write_units: true,
+            injection: Some(Injection::full(7)),
+            only_injected: false,
         }
     }
 
@@ -170,6 +177,7 @@ impl BenchConfig {
                 workers: 8,
                 participants: 2,
             }),
+            injection: Some(Injection::quick(7)),
             ..BenchConfig::full(endpoint)
         }
     }

@@ -167,6 +167,7 @@ pub fn targets(r: &Report) -> Vec<Target> {
         }
     }
     out.extend(hot_targets(r));
+    out.extend(crate::inject::report::targets(r));
     out
 }
 
@@ -776,6 +777,7 @@ pub fn markdown(r: &Report, now: SystemTime) -> String {
         let _ = writeln!(md, "\nFor context only: {MONGO_CONTEXT}.");
     }
 
+    crate::inject::report::section(&mut md, r);
     let _ = writeln!(md, "\n## How this was measured\n");
     let _ = writeln!(
         md,
@@ -1384,6 +1386,8 @@ pub fn json(r: &Report) -> Value {
             "requests": b.costs.requests.total(),
             "problems": b.problems,
         })).collect::<Vec<_>>(),
+        "injection": crate::inject::report::parameters_json(r.injected.as_ref()),
+        "injected": crate::inject::report::cells_json(r.injected.as_ref()),
         "targets": targets(r).iter().map(|t| json!({"what": t.what, "goal": t.goal, "measured": t.measured, "met": t.met})).collect::<Vec<_>>(),
     })
 }
