@@ -10,7 +10,8 @@
 //! ```
 //!
 //! The filters run a part of the bench (to profile one system, say); `make bench` runs it all.
-//! `--only injected` runs only the injected-latency cells ([`twopc_bench::inject`]);
+//! `--only injected` runs only the injected-latency cells ([`twopc_bench::inject`]; report in
+//! `target/bench-injected/` unless `--out` says otherwise);
 //! `--lambda-hop-ms` adds a Lambda invoke's time (default 0: the `direct` transport) before
 //! every participant call of the coordinator in those cells.
 //!
@@ -71,14 +72,14 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Args, String> {
     } else {
         BenchConfig::full(&endpoint)
     };
-    let mut out = PathBuf::from("bench/results");
+    let mut out = None;
     let mut i = 0;
     while i < args.len() {
         match args[i].as_str() {
             "--quick" => {}
             "--endpoint" => i += 1,
             "--out" => {
-                out = PathBuf::from(value(i)?);
+                out = Some(PathBuf::from(value(i)?));
                 i += 1;
             }
             "--measure-secs" => {
@@ -174,6 +175,14 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Args, String> {
             "--only injected and --no-injected exclude each other\n{USAGE}"
         ));
     }
+    // A partial run does not replace the committed report unless asked to.
+    let out = out.unwrap_or_else(|| {
+        PathBuf::from(if config.only_injected {
+            "target/bench-injected"
+        } else {
+            "bench/results"
+        })
+    });
     Ok(Args { config, out })
 }
 

@@ -8,6 +8,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::Client;
+use aws_smithy_http_client::tls::Provider;
+use aws_smithy_http_client::tls::rustls_provider::CryptoMode;
 
 use crate::counter::{RequestCounter, Requests};
 use crate::inject::Injection;
@@ -96,9 +98,12 @@ pub async fn injecting_client(
     injector: &Injector,
 ) -> Result<Client, BenchError> {
     let sdk = twopc_dynamo::sdk_config(Some(endpoint)).await;
-    let http = sdk.http_client().ok_or_else(|| {
-        BenchError::Check("the SDK's configuration has no HTTP client to delay requests of".into())
-    })?;
+    // The client the SDK would pick (it builds its default only inside the service client).
+    let http = sdk.http_client().unwrap_or_else(|| {
+        aws_smithy_http_client::Builder::new()
+            .tls_provider(Provider::Rustls(CryptoMode::AwsLc))
+            .build_https()
+    });
     let conf = aws_sdk_dynamodb::config::Builder::from(&sdk)
         .http_client(injector.wrap(http))
         .interceptor(counter.clone())
@@ -253,7 +258,7 @@ impl Bench<'_> {
             problems,
         };
         (self.progress)(&format!(
-            "{label}: answer p50 {:.1} / p99 {:.1} ms, applied p50 {:.1} / p99 {:.1} ms, hold p50 {:.1} ms, rounds to answer {}, {:.2} req/tx, floor p50 {:.1} ms{}",
+            "{label}: answer p50 {:.1} / p99 {:.1} ms, applied p50 {:.1} / p99 {:.1} ms, hold p50 {:.1} ms, rounds to answer {}, {:.2} req/tx, floor p50 {:.1} ms, Local late {} of {}{}",
             stats::ms(cell.answer.p50),
             stats::ms(cell.answer.p99),
             stats::ms(cell.applied.p50),
@@ -263,6 +268,8 @@ impl Bench<'_> {
                 .map_or("-".to_owned(), |r| format!("{r:.2}")),
             cell.requests_per_commit(),
             injection.model.floor(workload.participants, 0.5),
+            cell.injected.overruns,
+            cell.injected.requests(),
             if cell.problems.is_empty() {
                 String::new()
             } else {

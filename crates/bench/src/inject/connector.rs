@@ -1,9 +1,13 @@
-//! The SDK's HTTP client wrapped so that every DynamoDB request waits a sampled delay before it
-//! goes to DynamoDB Local: the operation is read from the request's `X-Amz-Target` header
-//! (`DynamoDB_20120810.UpdateItem`), a `TransactWriteItems`'s item count from its body, and the
-//! delay drawn from that operation's distribution ([`LatencyModel::of`]) with one seeded
-//! generator. The wait comes before the request is sent, so what the request does lands after
-//! it, as it would over a network; DynamoDB Local's own time comes on top.
+//! The SDK's HTTP client wrapped so that every DynamoDB request takes a sampled time: the
+//! operation is read from the request's `X-Amz-Target` header (`DynamoDB_20120810.UpdateItem`),
+//! a `TransactWriteItems`'s item count from its body, and the delay drawn from that operation's
+//! distribution ([`LatencyModel::of`]) with one seeded generator.
+//!
+//! The request waits half its delay (the way there), goes to DynamoDB Local, and its response
+//! is held until the whole delay has passed since it was sent (the way back): what the request
+//! writes lands midway, as over a network, and DynamoDB Local's own time (which the published
+//! figures already contain, as DynamoDB's) stays hidden unless it is longer than the second
+//! half; such requests are counted ([`Injected::overruns`]).
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -26,6 +30,7 @@ use crate::inject::model::LatencyModel;
 struct Counts {
     requests: [AtomicU64; OPERATIONS.len()],
     nanos: [AtomicU64; OPERATIONS.len()],
+    overruns: AtomicU64,
 }
 
 /// The delays injected so far, by [`OPERATIONS`] slot (subtract two to get a window's).
@@ -35,6 +40,9 @@ pub struct Injected {
     pub requests: [u64; OPERATIONS.len()],
     /// Their delays added up.
     pub total: [Duration; OPERATIONS.len()],
+    /// Requests that DynamoDB Local answered later than their delay allowed (their time was
+    /// half the delay plus DynamoDB Local's, longer than sampled).
+    pub overruns: u64,
 }
 
 impl Injected {
@@ -45,7 +53,13 @@ impl Injected {
             out.requests[i] = self.requests[i].saturating_sub(earlier.requests[i]);
             out.total[i] = self.total[i].saturating_sub(earlier.total[i]);
         }
+        out.overruns = self.overruns.saturating_sub(earlier.overruns);
         out
+    }
+
+    /// Requests delayed, every operation.
+    pub fn requests(&self) -> u64 {
+        self.requests.iter().sum()
     }
 
     /// Requests and delay of one operation.
@@ -95,6 +109,7 @@ impl Injector {
             out.requests[i] = self.counts.requests[i].load(Ordering::Relaxed);
             out.total[i] = Duration::from_nanos(self.counts.nanos[i].load(Ordering::Relaxed));
         }
+        out.overruns = self.counts.overruns.load(Ordering::Relaxed);
         out
     }
 
@@ -170,7 +185,8 @@ impl HttpClient for InjectingClient {
     }
 }
 
-/// A connector that waits its request's delay, then sends it through the real one.
+/// A connector that holds each request and its response so that together they take the
+/// request's delay (or DynamoDB Local's time plus half of it, if longer).
 #[derive(Debug)]
 pub struct InjectingConnector {
     inner: SharedHttpConnector,
@@ -181,11 +197,20 @@ impl HttpConnector for InjectingConnector {
     fn call(&self, request: HttpRequest) -> HttpConnectorFuture {
         let delay = self.injector.delay_for(&request);
         let inner = self.inner.clone();
+        let counts = self.injector.counts.clone();
         HttpConnectorFuture::new(async move {
-            if let Some(delay) = delay {
-                tokio::time::sleep(delay).await;
+            let Some(delay) = delay else {
+                return inner.call(request).await;
+            };
+            let due = tokio::time::Instant::now() + delay;
+            tokio::time::sleep(delay / 2).await;
+            let response = inner.call(request).await;
+            if tokio::time::Instant::now() > due {
+                counts.overruns.fetch_add(1, Ordering::Relaxed);
+            } else {
+                tokio::time::sleep_until(due).await;
             }
-            inner.call(request).await
+            response
         })
     }
 }
@@ -197,17 +222,21 @@ mod tests {
     use aws_smithy_types::body::SdkBody;
     use tokio::time::Instant;
 
-    /// A connector that answers at once and notes when it was called.
+    /// A connector that notes when it was called and answers after `takes`.
     #[derive(Debug, Default)]
-    struct Answering(Arc<Mutex<Vec<Instant>>>);
+    struct Answering {
+        calls: Arc<Mutex<Vec<Instant>>>,
+        takes: Duration,
+    }
 
     impl HttpConnector for Answering {
         fn call(&self, _request: HttpRequest) -> HttpConnectorFuture {
-            self.0.lock().unwrap().push(Instant::now());
-            HttpConnectorFuture::ready(Ok(HttpResponse::new(
-                200.try_into().unwrap(),
-                SdkBody::empty(),
-            )))
+            self.calls.lock().unwrap().push(Instant::now());
+            let takes = self.takes;
+            HttpConnectorFuture::new(async move {
+                tokio::time::sleep(takes).await;
+                Ok(HttpResponse::new(200.try_into().unwrap(), SdkBody::empty()))
+            })
         }
     }
 
@@ -225,29 +254,61 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_delayed_request_reaches_dynamodb_after_its_sampled_delay() {
+    async fn a_delayed_request_takes_its_sampled_delay_and_lands_midway() {
         // GIVEN a connector injecting the default model's delays in front of one that answers
+        // at once
         let model = LatencyModel::default();
         let expected = first_sample(&model, "UpdateItem", 1);
         let injector = Injector::new(model);
         let calls = Arc::new(Mutex::new(vec![]));
-        let connector = injector.connector(SharedHttpConnector::new(Answering(calls.clone())));
+        let connector = injector.connector(SharedHttpConnector::new(Answering {
+            calls: calls.clone(),
+            takes: Duration::ZERO,
+        }));
 
         // WHEN an UpdateItem goes through it (the clock paused: tokio advances it when idle)
         let sent = Instant::now();
         let response = connector.call(request("UpdateItem", "{}")).await;
 
-        // THEN it was forwarded only once its delay, the seeded sample of a single write, passed
+        // THEN its answer came once its delay, the seeded sample of a single write, had passed
         assert_eq!(response.expect("answered").status().as_u16(), 200);
-        let forwarded = calls.lock().unwrap()[0];
         assert!(expected > Duration::from_millis(1));
         assert!(
-            forwarded - sent >= expected,
+            sent.elapsed() >= expected,
             "{:?} < {expected:?}",
-            forwarded - sent
+            sent.elapsed()
         );
-        assert!(forwarded - sent < expected + Duration::from_millis(1));
-        assert_eq!(injector.snapshot().of("UpdateItem"), (1, expected));
+        assert!(sent.elapsed() < expected + Duration::from_millis(1));
+        // AND it reached DynamoDB halfway through
+        let forwarded = calls.lock().unwrap()[0] - sent;
+        assert!(forwarded >= expected / 2 && forwarded < expected / 2 + Duration::from_millis(1));
+        let injected = injector.snapshot();
+        assert_eq!(injected.of("UpdateItem"), (1, expected));
+        assert_eq!(injected.overruns, 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_dynamodb_answers_late_is_not_held_further_and_is_counted() {
+        let model = LatencyModel::default();
+        let expected = first_sample(&model, "PutItem", 1);
+        let injector = Injector::new(model);
+        let slow = expected * 2;
+        let connector = injector.connector(SharedHttpConnector::new(Answering {
+            calls: Arc::default(),
+            takes: slow,
+        }));
+
+        let sent = Instant::now();
+        connector
+            .call(request("PutItem", "{}"))
+            .await
+            .expect("answered");
+
+        let took = sent.elapsed();
+        assert!(
+            took >= expected / 2 + slow && took < expected / 2 + slow + Duration::from_millis(1)
+        );
+        assert_eq!(injector.snapshot().overruns, 1);
     }
 
     #[tokio::test(start_paused = true)]
