@@ -807,7 +807,8 @@ pub fn markdown(r: &Report, now: SystemTime) -> String {
          the initial sum (plus the unit writes' amounts), the sum of `txVersion` must equal the \
          item writes of every transfer reported committed so far, and no item may hold a lock, \
          a reservation (`txRes:<tx>`, a non-zero `txResN`) or an escrow that is not idle at the \
-         value (a non-zero `txN:`, `txNf:`, `txNc:`, or `txLo:`/`txHi:` away from the value), or \
+         value (a non-zero `txN:`, `txNf:`, `txNc:`, or `txLo:`/`txHi:` away from the value: stale, \
+         accepted only where the exclusive workload wrote, which leaves it so), or \
          be a placeholder; for the coordinator and the \
          serial driver the sparse pending index must hold no record.\n\
          - Write units: one more slice per cell and system in which every request asks for \
