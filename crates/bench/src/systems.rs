@@ -20,7 +20,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::error::Error as StdError;
 use std::fmt;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::Client;
@@ -279,14 +279,22 @@ pub struct Done {
 }
 
 /// The moment an attempt's client had its answer, and the rounds counted by then: marked once,
-/// by whoever gives the answer (for every system today, the end of the attempt).
-#[derive(Debug)]
-pub struct Answer<'a> {
-    counter: &'a RequestCounter,
-    at: OnceLock<(Instant, u64)>,
+/// by whoever gives the answer (for every system today, the end of the attempt). Clones share
+/// the mark, so one can move into a callback or a task.
+#[derive(Clone, Debug)]
+pub struct Answer {
+    counter: RequestCounter,
+    at: Arc<OnceLock<(Instant, u64)>>,
 }
 
-impl Answer<'_> {
+impl Answer {
+    fn new(counter: &RequestCounter) -> Answer {
+        Answer {
+            counter: counter.clone(),
+            at: Arc::default(),
+        }
+    }
+
     /// Notes that the answer was given now (later calls change nothing).
     pub fn mark(&self) {
         self.get();
@@ -407,10 +415,7 @@ impl Driver {
         let mut votes = Votes::default();
         loop {
             attempts += 1;
-            let answer = Answer {
-                counter: &self.counter,
-                at: OnceLock::new(),
-            };
+            let answer = Answer::new(&self.counter);
             let (outcome, v) = self.attempt(t, body.as_ref(), &answer).await;
             votes.add(v);
             if let Some(r) = outcome.reason() {
@@ -439,14 +444,16 @@ impl Driver {
         &self,
         t: &Transfer,
         body: Option<&Value>,
-        answer: &Answer<'_>,
+        answer: &Answer,
     ) -> (Outcome, Votes) {
         // lead: plug staged here. A staged system runs the coordinator in its commit mode and
         // calls `answer.mark()` at the moment the client would be answered (staged: after the
         // record's put and the N prepares; staged-applied: after the finish), then returns the
         // record once the finish is done, so the transfer's end is when it was applied:
+        // (`answer` clones into a callback or task):
         //   (System::Staged, Some(body)) => self.coordinator.submit_observed(body, None,
-        //       CommitMode::Staged, || answer.mark()).await.map_err(|e| chain(&e)),
+        //       CommitMode::Staged, { let a = answer.clone(); move |_| a.mark() })
+        //       .await.map_err(|e| chain(&e)),
         let record = match (self.system, body) {
             (System::Coordinator, Some(body)) => self
                 .coordinator

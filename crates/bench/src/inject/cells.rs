@@ -228,7 +228,9 @@ impl Bench<'_> {
         let tally = Tally::of(&samples);
         seen.absorb(tally.clone());
         self.expect(system, workload.contention, &seen)?;
+        let audit_started = Instant::now();
         let (audit, problems) = self.audit(&driver, workload.contention, &seen).await?;
+        let audit_time = audit_started.elapsed();
         let committed: Vec<&Sample> = samples
             .iter()
             .filter(|s| s.done.outcome == Outcome::Committed)
@@ -258,7 +260,7 @@ impl Bench<'_> {
             problems,
         };
         (self.progress)(&format!(
-            "{label}: answer p50 {:.1} / p99 {:.1} ms, applied p50 {:.1} / p99 {:.1} ms, hold p50 {:.1} ms, rounds to answer {}, {:.2} req/tx, floor p50 {:.1} ms, Local late {} of {}{}",
+            "{label}: answer p50 {:.1} / p99 {:.1} ms, applied p50 {:.1} / p99 {:.1} ms, hold p50 {:.1} ms, rounds to answer {}, {:.2} req/tx, floor p50 {:.1} ms, Local late {} of {}, audit {:.1} s{}",
             stats::ms(cell.answer.p50),
             stats::ms(cell.answer.p99),
             stats::ms(cell.applied.p50),
@@ -270,6 +272,7 @@ impl Bench<'_> {
             injection.model.floor(workload.participants, 0.5),
             cell.injected.overruns,
             cell.injected.requests(),
+            audit_time.as_secs_f64(),
             if cell.problems.is_empty() {
                 String::new()
             } else {
