@@ -177,8 +177,8 @@ pub struct Holds(Arc<Mutex<HoldsInner>>);
 
 #[derive(Debug, Default)]
 struct HoldsInner {
-    /// Items held now, by transaction and item, since when.
-    open: HashMap<(TxId, String), Instant>,
+    /// Items held now, by transaction and item, since when (tokio's clock, which tests pause).
+    open: HashMap<(TxId, String), tokio::time::Instant>,
     /// Hold times of released items, in release order.
     closed: Vec<Duration>,
 }
@@ -188,12 +188,12 @@ impl Holds {
         (req_tx.clone(), format!("{target:?}/{key:?}"))
     }
 
-    fn held(&self, item: (TxId, String), at: Instant) {
+    fn held(&self, item: (TxId, String), at: tokio::time::Instant) {
         let mut h = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         h.open.insert(item, at);
     }
 
-    fn released(&self, item: &(TxId, String), at: Instant) {
+    fn released(&self, item: &(TxId, String), at: tokio::time::Instant) {
         let mut h = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(since) = h.open.remove(item) {
             h.closed.push(at.saturating_duration_since(since));
@@ -259,7 +259,10 @@ impl<T> TimedTransport<T> {
         if let (Some(holds), Ok(reply)) = (&self.holds, reply)
             && reply.acknowledged()
         {
-            holds.released(&Holds::item(&req.tx_id, target, &req.key), Instant::now());
+            holds.released(
+                &Holds::item(&req.tx_id, target, &req.key),
+                tokio::time::Instant::now(),
+            );
         }
     }
 }
@@ -276,7 +279,10 @@ impl<T: Transport> Transport for TimedTransport<T> {
         if let (Some(holds), Ok(reply)) = (&self.holds, &r)
             && reply.vote.is_yes()
         {
-            holds.held(Holds::item(&req.tx_id, target, &req.key), Instant::now());
+            holds.held(
+                Holds::item(&req.tx_id, target, &req.key),
+                tokio::time::Instant::now(),
+            );
         }
         r
     }
@@ -353,5 +359,118 @@ impl<T: Transport> Transport for HopTransport<T> {
     ) -> Result<CompleteReply, TransportError> {
         self.hop().await;
         self.inner.abort(target, req).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use twopc_core::op::{Mode, Operation};
+
+    /// A participant that votes (yes or no) after 3 ms and acknowledges a release after 2 ms.
+    struct Fake {
+        yes: bool,
+    }
+
+    impl Transport for Fake {
+        async fn prepare(
+            &self,
+            _target: &Target,
+            _req: &PrepareRequest,
+        ) -> Result<PrepareReply, TransportError> {
+            tokio::time::sleep(Duration::from_millis(3)).await;
+            Ok(if self.yes {
+                PrepareReply {
+                    vote: Vote::Yes {
+                        mode: Mode::Exclusive,
+                    },
+                    prune: None,
+                }
+            } else {
+                PrepareReply::no(twopc_core::record::VoteReason::Conflict, "busy")
+            })
+        }
+
+        async fn commit(
+            &self,
+            _target: &Target,
+            _req: &CompleteRequest,
+        ) -> Result<CompleteReply, TransportError> {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+            Ok(CompleteReply::Done)
+        }
+
+        async fn abort(
+            &self,
+            target: &Target,
+            req: &CompleteRequest,
+        ) -> Result<CompleteReply, TransportError> {
+            self.commit(target, req).await
+        }
+    }
+
+    fn requests(tx: &TxId) -> (Target, PrepareRequest, CompleteRequest) {
+        let key = [("id".to_owned(), serde_json::json!("acct-00001"))].into();
+        let target = Target::Direct {
+            table: "accounts".into(),
+        };
+        let prepare = PrepareRequest {
+            tx_id: tx.clone(),
+            deadline: 0,
+            began: 0,
+            key,
+            op: Operation::default(),
+            coordinator: "test".into(),
+            payload: None,
+        };
+        let complete = CompleteRequest {
+            tx_id: tx.clone(),
+            deadline: 0,
+            began: 0,
+            key: prepare.key.clone(),
+            op: Operation::default(),
+            prune: None,
+            refused: false,
+        };
+        (target, prepare, complete)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_item_is_held_from_its_yes_to_its_acknowledged_release_hops_included() {
+        // GIVEN a timed transport recording holds over a 5 ms hop to a participant voting yes
+        let holds = Holds::default();
+        let hop = Duration::from_millis(5);
+        let transport = TimedTransport::new(
+            HopTransport::new(Fake { yes: true }, hop),
+            StepTimes::default(),
+        )
+        .with_holds(Some(holds.clone()));
+        let tx = TxId::random();
+        let (target, prepare, complete) = requests(&tx);
+
+        // WHEN the item is prepared, 20 ms pass (the decision), and it is committed
+        transport.prepare(&target, &prepare).await.expect("voted");
+        assert_eq!(holds.open(), 1);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        transport.commit(&target, &complete).await.expect("done");
+
+        // THEN its hold ran from the yes back here to the commit acknowledged: 20 + 5 + 2 ms
+        assert_eq!(holds.since(0), vec![Duration::from_millis(27)]);
+        assert_eq!(holds.open(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_no_vote_holds_nothing() {
+        let holds = Holds::default();
+        let transport = TimedTransport::new(
+            HopTransport::new(Fake { yes: false }, Duration::ZERO),
+            StepTimes::default(),
+        )
+        .with_holds(Some(holds.clone()));
+        let (target, prepare, complete) = requests(&TxId::random());
+        transport.prepare(&target, &prepare).await.expect("voted");
+        transport.abort(&target, &complete).await.expect("done");
+        assert_eq!(holds.open(), 0);
+        assert_eq!(holds.released_count(), 0);
     }
 }
