@@ -105,6 +105,7 @@ impl BenchConfig {
 
     /// The full run (`make bench`): ~6 minutes of measurement on a 2-core machine.
     pub fn full(endpoint: &str) -> BenchConfig {
+        let seed = 7;
         let mut workloads = vec![];
         for contention in [Contention::Uniform, Contention::Hot] {
             for participants in [2, 8] {
@@ -143,10 +144,10 @@ impl BenchConfig {
             }),
             max_attempts: 4,
             timeout_ms: 5000,
-            seed: 7,
+            seed,
             fence_capacity: ParticipantConfig::default().fence_capacity,
             write_units: true,
-            injection: Some(Injection::full(7)),
+            injection: Some(Injection::full(seed)),
             only_injected: false,
         }
     }
@@ -157,6 +158,7 @@ impl BenchConfig {
             contention,
             participants,
         };
+        let full = BenchConfig::full(endpoint);
         BenchConfig {
             mode: "quick".into(),
             accounts: 200,
@@ -177,8 +179,8 @@ impl BenchConfig {
                 workers: 8,
                 participants: 2,
             }),
-            injection: Some(Injection::quick(7)),
-            ..BenchConfig::full(endpoint)
+            injection: Some(Injection::quick(full.seed)),
+            ..full
         }
     }
 }

@@ -96,7 +96,7 @@ pub async fn injecting_client(
     endpoint: &str,
     counter: &RequestCounter,
     injector: &Injector,
-) -> Result<Client, BenchError> {
+) -> Client {
     let sdk = twopc_dynamo::sdk_config(Some(endpoint)).await;
     // The client the SDK would pick (it builds its default only inside the service client).
     let http = sdk.http_client().unwrap_or_else(|| {
@@ -108,7 +108,7 @@ pub async fn injecting_client(
         .http_client(injector.wrap(http))
         .interceptor(counter.clone())
         .build();
-    Ok(Client::from_conf(conf))
+    Client::from_conf(conf)
 }
 
 impl Bench<'_> {
@@ -118,7 +118,7 @@ impl Bench<'_> {
         injection: &Injection,
     ) -> Result<InjectedRun, BenchError> {
         let injector = Injector::new(injection.model.clone());
-        let client = injecting_client(&self.config.endpoint, &self.counter, &injector).await?;
+        let client = injecting_client(&self.config.endpoint, &self.counter, &injector).await;
         let m = injector.model();
         (self.progress)(&format!(
             "injected latency ({}): single-item p50 {} / p99 {} ms, TransactWriteItems p50 {} / p99 {} ms at {} items and p50 {} ms at {}, Lambda hop {} ms, seed {}; {} transfers a cell",
