@@ -104,7 +104,7 @@ fmt: ## Format the code
 
 # make bench: release build, a DynamoDB Local of its own, the whole bench (~5 minutes on 2 cores), report in
 # bench/results/ (latest.md, latest.svg, latest.json). BENCH_ARGS passes options (twopc-bench --help).
-.PHONY: bench bench-quick
+.PHONY: bench bench-quick bench-injected
 bench: ddb-tools ## Measure the coordinator against native TransactWriteItems, a serial driver and UpdateItem; report in bench/results/
 	@export TWOPC_BENCH_STARTED=$$(date +%s.%N); \
 	cargo build --release --locked -p twopc-bench; \
@@ -113,6 +113,12 @@ bench: ddb-tools ## Measure the coordinator against native TransactWriteItems, a
 bench-quick: ddb-tools ## A seconds-long bench with the same shape (debug build); report in target/bench-quick/
 	cargo build --locked -p twopc-bench
 	$(DDB) run ./target/debug/twopc-bench --quick --out target/bench-quick $(BENCH_ARGS)
+
+# make bench-injected: only the injected-latency cells of make bench (DynamoDB's latency as
+# measured from Lambda laid over DynamoDB Local; about a minute), report in target/bench-injected/.
+bench-injected: ddb-tools ## Only make bench's injected-latency cells (release build); report in target/bench-injected/
+	cargo build --release --locked -p twopc-bench
+	$(DDB) run ./target/release/twopc-bench --only injected --out target/bench-injected $(BENCH_ARGS)
 
 # make bench-live: the local stack from outside (twopc-bench live): `twopc serve` as `make run`
 # runs it (its debug build, what users see) with its own persisted DynamoDB Local; the harness

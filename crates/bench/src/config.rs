@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use twopc_core::participant::ParticipantConfig;
 
+use crate::inject::Injection;
 use crate::systems::System;
 use crate::workload::{Contention, Workload};
 
@@ -77,6 +78,10 @@ pub struct BenchConfig {
     /// Whether each cell ends with a units slice per system, whose requests ask for their
     /// consumed capacity (the write units column); `--no-write-units` skips them.
     pub write_units: bool,
+    /// The injected-latency cells, if run (`--no-injected` skips them).
+    pub injection: Option<Injection>,
+    /// Only the injected-latency cells (`--only injected`).
+    pub only_injected: bool,
 }
 
 impl BenchConfig {
@@ -100,6 +105,7 @@ impl BenchConfig {
 
     /// The full run (`make bench`): ~6 minutes of measurement on a 2-core machine.
     pub fn full(endpoint: &str) -> BenchConfig {
+        let seed = 7;
         let mut workloads = vec![];
         for contention in [Contention::Uniform, Contention::Hot] {
             for participants in [2, 8] {
@@ -138,9 +144,11 @@ impl BenchConfig {
             }),
             max_attempts: 4,
             timeout_ms: 5000,
-            seed: 7,
+            seed,
             fence_capacity: ParticipantConfig::default().fence_capacity,
             write_units: true,
+            injection: Some(Injection::full(seed)),
+            only_injected: false,
         }
     }
 
@@ -150,6 +158,7 @@ impl BenchConfig {
             contention,
             participants,
         };
+        let full = BenchConfig::full(endpoint);
         BenchConfig {
             mode: "quick".into(),
             accounts: 200,
@@ -170,7 +179,8 @@ impl BenchConfig {
                 workers: 8,
                 participants: 2,
             }),
-            ..BenchConfig::full(endpoint)
+            injection: Some(Injection::quick(full.seed)),
+            ..full
         }
     }
 }

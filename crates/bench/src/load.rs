@@ -1,5 +1,5 @@
 //! Load shapes: closed loop (a fixed number of transfers in flight, each worker starting the
-//! next as soon as one ends) and open loop (transfers arrive on a schedule whatever happens,
+//! next as soon as one ends; for a time, or for a count of transfers) and open loop (transfers arrive on a schedule whatever happens,
 //! queue, and are served by a pool; latency runs from the scheduled arrival, so queueing counts).
 
 use std::sync::Arc;
@@ -30,9 +30,14 @@ pub struct Sample {
 }
 
 impl Sample {
-    /// Latency.
+    /// Latency (to the transfer's end: applied).
     pub fn latency(&self) -> Duration {
         self.end.saturating_duration_since(self.start)
+    }
+
+    /// Latency to the client's answer.
+    pub fn answer_latency(&self) -> Duration {
+        self.done.answered.saturating_duration_since(self.start)
     }
 }
 
@@ -120,6 +125,42 @@ pub async fn closed_loop(
         samples,
         window: (from, to),
     })
+}
+
+/// Keeps `concurrency` transfers in flight until `transfers` have started, each worker
+/// starting its next transfer once the previous one ended (applied, not merely answered, so one
+/// transfer's finish never overlaps the next one's answer). Returns when the last has ended.
+pub async fn closed_count(
+    driver: Arc<Driver>,
+    keys: KeyGen,
+    workload: Workload,
+    concurrency: usize,
+    transfers: usize,
+    seed: u64,
+) -> Result<Vec<Sample>, BenchError> {
+    let started = Arc::new(AtomicUsize::new(0));
+    let workers: Vec<_> = (0..concurrency)
+        .map(|w| {
+            let (driver, started) = (driver.clone(), started.clone());
+            tokio::spawn(async move {
+                let mut rng = SmallRng::seed_from_u64(seed ^ ((w as u64) << 32));
+                let mut out = vec![];
+                while started.fetch_add(1, Ordering::Relaxed) < transfers {
+                    let t = keys.transfer(&mut rng, workload);
+                    out.push(run_one(&driver, &t, Instant::now()).await);
+                }
+                out
+            })
+        })
+        .collect();
+    let mut samples = vec![];
+    for w in workers {
+        samples.extend(
+            w.await
+                .map_err(|e| BenchError::Check(format!("worker: {e}")))?,
+        );
+    }
+    Ok(samples)
 }
 
 async fn run_one(driver: &Driver, t: &Transfer, start: Instant) -> Sample {

@@ -5,9 +5,15 @@
 //!             [--burst-rate R] [--burst-seconds S] [--no-burst]
 //!             [--systems native,coordinator,serial,unit] [--workloads uniform2,hot8,...]
 //!             [--concurrency 1,8,32] [--accounts N] [--fence-capacity N] [--no-write-units]
+//!             [--only injected] [--no-injected] [--injected-transfers N]
+//!             [--injected-concurrency 1,4] [--lambda-hop-ms MS]
 //! ```
 //!
 //! The filters run a part of the bench (to profile one system, say); `make bench` runs it all.
+//! `--only injected` runs only the injected-latency cells ([`twopc_bench::inject`]; report in
+//! `target/bench-injected/` unless `--out` says otherwise);
+//! `--lambda-hop-ms` adds a Lambda invoke's time (default 0: the `direct` transport) before
+//! every participant call of the coordinator in those cells.
 //!
 //! The endpoint defaults to `TWOPC_DYNAMODB_ENDPOINT` (set by `infra/dynamodb-local.sh run`);
 //! the report goes to `bench/results/` (`latest.md`, `latest.svg`, `latest.json`).
@@ -22,6 +28,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use twopc_bench::config::BenchConfig;
+use twopc_bench::inject::Injection;
 use twopc_bench::live::LiveConfig;
 use twopc_bench::report;
 use twopc_bench::systems::System;
@@ -29,7 +36,8 @@ use twopc_bench::workload::{Contention, Workload};
 
 const USAGE: &str = "usage: twopc-bench [--quick] [--endpoint URL] [--out DIR] [--measure-secs S] \
                      [--burst-rate R] [--burst-seconds S] [--no-burst] [--systems native,coordinator,serial,unit] \
-                     [--workloads uniform2,uniform8,hot2,hot8] [--concurrency 1,8,32] [--accounts N] [--fence-capacity N] [--no-write-units]";
+                     [--workloads uniform2,uniform8,hot2,hot8,exclusive2] [--concurrency 1,8,32] [--accounts N] [--fence-capacity N] [--no-write-units] \
+                     [--only injected] [--no-injected] [--injected-transfers N] [--injected-concurrency 1,4] [--lambda-hop-ms MS]";
 
 struct Args {
     config: BenchConfig,
@@ -64,14 +72,14 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Args, String> {
     } else {
         BenchConfig::full(&endpoint)
     };
-    let mut out = PathBuf::from("bench/results");
+    let mut out = None;
     let mut i = 0;
     while i < args.len() {
         match args[i].as_str() {
             "--quick" => {}
             "--endpoint" => i += 1,
             "--out" => {
-                out = PathBuf::from(value(i)?);
+                out = Some(PathBuf::from(value(i)?));
                 i += 1;
             }
             "--measure-secs" => {
@@ -102,6 +110,39 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Args, String> {
                 config.fence_capacity = (number(i)? as usize).max(1);
                 i += 1;
             }
+            "--only" => match value(i)?.as_str() {
+                "injected" => {
+                    config.only_injected = true;
+                    i += 1;
+                }
+                other => {
+                    return Err(format!(
+                        "--only {other:?}: only `injected` is known\n{USAGE}"
+                    ));
+                }
+            },
+            "--no-injected" => config.injection = None,
+            "--injected-transfers" => {
+                let n = number(i)? as usize;
+                injection(&mut config)?.transfers = n.max(1);
+                i += 1;
+            }
+            "--injected-concurrency" => {
+                let list = concurrency_list(&value(i)?)?;
+                injection(&mut config)?.concurrency = list;
+                i += 1;
+            }
+            "--lambda-hop-ms" => {
+                let ms = value(i)?
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|x| x.is_finite() && *x >= 0.0)
+                    .ok_or_else(|| {
+                        format!("--lambda-hop-ms needs a number of ms, 0 or more\n{USAGE}")
+                    })?;
+                injection(&mut config)?.model.lambda_hop = Duration::from_secs_f64(ms / 1e3);
+                i += 1;
+            }
             "--systems" => {
                 config.systems = value(i)?
                     .split(',')
@@ -114,15 +155,7 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Args, String> {
                 i += 1;
             }
             "--concurrency" => {
-                config.concurrency = value(i)?
-                    .split(',')
-                    .map(|n| {
-                        n.parse()
-                            .ok()
-                            .filter(|c| *c > 0)
-                            .ok_or_else(|| format!("bad concurrency {n:?}"))
-                    })
-                    .collect::<Result<_, _>>()?;
+                config.concurrency = concurrency_list(&value(i)?)?;
                 i += 1;
             }
             "--workloads" => {
@@ -137,16 +170,51 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Args, String> {
         }
         i += 1;
     }
+    if config.only_injected && config.injection.is_none() {
+        return Err(format!(
+            "--only injected and --no-injected exclude each other\n{USAGE}"
+        ));
+    }
+    // A partial run does not replace the committed report unless asked to.
+    let out = out.unwrap_or_else(|| {
+        PathBuf::from(if config.only_injected {
+            "target/bench-injected"
+        } else {
+            "bench/results"
+        })
+    });
     Ok(Args { config, out })
+}
+
+/// The injected cells' parameters, to change (an error after `--no-injected`).
+fn injection(config: &mut BenchConfig) -> Result<&mut Injection, String> {
+    config
+        .injection
+        .as_mut()
+        .ok_or_else(|| format!("the injected cells are off (--no-injected)\n{USAGE}"))
+}
+
+/// `1,8,32`.
+fn concurrency_list(text: &str) -> Result<Vec<usize>, String> {
+    text.split(',')
+        .map(|n| {
+            n.parse()
+                .ok()
+                .filter(|c| *c > 0)
+                .ok_or_else(|| format!("bad concurrency {n:?}"))
+        })
+        .collect()
 }
 
 /// `uniform2`, `hot8`, ...
 fn parse_workload(text: &str) -> Result<Workload, String> {
-    let bad = || format!("bad workload {text:?}: uniform2, uniform8, hot2, hot8, ...");
+    let bad = || format!("bad workload {text:?}: uniform2, uniform8, hot2, hot8, exclusive2, ...");
     let (contention, n) = if let Some(n) = text.strip_prefix("uniform") {
         (Contention::Uniform, n)
     } else if let Some(n) = text.strip_prefix("hot") {
         (Contention::Hot, n)
+    } else if let Some(n) = text.strip_prefix("exclusive") {
+        (Contention::Exclusive, n)
     } else {
         return Err(bad());
     };

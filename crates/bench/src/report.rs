@@ -167,6 +167,7 @@ pub fn targets(r: &Report) -> Vec<Target> {
         }
     }
     out.extend(hot_targets(r));
+    out.extend(crate::inject::report::targets(r));
     out
 }
 
@@ -776,6 +777,7 @@ pub fn markdown(r: &Report, now: SystemTime) -> String {
         let _ = writeln!(md, "\nFor context only: {MONGO_CONTEXT}.");
     }
 
+    crate::inject::report::section(&mut md, r);
     let _ = writeln!(md, "\n## How this was measured\n");
     let _ = writeln!(
         md,
@@ -805,7 +807,8 @@ pub fn markdown(r: &Report, now: SystemTime) -> String {
          the initial sum (plus the unit writes' amounts), the sum of `txVersion` must equal the \
          item writes of every transfer reported committed so far, and no item may hold a lock, \
          a reservation (`txRes:<tx>`, a non-zero `txResN`) or an escrow that is not idle at the \
-         value (a non-zero `txN:`, `txNf:`, `txNc:`, or `txLo:`/`txHi:` away from the value), or \
+         value (a non-zero `txN:`, `txNf:`, `txNc:`, or `txLo:`/`txHi:` away from the value: stale, \
+         accepted only where the exclusive workload wrote, which leaves it so), or \
          be a placeholder; for the coordinator and the \
          serial driver the sparse pending index must hold no record.\n\
          - Write units: one more slice per cell and system in which every request asks for \
@@ -1384,6 +1387,8 @@ pub fn json(r: &Report) -> Value {
             "requests": b.costs.requests.total(),
             "problems": b.problems,
         })).collect::<Vec<_>>(),
+        "injection": crate::inject::report::parameters_json(r.injected.as_ref()),
+        "injected": crate::inject::report::cells_json(r.injected.as_ref()),
         "targets": targets(r).iter().map(|t| json!({"what": t.what, "goal": t.goal, "measured": t.measured, "met": t.met})).collect::<Vec<_>>(),
     })
 }

@@ -9,6 +9,10 @@
 //!   (not a change to the core);
 //! - [`System::Unit`]: one plain conditional `UpdateItem`, the engine's unit of work.
 //!
+//! Each transfer notes when its client had the answer apart from when it ended (applied): the
+//! same moment for every system today. [`System::INJECTED`] lists the systems of the
+//! injected-latency cells ([`crate::inject`]), under the names issue 22 gives them.
+//!
 //! A transfer that aborts because an item was busy (`conflict` vote, `TransactionConflict`
 //! cancellation) is retried as a new transaction after a short random backoff, up to
 //! [`crate::config::BenchConfig::max_attempts`] attempts, the same for every system.
@@ -16,7 +20,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::error::Error as StdError;
 use std::fmt;
-use std::time::Duration;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::error::DisplayErrorContext;
@@ -41,16 +46,18 @@ use twopc_dynamo::{DynamoItems, DynamoTxLog};
 use crate::BenchError;
 use crate::capacity::in_step;
 use crate::config::BenchConfig;
+use crate::counter::RequestCounter;
 use crate::tables::Tables;
-use crate::timing::{StepTimes, TimedLog, TimedTransport};
-use crate::workload::{Transfer, account_id};
+use crate::timing::{Holds, HopTransport, StepTimes, TimedLog, TimedTransport};
+use crate::workload::{MEMO, Transfer, account_id};
 
 /// The participant logic as the bench wires it.
 pub type BenchParticipant = Participant<DynamoItems, DynamoTxLog, SystemClock>;
-/// The coordinator as the bench wires it: `direct` transport, its ports timed.
+/// The coordinator as the bench wires it: `direct` transport (behind a Lambda hop in the
+/// injected cells, zero by default), its ports timed.
 pub type BenchCoordinator = Coordinator<
     TimedLog<DynamoTxLog>,
-    TimedTransport<DirectTransport<DynamoItems, DynamoTxLog, SystemClock>>,
+    TimedTransport<HopTransport<DirectTransport<DynamoItems, DynamoTxLog, SystemClock>>>,
     SystemClock,
 >;
 
@@ -70,6 +77,13 @@ pub enum System {
 impl System {
     /// The transfer systems, in the order each workload runs them.
     pub const TRANSFER: [System; 3] = [System::Native, System::Coordinator, System::Serial];
+
+    /// The systems of the injected-latency cells, in the order each cell group runs them.
+    pub const INJECTED: &'static [System] = &[
+        System::Native,
+        System::Coordinator,
+        // lead: plug staged here (System::Staged, System::StagedApplied; see `Driver::attempt`)
+    ];
 
     /// The system of a short name.
     pub fn from_name(name: &str) -> Option<System> {
@@ -91,6 +105,21 @@ impl System {
             System::Serial => "serial",
             System::Unit => "UpdateItem",
         }
+    }
+
+    /// The name of the injected cells (`latest.json`'s `injected[].system`): the coordinator's
+    /// five-round path is `classic` there, beside the staged commit of issue 22.
+    pub fn injected_name(self) -> &'static str {
+        match self {
+            System::Coordinator => "classic",
+            other => other.name(),
+        }
+    }
+
+    /// Whether the system keeps transaction records (the coordinator's request body, and an
+    /// audit of records left open).
+    pub fn keeps_records(self) -> bool {
+        matches!(self, System::Coordinator | System::Serial)
     }
 
     /// Sequential round trips before the client's answer for an N-participant transaction
@@ -242,6 +271,50 @@ pub struct Done {
     pub aborted: [u32; Reason::ALL.len()],
     /// The votes of every attempt.
     pub votes: Votes,
+    /// When the client had its answer (the last attempt's): at or before the transfer's end.
+    pub answered: Instant,
+    /// Sequential rounds of DynamoDB requests from the transfer's start to its answer, as the
+    /// [`RequestCounter`] counts them (meaningful with one transfer in flight).
+    pub rounds_to_answer: u64,
+}
+
+/// The moment an attempt's client had its answer, and the rounds counted by then: marked once,
+/// by whoever gives the answer (for every system today, the end of the attempt). Clones share
+/// the mark, so one can move into a callback or a task.
+#[derive(Clone, Debug)]
+pub struct Answer {
+    counter: RequestCounter,
+    at: Arc<OnceLock<(Instant, u64)>>,
+}
+
+impl Answer {
+    fn new(counter: &RequestCounter) -> Answer {
+        Answer {
+            counter: counter.clone(),
+            at: Arc::default(),
+        }
+    }
+
+    /// Notes that the answer was given now (later calls change nothing).
+    pub fn mark(&self) {
+        self.get();
+    }
+
+    fn get(&self) -> (Instant, u64) {
+        *self
+            .at
+            .get_or_init(|| (Instant::now(), self.counter.snapshot().rounds))
+    }
+}
+
+/// What a [`Driver`] is wired with beyond its tables: nothing for the measured cells; the
+/// injected cells add a Lambda hop before every participant call and record lock holds.
+#[derive(Clone, Debug, Default)]
+pub struct Wiring {
+    /// Waited before each prepare, commit and abort of the coordinator.
+    pub hop: Duration,
+    /// Where prepare → release times per item go.
+    pub holds: Option<Holds>,
 }
 
 /// Runs transfers of one system against one cell's tables.
@@ -251,6 +324,7 @@ pub struct Driver {
     tables: Tables,
     coordinator: BenchCoordinator,
     serial: Serial,
+    counter: RequestCounter,
     timeout_ms: u64,
     max_attempts: u32,
 }
@@ -274,13 +348,13 @@ pub fn services(tables: &Tables) -> BTreeMap<String, ServiceConfig> {
 }
 
 impl Driver {
-    /// Wires `system` over `tables`.
+    /// Wires `system` over `tables`; `counter` is the one `client` reports to.
     pub fn new(
         system: System,
-        client: Client,
+        (client, counter): (Client, RequestCounter),
         tables: Tables,
         config: &BenchConfig,
-        times: StepTimes,
+        (times, wiring): (StepTimes, Wiring),
     ) -> Driver {
         let (timeout_ms, max_attempts) = (config.timeout_ms, config.max_attempts);
         let log = DynamoTxLog::new(client.clone(), &tables.tx);
@@ -302,9 +376,10 @@ impl Driver {
             participant: participant.clone(),
             config: config.clone(),
         };
+        let transport = HopTransport::new(DirectTransport::new(participant), wiring.hop);
         let coordinator = Coordinator::new(
             TimedLog::new(log, times.clone()),
-            TimedTransport::new(DirectTransport::new(participant), times),
+            TimedTransport::new(transport, times).with_holds(wiring.holds),
             SystemClock,
             config,
         );
@@ -314,6 +389,7 @@ impl Driver {
             tables,
             coordinator,
             serial,
+            counter,
             timeout_ms,
             max_attempts: max_attempts.max(1),
         }
@@ -331,24 +407,31 @@ impl Driver {
 
     /// Runs one transfer to its end, retrying conflicts.
     pub async fn transfer(&self, t: &Transfer) -> Done {
-        let body = matches!(self.system, System::Coordinator | System::Serial)
+        let body = self
+            .system
+            .keeps_records()
             .then(|| t.request(self.timeout_ms));
+        let rounds_at_start = self.counter.snapshot().rounds;
         let mut attempts = 0;
         let mut aborted = [0; Reason::ALL.len()];
         let mut votes = Votes::default();
         loop {
             attempts += 1;
-            let (outcome, v) = self.attempt(t, body.as_ref()).await;
+            let answer = Answer::new(&self.counter);
+            let (outcome, v) = self.attempt(t, body.as_ref(), &answer).await;
             votes.add(v);
             if let Some(r) = outcome.reason() {
                 aborted[r.index()] += 1;
             }
             if outcome != Outcome::Conflict || attempts >= self.max_attempts {
+                let (answered, rounds) = answer.get();
                 return Done {
                     outcome,
                     attempts,
                     aborted,
                     votes,
+                    answered,
+                    rounds_to_answer: rounds.saturating_sub(rounds_at_start),
                 };
             }
             // Jittered exponential backoff: 0..2^attempts ms.
@@ -357,7 +440,22 @@ impl Driver {
         }
     }
 
-    async fn attempt(&self, t: &Transfer, body: Option<&Value>) -> (Outcome, Votes) {
+    /// One attempt. Whoever gives the client its answer marks `answer` (every system today
+    /// when its call returns: answered once applied).
+    async fn attempt(
+        &self,
+        t: &Transfer,
+        body: Option<&Value>,
+        answer: &Answer,
+    ) -> (Outcome, Votes) {
+        // lead: plug staged here. A staged system runs the coordinator in its commit mode and
+        // calls `answer.mark()` at the moment the client would be answered (staged: after the
+        // record's put and the N prepares; staged-applied: after the finish), then returns the
+        // record once the finish is done, so the transfer's end is when it was applied:
+        // (`answer` clones into a callback or task):
+        //   (System::Staged, Some(body)) => self.coordinator.submit_observed(body, None,
+        //       CommitMode::Staged, { let a = answer.clone(); move |_| a.mark() })
+        //       .await.map_err(|e| chain(&e)),
         let record = match (self.system, body) {
             (System::Coordinator, Some(body)) => self
                 .coordinator
@@ -365,10 +463,19 @@ impl Driver {
                 .await
                 .map_err(|e| chain(&e)),
             (System::Serial, Some(body)) => self.serial.run(body).await.map_err(|e| chain(&e)),
-            (System::Native, _) => return (self.native(t).await, Votes::default()),
-            (System::Unit, _) => return (self.unit(t).await, Votes::default()),
+            (System::Native, _) => {
+                let outcome = self.native(t).await;
+                answer.mark();
+                return (outcome, Votes::default());
+            }
+            (System::Unit, _) => {
+                let outcome = self.unit(t).await;
+                answer.mark();
+                return (outcome, Votes::default());
+            }
             (_, None) => Err("no request body".into()),
         };
+        answer.mark();
         match record {
             Ok(record) => (classify(&record), Votes::of(&record)),
             Err(e) => (Outcome::Failed(e), Votes::default()),
@@ -384,7 +491,7 @@ impl Driver {
             .chain(t.credits.iter().map(|k| (&self.tables.wallets, *k, false)));
         let mut request = self.client.transact_write_items();
         for (table, k, debit) in legs {
-            let update = match leg(table, k, t.amount, debit, &tx) {
+            let update = match leg(table, k, (t.amount, debit, t.exclusive), &tx) {
                 Ok(u) => u,
                 Err(e) => return Outcome::Failed(e),
             };
@@ -469,24 +576,35 @@ fn expression(
 }
 
 /// One leg of the native transaction: the coordinator's commit writes (balance, txVersion,
-/// lastTx) under the coordinator's prepare conditions (item exists; a debit keeps the balance
-/// non-negative).
-fn leg(table: &str, k: u32, amount: u64, debit: bool, tx: &str) -> Result<Update, String> {
+/// lastTx, and the exclusive workload's memo) under the coordinator's prepare conditions (item
+/// exists; a debit keeps the balance non-negative).
+fn leg(
+    table: &str,
+    k: u32,
+    (amount, debit, exclusive): (u64, bool, bool),
+    tx: &str,
+) -> Result<Update, String> {
     let delta = if debit {
         -i128::from(amount)
     } else {
         i128::from(amount)
     };
-    let (names, values) = expression(delta, debit.then_some(amount), Some(tx));
+    let (mut names, mut values) = expression(delta, debit.then_some(amount), Some(tx));
     let condition = if debit {
         "attribute_exists(#id) AND #b >= :a"
     } else {
         "attribute_exists(#id)"
     };
+    let mut set = "SET #b = #b + :d, #v = if_not_exists(#v, :z) + :one, #l = :tx".to_owned();
+    if exclusive {
+        names.insert("#m".into(), MEMO.into());
+        values.insert(":m".into(), AttributeValue::S("bench".into()));
+        set.push_str(", #m = :m");
+    }
     Update::builder()
         .table_name(table)
         .key("id", AttributeValue::S(account_id(k)))
-        .update_expression("SET #b = #b + :d, #v = if_not_exists(#v, :z) + :one, #l = :tx")
+        .update_expression(set)
         .condition_expression(condition)
         .set_expression_attribute_names(Some(names))
         .set_expression_attribute_values(Some(values))

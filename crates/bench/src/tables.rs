@@ -52,6 +52,10 @@ pub struct Audit {
     /// ceiling kept, or extremes away from the value): the last release on an attribute leaves
     /// its escrow idle, at the value.
     pub escrows: u64,
+    /// Items with an idle escrow whose extremes are not at the value: *stale* in the protocol's
+    /// words, as an exclusive write leaves it (it changes the value, not the escrow); the next
+    /// reservation resets it. Not counted in `escrows`.
+    pub stale_escrows: u64,
     /// Most fence entries on one item.
     pub max_fence: usize,
     /// The largest item, in DynamoDB's sizing (bytes), and its fence's share of it.
@@ -201,12 +205,15 @@ impl Audit {
             .map_err(|e| BenchError::Check(format!("{table}: unreadable item: {e}")))?;
         let value = Decimal::parse(&balance.to_string())
             .map_err(|e| BenchError::Check(format!("{table}: balance {balance}: {e}")))?;
-        let busy = state.escrow.iter().any(|(attr, s)| {
-            s.count != 0
-                || s.floors != 0
-                || s.ceilings != 0
-                || (attr == "balance" && s.is_stale(&value))
-        });
+        let busy = state
+            .escrow
+            .values()
+            .any(|s| s.count != 0 || s.floors != 0 || s.ceilings != 0);
+        let stale = state
+            .escrow
+            .iter()
+            .any(|(attr, s)| attr == "balance" && s.is_stale(&value));
+        self.stale_escrows += u64::from(stale && !busy);
         let counted = number(layout::RESERVATIONS)?.unwrap_or(0) != 0;
         self.reservations += u64::from(!state.reservations.is_empty() || counted);
         self.escrows += u64::from(busy);

@@ -6,7 +6,10 @@
 //! accounts (low contention); in the hot workload a transfer draws all its keys, with probability
 //! [`crate::config::BenchConfig::hot_fraction`], from the first
 //! [`crate::config::BenchConfig::hot_accounts`] accounts of each table (90% of transfers touch
-//! only those 10 accounts), and otherwise uniformly.
+//! only those 10 accounts), and otherwise uniformly. The exclusive hot workload draws keys as
+//! the hot one, and every leg also `set`s an attribute (`memo`), so the coordinator's
+//! participants lock their items instead of reserving them (today's hot items under a
+//! non-commuting write).
 
 use std::fmt;
 
@@ -20,6 +23,15 @@ pub enum Contention {
     Uniform,
     /// Most keys from a few hot accounts.
     Hot,
+    /// The hot keys, every item written by a `set` beside the add: locked, not reserved.
+    Exclusive,
+}
+
+impl Contention {
+    /// Whether keys come mostly from the hot accounts.
+    pub fn hot(self) -> bool {
+        matches!(self, Contention::Hot | Contention::Exclusive)
+    }
 }
 
 impl fmt::Display for Contention {
@@ -27,6 +39,7 @@ impl fmt::Display for Contention {
         f.write_str(match self {
             Contention::Uniform => "uniform",
             Contention::Hot => "hot",
+            Contention::Exclusive => "exclusive",
         })
     }
 }
@@ -55,7 +68,12 @@ pub struct Transfer {
     pub credits: Vec<u32>,
     /// Moved per leg.
     pub amount: u64,
+    /// Whether every leg also sets [`MEMO`] (so it locks its item).
+    pub exclusive: bool,
 }
+
+/// The attribute the exclusive workload's legs `set`.
+pub const MEMO: &str = "memo";
 
 /// The key of account `i` (same in both tables).
 pub fn account_id(i: u32) -> String {
@@ -89,7 +107,7 @@ impl KeyGen {
     pub fn transfer(&self, rng: &mut impl Rng, workload: Workload) -> Transfer {
         let half = workload.participants / 2;
         let credits = workload.participants - half;
-        let hot = workload.contention == Contention::Hot && rng.random_bool(self.hot_fraction);
+        let hot = workload.contention.hot() && rng.random_bool(self.hot_fraction);
         let among = if hot {
             self.hot.max(u32::try_from(credits).unwrap_or(u32::MAX))
         } else {
@@ -99,6 +117,7 @@ impl KeyGen {
             debits: Self::distinct(rng, among, half),
             credits: Self::distinct(rng, among, credits),
             amount: rng.random_range(1..=100),
+            exclusive: workload.contention == Contention::Exclusive,
         }
     }
 }
@@ -125,7 +144,13 @@ impl Transfer {
             json!({"participant": "wallets", "key": {"id": account_id(*k)},
                    "op": {"add": {"balance": a}}})
         });
-        json!({"participants": debits.chain(credits).collect::<Vec<_>>(), "timeoutMs": timeout_ms})
+        let mut participants: Vec<Value> = debits.chain(credits).collect();
+        if self.exclusive {
+            for p in &mut participants {
+                p["op"]["set"] = json!({ MEMO: "bench" });
+            }
+        }
+        json!({"participants": participants, "timeoutMs": timeout_ms})
     }
 }
 
@@ -145,7 +170,7 @@ mod tests {
     fn transfers_balance_and_use_distinct_keys() {
         let mut rng = SmallRng::seed_from_u64(1);
         for n in [2, 8] {
-            for c in [Contention::Uniform, Contention::Hot] {
+            for c in [Contention::Uniform, Contention::Hot, Contention::Exclusive] {
                 let t = GEN.transfer(
                     &mut rng,
                     Workload {
@@ -162,6 +187,21 @@ mod tests {
                     t.request(5000)["participants"].as_array().map(Vec::len),
                     Some(n)
                 );
+            }
+        }
+    }
+
+    #[test]
+    fn exclusive_transfers_set_an_attribute_on_every_leg_and_only_they_do() {
+        let mut rng = SmallRng::seed_from_u64(3);
+        for (c, exclusive) in [(Contention::Exclusive, true), (Contention::Hot, false)] {
+            let w = Workload {
+                contention: c,
+                participants: 4,
+            };
+            let body = GEN.transfer(&mut rng, w).request(5000);
+            for p in body["participants"].as_array().expect("participants") {
+                assert_eq!(p["op"]["set"][MEMO].is_string(), exclusive, "{p}");
             }
         }
     }

@@ -143,15 +143,102 @@ async fn quick_bench_produces_a_sane_report() {
         );
     }
 
-    // AND the report renders: every target evaluated, a table row per cell, a chart
+    // AND the injected-latency cells ran every system on every workload, and at one in flight
+    // (no conflict possible) the answer came after 1 counted round for native and 5 for the
+    // classic coordinator, whose every prepared item was released with its hold recorded
+    let injection = config
+        .injection
+        .as_ref()
+        .expect("quick runs injected cells");
+    let injected = report.injected.as_ref().expect("injected cells");
+    assert_eq!(
+        injected.cells.len(),
+        injection.workloads.len() * injection.concurrency.len() * System::INJECTED.len()
+    );
+    for c in &injected.cells {
+        let cell = format!("injected {} {} c={}", c.system, c.workload, c.concurrency);
+        assert_eq!(c.tally.transfers, injection.transfers as u64, "{cell}");
+        assert!(c.tally.committed > 0, "{cell}");
+        assert!(
+            c.answer.p50 <= c.applied.p50 && c.answer.p99 <= c.applied.p99,
+            "{cell}"
+        );
+        if c.concurrency != 1 {
+            continue;
+        }
+        assert_eq!(c.tally.attempts, c.tally.committed, "{cell}: no aborts");
+        let n = c.workload.participants as u64;
+        let (rounds, held) = match c.system {
+            System::Native => (1.0, 0),
+            System::Coordinator => (5.0, n * c.tally.committed),
+            other => panic!("{other} is not an injected system yet"),
+        };
+        assert_eq!(c.rounds_to_answer, Some(rounds), "{cell}");
+        assert_eq!(c.hold.n as u64, held, "{cell}");
+        assert!(
+            c.hold.n == 0 || c.hold.p50 > std::time::Duration::ZERO,
+            "{cell}"
+        );
+        // AND the delays reached the wire: one TransactWriteItems per native transfer, whose
+        // latencies add up to at least the delays injected into them
+        if c.system == System::Native {
+            let (requests, delay) = c.injected.of("TransactWriteItems");
+            assert_eq!(requests, c.tally.committed, "{cell}");
+            let n = u32::try_from(c.applied.n).expect("a few transfers");
+            let total = c.applied.mean * n + std::time::Duration::from_nanos(u64::from(n));
+            assert!(total >= delay, "{cell}: {total:?} < {delay:?} injected");
+        } else {
+            assert_eq!(c.injected.of("TransactWriteItems").0, 0, "{cell}");
+            assert_eq!(c.injected.requests(), c.requests.total(), "{cell}");
+        }
+    }
+
+    // AND the report renders: every target of the measured cells evaluated (the injected ones
+    // wait for the staged commit), a table row per cell, a chart
     let md = report::markdown(&report, std::time::SystemTime::now());
     assert!(md.contains("| uniform 2P | 1 | coordinator |"), "{md}");
-    assert!(report::targets(&report).iter().all(|t| t.met.is_some()));
+    assert!(md.contains("| uniform 2P | 1 | classic |"), "{md}");
+    assert!(
+        md.contains("| exclusive 2P | – | floor: slowest of 3 writes |"),
+        "{md}"
+    );
+    let staged_targets = twopc_bench::inject::report::targets(&report);
+    assert!(!staged_targets.is_empty());
+    assert!(
+        report::targets(&report)
+            .iter()
+            .filter(|t| !staged_targets.contains(t))
+            .all(|t| t.met.is_some())
+    );
     let svg = report::svg(&report);
     assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
     assert!(svg.matches("<rect").count() > expected_cells);
     let dir = std::env::temp_dir().join(format!("twopc-bench-quick-{}", std::process::id()));
     report::write(&report, &dir).expect("report written");
     assert!(dir.join("latest.md").exists() && dir.join("latest.json").exists());
+    // AND latest.json lists the injected cells with the fields issue 22 names
+    let json: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("latest.json")).expect("latest.json"),
+    )
+    .expect("JSON");
+    let cells = json["injected"].as_array().expect("an `injected` list");
+    assert_eq!(cells.len(), injected.cells.len());
+    for c in cells {
+        for key in [
+            "workload",
+            "system",
+            "concurrency",
+            "answerP50Ms",
+            "answerP99Ms",
+        ] {
+            assert!(!c[key].is_null(), "{key} in {c}");
+        }
+        for key in ["appliedP50Ms", "floorP50Ms"] {
+            assert!(c[key].as_f64().is_some_and(|x| x > 0.0), "{key} in {c}");
+        }
+        assert!(c.get("roundTrips").is_some(), "{c}");
+    }
+    assert!(cells.iter().any(|c| c["system"] == "classic"));
+    assert_eq!(json["injection"]["single"]["p50Ms"], 7.55);
     let _ = std::fs::remove_dir_all(dir);
 }

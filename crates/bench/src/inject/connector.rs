@@ -1,0 +1,346 @@
+//! The SDK's HTTP client wrapped so that every DynamoDB request takes a sampled time: the
+//! operation is read from the request's `X-Amz-Target` header (`DynamoDB_20120810.UpdateItem`),
+//! a `TransactWriteItems`'s item count from its body, and the delay drawn from that operation's
+//! distribution ([`LatencyModel::of`]) with one seeded generator.
+//!
+//! The request waits half its delay (the way there), goes to DynamoDB Local, and its response
+//! is held until the whole delay has passed since it was sent (the way back): what the request
+//! writes lands midway, as over a network, and DynamoDB Local's own time (which the published
+//! figures already contain, as DynamoDB's) stays hidden unless it is longer than the second
+//! half; such requests are counted ([`Injected::overruns`]).
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use aws_smithy_runtime_api::client::http::{
+    HttpClient, HttpConnector, HttpConnectorFuture, HttpConnectorSettings, SharedHttpClient,
+    SharedHttpConnector,
+};
+use aws_smithy_runtime_api::client::orchestrator::HttpRequest;
+use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
+use rand::SeedableRng;
+use rand::rngs::SmallRng;
+
+use crate::counter::OPERATIONS;
+use crate::inject::model::LatencyModel;
+
+#[derive(Debug, Default)]
+struct Counts {
+    requests: [AtomicU64; OPERATIONS.len()],
+    nanos: [AtomicU64; OPERATIONS.len()],
+    overruns: AtomicU64,
+}
+
+/// The delays injected so far, by [`OPERATIONS`] slot (subtract two to get a window's).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Injected {
+    /// Requests delayed.
+    pub requests: [u64; OPERATIONS.len()],
+    /// Their delays added up.
+    pub total: [Duration; OPERATIONS.len()],
+    /// Requests that DynamoDB Local answered later than their delay allowed (their time was
+    /// half the delay plus DynamoDB Local's, longer than sampled).
+    pub overruns: u64,
+}
+
+impl Injected {
+    /// `self - earlier`.
+    pub fn since(&self, earlier: &Injected) -> Injected {
+        let mut out = Injected::default();
+        for i in 0..OPERATIONS.len() {
+            out.requests[i] = self.requests[i].saturating_sub(earlier.requests[i]);
+            out.total[i] = self.total[i].saturating_sub(earlier.total[i]);
+        }
+        out.overruns = self.overruns.saturating_sub(earlier.overruns);
+        out
+    }
+
+    /// Requests delayed, every operation.
+    pub fn requests(&self) -> u64 {
+        self.requests.iter().sum()
+    }
+
+    /// Requests and delay of one operation.
+    pub fn of(&self, op: &str) -> (u64, Duration) {
+        OPERATIONS
+            .iter()
+            .position(|o| *o == op)
+            .map_or((0, Duration::ZERO), |i| (self.requests[i], self.total[i]))
+    }
+}
+
+/// Draws the delays; clones share the generator and the counts.
+#[derive(Clone)]
+pub struct Injector {
+    model: Arc<LatencyModel>,
+    rng: Arc<Mutex<SmallRng>>,
+    counts: Arc<Counts>,
+}
+
+impl fmt::Debug for Injector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Injector")
+            .field("model", &self.model)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Injector {
+    /// An injector of `model`'s delays, its generator seeded with `model.seed`.
+    pub fn new(model: LatencyModel) -> Injector {
+        Injector {
+            rng: Arc::new(Mutex::new(SmallRng::seed_from_u64(model.seed))),
+            model: Arc::new(model),
+            counts: Arc::new(Counts::default()),
+        }
+    }
+
+    /// The model.
+    pub fn model(&self) -> &LatencyModel {
+        &self.model
+    }
+
+    /// The delays injected so far.
+    pub fn snapshot(&self) -> Injected {
+        let mut out = Injected::default();
+        for i in 0..OPERATIONS.len() {
+            out.requests[i] = self.counts.requests[i].load(Ordering::Relaxed);
+            out.total[i] = Duration::from_nanos(self.counts.nanos[i].load(Ordering::Relaxed));
+        }
+        out.overruns = self.counts.overruns.load(Ordering::Relaxed);
+        out
+    }
+
+    /// Draws (and counts) the delay of `request`; `None` if its operation is not delayed.
+    pub fn delay_for(&self, request: &HttpRequest) -> Option<Duration> {
+        let op = request
+            .headers()
+            .get("x-amz-target")
+            .and_then(|t| t.rsplit('.').next())
+            .unwrap_or("other");
+        let items = if op == "TransactWriteItems" {
+            request
+                .body()
+                .bytes()
+                .and_then(|b| serde_json::from_slice::<serde_json::Value>(b).ok())
+                .and_then(|v| v.get("TransactItems")?.as_array().map(Vec::len))
+                .unwrap_or(1)
+        } else {
+            1
+        };
+        let distribution = self.model.of(op, items)?;
+        let ms = distribution.sample(&mut *self.rng.lock().unwrap_or_else(PoisonError::into_inner));
+        let delay = Duration::from_secs_f64(ms / 1e3);
+        let slot = OPERATIONS
+            .iter()
+            .position(|o| *o == op)
+            .unwrap_or(OPERATIONS.len() - 1);
+        self.counts.requests[slot].fetch_add(1, Ordering::Relaxed);
+        let ns = u64::try_from(delay.as_nanos()).unwrap_or(u64::MAX);
+        self.counts.nanos[slot].fetch_add(ns, Ordering::Relaxed);
+        Some(delay)
+    }
+
+    /// `inner`, its every connector delaying requests.
+    pub fn wrap(&self, inner: SharedHttpClient) -> SharedHttpClient {
+        SharedHttpClient::new(InjectingClient {
+            inner,
+            injector: self.clone(),
+        })
+    }
+
+    /// `inner`, delaying requests.
+    pub fn connector(&self, inner: SharedHttpConnector) -> InjectingConnector {
+        InjectingConnector {
+            inner,
+            injector: self.clone(),
+        }
+    }
+}
+
+#[derive(Debug)]
+struct InjectingClient {
+    inner: SharedHttpClient,
+    injector: Injector,
+}
+
+impl HttpClient for InjectingClient {
+    fn http_connector(
+        &self,
+        settings: &HttpConnectorSettings,
+        components: &RuntimeComponents,
+    ) -> SharedHttpConnector {
+        SharedHttpConnector::new(
+            self.injector
+                .connector(self.inner.http_connector(settings, components)),
+        )
+    }
+
+    fn connector_metadata(
+        &self,
+    ) -> Option<aws_smithy_runtime_api::client::connector_metadata::ConnectorMetadata> {
+        self.inner.connector_metadata()
+    }
+}
+
+/// A connector that holds each request and its response so that together they take the
+/// request's delay (or DynamoDB Local's time plus half of it, if longer).
+#[derive(Debug)]
+pub struct InjectingConnector {
+    inner: SharedHttpConnector,
+    injector: Injector,
+}
+
+impl HttpConnector for InjectingConnector {
+    fn call(&self, request: HttpRequest) -> HttpConnectorFuture {
+        let delay = self.injector.delay_for(&request);
+        let inner = self.inner.clone();
+        let counts = self.injector.counts.clone();
+        HttpConnectorFuture::new(async move {
+            let Some(delay) = delay else {
+                return inner.call(request).await;
+            };
+            let due = tokio::time::Instant::now() + delay;
+            tokio::time::sleep(delay / 2).await;
+            let response = inner.call(request).await;
+            if tokio::time::Instant::now() > due {
+                counts.overruns.fetch_add(1, Ordering::Relaxed);
+            } else {
+                tokio::time::sleep_until(due).await;
+            }
+            response
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
+    use aws_smithy_types::body::SdkBody;
+    use tokio::time::Instant;
+
+    /// A connector that notes when it was called and answers after `takes`.
+    #[derive(Debug, Default)]
+    struct Answering {
+        calls: Arc<Mutex<Vec<Instant>>>,
+        takes: Duration,
+    }
+
+    impl HttpConnector for Answering {
+        fn call(&self, _request: HttpRequest) -> HttpConnectorFuture {
+            self.calls.lock().unwrap().push(Instant::now());
+            let takes = self.takes;
+            HttpConnectorFuture::new(async move {
+                tokio::time::sleep(takes).await;
+                Ok(HttpResponse::new(200.try_into().unwrap(), SdkBody::empty()))
+            })
+        }
+    }
+
+    fn request(op: &str, body: &str) -> HttpRequest {
+        let mut r = HttpRequest::new(SdkBody::from(body));
+        r.headers_mut()
+            .insert("x-amz-target", format!("DynamoDB_20120810.{op}"));
+        r
+    }
+
+    fn first_sample(model: &LatencyModel, op: &str, items: usize) -> Duration {
+        let d = model.of(op, items).expect("a delayed operation");
+        let ms = d.sample(&mut SmallRng::seed_from_u64(model.seed));
+        Duration::from_secs_f64(ms / 1e3)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_delayed_request_takes_its_sampled_delay_and_lands_midway() {
+        // GIVEN a connector injecting the default model's delays in front of one that answers
+        // at once
+        let model = LatencyModel::default();
+        let expected = first_sample(&model, "UpdateItem", 1);
+        let injector = Injector::new(model);
+        let calls = Arc::new(Mutex::new(vec![]));
+        let connector = injector.connector(SharedHttpConnector::new(Answering {
+            calls: calls.clone(),
+            takes: Duration::ZERO,
+        }));
+
+        // WHEN an UpdateItem goes through it (the clock paused: tokio advances it when idle)
+        let sent = Instant::now();
+        let response = connector.call(request("UpdateItem", "{}")).await;
+
+        // THEN its answer came once its delay, the seeded sample of a single write, had passed
+        assert_eq!(response.expect("answered").status().as_u16(), 200);
+        assert!(expected > Duration::from_millis(1));
+        assert!(
+            sent.elapsed() >= expected,
+            "{:?} < {expected:?}",
+            sent.elapsed()
+        );
+        assert!(sent.elapsed() < expected + Duration::from_millis(1));
+        // AND it reached DynamoDB halfway through
+        let forwarded = calls.lock().unwrap()[0] - sent;
+        assert!(forwarded >= expected / 2 && forwarded < expected / 2 + Duration::from_millis(1));
+        let injected = injector.snapshot();
+        assert_eq!(injected.of("UpdateItem"), (1, expected));
+        assert_eq!(injected.overruns, 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_dynamodb_answers_late_is_not_held_further_and_is_counted() {
+        let model = LatencyModel::default();
+        let expected = first_sample(&model, "PutItem", 1);
+        let injector = Injector::new(model);
+        let slow = expected * 2;
+        let connector = injector.connector(SharedHttpConnector::new(Answering {
+            calls: Arc::default(),
+            takes: slow,
+        }));
+
+        let sent = Instant::now();
+        connector
+            .call(request("PutItem", "{}"))
+            .await
+            .expect("answered");
+
+        let took = sent.elapsed();
+        assert!(
+            took >= expected / 2 + slow && took < expected / 2 + slow + Duration::from_millis(1)
+        );
+        assert_eq!(injector.snapshot().overruns, 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_transaction_is_delayed_by_the_distribution_of_its_item_count() {
+        let model = LatencyModel::default();
+        let eight = first_sample(&model, "TransactWriteItems", 8);
+        assert_ne!(eight, first_sample(&model, "TransactWriteItems", 2));
+        let injector = Injector::new(model);
+        let connector = injector.connector(SharedHttpConnector::new(Answering::default()));
+        let items = vec![serde_json::json!({"Update": {}}); 8];
+        let body = serde_json::json!({ "TransactItems": items }).to_string();
+
+        let sent = Instant::now();
+        connector
+            .call(request("TransactWriteItems", &body))
+            .await
+            .expect("answered");
+
+        assert!(sent.elapsed() >= eight);
+        assert_eq!(injector.snapshot().of("TransactWriteItems"), (1, eight));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_off_the_transaction_path_is_not_delayed() {
+        let injector = Injector::new(LatencyModel::default());
+        let connector = injector.connector(SharedHttpConnector::new(Answering::default()));
+        let sent = Instant::now();
+        connector
+            .call(request("CreateTable", "{}"))
+            .await
+            .expect("answered");
+        assert_eq!(sent.elapsed(), Duration::ZERO);
+        assert_eq!(injector.snapshot(), Injected::default());
+    }
+}
