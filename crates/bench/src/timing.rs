@@ -371,6 +371,15 @@ impl<T: Transport> Transport for HopTransport<T> {
         self.hop().await;
         self.inner.abort(target, req).await
     }
+
+    async fn inquire(
+        &self,
+        target: &Target,
+        req: &InquireRequest,
+    ) -> Result<InquireReply, TransportError> {
+        self.hop().await;
+        self.inner.inquire(target, req).await
+    }
 }
 
 #[cfg(test)]
@@ -417,6 +426,16 @@ mod tests {
             req: &CompleteRequest,
         ) -> Result<CompleteReply, TransportError> {
             self.commit(target, req).await
+        }
+
+        async fn inquire(
+            &self,
+            _target: &Target,
+            _req: &InquireRequest,
+        ) -> Result<InquireReply, TransportError> {
+            Ok(InquireReply {
+                inquiry: twopc_core::rules::Inquiry::Held,
+            })
         }
     }
 
