@@ -166,6 +166,16 @@ impl World {
         )
     }
 
+    /// A coordinator over the direct transport that commits in `mode`.
+    pub fn coordinator_in(
+        &self,
+        mode: CommitMode,
+    ) -> Coordinator<DynamoTxLog, TestTransport, ManualClock> {
+        let mut config = self.coordinator.config().clone();
+        config.mode = mode;
+        Coordinator::new(self.log.clone(), self.direct(), self.clock.clone(), config)
+    }
+
     /// A direct transport over this world's tables.
     pub fn direct(&self) -> TestTransport {
         DirectTransport::new(self.participant.clone())

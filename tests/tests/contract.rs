@@ -145,6 +145,8 @@ contract!(
     a_reservation_obeys_the_fence_and_the_horizon,
     expired_reservations_are_listed_and_fence_aborted_skips_its_own,
     an_item_takes_at_most_the_most_reservations,
+    bury_aborted_prevents_a_transaction_on_an_absent_key_only,
+    an_inquiry_reads_held_or_prevents_and_a_prevented_prepare_never_lands,
 );
 
 const NOW: u64 = 1_800_000_000_000;
@@ -1297,5 +1299,110 @@ async fn expired_reservations_are_listed_and_fence_aborted_skips_its_own<
     assert_eq!(
         escrow_of(&s, "alice", "balance").await,
         Some((1, "20".to_owned(), "30".to_owned()))
+    );
+}
+
+async fn bury_aborted_prevents_a_transaction_on_an_absent_key_only<
+    I: ParticipantStore,
+    L: TxLog,
+>(
+    s: Stores<I, L>,
+) {
+    let tx = TxId::random();
+    let buried = s
+        .items()
+        .bury_aborted(
+            s.table(),
+            &key("zed"),
+            &tx,
+            entry(FenceOutcome::Aborted, NOW),
+        )
+        .await
+        .expect("bury");
+    assert!(matches!(buried, CompleteWrite::Done), "{buried:?}");
+    let tomb = read(&s, "zed").await.expect("a tombstone");
+    assert!(tomb.tombstone && tomb.lock.is_none(), "{tomb:?}");
+    assert_eq!(
+        tomb.fence.get(&tx).map(|e| e.outcome),
+        Some(FenceOutcome::Aborted)
+    );
+    // The key exists now (a tombstone, or a real item): refused, with the item, nothing
+    // written.
+    s.seed("alice", json!({"balance": 1})).await;
+    for id in ["zed", "alice"] {
+        let other = TxId::random();
+        match s
+            .items()
+            .bury_aborted(
+                s.table(),
+                &key(id),
+                &other,
+                entry(FenceOutcome::Aborted, NOW),
+            )
+            .await
+            .expect("bury")
+        {
+            CompleteWrite::Refused(Some(item)) => assert!(!item.fence.contains_key(&other)),
+            w => panic!("{id}: {w:?}"),
+        }
+    }
+    // A put of the prevented transaction cannot take its own tombstone.
+    let put = lock(&tx, NOW, json!({"put": {"name": "zed"}}));
+    assert!(!locked(&prepare(&s, "zed", &put).await));
+}
+
+async fn an_inquiry_reads_held_or_prevents_and_a_prevented_prepare_never_lands<
+    I: ParticipantStore + Clone,
+    L: TxLog + Clone,
+>(
+    s: Stores<I, L>,
+) {
+    use twopc_core::message::InquireRequest;
+    use twopc_core::participant::{Participant, ParticipantConfig};
+    use twopc_core::ports::ManualClock;
+    use twopc_core::rules::Inquiry;
+    s.seed("alice", json!({"balance": 10})).await;
+    s.seed("bob", json!({"balance": 10})).await;
+    let p = Participant::new(
+        s.items().clone(),
+        s.log().clone(),
+        ManualClock::new(NOW),
+        ParticipantConfig::default(),
+    );
+    let (held, gone) = (TxId::random(), TxId::random());
+    let held_lock = lock(&held, NOW, json!({"set": {"memo": "x"}}));
+    assert!(locked(&prepare(&s, "alice", &held_lock).await));
+    let ask = |tx: &TxId, id: &str, prevent: bool| InquireRequest {
+        tx_id: tx.clone(),
+        deadline: NOW + 5_000,
+        began: NOW,
+        key: key(id),
+        prevent,
+    };
+    let answer = |r: InquireRequest| {
+        let (p, table) = (&p, s.table().to_owned());
+        async move { p.inquire(&table, &r).await.expect("inquire").inquiry }
+    };
+    // Held, with or without prevent; nothing written.
+    assert_eq!(answer(ask(&held, "alice", false)).await, Inquiry::Held);
+    assert_eq!(answer(ask(&held, "alice", true)).await, Inquiry::Held);
+    // Not held: open for a helper; a recoverer prevents it (an aborted entry), which is final.
+    assert_eq!(answer(ask(&gone, "bob", false)).await, Inquiry::Open);
+    assert_eq!(answer(ask(&gone, "bob", true)).await, Inquiry::Prevented);
+    assert_eq!(answer(ask(&gone, "bob", false)).await, Inquiry::Prevented);
+    let late = lock(&gone, NOW, json!({"set": {"memo": "late"}}));
+    assert!(
+        !locked(&prepare(&s, "bob", &late).await),
+        "a prevented prepare never lands"
+    );
+    // Beside another's lock, too; and on an absent key (a tombstone).
+    assert_eq!(answer(ask(&gone, "alice", true)).await, Inquiry::Prevented);
+    assert_eq!(answer(ask(&gone, "carol", true)).await, Inquiry::Prevented);
+    assert!(read(&s, "carol").await.is_some_and(|c| c.tombstone));
+    let bob = read(&s, "bob").await.expect("bob");
+    assert_eq!(number(bob.attributes.get("balance")), "10");
+    assert_eq!(
+        bob.fence.get(&gone).map(|e| e.outcome),
+        Some(FenceOutcome::Aborted)
     );
 }
