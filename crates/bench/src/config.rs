@@ -122,6 +122,8 @@ impl BenchConfig {
                 System::Unit,
                 System::Native,
                 System::Coordinator,
+                System::Staged,
+                System::StagedApplied,
                 System::Serial,
             ],
             accounts: 10_000,

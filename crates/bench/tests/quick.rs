@@ -171,7 +171,9 @@ async fn quick_bench_produces_a_sane_report() {
         let (rounds, held) = match c.system {
             System::Native => (1.0, 0),
             System::Coordinator => (5.0, n * c.tally.committed),
-            other => panic!("{other} is not an injected system yet"),
+            System::Staged => (1.0, n * c.tally.committed),
+            System::StagedApplied => (4.0, n * c.tally.committed),
+            other => panic!("{other} is not an injected system"),
         };
         assert_eq!(c.rounds_to_answer, Some(rounds), "{cell}");
         assert_eq!(c.hold.n as u64, held, "{cell}");
