@@ -346,7 +346,18 @@ impl FeesService {
         w: &World,
         transport: T,
     ) -> Coordinator<DynamoTxLog, T, ManualClock> {
+        self.coordinator_in(w, transport, w.coordinator.config().mode)
+    }
+
+    /// The same, committing in `mode`.
+    pub fn coordinator_in<T: Transport>(
+        &self,
+        w: &World,
+        transport: T,
+        mode: twopc_core::coordinator::CommitMode,
+    ) -> Coordinator<DynamoTxLog, T, ManualClock> {
         let mut config = w.coordinator.config().clone();
+        config.mode = mode;
         config.services.insert(
             FEES.to_owned(),
             ServiceConfig::custom(Target::Http {

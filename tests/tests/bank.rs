@@ -26,6 +26,7 @@ use futures::StreamExt;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
+use twopc_core::coordinator::CommitMode;
 use twopc_core::fault::FaultPoint;
 use twopc_core::ids::TxId;
 use twopc_core::message::{
@@ -57,6 +58,9 @@ struct Bank {
     /// ...and a tenth move an amount in this range, more than any balance can be after a few
     /// moves: they abort.
     large: (i64, i64),
+    /// How the coordinators commit (transfers with a fee, to a custom participant, commit the
+    /// classic way in either).
+    mode: CommitMode,
 }
 
 impl Bank {
@@ -68,6 +72,16 @@ impl Bank {
             initial: 1_000,
             usual_max: 400,
             large: (1_500, 5_000),
+            mode: CommitMode::Classic,
+        }
+    }
+
+    /// The spread bank, its coordinators committing staged: crashes also after the answer
+    /// and while finishing after it.
+    fn staged() -> Bank {
+        Bank {
+            mode: CommitMode::Staged,
+            ..Bank::spread()
         }
     }
 
@@ -79,6 +93,7 @@ impl Bank {
             initial: 100,
             usual_max: 60,
             large: (150, 400),
+            mode: CommitMode::Classic,
         }
     }
 }
@@ -126,6 +141,7 @@ fn plans(seed: u64, transfers: u64, bank: Bank) -> Vec<Plan> {
         FaultPoint::AfterPrepare(1),
         FaultPoint::AfterPrepare(2), // `fees`, when the transfer has a fee
         FaultPoint::BeforeDecide,
+        FaultPoint::AfterAnswer, // staged only: answered, nothing made explicit
         FaultPoint::AfterDecide,
         FaultPoint::AfterComplete(0),
         FaultPoint::AfterComplete(1),
@@ -284,6 +300,8 @@ struct Seen {
     committed: usize,
     aborted: usize,
     crashed: usize,
+    /// Of those, staged commits whose coordinator died right after answering "committed".
+    answered_then_crashed: usize,
     /// Yes votes, by how the participant held the item.
     reserved: usize,
     locked: usize,
@@ -301,6 +319,15 @@ struct Seen {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bank_invariants_hold_under_crashes_duplicates_delays_and_expiry() {
     let seen = run(Bank::spread()).await;
+    assert!(
+        seen.committed > 0 && seen.aborted > 0 && seen.crashed > 0,
+        "the run must exercise commits, aborts and crashes: {seen:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn staged_bank_invariants_hold_under_crashes_after_the_answer_and_while_finishing() {
+    let seen = run(Bank::staged()).await;
     assert!(
         seen.committed > 0 && seen.aborted > 0 && seen.crashed > 0,
         "the run must exercise commits, aborts and crashes: {seen:?}"
@@ -367,7 +394,9 @@ async fn run(bank: Bank) -> Seen {
                     prepares: AtomicUsize::new(0),
                 };
                 let crash = Arc::new(CrashAt::new(plan.crash));
-                let coordinator = fees.coordinator_via(w, chaos).with_faults(crash.clone());
+                let coordinator = fees
+                    .coordinator_in(w, chaos, bank.mode)
+                    .with_faults(crash.clone());
                 let result = crash
                     .run(coordinator.submit(&body(&plan), Some(&plan.key)))
                     .await;
@@ -559,6 +588,18 @@ async fn run(bank: Bank) -> Seen {
                 plan.key,
                 record.status
             ),
+            // Answered "committed" from the implicit state, then dead: the answer holds.
+            Err(crash) if crash.ends_with(&FaultPoint::AfterAnswer.to_string()) => {
+                seen.crashed += 1;
+                seen.answered_then_crashed += 1;
+                assert_eq!(
+                    record.status,
+                    TxStatus::Committed,
+                    "{}: answered committed, recorded {}",
+                    plan.key,
+                    record.status
+                );
+            }
             Err(_) => seen.crashed += 1,
         }
         if record.status == TxStatus::Committed {
