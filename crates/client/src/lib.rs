@@ -47,7 +47,7 @@ pub mod transaction;
 
 pub use client::{Client, Config};
 pub use error::{Error, ErrorCode};
-pub use outcome::{Abort, AbortCode, Outcome, ParticipantOutcome};
+pub use outcome::{Abort, AbortCode, Decided, Outcome, ParticipantOutcome};
 #[cfg(feature = "sigv4")]
 pub use sigv4::SigV4;
 pub use transaction::{Op, Transaction, key};

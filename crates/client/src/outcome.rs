@@ -18,6 +18,12 @@ pub struct Outcome {
     /// the sweeper finishes it, [`Client::wait`](crate::Client::wait) waits for it);
     /// `PREPARING` (a replay that found its first attempt still running).
     pub status: TxStatus,
+    /// What the answer says was decided (`outcome`): committed (also a staged commit still
+    /// `STAGING`, answered by its coordinator), aborted, or pending. From the status when the
+    /// answer has none.
+    pub outcome: Decided,
+    /// Whether every participant applied it (`applied`; from the status when absent).
+    pub applied: bool,
     /// Each participant, in request order.
     pub participants: Vec<ParticipantOutcome>,
     /// Why it aborted (an aborting or aborted transaction's only).
@@ -85,15 +91,18 @@ impl AbortCode {
     }
 }
 
+pub use twopc_core::coordinator::Outcome as Decided;
+
 impl Outcome {
     /// Whether the transaction is finished (`COMMITTED` or `ABORTED`).
     pub fn is_finished(&self) -> bool {
         self.status.is_terminal()
     }
 
-    /// Whether it commits: `COMMITTED`, or `COMMITTING` (decided; nothing can abort it now).
+    /// Whether it commits: the answer says `committed` (decided; nothing can abort it now),
+    /// applied everywhere yet or not ([`Outcome::applied`]).
     pub fn is_committed(&self) -> bool {
-        matches!(self.status, TxStatus::Committed | TxStatus::Committing)
+        self.outcome == Decided::Committed
     }
 
     /// Reads a transaction answer: `txId`, `status`, `participants`, and for an abort `code` and
@@ -117,6 +126,21 @@ impl Outcome {
             .flatten()
             .map(ParticipantOutcome::from_json)
             .collect();
+        let outcome = match body.get("outcome").and_then(Value::as_str) {
+            Some("committed") => Decided::Committed,
+            Some("aborted") => Decided::Aborted,
+            Some("pending") => Decided::Pending,
+            Some(other) => return Err(bad(format!("unknown outcome {other:?}"))),
+            None => match tx_status.decision() {
+                Some(twopc_core::status::Decision::Commit) => Decided::Committed,
+                Some(twopc_core::status::Decision::Abort) => Decided::Aborted,
+                None => Decided::Pending,
+            },
+        };
+        let applied = body
+            .get("applied")
+            .and_then(Value::as_bool)
+            .unwrap_or_else(|| tx_status.is_terminal());
         let aborting = matches!(tx_status, TxStatus::Aborting | TxStatus::Aborted);
         let abort = aborting.then(|| match body.get("code").and_then(Value::as_str) {
             Some(code) => Abort {
@@ -132,6 +156,8 @@ impl Outcome {
         Ok(Outcome {
             tx_id,
             status: tx_status,
+            outcome,
+            applied,
             participants,
             abort,
             body,
@@ -248,6 +274,20 @@ mod tests {
         let body = json!({"txId": TX, "status": "COMMITTING", "participants": []});
         let o = Outcome::from_answer(202, body).expect("an outcome");
         assert!(o.is_committed() && !o.is_finished() && o.abort.is_none());
+    }
+
+    #[test]
+    fn a_staged_commit_answered_before_it_is_applied_is_committed() {
+        let body = json!({"txId": TX, "status": "STAGING", "outcome": "committed",
+            "applied": false, "participants": []});
+        let o = Outcome::from_answer(200, body).expect("an outcome");
+        assert!(o.is_committed() && !o.applied && !o.is_finished());
+        let body = json!({"txId": TX, "status": "STAGING", "outcome": "pending",
+            "applied": false, "participants": []});
+        let o = Outcome::from_answer(202, body).expect("an outcome");
+        assert!(!o.is_committed() && o.outcome == Decided::Pending);
+        let body = json!({"txId": TX, "status": "STAGING", "outcome": "maybe", "participants": []});
+        assert!(Outcome::from_answer(200, body).is_err());
     }
 
     #[test]

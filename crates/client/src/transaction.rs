@@ -28,6 +28,7 @@ use twopc_core::op::{Comparator, Condition, Operation};
 pub struct Transaction {
     participants: Vec<Value>,
     timeout_ms: Option<u64>,
+    wait_applied: bool,
 }
 
 impl Transaction {
@@ -39,6 +40,13 @@ impl Transaction {
     /// Prepare must be decided within this many milliseconds (the API's default otherwise).
     pub fn timeout_ms(mut self, ms: u64) -> Self {
         self.timeout_ms = Some(ms);
+        self
+    }
+
+    /// Be answered once every participant applied the outcome (`"wait": "applied"`), not as
+    /// soon as it is decided: read-your-writes for a caller that reads the tables right after.
+    pub fn wait_applied(mut self) -> Self {
+        self.wait_applied = true;
         self
     }
 
@@ -68,6 +76,9 @@ impl Transaction {
         );
         if let Some(ms) = self.timeout_ms {
             body.insert("timeoutMs".into(), Value::from(ms));
+        }
+        if self.wait_applied {
+            body.insert("wait".into(), Value::from("applied"));
         }
         Value::Object(body)
     }

@@ -182,3 +182,38 @@ async fn a_repeated_idempotency_key_finds_the_same_transaction() {
     let e = c.submit(&other, Some("has space")).await.unwrap_err();
     assert_eq!(e.code(), Some(&ErrorCode::InvalidIdempotencyKey), "{e}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_staged_stack_answers_committed_then_applies_and_waits_for_applied_on_request() {
+    let (serve, _data) = start_on_shared("client-staged", &["--commit-mode", "staged"]).await;
+    let c = client(&serve.url);
+    // Answered once decided: committed; applied now or a moment later (after the answer).
+    let done = c
+        .submit(&transfer("alice", "carol", "1"), None)
+        .await
+        .expect("an answer");
+    assert!(done.is_committed(), "{}", done.body);
+    assert_eq!(done.body["outcome"], "committed");
+    let applied = c
+        .wait(&done.tx_id, Duration::from_secs(20))
+        .await
+        .expect("applied");
+    assert_eq!(applied.status, TxStatus::Committed);
+    // Asked to wait for the applies: the balances already show it when the answer comes.
+    let waited = c
+        .submit(&transfer("alice", "carol", "2").wait_applied(), None)
+        .await
+        .expect("an answer");
+    assert!(waited.is_committed() && waited.applied, "{}", waited.body);
+    assert_eq!(waited.status, TxStatus::Committed);
+    assert_eq!(balance(&serve.url, "alice").await, d("97"));
+    assert_eq!(balance(&serve.url, "carol").await, d("3"));
+    // An overdraft is answered aborted, nothing applied.
+    let aborted = c
+        .submit(&transfer("carol", "bob", "1000").wait_applied(), None)
+        .await
+        .expect("an answer");
+    assert!(!aborted.is_committed());
+    assert_eq!(aborted.abort.map(|a| a.code), Some(AbortCode::Condition));
+    assert_eq!(balance(&serve.url, "carol").await, d("3"));
+}

@@ -79,6 +79,10 @@ pub struct ServeArgs {
     /// bytes; one trailing newline ignored) instead of one drawn for the run.
     #[arg(long, value_name = "FILE")]
     pub signing_secret_file: Option<PathBuf>,
+    /// How the coordinator commits: classic (answered after five rounds) or staged (answered
+    /// after one round, finished after the answer; docs/protocol.md, "The staged commit").
+    #[arg(long, default_value = "classic", env = "TWOPC_COMMIT_MODE", value_parser = ["classic", "staged"])]
+    pub commit_mode: String,
 }
 
 /// A custom participant named on the command line.

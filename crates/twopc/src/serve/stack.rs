@@ -69,7 +69,11 @@ impl Stack {
             Some(path) => super::read_secret(path)?,
             None => format!("{}{}", TxId::random(), TxId::random()),
         };
-        let variables = demo.variables(endpoint, &secret);
+        let mut variables = demo.variables(endpoint, &secret);
+        variables.insert(
+            twopc_runtime::config::var::COMMIT_MODE,
+            args.commit_mode.clone(),
+        );
         let config = Config::from_lookup(Role::Coordinator, |name| variables.get(name).cloned())?;
         let clients = Clients::load(&config).await;
         eprintln!("- creating tables {}* if missing", args.table_prefix);
