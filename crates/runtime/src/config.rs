@@ -112,6 +112,7 @@ pub mod var {
         HTTP_SIGNING_SECRET,
         COORDINATOR_ID,
         CALL_TIMEOUT_MS,
+        COMMIT_MODE,
         MAX_PARTICIPANTS,
         DEFAULT_TIMEOUT_MS,
         MAX_TIMEOUT_MS,
