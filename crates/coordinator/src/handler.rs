@@ -249,7 +249,7 @@ async fn status(app: &App, id: &str, span: &Span) -> Answer {
         Err(e) => return api::error(codes::INVALID_TX_ID, e.to_string()),
     };
     record_tx(span, &tx);
-    match app.coordinator.status(&tx).await {
+    match app.coordinator.status_helping(&tx).await {
         Ok(Some(record)) => api::record(&record),
         Ok(None) => api::error(codes::NOT_FOUND, format!("no transaction {tx}")),
         Err(e) => {
@@ -285,7 +285,7 @@ mod tests {
 
     use lambda_runtime::Context;
     use serde_json::json;
-    use twopc_core::ports::TxLog;
+    use twopc_core::ports::{Clock, TxLog};
     use twopc_runtime::Clients;
     use twopc_runtime::config::{Config, Role, var};
 
@@ -554,6 +554,53 @@ mod tests {
 
         let (status, body, _) = call(&app, get(&TxId::random().to_string())).await;
         assert_eq!((status, body["code"].as_str()), (404, Some("not_found")));
+    }
+
+    #[tokio::test]
+    async fn a_status_read_helps_a_staging_record_its_stager_left_to_commit() {
+        let w = twopc_tests::World::new().await;
+        w.seed("accounts", "alice", json!({"balance": 100})).await;
+        w.seed("wallets", "bob", json!({"balance": 0})).await;
+        let app = live_app(&w).await;
+        // A staged transaction whose stager answered and died two seconds ago: its record is
+        // STAGING and both participants hold it.
+        let body = twopc_tests::transfer("alice", "bob", 10);
+        let request = app.coordinator.validate(&body).expect("valid");
+        let began = twopc_core::ports::SystemClock.now_ms() - 2_000;
+        let mut record = request.begin(TxId::random(), None, "gone".into(), began);
+        record.status = twopc_core::status::TxStatus::Staging;
+        w.log.create(&record).await.expect("stage");
+        for (service, p) in ["accounts", "wallets"]
+            .into_iter()
+            .zip(&record.participants)
+        {
+            let req = twopc_core::message::PrepareRequest {
+                tx_id: record.tx_id.clone(),
+                deadline: record.deadline,
+                began,
+                key: p.key.clone(),
+                op: p.op.clone(),
+                coordinator: "gone".into(),
+                payload: None,
+            };
+            assert!(w.prepare(service, &req).await.vote.is_yes());
+        }
+        // A status read finds every participant holding it: it commits and finishes it.
+        let (status, read, _) = call(&app, get(record.tx_id.as_str())).await;
+        assert_eq!(status, 200, "{read}");
+        assert_eq!(
+            (
+                read["status"].as_str(),
+                read["outcome"].as_str(),
+                read["applied"].as_bool()
+            ),
+            (Some("COMMITTED"), Some("committed"), Some(true)),
+            "{read}"
+        );
+        assert_eq!(
+            w.attr("wallets", "bob", "balance").await.as_deref(),
+            Some("10")
+        );
     }
 
     #[tokio::test]

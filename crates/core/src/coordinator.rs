@@ -399,6 +399,31 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
         self.log.get(tx).await
     }
 
+    /// How long a `STAGING` record is left to its stager before a status read helps it.
+    pub const HELP_AFTER_MS: u64 = 1_000;
+
+    /// Reads a record, helping a `STAGING` one its stager seems to have left (older than
+    /// [`Self::HELP_AFTER_MS`]): before its deadline, read-only inquiries and, if every
+    /// participant holds it, the commit made explicit and finished; past it, its recovery. So a
+    /// client that was answered "committed" does not keep reading `STAGING`.
+    pub async fn status_helping(&self, tx: &TxId) -> Result<Option<TxRecord>, PortError> {
+        let Some(record) = self.log.get(tx).await? else {
+            return Ok(None);
+        };
+        let now = self.clock.now_ms();
+        if record.status != TxStatus::Staging
+            || now < record.created_at.saturating_add(Self::HELP_AFTER_MS)
+        {
+            return Ok(Some(record));
+        }
+        let helped = if now <= record.deadline {
+            self.recover_staged(record, false).await?
+        } else {
+            self.recover(record).await?
+        };
+        Ok(Some(helped))
+    }
+
     /// Drives a record toward its end from the record alone: an undecided one past its
     /// deadline is aborted; a decided one is completed and finalized. A live undecided one is
     /// left alone.
