@@ -131,11 +131,7 @@ impl Outcome {
             Some("aborted") => Decided::Aborted,
             Some("pending") => Decided::Pending,
             Some(other) => return Err(bad(format!("unknown outcome {other:?}"))),
-            None => match tx_status.decision() {
-                Some(twopc_core::status::Decision::Commit) => Decided::Committed,
-                Some(twopc_core::status::Decision::Abort) => Decided::Aborted,
-                None => Decided::Pending,
-            },
+            None => Decided::of_status(tx_status),
         };
         let applied = body
             .get("applied")

@@ -88,7 +88,12 @@ pub enum Outcome {
 impl Outcome {
     /// What a record alone says (anyone but the stager).
     pub fn of(record: &TxRecord) -> Outcome {
-        match record.status.decision() {
+        Outcome::of_status(record.status)
+    }
+
+    /// What a status alone says.
+    pub fn of_status(status: TxStatus) -> Outcome {
+        match status.decision() {
             Some(Decision::Commit) => Outcome::Committed,
             Some(Decision::Abort) => Outcome::Aborted,
             None => Outcome::Pending,
@@ -292,6 +297,17 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
         };
         match begun.map_err(unavailable)? {
             Begun::Ours => {}
+            // Staged without a key, the id is fresh: a record already there was written by a
+            // resolver that found our locks expired before our put landed (ABORTED). Not a
+            // replay; the lock rule aborts what our prepares hold.
+            Begun::Existing(existing) if parallel => {
+                warn!(tx_id = %existing.tx_id, status = %existing.status, "staged put refused: a resolver recorded the transaction first");
+                return Ok(Staged {
+                    answer: Submitted::of(*existing),
+                    finish: None,
+                    wait,
+                });
+            }
             Begun::Existing(existing) => {
                 let replayed = self.replay(existing, &record.request_hash).await?;
                 return Ok(Staged {

@@ -81,7 +81,9 @@ pub struct ServeArgs {
     pub signing_secret_file: Option<PathBuf>,
     /// How the coordinator commits: classic (answered after five rounds) or staged (answered
     /// after one round, finished after the answer; docs/protocol.md, "The staged commit").
-    #[arg(long, default_value = "classic", env = "TWOPC_COMMIT_MODE", value_parser = ["classic", "staged"])]
+    #[arg(long, default_value = "classic", env = "TWOPC_COMMIT_MODE",
+        value_parser = clap::builder::PossibleValuesParser::new(
+            twopc_core::coordinator::CommitMode::ALL.map(twopc_core::coordinator::CommitMode::as_str)))]
     pub commit_mode: String,
 }
 
