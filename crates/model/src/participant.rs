@@ -92,6 +92,14 @@ pub enum Variant {
     /// inquiries find every participant holding the transaction, without first winning the
     /// compare-and-swap `STAGING → COMMITTING`.
     HelperAnswersFromHolds,
+    /// A replay, broken: a client's retry of a keyed transaction (same id) sends its prepares
+    /// again with a *fresh* `began` (its own clock) instead of writing its record first and
+    /// finding the first attempt's. Its prepares are not covered by any horizon, so on an item
+    /// whose entry for the transaction was pruned they hold the item again, for a transaction
+    /// that may have committed already. Override: a [`crate::system::Action::Replay`] step
+    /// exists (it is none otherwise: the correct replay's put is refused and it sends nothing),
+    /// and the prepare it sends is given no coverage (see [`prepare`]'s `fresh`).
+    FreshBeganReplay,
 }
 
 impl Variant {
@@ -228,9 +236,14 @@ pub fn prepare<const TXS: usize>(
     tx: Tx,
     ops: &[Op; TXS],
     deadline_passed: &[bool; TXS],
+    fresh: bool,
 ) -> (ItemState<TXS>, PrepareStep) {
     let op = ops[tx.ix()];
     let mut seen = item.seen_by(tx, deadline_passed);
+    // A prepare whose `began` is later than every horizon (FreshBeganReplay's replay).
+    if fresh {
+        seen.covered = false;
+    }
     // NoFence checks no entry, NoFence and NoHorizon no horizon: the rule is not told. (Without
     // a fence, nothing writes an entry or raises the horizon anyway.)
     if !variant.fences() {
@@ -596,7 +609,7 @@ mod tests {
         op: Op,
         deadline_passed: &[bool; TXS],
     ) -> (ItemState<TXS>, PrepareStep) {
-        super::prepare(variant, item, tx, &[op; TXS], deadline_passed)
+        super::prepare(variant, item, tx, &[op; TXS], deadline_passed, false)
     }
 
     fn complete(
@@ -1070,13 +1083,15 @@ mod tests {
     fn reservations_stand_side_by_side_and_each_release_applies_only_its_own_change() {
         let ops = [Op::Debit, Op::Credit];
         let item = ItemState::<2> { value: 1, ..free() };
-        let (one, vote) = super::prepare(Variant::Correct, item, T0, &ops, &NO_DEADLINE_PASSED);
+        let (one, vote) =
+            super::prepare(Variant::Correct, item, T0, &ops, &NO_DEADLINE_PASSED, false);
         assert_eq!((one.reserved, vote), ([true, false], LOCK));
-        let (both, vote) = super::prepare(Variant::Correct, one, T1, &ops, &NO_DEADLINE_PASSED);
+        let (both, vote) =
+            super::prepare(Variant::Correct, one, T1, &ops, &NO_DEADLINE_PASSED, false);
         assert_eq!((both.reserved, vote), ([true, true], LOCK));
         // A retry is yes again and writes nothing.
         assert_eq!(
-            super::prepare(Variant::Correct, both, T0, &ops, &NO_DEADLINE_PASSED),
+            super::prepare(Variant::Correct, both, T0, &ops, &NO_DEADLINE_PASSED, false),
             (both, LOCK)
         );
         let (credited, reply) = commit(Variant::Correct, both, T1, Op::Credit, PLAIN);
@@ -1099,15 +1114,30 @@ mod tests {
     fn a_lock_and_reservations_exclude_each_other() {
         let ops = [Op::Debit, Op::Withdraw];
         let item = ItemState::<2> { value: 2, ..free() };
-        let (reserved, _) = super::prepare(Variant::Correct, item, T0, &ops, &NO_DEADLINE_PASSED);
-        let (paused, vote) =
-            super::prepare(Variant::Correct, reserved, T1, &ops, &NO_DEADLINE_PASSED);
+        let (reserved, _) =
+            super::prepare(Variant::Correct, item, T0, &ops, &NO_DEADLINE_PASSED, false);
+        let (paused, vote) = super::prepare(
+            Variant::Correct,
+            reserved,
+            T1,
+            &ops,
+            &NO_DEADLINE_PASSED,
+            false,
+        );
         assert_eq!(vote, REFUSE(PrepareRefusal::Reserved));
         assert_eq!((paused.lock, paused.paused_by), (None, [false, true]));
-        let (locked, vote) = super::prepare(Variant::Correct, item, T1, &ops, &NO_DEADLINE_PASSED);
+        let (locked, vote) =
+            super::prepare(Variant::Correct, item, T1, &ops, &NO_DEADLINE_PASSED, false);
         assert_eq!((locked.lock, vote), (Some(T1), LOCK));
         assert_eq!(
-            super::prepare(Variant::Correct, locked, T0, &ops, &NO_DEADLINE_PASSED),
+            super::prepare(
+                Variant::Correct,
+                locked,
+                T0,
+                &ops,
+                &NO_DEADLINE_PASSED,
+                false
+            ),
             (locked, REFUSE(Locked))
         );
     }

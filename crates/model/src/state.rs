@@ -327,6 +327,9 @@ pub struct TxState<const ITEMS: usize> {
     pub answered_commit: bool,
     /// Ghost: some coordinator answered the client "aborted".
     pub answered_abort: bool,
+    /// [`crate::participant::Variant::FreshBeganReplay`] only (always false otherwise): a replay
+    /// sent the prepares again, with a fresh `began`.
+    pub replayed: bool,
 }
 
 impl<const ITEMS: usize> TxState<ITEMS> {
@@ -343,6 +346,7 @@ impl<const ITEMS: usize> TxState<ITEMS> {
             prevented: [false; ITEMS],
             answered_commit: false,
             answered_abort: false,
+            replayed: false,
         }
     }
 

@@ -159,6 +159,12 @@ pub enum Action {
     /// ([`rules::staged_decision`]): every item held → compare-and-swap `COMMITTING` (then it may
     /// answer "committed"); some item prevented, past the deadline → `ABORTING`.
     RecoverDecide(Tx),
+    /// A client's retry of a transaction with an idempotency key (the same id), after its
+    /// first attempt wrote the record. Correct: the replay writes its record first, the put is
+    /// refused, and it follows the record it finds (a helper: [`Action::Inquire`] and
+    /// [`Action::RecoverDecide`]), sending no prepare: so this step is none.
+    /// [`Variant::FreshBeganReplay`]: it sends every prepare again, with a fresh `began`.
+    Replay(Tx),
 }
 
 /// The protocol with `TXS` transactions over `ITEMS` items, every transaction touching every
@@ -293,6 +299,7 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
                 Action::DeliverStage(t),
                 Action::Answer(t),
                 Action::RecoverDecide(t),
+                Action::Replay(t),
             ]
         });
         let per_tx_item = Self::txs().flat_map(|t| {
@@ -345,6 +352,7 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
             Action::Answer(t) => self.answer(state, t),
             Action::Inquire(t, i, prevent, u) => self.inquire(state, t, i, prevent, u),
             Action::RecoverDecide(t) => self.recover_decide(state, t),
+            Action::Replay(t) => self.replay(state, t),
             Action::SendCompletes(t) => send_completes(state, t),
             Action::Finalize(t) => self.finalize(state, t),
             Action::Crash(t) => crash(state, t),
@@ -430,7 +438,9 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
         }
         let deadlines = state.deadlines_passed();
         let ops = self.column(i);
-        let (after, step) = participant::prepare(self.variant, *state.item(i), t, &ops, &deadlines);
+        let fresh = state.tx(t).replayed;
+        let (after, step) =
+            participant::prepare(self.variant, *state.item(i), t, &ops, &deadlines, fresh);
         *state.item_mut(i) = after;
         // A yes vote is the rule's `Lock`; any refusal is a no.
         if let (
@@ -439,6 +449,18 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
         ) = (step, &mut state.tx_mut(t).coordinator)
         {
             yes[i.ix()] = true;
+        }
+        state
+    }
+
+    /// [`Action::Replay`]: only [`Variant::FreshBeganReplay`]'s replay sends anything (every
+    /// prepare again, deliverable from now on with a fresh `began`), and only once the record
+    /// exists (before, the replay is the first attempt's twin: its put races the first one's).
+    fn replay(&self, mut state: State<TXS, ITEMS>, t: Tx) -> State<TXS, ITEMS> {
+        let tx = state.tx_mut(t);
+        if self.variant == Variant::FreshBeganReplay && tx.record.is_some() && !tx.replayed {
+            tx.replayed = true;
+            tx.prepares_in_flight = true;
         }
         state
     }

@@ -138,8 +138,9 @@ fn run(variant: Variant) -> &'static Run {
         | Variant::ResolverAbortsStaging
         | Variant::PreventSkipsAbsent
         | Variant::AnswerWithoutStageAck
-        | Variant::HelperAnswersFromHolds => {
-            panic!("{variant:?} changes nothing without the staged commit")
+        | Variant::HelperAnswersFromHolds
+        | Variant::FreshBeganReplay => {
+            panic!("{variant:?} is checked in staged configurations")
         }
     };
     cell.get_or_init(|| check(variant))
@@ -491,6 +492,7 @@ fn kind<const TXS: usize, const ITEMS: usize>(
         Action::Inquire(_, _, true, _) => "a recoverer inquires (prevent)",
         Action::Inquire(_, _, false, _) => "a helper inquires (read only)",
         Action::RecoverDecide(_) => "a helper or recoverer decides a STAGING record",
+        Action::Replay(_) => "a replay prepares again with a fresh began",
     }
 }
 
@@ -1418,6 +1420,7 @@ fn a_debit_the_value_admits_is_refused_while_a_debit_in_flight_could_take_the_la
             T1,
             &model.column(I0),
             &end.deadlines_passed(),
+            false,
         );
         let want = if admitted {
             PrepareStep::Lock
@@ -1741,6 +1744,64 @@ fn a_helper_answering_from_holds_without_the_swap_can_be_contradicted() {
         staged_run(Variant::HelperAnswersFromHolds),
         HELPER_ANSWERS_FROM_HOLDS_STATES,
     );
+}
+
+#[test]
+fn a_replay_that_prepares_again_with_a_fresh_began_applies_a_committed_transaction_twice() {
+    // The correct replay writes its record first and, refused, sends nothing: no step at all.
+    let correct = staged_2x2(Variant::Correct);
+    let committed = replay(
+        &correct,
+        &[
+            Action::Stage(T0),
+            Action::DeliverStage(T0),
+            Action::DeliverPrepare(T0, I0),
+            Action::DeliverPrepare(T0, Item(1)),
+        ],
+    );
+    let last = committed.last().expect("states");
+    assert_eq!(correct.next_state(last, Action::Replay(T0)), None);
+    // Sending the prepares again with a fresh `began` (no horizon covers them) lets one land
+    // after the transaction committed and its entry was pruned: applied twice. (The whole
+    // state space of this variant is 4.1 million states, a minute of checking; the path
+    // below is one of its counterexamples, made readable.)
+    let model = staged_2x2(Variant::FreshBeganReplay);
+    let commit = |t: Tx, release: [Upkeep; 2]| {
+        vec![
+            Action::Stage(t),
+            Action::DeliverStage(t),
+            Action::DeliverPrepare(t, I0),
+            Action::DeliverPrepare(t, Item(1)),
+            Action::Answer(t),
+            Action::Decide(t, Decision::Commit),
+            Action::SendCompletes(t),
+            Action::DeliverComplete(t, I0, release[0]),
+            Action::DeliverComplete(t, Item(1), release[1]),
+        ]
+    };
+    // T0 commits on both items and is still COMMITTING (not finalized yet)...
+    let mut script = commit(T0, [PLAIN, PLAIN]);
+    // ... when T1's release on item 0 prunes T0's entry there (the horizon now covers T0).
+    script.extend(commit(T1, [Upkeep::Prune(1), PLAIN]));
+    script.push(Action::Finalize(T1));
+    let before_replay = script.len();
+    // T0's client retries: fresh prepares, one lands on item 0, and T0's commit, still
+    // being delivered, applies there again.
+    script.extend([
+        Action::Replay(T0),
+        Action::DeliverPrepare(T0, I0),
+        Action::DeliverComplete(T0, I0, PLAIN),
+    ]);
+    let states = replay(&model, &script);
+    let end = states.last().expect("states");
+    assert_eq!(end.tx(T0).record, Some(TxStatus::Committing));
+    assert_eq!(end.item(I0).applied[0], Applied::MoreThanOnce);
+    assert!(broken(&model, end).contains(APPLIED_AT_MOST_ONCE));
+    // The same path up to the replay breaks nothing, and there the correct replay is no step.
+    let states = replay(&correct, &script[..before_replay]);
+    assert!(states.iter().all(|s| broken(&correct, s).is_empty()));
+    let last = states.last().expect("states");
+    assert_eq!(correct.next_state(last, Action::Replay(T0)), None);
 }
 
 #[test]
