@@ -33,7 +33,7 @@ try {
   await page.fill('input[name=to]', 'bob');
   await page.fill('input[name=amount]', '7.25');
   await page.click('button[type=submit]');
-  await page.waitForFunction(() => document.querySelector('#answer')?.dataset.status === 'COMMITTED');
+  await page.waitForFunction(() => document.querySelector('#answer')?.dataset.outcome === 'committed');
   // Pushed, not polled: the row changes when entity.committed arrives over the WebSocket.
   const after = await (await page.waitForFunction((was) => {
     const text = [...document.querySelectorAll('#accounts tr')]

@@ -132,7 +132,9 @@ impl World {
             id: "test-coordinator".into(),
             services,
             limits: Limits::default(),
-            mode: CommitMode::default(),
+            // The classic path, whose steps most suites here drive one by one; the staged
+            // suites ask for theirs (`coordinator_in`).
+            mode: CommitMode::Classic,
         };
         let coordinator = Coordinator::new(
             log.clone(),

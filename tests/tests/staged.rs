@@ -216,3 +216,72 @@ async fn a_transaction_with_a_refused_prepare_is_never_answered_committed() {
         Some(VoteReason::Conflict)
     );
 }
+
+#[tokio::test]
+async fn a_participant_meeting_an_overdue_staging_hold_asks_and_the_completer_recovers_it() {
+    use twopc_fanout::poll::{Poller, local_client, stream_arn};
+    // GIVEN a staged commit answered "committed" whose coordinator died before finishing
+    let w = World::new().await;
+    bank(&w).await;
+    let crash = std::sync::Arc::new(CrashAt::new(FaultPoint::AfterAnswer));
+    let dead = w
+        .coordinator_in(CommitMode::Staged)
+        .with_faults(crash.clone());
+    let key = "staged-asked";
+    crash
+        .run(dead.submit(&transfer("alice", "bob", 10), Some(key)))
+        .await
+        .expect_err("crash");
+    let tx = TxId::for_idempotency_key(key);
+
+    // WHEN, past its deadline, an exclusive prepare on alice meets its reservation
+    w.clock.advance(6_000);
+    let other = TxId::random();
+    let deadline = w.clock.now_ms() + 5_000;
+    let reply = w
+        .prepare(
+            "accounts",
+            &prepare_req(&other, deadline, "alice", json!({"set": {"owner": "x"}})),
+        )
+        .await;
+
+    // THEN it votes conflict and asks for the recovery (the participant has no transport)
+    assert!(
+        matches!(
+            reply.vote,
+            twopc_core::record::Vote::No {
+                reason: VoteReason::Conflict,
+                ..
+            }
+        ),
+        "{reply:?}"
+    );
+    let asked = w.log.get(&tx).await.expect("get").expect("record");
+    assert_eq!(asked.status, TxStatus::Staging);
+    assert!(asked.recovery_asked.is_some(), "{asked:?}");
+    assert!(
+        !w.log
+            .ask_recovery(&tx, w.clock.now_ms())
+            .await
+            .expect("ask"),
+        "asked once only"
+    );
+
+    // AND the completer, reading the transactions table's stream, recovers it at once: every
+    // participant holds it, so it commits
+    let arn = stream_arn(&w.client, &w.tx_table).await.expect("stream");
+    let mut poller = Poller::new(
+        local_client(&twopc_tests::endpoint()).await,
+        vec![arn],
+        None,
+    );
+    let completer = w.coordinator_in(CommitMode::Staged);
+    let completer = &completer;
+    poller
+        .poll_once(&|e| async move { sweeper::completer::complete(completer, &e).await })
+        .await
+        .expect("poll");
+    assert_eq!(status(&w, &tx).await, TxStatus::Committed);
+    assert_eq!(balances(&w).await, ("90".into(), "10".into()));
+    assert!(unlocked(&w).await);
+}

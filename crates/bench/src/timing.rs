@@ -169,6 +169,10 @@ impl<L: TxLog> TxLog for TimedLog<L> {
     ) -> Result<(), PortError> {
         self.inner.note_failed_attempt(tx, retry_after, now).await
     }
+
+    async fn ask_recovery(&self, tx: &TxId, now: u64) -> Result<bool, PortError> {
+        self.inner.ask_recovery(tx, now).await
+    }
 }
 
 /// How long items stayed held: from the moment a participant's `yes` vote was back at the

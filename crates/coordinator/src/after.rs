@@ -18,6 +18,7 @@ use std::sync::Arc;
 use lambda_extension::{Extension, NextEvent, service_fn};
 use tokio::sync::Mutex;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
+use tokio_util::task::TaskTracker;
 use tracing::{error, warn};
 
 /// Work to run after an answer.
@@ -25,8 +26,9 @@ pub type Work = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 
 /// Where the work after an answer runs.
 pub enum AfterAnswer {
-    /// On the tokio runtime, detached (a process that lives on: the local stack, tests).
-    Spawn,
+    /// On the tokio runtime (a process that lives on: the local stack, tests), tracked so a
+    /// graceful shutdown can let it finish ([`AfterAnswer::drain`]).
+    Spawn(TaskTracker),
     /// In this process's internal Lambda extension, which holds the environment until done.
     Lambda(UnboundedSender<Option<Work>>),
 }
@@ -37,7 +39,17 @@ const EXTENSION_NAME: &str = "twopc-after-answer";
 impl AfterAnswer {
     /// Spawned on the runtime.
     pub fn spawn() -> AfterAnswer {
-        AfterAnswer::Spawn
+        AfterAnswer::Spawn(TaskTracker::new())
+    }
+
+    /// Waits for the spawned work still running (a graceful shutdown: the local stack on
+    /// Ctrl-C). Work handed over afterwards still runs, untracked. A no-op in Lambda, whose
+    /// extension holds the environment until each invocation's work is done.
+    pub async fn drain(&self) {
+        if let AfterAnswer::Spawn(tracker) = self {
+            tracker.close();
+            tracker.wait().await;
+        }
     }
 
     /// Registers the internal extension with Lambda (before the runtime starts: extensions
@@ -70,9 +82,9 @@ impl AfterAnswer {
     /// per invocation, never waits for one that is not coming.
     pub fn hand_over(&self, work: Option<Work>) {
         match self {
-            AfterAnswer::Spawn => {
+            AfterAnswer::Spawn(tracker) => {
                 if let Some(work) = work {
-                    tokio::spawn(work);
+                    tracker.spawn(work);
                 }
             }
             AfterAnswer::Lambda(sender) => {

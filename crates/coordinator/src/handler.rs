@@ -512,19 +512,58 @@ mod tests {
         .await
     }
 
+    /// The app with its work after an answer handed over as to the Lambda extension, and the
+    /// extension's end of it: [`after_answer`] runs what one invocation left.
+    fn with_extension(
+        app: App,
+    ) -> (
+        App,
+        tokio::sync::mpsc::UnboundedReceiver<Option<crate::after::Work>>,
+    ) {
+        let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
+        (app.with_after_answer(AfterAnswer::Lambda(sender)), receiver)
+    }
+
+    /// Runs what the last invocation handed over (the extension's job); true if there was work.
+    async fn after_answer(
+        handed: &mut tokio::sync::mpsc::UnboundedReceiver<Option<crate::after::Work>>,
+    ) -> bool {
+        match handed.recv().await.expect("one message per invocation") {
+            Some(work) => {
+                work.await;
+                true
+            }
+            None => false,
+        }
+    }
+
     #[tokio::test]
     async fn the_sample_post_commits_and_the_record_reads_back() {
         let w = twopc_tests::World::new().await;
         w.seed("accounts", "alice", json!({"balance": 100})).await;
         w.seed("wallets", "bob", json!({"balance": 0})).await;
-        let app = live_app(&w).await;
+        let (app, mut handed) = with_extension(live_app(&w).await);
 
+        // Staged (the default): answered once decided, before it is applied.
         let (status, body, _) = call(&app, event(POST)).await;
         assert_eq!(status, 200, "{body}");
-        assert_eq!(body["status"], "COMMITTED");
+        assert_eq!(
+            (body["outcome"].as_str(), body["applied"].as_bool()),
+            (Some("committed"), Some(false)),
+            "{body}"
+        );
         assert_eq!(
             body["txId"],
             TxId::for_idempotency_key("order-42").to_string()
+        );
+        assert_eq!(
+            w.attr("accounts", "alice", "balance").await.as_deref(),
+            Some("100"),
+            "not applied before the work after the answer"
+        );
+        assert!(
+            after_answer(&mut handed).await,
+            "the finish was handed over"
         );
         assert_eq!(
             w.attr("accounts", "alice", "balance").await.as_deref(),
@@ -541,6 +580,7 @@ mod tests {
         // The same key and body again: the same transaction, nothing applied twice.
         let (status, again, _) = call(&app, event(POST)).await;
         assert_eq!((status, &again["txId"]), (200, &body["txId"]));
+        assert!(!after_answer(&mut handed).await, "a replay leaves nothing");
         assert_eq!(
             w.attr("wallets", "bob", "balance").await.as_deref(),
             Some("100")
@@ -608,7 +648,7 @@ mod tests {
         let w = twopc_tests::World::new().await;
         w.seed("accounts", "alice", json!({"balance": 0})).await;
         w.seed("wallets", "bob", json!({"balance": 0.1})).await;
-        let app = live_app(&w).await;
+        let (app, mut handed) = with_extension(live_app(&w).await);
         let body = format!(
             r#"{{"participants": [
                 {{"participant": "accounts", "key": {{"id": "alice"}}, "op": {{"add": {{"balance": {BIG}}}}}}},
@@ -618,6 +658,7 @@ mod tests {
         assert_eq!(status, 200, "{answer}");
         let tx = TxId::parse(answer["txId"].as_str().expect("txId")).expect("id");
         assert_eq!(tx, TxId::for_idempotency_key("Big-Amount-1"));
+        assert!(after_answer(&mut handed).await, "applied after the answer");
 
         let record = w.log.get(&tx).await.expect("read").expect("a record");
         let add = &record.participants[0].op.add["balance"];
@@ -637,12 +678,22 @@ mod tests {
         let w = twopc_tests::World::new().await;
         w.seed("accounts", "alice", json!({"balance": 10})).await;
         w.seed("wallets", "bob", json!({"balance": 0})).await;
-        let app = live_app(&w).await;
+        let (app, mut handed) = with_extension(live_app(&w).await);
 
+        // Staged: answered once the abort is recorded, released after the answer.
         let (status, body, _) = call(&app, event(POST)).await;
         assert_eq!(status, 409, "{body}");
-        assert_eq!(body["status"], "ABORTED");
+        assert_eq!(
+            (body["outcome"].as_str(), body["status"].as_str()),
+            (Some("aborted"), Some("ABORTING")),
+            "{body}"
+        );
         assert_eq!(body["code"], "condition");
+        assert!(after_answer(&mut handed).await);
+        let id = body["txId"].as_str().expect("txId");
+        let (_, record, _) = call(&app, get(id)).await;
+        assert_eq!(record["status"], "ABORTED", "{record}");
+        after_answer(&mut handed).await;
         assert_eq!(app.metrics.lines()[0]["Reason"], "condition");
         assert_eq!(
             w.attr("accounts", "alice", "balance").await.as_deref(),

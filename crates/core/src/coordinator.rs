@@ -45,11 +45,11 @@ pub struct CoordinatorConfig {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum CommitMode {
     /// Begin, prepare, decide, complete, finalize; answered at the end (five rounds).
-    #[default]
     Classic,
-    /// The record written `STAGING` with the prepares; answered once every vote is yes and the
+    /// The default. The record written `STAGING` with the prepares; answered once every vote is yes and the
     /// put is acknowledged (one round; an abort two), finished after the answer. Transactions
     /// with a custom participant (which answers no inquiry) are committed the classic way.
+    #[default]
     Staged,
 }
 

@@ -127,6 +127,9 @@ pub const UPDATED_AT: &str = "updatedAt";
 pub const ATTEMPTS: &str = "attempts";
 /// Not scheduled for recovery before then (epoch ms): the sweeper's backoff.
 pub const RETRY_AFTER: &str = "retryAfter";
+/// When a participant met this `STAGING` record's holds past its deadline and asked for its
+/// recovery (epoch ms): written once; the completer on the transactions stream acts on it.
+pub const RECOVERY_ASKED: &str = "recoveryAsked";
 /// Present only while a record is not terminal: its partition of the pending index.
 pub const PENDING: &str = "pending";
 /// The TTL attribute of terminal records (epoch seconds).
@@ -200,6 +203,7 @@ mod tests {
         let mut record = TxRecord::never_began(&TxId::random(), 1);
         record.attempts = 1;
         record.retry_after = Some(3);
+        record.recovery_asked = Some(4);
         let stored = serde_json::to_value(&record).expect("record");
         for name in [
             TX_ID,
@@ -211,6 +215,7 @@ mod tests {
             UPDATED_AT,
             ATTEMPTS,
             RETRY_AFTER,
+            RECOVERY_ASKED,
         ] {
             assert!(stored.get(name).is_some(), "the record has no {name}");
         }

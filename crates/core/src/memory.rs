@@ -646,6 +646,17 @@ impl TxLog for MemoryTxLog {
             }
         })
     }
+
+    async fn ask_recovery(&self, tx: &TxId, now: u64) -> Result<bool, PortError> {
+        self.with(|r| match r.get_mut(tx) {
+            Some(x) if x.status == TxStatus::Staging && x.recovery_asked.is_none() => {
+                x.recovery_asked = Some(now);
+                x.updated_at = now;
+                true
+            }
+            _ => false,
+        })
+    }
 }
 
 #[cfg(test)]

@@ -406,8 +406,16 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
             match rules::resolve(status, past) {
                 Resolution::OwnerLive => return Ok(Resolved::OwnerLive),
                 Resolution::Recover => {
-                    info!(tx_id = %owner.tx_id, table, key = %show_key(key),
-                        "holder is STAGING past its deadline: its record needs recovery");
+                    // No transport here to inquire the other participants: mark the record,
+                    // for the completer on the transactions stream (the sweeper backs it up).
+                    match self.log.ask_recovery(&owner.tx_id, now).await {
+                        Ok(asked) => {
+                            info!(tx_id = %owner.tx_id, table, key = %show_key(key), asked,
+                            "holder is STAGING past its deadline: its recovery is asked for")
+                        }
+                        Err(e) => warn!(tx_id = %owner.tx_id, error = %e,
+                            "holder is STAGING past its deadline; asking for its recovery failed (the sweeper will find it)"),
+                    }
                     return Ok(Resolved::NeedsRecovery);
                 }
                 Resolution::RecordAborted => {

@@ -184,6 +184,16 @@ pub trait TxLog: Send + Sync {
         retry_after: u64,
         now: u64,
     ) -> impl Future<Output = Result<(), PortError>> + Send;
+
+    /// Asks for the recovery of a `STAGING` record whose holds a participant met past its
+    /// deadline (a participant has no transport to inquire itself): marks it once
+    /// (`recoveryAsked`, conditional on `STAGING` and no mark yet), which the completer on the
+    /// transactions stream acts on. True if this call marked it.
+    fn ask_recovery(
+        &self,
+        tx: &TxId,
+        now: u64,
+    ) -> impl Future<Output = Result<bool, PortError>> + Send;
 }
 
 /// What a conditional prepare or reservation did.

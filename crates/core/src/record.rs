@@ -207,6 +207,10 @@ pub struct TxRecord {
     /// Not scheduled for recovery before then (epoch ms); set by the sweeper's backoff.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_after: Option<u64>,
+    /// When a participant asked for this `STAGING` record's recovery (epoch ms; see
+    /// [`crate::ports::TxLog::ask_recovery`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovery_asked: Option<u64>,
 }
 
 impl TxRecord {
@@ -226,6 +230,7 @@ impl TxRecord {
             begun_by: "resolver (the transaction never began)".into(),
             attempts: 0,
             retry_after: None,
+            recovery_asked: None,
         }
     }
 

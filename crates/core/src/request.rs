@@ -373,6 +373,7 @@ impl TxRequest {
             begun_by,
             attempts: 0,
             retry_after: None,
+            recovery_asked: None,
         }
     }
 

@@ -552,6 +552,16 @@ pub fn recovery(status: TxStatus, deadline_passed: bool) -> Recovery {
     }
 }
 
+/// Whether the completer (on the transactions table's stream) recovers a record after a
+/// change: only when the change is a participant's ask (`recoveryAsked` newly set) on a record
+/// still `STAGING`. A participant asks only after the deadline, so the recovery it triggers is
+/// [`Recovery::Inquire`]; every other change is its coordinator's (or a recoverer's) own work
+/// in progress, which the completer must not duplicate. At-least-once delivery repeats a
+/// recovery, which changes nothing twice (every step is a compare-and-swap).
+pub fn completer_recovers(asked_before: bool, status: TxStatus, asked: bool) -> bool {
+    status == TxStatus::Staging && asked && !asked_before
+}
+
 /// What an inquiry found of a `STAGING` transaction on one item (on the wire, the answer to
 /// an `inquire` call: `{"inquiry": "held"}`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -935,6 +945,20 @@ mod tests {
             AfterLostSwap::Fatal
         );
         assert_eq!(recovery(Preparing, false), Recovery::Leave);
+        // The completer acts on a participant's ask, once, and only while STAGING.
+        assert!(completer_recovers(false, Staging, true));
+        assert!(
+            !completer_recovers(true, Staging, true),
+            "asked before: a repeat"
+        );
+        assert!(
+            !completer_recovers(false, Staging, false),
+            "the stager's own write"
+        );
+        assert!(
+            !completer_recovers(false, Committing, true),
+            "decided meanwhile"
+        );
         assert_eq!(recovery(Preparing, true), Recovery::DecideAbort);
         assert_eq!(
             recovery(Committing, false),

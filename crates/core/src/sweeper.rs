@@ -112,6 +112,11 @@ impl<L: TxLog, T: Transport, C: Clock + Clone, S: ParticipantStore> Sweeper<L, T
         }
     }
 
+    /// The coordinator it recovers records with (the completer's too).
+    pub fn coordinator(&self) -> &Coordinator<L, T, C> {
+        &self.coordinator
+    }
+
     /// One pass: overdue records first, then orphan locks.
     pub async fn run(&self) -> Result<SweepReport, PortError> {
         let mut report = SweepReport::default();

@@ -5,7 +5,8 @@ use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailur
 use serde_json::Value;
 use twopc_core::ids::TxId;
 use twopc_core::layout::{
-    ATTEMPTS, DEADLINE, EXPIRE_AT, PENDING, RETRY_AFTER, STATUS, TX_ID, UPDATED_AT, VOTES,
+    ATTEMPTS, DEADLINE, EXPIRE_AT, PENDING, RECOVERY_ASKED, RETRY_AFTER, STATUS, TX_ID, UPDATED_AT,
+    VOTES,
 };
 use twopc_core::ports::{Created, PortError, Swapped, TxLog, check_transition};
 use twopc_core::record::{TxRecord, Vote};
@@ -81,7 +82,12 @@ impl DynamoTxLog {
 
 /// Reads a record from an item (index attributes dropped).
 pub fn record_from_item(item: &Item) -> Result<TxRecord, PortError> {
-    let mut map = from_item(item).map_err(|e| corrupt("decoding a record", e.to_string()))?;
+    let map = from_item(item).map_err(|e| corrupt("decoding a record", e.to_string()))?;
+    record_from_json(map)
+}
+
+/// Reads a record from an item's exact JSON (a stream image; index attributes dropped).
+pub fn record_from_json(mut map: serde_json::Map<String, Value>) -> Result<TxRecord, PortError> {
     map.remove(PENDING);
     map.remove(EXPIRE_AT);
     serde_json::from_value(Value::Object(map))
@@ -377,6 +383,44 @@ impl TxLog for DynamoTxLog {
                 Ok(())
             }
             Err(err) => Err(classify(format!("counting an attempt on {tx}"), err)),
+        }
+    }
+
+    async fn ask_recovery(&self, tx: &TxId, now: u64) -> Result<bool, PortError> {
+        let mut e = Expr::new();
+        let asked = e.name(RECOVERY_ASKED);
+        let at = e.value(AttributeValue::N(now.to_string()));
+        let set = vec![
+            format!("{asked} = {at}"),
+            format!("{} = {at}", e.name(UPDATED_AT)),
+        ];
+        let cond = format!(
+            "{} = {} AND attribute_not_exists({asked})",
+            e.name(STATUS),
+            e.value(AttributeValue::S(TxStatus::Staging.as_str().into()))
+        );
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(Self::key(tx)))
+            .update_expression(update_expression(&set, &[]))
+            .condition_expression(cond)
+            .set_expression_attribute_names(e.names())
+            .set_expression_attribute_values(e.values())
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(true),
+            // Asked already, decided meanwhile, or no such record: nothing to ask.
+            Err(err)
+                if err
+                    .as_service_error()
+                    .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
+            {
+                Ok(false)
+            }
+            Err(err) => Err(classify(format!("asking for the recovery of {tx}"), err)),
         }
     }
 }

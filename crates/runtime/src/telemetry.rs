@@ -404,6 +404,7 @@ mod tests {
             begun_by: String::new(),
             attempts: 0,
             retry_after: None,
+            recovery_asked: None,
         })
     }
 

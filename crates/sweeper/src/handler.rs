@@ -1,4 +1,5 @@
-//! The handler: a scheduled event in, one recovery pass, its report out.
+//! The handler: a scheduled event in, one recovery pass, its report out; or a batch of the
+//! transactions table's stream in, the completer over it, the batch's failures out.
 
 use std::time::Instant;
 
@@ -47,6 +48,27 @@ impl From<PortError> for SweepError {
             message: format!("sweep failed: {e}"),
         }
     }
+}
+
+/// What invoked the function: a batch of the transactions table's stream (it has `Records`)
+/// goes to the [`completer`](crate::completer); anything else is a schedule (or a manual
+/// invoke) and runs one pass.
+pub async fn invoke(app: &App, event: LambdaEvent<Value>) -> Result<Value, SweepError> {
+    let (payload, ctx) = event.into_parts();
+    let invalid = |what: &str, e: serde_json::Error| SweepError {
+        kind: ErrorKind::Invalid,
+        message: format!("{what}: {e}"),
+    };
+    if payload.get("Records").is_some() {
+        let batch: aws_lambda_events::dynamodb::Event = serde_json::from_value(payload)
+            .map_err(|e| invalid("a stream batch that does not parse", e))?;
+        let response = crate::completer::complete(app.sweeper.coordinator(), &batch).await;
+        return serde_json::to_value(&response).map_err(|e| invalid("the batch's answer", e));
+    }
+    let scheduled: EventBridgeEvent<Value> = serde_json::from_value(payload)
+        .map_err(|e| invalid("neither a stream batch nor a scheduled event", e))?;
+    let report = handle(app, LambdaEvent::new(scheduled, ctx)).await?;
+    serde_json::to_value(&report).map_err(|e| invalid("the report", e))
 }
 
 /// Runs one pass. The event's content does not matter: any schedule (or a manual invoke)

@@ -1,4 +1,5 @@
-//! The sweeper function: one recovery pass per scheduled event. `main` wires configuration,
+//! The sweeper function: one recovery pass per scheduled event, the completer per batch of the
+//! transactions table's stream. `main` wires configuration,
 //! logs and clients once; the handler is the library's [`sweeper::handler`].
 // The runtime's future nests the recovery pass's, which nests the protocol's: its layout is
 // deeper than rustc's default query limit.
@@ -20,5 +21,5 @@ async fn main() -> Result<(), Error> {
         metrics: Metrics::new(&config.metrics_namespace, "sweeper"),
     };
     let app = &app;
-    run(service_fn(move |event| handler::handle(app, event))).await
+    run(service_fn(move |event| handler::invoke(app, event))).await
 }

@@ -12,7 +12,7 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client as HttpClient;
 use hyper_util::rt::TokioExecutor;
 use serde_json::{Value, json};
-use twopc_client::{Client, Config, Decimal, Error, Op, Outcome, Transaction, TxId, TxStatus, key};
+use twopc_client::{Client, Config, Decided, Decimal, Error, Op, Outcome, Transaction, TxId, key};
 
 /// Exit code: committed, or the command succeeded.
 pub const EXIT_OK: u8 = 0;
@@ -20,8 +20,37 @@ pub const EXIT_OK: u8 = 0;
 pub const EXIT_ABORTED: u8 = 1;
 /// Exit code: bad input, unreachable stack, or any other error.
 pub const EXIT_ERROR: u8 = 2;
-/// Exit code: decided but not finished yet (HTTP 202); the sweeper finishes it.
+/// Exit code: not decided yet (outcome `pending`); its coordinator or the sweeper ends it.
 pub const EXIT_PENDING: u8 = 3;
+
+/// When a submitted transaction is answered (`--wait`).
+#[derive(Clone, Copy, Debug, clap::Args)]
+pub struct WaitArg {
+    /// `applied`: once every participant applied the outcome, so that what you read next shows
+    /// it; `decided`: as soon as the outcome is decided (a staged commit's one-round answer; the
+    /// rest finishes in the background).
+    #[arg(long, value_enum, default_value_t = Wait::Applied)]
+    pub wait: Wait,
+}
+
+/// See [`WaitArg`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Wait {
+    /// Answered once decided.
+    Decided,
+    /// Answered once applied everywhere.
+    Applied,
+}
+
+impl Wait {
+    /// The API's `wait` field.
+    fn as_str(self) -> &'static str {
+        match self {
+            Wait::Decided => "decided",
+            Wait::Applied => "applied",
+        }
+    }
+}
 
 /// Where the stack is, how to reach it and how to print.
 #[derive(Clone, Debug, clap::Args)]
@@ -240,13 +269,11 @@ async fn call_local(common: &Common, method: &str, path: &str) -> Result<(u16, V
     Ok((status, value))
 }
 
-fn exit_for(status: TxStatus) -> u8 {
-    match status {
-        TxStatus::Committed => EXIT_OK,
-        TxStatus::Aborted => EXIT_ABORTED,
-        TxStatus::Committing | TxStatus::Aborting | TxStatus::Preparing | TxStatus::Staging => {
-            EXIT_PENDING
-        }
+fn exit_for(outcome: Decided) -> u8 {
+    match outcome {
+        Decided::Committed => EXIT_OK,
+        Decided::Aborted => EXIT_ABORTED,
+        Decided::Pending => EXIT_PENDING,
     }
 }
 
@@ -254,11 +281,14 @@ fn exit_for(status: TxStatus) -> u8 {
 fn print_outcome(common: &Common, outcome: &Outcome) -> u8 {
     if common.json {
         println!("{}", outcome.body);
-        return exit_for(outcome.status);
+        return exit_for(outcome.outcome);
     }
     let body = &outcome.body;
     let id = &outcome.tx_id;
-    println!("{}  transaction {id}", outcome.status);
+    println!(
+        "{}  transaction {id}",
+        outcome.outcome.as_str().to_ascii_uppercase()
+    );
     if let Some(abort) = &outcome.abort {
         println!("  reason: {}: {}", abort.code.as_str(), abort.message);
     }
@@ -285,16 +315,27 @@ fn print_outcome(common: &Common, outcome: &Outcome) -> u8 {
             p.get("key").map(Value::to_string).unwrap_or_default()
         );
     }
-    if !outcome.is_finished() {
-        println!(
-            "  decided, not finished yet: the sweeper completes it; check with `twopc status {id}`"
-        );
+    match (outcome.outcome, outcome.applied) {
+        (Decided::Pending, _) => println!(
+            "  not decided yet ({}): its coordinator or the sweeper ends it; check with `twopc status {id}`",
+            outcome.status
+        ),
+        (_, false) => println!(
+            "  decided, not applied everywhere yet ({}): it finishes in the background; check with `twopc status {id}`",
+            outcome.status
+        ),
+        (_, true) => {}
     }
-    exit_for(outcome.status)
+    exit_for(outcome.outcome)
 }
 
 /// `twopc submit`: a transaction from a JSON file (or `-` for standard input).
-pub async fn submit(common: &Common, file: &PathBuf, key: Option<&str>) -> Result<u8, Failure> {
+pub async fn submit(
+    common: &Common,
+    file: &PathBuf,
+    key: Option<&str>,
+    wait: WaitArg,
+) -> Result<u8, Failure> {
     let text = if file.as_os_str() == "-" {
         let mut s = String::new();
         std::io::stdin()
@@ -317,6 +358,13 @@ pub async fn submit(common: &Common, file: &PathBuf, key: Option<&str>) -> Resul
             format!("{from} is not JSON ({e}); expected a transaction, README \"A transaction\""),
         )
     })?;
+    // The body's own `wait` wins over the option's default.
+    let mut body = body;
+    if let Some(fields) = body.as_object_mut() {
+        fields
+            .entry("wait")
+            .or_insert_with(|| Value::from(wait.wait.as_str()));
+    }
     let client = common.client()?;
     let outcome = client
         .submit_json(&body, key)
@@ -346,6 +394,8 @@ pub struct TransferArgs {
     /// Prepare timeout in milliseconds.
     #[arg(long)]
     pub timeout_ms: Option<u64>,
+    #[command(flatten)]
+    pub wait: WaitArg,
 }
 
 /// The transaction of a transfer: debit (refused below zero) and credit.
@@ -371,6 +421,9 @@ pub fn transfer_tx(a: &TransferArgs) -> Result<Transaction, Failure> {
         );
     if let Some(t) = a.timeout_ms {
         tx = tx.timeout_ms(t);
+    }
+    if a.wait.wait == Wait::Applied {
+        tx = tx.wait_applied();
     }
     Ok(tx)
 }

@@ -19,7 +19,7 @@ struct Cli {
     common: cli::Common,
 }
 
-const EXIT_CODES: &str = "Exit codes: 0 committed / done, 1 aborted, 2 error, 3 decided but not finished yet (the sweeper finishes it).";
+const EXIT_CODES: &str = "Exit codes: 0 committed / done, 1 aborted, 2 error, 3 not decided yet (its coordinator or the sweeper ends it).";
 
 #[derive(Subcommand)]
 enum Command {
@@ -32,6 +32,8 @@ enum Command {
         /// Idempotency key (a retry with the same key never applies twice).
         #[arg(long)]
         idempotency_key: Option<String>,
+        #[command(flatten)]
+        wait: cli::WaitArg,
     },
     /// Move an amount between two accounts (debit refused below zero).
     Transfer(cli::TransferArgs),
@@ -77,7 +79,8 @@ async fn main() -> ExitCode {
         Command::Submit {
             file,
             idempotency_key,
-        } => cli::submit(&cli.common, file, idempotency_key.as_deref()).await,
+            wait,
+        } => cli::submit(&cli.common, file, idempotency_key.as_deref(), *wait).await,
         Command::Transfer(a) => cli::transfer(&cli.common, a).await,
         Command::Status { tx_id } => cli::status(&cli.common, tx_id).await,
         Command::Sweep => cli::sweep(&cli.common).await,

@@ -26,9 +26,11 @@ fn client(url: &str) -> Client {
     Client::new(Config::new(url).timeout(Duration::from_secs(30))).expect("a client")
 }
 
+/// A transfer answered once applied (read-your-writes: the tests read balances right after).
 fn transfer(from: &str, to: &str, amount: &str) -> Transaction {
     Transaction::new()
         .timeout_ms(5000)
+        .wait_applied()
         .table(
             "accounts",
             key("id", from),

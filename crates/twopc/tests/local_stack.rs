@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::{call, free_port, interrupt, start, temp_dir, transfer};
-use serde_json::json;
+use serde_json::{Value, json};
 use tokio::process::Command;
 use twopc_core::ids::TxId;
 use twopc_core::layout;
@@ -65,9 +65,10 @@ async fn serve_answers_like_the_api_and_recovers_after_a_sigkill_mid_load() {
     )
     .await
     .expect("commit");
+    // Staged (the default): answered once decided, applied right after.
     assert_eq!(
-        (status, body["status"].as_str()),
-        (200, Some("COMMITTED")),
+        (status, body["outcome"].as_str()),
+        (200, Some("committed")),
         "{body}"
     );
     let (status, again) = call(
@@ -94,8 +95,8 @@ async fn serve_answers_like_the_api_and_recovers_after_a_sigkill_mid_load() {
     .await
     .expect("abort");
     assert_eq!(
-        (status, body["status"].as_str(), body["code"].as_str()),
-        (409, Some("ABORTED"), Some("condition")),
+        (status, body["outcome"].as_str(), body["code"].as_str()),
+        (409, Some("aborted"), Some("condition")),
         "{body}"
     );
     let records = tables.scan("transactions").await.len();
@@ -150,16 +151,32 @@ async fn serve_answers_like_the_api_and_recovers_after_a_sigkill_mid_load() {
             .await
         });
     }
+    // Every answer heard, before and around the kill: (txId, outcome). The kill lands after
+    // some answers and before their finish (staged: the work after the answer), during others'
+    // stage, and before others began.
+    let mut answers = vec![];
+    type Joined = Option<Result<Result<(u16, Value), String>, tokio::task::JoinError>>;
+    let mut heard = |done: Joined| {
+        if let Some(Ok(Ok((status, body)))) = done
+            && let (Some(tx), Some(outcome)) = (body["txId"].as_str(), body["outcome"].as_str())
+        {
+            answers.push((status, tx.to_owned(), outcome.to_owned()));
+            return true;
+        }
+        false
+    };
     let mut answered = 0;
     while answered < 10 {
-        if let Some(Ok(Ok(_))) = load.join_next().await {
+        if heard(load.join_next().await) {
             answered += 1;
         }
     }
     let mut serve = serve;
     serve.child.start_kill().expect("SIGKILL");
     serve.child.wait().await.expect("killed");
-    while load.join_next().await.is_some() {}
+    while let Some(done) = load.join_next().await {
+        heard(Some(done));
+    }
 
     // Restart on the same data; the sweeper finishes what the kill left.
     let serve = start(&data, port, &extra).await;
@@ -201,6 +218,33 @@ async fn serve_answers_like_the_api_and_recovers_after_a_sigkill_mid_load() {
         total += balance;
     }
     assert_eq!(total, 150, "the seeded 100 + 50 + 0 is conserved");
+    // Every answer is honoured: what was answered committed is COMMITTED (applied), what was
+    // answered aborted is ABORTED.
+    let records: std::collections::BTreeMap<String, String> = tables
+        .scan("transactions")
+        .await
+        .into_iter()
+        .filter_map(|r| match (r.get(layout::TX_ID), r.get(layout::STATUS)) {
+            (
+                Some(aws_sdk_dynamodb::types::AttributeValue::S(tx)),
+                Some(aws_sdk_dynamodb::types::AttributeValue::S(status)),
+            ) => Some((tx.clone(), status.clone())),
+            _ => None,
+        })
+        .collect();
+    assert!(answers.len() >= 10, "{answers:?}");
+    for (status, tx, outcome) in &answers {
+        let want = match outcome.as_str() {
+            "committed" => "COMMITTED",
+            "aborted" => "ABORTED",
+            _ => continue, // pending: nothing was promised
+        };
+        assert_eq!(
+            records.get(tx).map(String::as_str),
+            Some(want),
+            "{tx} was answered {status} {outcome}"
+        );
+    }
     assert!(
         interrupt(serve).await.success(),
         "SIGINT stops serve cleanly"

@@ -25,7 +25,7 @@ pub struct Transfer {
     pub answered: Instant,
     /// The same, on the wall clock (ms since the epoch).
     pub answered_wall_ms: u64,
-    /// Answered 202 (decided, commit still under way: the sweeper finishes it).
+    /// Answered decided but not yet applied everywhere (`applied: false`).
     pub unfinished: bool,
 }
 
@@ -116,18 +116,17 @@ async fn commit(
         let answered = Instant::now();
         let answered_wall_ms = wall_ms();
         match answer {
-            Ok((code @ (200 | 202), v))
-                if matches!(v["status"].as_str(), Some("COMMITTED" | "COMMITTING")) =>
-            {
+            // A 200 means decided (the staged commit answers before applying: `applied`).
+            Ok((200, v)) if v["outcome"] == "committed" => {
                 return Ok(Transfer {
                     tx: v["txId"].as_str().unwrap_or_default().to_owned(),
                     sent,
                     answered,
                     answered_wall_ms,
-                    unfinished: code == 202,
+                    unfinished: v["applied"] != true,
                 });
             }
-            Ok((409, v)) if v["status"] == "ABORTED" => {
+            Ok((409, v)) if v["outcome"] == "aborted" => {
                 counters.aborted.fetch_add(1, Ordering::Relaxed);
                 aborts += 1;
                 request = body();

@@ -183,7 +183,7 @@ pub struct Measured {
     pub aborted_attempts: usize,
     /// Attempts that errored and were retried.
     pub error_attempts: usize,
-    /// Answered 202 (commit finished by the sweeper).
+    /// Answered before every item applied them (`applied: false`: the staged commit).
     pub unfinished: usize,
     /// Request to answer, committed transfers.
     pub http: Latency,

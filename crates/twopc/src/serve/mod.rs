@@ -79,9 +79,9 @@ pub struct ServeArgs {
     /// bytes; one trailing newline ignored) instead of one drawn for the run.
     #[arg(long, value_name = "FILE")]
     pub signing_secret_file: Option<PathBuf>,
-    /// How the coordinator commits: classic (answered after five rounds) or staged (answered
-    /// after one round, finished after the answer; docs/protocol.md, "The staged commit").
-    #[arg(long, default_value = "classic", env = "TWOPC_COMMIT_MODE",
+    /// How the coordinator commits: staged (answered after one round, finished after the
+    /// answer; docs/protocol.md, "The staged commit") or classic (answered after five rounds).
+    #[arg(long, default_value = "staged", env = "TWOPC_COMMIT_MODE",
         value_parser = clap::builder::PossibleValuesParser::new(
             twopc_core::coordinator::CommitMode::ALL.map(twopc_core::coordinator::CommitMode::as_str)))]
     pub commit_mode: String,
@@ -276,6 +276,9 @@ async fn run(
     sweeping.abort();
     stack.poller.abort();
     eprintln!("- shutting down");
+    // Staged commits answered but not finished yet: finished now rather than left to the
+    // sweeper of the next run.
+    stack.app.after_answer.drain().await;
     served.map_err(ServeError::Server)
 }
 

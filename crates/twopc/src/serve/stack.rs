@@ -102,7 +102,9 @@ impl Stack {
             issuer,
             args.ws_token.clone(),
         ));
-        let poller = streams::start(args, &demo, &clients.dynamodb, endpoint, url).await?;
+        let completer = Arc::new(twopc_runtime::coordinator(&config, &clients));
+        let poller =
+            streams::start(args, &demo, &clients.dynamodb, endpoint, url, completer).await?;
         let cards = CardGateway::default();
         let payments = SdkParticipant::new(
             cards.clone(),

@@ -1,6 +1,7 @@
 //! The stream poller feeding the stream processor, as Lambda's event source mappings would: the
 //! same processor code the `stream-processor` function runs, with the data lake as files and
-//! pushes through the local WebSocket gateway's management API.
+//! pushes through the local WebSocket gateway's management API; and the transactions table's
+//! stream to the completer too, as the `sweeper` function's second mapping would.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,6 +22,7 @@ pub async fn start(
     client: &aws_sdk_dynamodb::Client,
     endpoint: &str,
     url: &str,
+    completer: Arc<twopc_runtime::LiveCoordinator>,
 ) -> Result<tokio::task::AbortHandle, ServeError> {
     let mut tables: Tables = [(demo.transactions_table(), TableRole::Transactions)].into();
     for (name, service) in demo.services() {
@@ -41,6 +43,9 @@ pub async fn start(
                 .map_err(ServeError::Streams)?,
         );
     }
+    let transactions = twopc_fanout::poll::stream_arn(client, &demo.transactions_table())
+        .await
+        .map_err(ServeError::Streams)?;
     let lake = FileLake::new(
         &args.lake_dir,
         format!("twopc-serve-{}", std::process::id()),
@@ -60,8 +65,21 @@ pub async fn start(
     let task = tokio::spawn(poller.run(
         Duration::from_millis(args.stream_poll_ms.max(10)),
         move |event| {
-            let processor = processor.clone();
-            async move { processor.handle(&event).await }
+            let (processor, completer) = (processor.clone(), completer.clone());
+            let of_transactions = event
+                .records
+                .first()
+                .is_some_and(|r| r.event_source_arn.as_deref() == Some(transactions.as_str()));
+            async move {
+                let mut done = processor.handle(&event).await;
+                if of_transactions {
+                    let completed = sweeper::completer::complete(&completer, &event).await;
+                    // Delivered again from the earliest failure of either.
+                    done.batch_item_failures
+                        .extend(completed.batch_item_failures);
+                }
+                done
+            }
         },
     ));
     Ok(task.abort_handle())
