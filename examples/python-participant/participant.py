@@ -17,7 +17,8 @@ message racing each other cannot both act.
 
 A prepared transaction whose coordinator goes silent is finished by the coordinator's sweeper,
 which sends the decision again from the transaction's record (docs/participants.md, "A silent
-coordinator").
+coordinator"); a staged one is first asked about (POST /inquire: held, committed, prevented or
+open; with "prevent", an unknown transaction is recorded aborted so its prepare is fenced).
 """
 
 import argparse
@@ -96,6 +97,8 @@ def read_request(action, body):
             raise Refusal(400, "invalid_request", f"missing or mistyped field {field!r}")
         if kind is int and value < 0:
             raise Refusal(400, "invalid_request", f"{field!r} must not be negative")
+    if action == "inquire" and not isinstance(req.get("prevent", False), bool):
+        raise Refusal(400, "invalid_request", "'prevent' must be true or false")
     try:
         req["txId"] = str(uuid.UUID(req["txId"]))  # lower-case, hyphenated
     except ValueError:
@@ -339,6 +342,28 @@ def complete(store, req, commit):
     raise RuntimeError(f"transaction {tx}: the record kept changing")
 
 
+def inquire(store, req):
+    """The staged commit's recovery asks: does this participant hold the transaction, or can it
+    never take it? With "prevent", make sure of the second where the first is not so: record the
+    transaction aborted (conditional on no record), so its prepare, arriving later, is fenced. A
+    prepare here is one conditional write, so it is never half done: no record means no hold."""
+    tx = req["txId"]
+    for _ in range(5):
+        record = store.record(tx)
+        phase = record and record["phase"]
+        if phase == "held":
+            return {"inquiry": "held"}  # and it stays held until commit or abort
+        if phase == "committed":
+            return {"inquiry": "committed"}
+        if phase in ("refused", "aborted"):
+            return {"inquiry": "prevented"}  # final: a prepare now is fenced
+        if not req.get("prevent"):
+            return {"inquiry": "open"}
+        if store.create(tx, "aborted"):
+            return {"inquiry": "prevented"}
+    raise RuntimeError(f"transaction {tx}: the record kept changing")
+
+
 # ------------------------------------------------------------------ HTTP
 
 
@@ -358,8 +383,10 @@ def handler(store, secret):
             action = self.path.rstrip("/").rsplit("/", 1)[-1]
             length = int(self.headers.get("Content-Length") or 0)
             try:
-                if action not in ("prepare", "commit", "abort"):
-                    raise Refusal(404, "not_found", f"no call {self.path}: POST /prepare, /commit or /abort")
+                if action not in ("prepare", "commit", "abort", "inquire"):
+                    raise Refusal(
+                        404, "not_found", f"no call {self.path}: POST /prepare, /commit, /abort or /inquire"
+                    )
                 if length > MAX_BODY:
                     self.close_connection = True  # the body is left unread
                     raise Refusal(413, "request_too_large", f"the body is over {MAX_BODY} bytes")
@@ -375,6 +402,8 @@ def handler(store, secret):
                 now_ms = int(time.time() * 1000)
                 if action == "prepare":
                     reply = prepare(store, req, now_ms)
+                elif action == "inquire":
+                    reply = inquire(store, req)
                 else:
                     reply = complete(store, req, action == "commit")
                 if reply.get("result") == "violation":

@@ -475,14 +475,7 @@ impl Transport for Route {
         req: &InquireRequest,
     ) -> Result<InquireReply, TransportError> {
         if fees_target(target) {
-            // Custom participants answer no inquiry; a transaction with one commits the
-            // classic way, which sends none.
-            return Err(TransportError {
-                target: FEES_URL.to_owned(),
-                message: twopc_participant_sdk::participant::INQUIRE_UNSUPPORTED.to_owned(),
-                undetermined: false,
-                source: None,
-            });
+            return self.serve(self.fees.inquire(req)).await;
         }
         self.direct.inquire(target, req).await
     }

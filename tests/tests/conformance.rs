@@ -14,7 +14,9 @@ use serde_json::json;
 use twopc_core::direct::DirectTransport;
 use twopc_core::ids::TxId;
 use twopc_core::item::{FenceEntry, ItemState, Key, Lock};
-use twopc_core::message::{CompleteReply, CompleteRequest, PrepareReply, PrepareRequest};
+use twopc_core::message::{
+    CompleteReply, CompleteRequest, InquireReply, InquireRequest, PrepareReply, PrepareRequest,
+};
 use twopc_core::participant::{self, Participant, ParticipantConfig};
 use twopc_core::ports::{
     Clock, CompleteWrite, Completion, ManualClock, ParticipantStore, PortError, PrepareWrite,
@@ -292,6 +294,11 @@ impl UnderTest for Generic {
 
     async fn abort(&self, req: &CompleteRequest) -> Result<CompleteReply, Failure> {
         let reply = self.transport.abort(&self.target(), req).await;
+        reply.map_err(failed)
+    }
+
+    async fn inquire(&self, req: &InquireRequest) -> Result<InquireReply, Failure> {
+        let reply = self.transport.inquire(&self.target(), req).await;
         reply.map_err(failed)
     }
 

@@ -1,4 +1,4 @@
-//! The HTTP adapter: `POST /prepare`, `/commit` and `/abort` with the JSON the coordinator's
+//! The HTTP adapter: `POST /prepare`, `/commit`, `/abort` and `/inquire` with the JSON the coordinator's
 //! `http` transport sends (the request itself; the reply as the answer), every request signed
 //! (`twopc_core::signing`). A refused request gets a JSON error with a stable `code`, each in
 //! [`codes`] with its status (`docs/participant-openapi.json` declares every one; the SDK's
@@ -20,7 +20,7 @@ use serde::de::DeserializeOwned;
 use serde_json::json;
 use twopc_core::api::codes::Code;
 use twopc_core::ids::TxId;
-use twopc_core::message::{CompleteRequest, PrepareRequest};
+use twopc_core::message::{CompleteRequest, InquireRequest, PrepareRequest};
 use twopc_core::ports::{Clock, PortError, TxLog};
 use twopc_core::signing::{self, DEFAULT_MAX_SKEW_MS, Secret};
 
@@ -247,6 +247,16 @@ where
             Err(refused) => *refused,
         }
     }
+
+    async fn inquire(&self, headers: &HeaderMap, body: &[u8]) -> Response {
+        match self.admit(headers, body, |r: &InquireRequest| &r.tx_id) {
+            Ok(req) => match self.participant.inquire(&req).await {
+                Ok(reply) => ok(&reply),
+                Err(e) => failed(&e),
+            },
+            Err(refused) => *refused,
+        }
+    }
 }
 
 /// The routes, answering for `participant`.
@@ -283,6 +293,14 @@ where
             post(
                 |State(app): State<Arc<App<_>>>, headers: HeaderMap, body: Bytes| async move {
                     app.complete(false, &headers, &body).await
+                },
+            ),
+        )
+        .route(
+            "/inquire",
+            post(
+                |State(app): State<Arc<App<_>>>, headers: HeaderMap, body: Bytes| async move {
+                    app.inquire(&headers, &body).await
                 },
             ),
         )

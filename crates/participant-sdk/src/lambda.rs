@@ -1,6 +1,7 @@
 //! The Lambda adapter (feature `lambda`): an [`SdkParticipant`] as a function the coordinator's
 //! `lambda` transport invokes, taking the payload the generic participant's function takes
-//! (`{"action": "prepare"|"commit"|"abort", "request": {...}}`) and answering its reply.
+//! (`{"action": "prepare"|"commit"|"abort"|"inquire", "request": {...}}`) and answering its
+//! reply.
 //!
 //! A failure is a function error whose `errorType` is one of `twopc_runtime::errors::ErrorKind`'s
 //! names, as the generic participant's are, so the transport reads both alike:
@@ -34,7 +35,7 @@ use twopc_runtime::call::answer_call;
 use twopc_runtime::errors::ErrorKind;
 
 use crate::hooks::Hooks;
-use crate::participant::{Error, INQUIRE_UNSUPPORTED, SdkParticipant};
+use crate::participant::{Error, SdkParticipant};
 use crate::store::StateStore;
 
 /// What the caller of a call that failed with `e` may assume.
@@ -63,7 +64,7 @@ where
             ParticipantCall::Prepare(r) => participant.prepare(r).await.map(serde_json::to_value),
             ParticipantCall::Commit(r) => participant.commit(r).await.map(serde_json::to_value),
             ParticipantCall::Abort(r) => participant.abort(r).await.map(serde_json::to_value),
-            ParticipantCall::Inquire(_) => Err(Error::Invalid(INQUIRE_UNSUPPORTED.into())),
+            ParticipantCall::Inquire(r) => participant.inquire(r).await.map(serde_json::to_value),
         }
     };
     answer_call(event, answer, kind).await

@@ -6,7 +6,9 @@
 //! most once per transaction and outcome; duplicates are answered from the recorded state; an
 //! abort before its prepare is recorded, so the prepare is refused (null compensation,
 //! anti-hanging); a prepared transaction whose coordinator went silent is resolved by its
-//! record ([`SdkParticipant::resolve`], [`SdkParticipant::sweep`]), never decided here.
+//! record ([`SdkParticipant::resolve`], [`SdkParticipant::sweep`]), never decided here; the
+//! staged commit's recovery is answered over the phases ([`SdkParticipant::inquire`]: held,
+//! committed, prevented, or, with `prevent`, made prevented by ending a claim still deciding).
 //!
 //! Map of the crate:
 //! - [`hooks`]: the trait a service implements, and what its hooks are given and answer.
@@ -15,7 +17,7 @@
 //!   [`dynamo`]: on a DynamoDB table of the service's own
 //!   (`twopc_dynamo::tables::TableKind::ParticipantState`).
 //! - [`participant`]: the driver.
-//! - [`http`]: the HTTP adapter (`POST /prepare|commit|abort`, signed requests).
+//! - [`http`]: the HTTP adapter (`POST /prepare|commit|abort|inquire`, signed requests).
 //! - `lambda` (feature `lambda`): the Lambda adapter, for the coordinator's `lambda` transport.
 //! - [`conformance`]: the conformance kit a participant's own tests run against it.
 //!

@@ -6,27 +6,23 @@
 use std::time::Duration;
 
 use serde_json::Value;
-use tracing::{error, warn};
+use tracing::{error, info, warn};
 use twopc_core::ids::TxId;
 use twopc_core::message::{
-    CompleteReply, CompleteRequest, ParticipantCall, PrepareReply, PrepareRequest,
+    CompleteReply, CompleteRequest, InquireReply, InquireRequest, ParticipantCall, PrepareReply,
+    PrepareRequest,
 };
 use twopc_core::op::Mode;
 use twopc_core::ports::{Clock, Created, PortError, Swapped, TxLog};
 use twopc_core::record::{Vote, VoteReason};
 use twopc_core::rules::{
-    self, AbortStep, CommitStep, PrepareRefusal, PrepareStep, Reply, Resolution,
+    self, AbortStep, CommitStep, Inquiry, PrepareRefusal, PrepareStep, Reply, Resolution,
 };
 use twopc_core::status::{Decision, TxStatus};
 
 use crate::hooks::{Call, HookError, Hooks, Reservation};
-use crate::state::{Phase, Refusal, TxState};
+use crate::state::{InquiryPlan, Phase, Refusal, TxState};
 use crate::store::{StateStore, Written};
-
-/// Why a custom participant refuses an `inquire` call: the staged commit's recovery asks it
-/// of every participant, so a coordinator commits a transaction with a custom participant the
-/// classic way (begin, prepare, decide), which never asks.
-pub const INQUIRE_UNSUPPORTED: &str = "inquire: custom participants do not answer inquiries yet; transactions with a custom participant are committed the classic way, which sends none";
 
 /// Tunables.
 #[derive(Clone, Debug)]
@@ -152,7 +148,7 @@ impl<H: Hooks, S: StateStore, L: TxLog, C: Clock> SdkParticipant<H, S, L, C> {
             ParticipantCall::Prepare(r) => encode(serde_json::to_value(self.prepare(&r).await?)),
             ParticipantCall::Commit(r) => encode(serde_json::to_value(self.commit(&r).await?)),
             ParticipantCall::Abort(r) => encode(serde_json::to_value(self.abort(&r).await?)),
-            ParticipantCall::Inquire(_) => Err(Error::Invalid(INQUIRE_UNSUPPORTED.into())),
+            ParticipantCall::Inquire(r) => encode(serde_json::to_value(self.inquire(&r).await?)),
         }
     }
 
@@ -245,17 +241,81 @@ impl<H: Hooks, S: StateStore, L: TxLog, C: Clock> SdkParticipant<H, S, L, C> {
         match self.store.replace(&next).await? {
             Written::Done => Ok(vote),
             Written::Lost(s) => {
-                // Only an abort that found the claim expired moves it: the reserve ran past the
-                // deadline and the transaction is being cancelled. What it held must go too.
-                warn!(tx_id = %tx, state = ?s, "reserve finished after its claim was taken over");
+                // The claim was ended under the call: by an inquiry's prevent (the staged
+                // commit's recovery), or by an abort that found it expired. Either way the
+                // transaction is being cancelled, and what the call held must go too.
+                warn!(tx_id = %tx, state = ?s, "reserve finished after its claim was ended");
                 if vote.vote.is_yes() {
-                    self.call_hook("cancel", &claim, self.clock.now_ms())
-                        .await?;
+                    self.cancel_late_hold(&claim, s.map(|b| *b)).await?;
+                }
+                if self.clock.now_ms() < req.deadline {
+                    let message = "this transaction was prevented here while its reserve ran";
+                    return Ok(PrepareReply::no(VoteReason::Fenced, message));
                 }
                 let message = "the reserve finished after the transaction's deadline";
                 Ok(PrepareReply::no(VoteReason::Expired, message))
             }
         }
+    }
+
+    /// Releases what a `reserve` held after its claim was ended (`found`: the state then).
+    /// A claim ended by a prevent and not yet taken over is cancelled as an abort would, once:
+    /// the abort that follows finds it done. Otherwise an abort took it over and its `cancel`
+    /// may have run before the hold: call `cancel` again (hooks are idempotent per
+    /// transaction).
+    async fn cancel_late_hold(&self, claim: &TxState, found: Option<TxState>) -> Result<(), Error> {
+        let now = self.clock.now_ms();
+        if found.is_some_and(|s| s.phase == Phase::Cancelling && !s.claim_live(now)) {
+            match self.finish(&claim.tx_id, Decision::Abort, None).await {
+                Ok(CompleteReply::Done) => return Ok(()),
+                Ok(other) => warn!(tx_id = %claim.tx_id, reply = ?other, "the late hold's cancel"),
+                Err(Error::Busy { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        self.call_hook("cancel", claim, now + self.config.claim_ms)
+            .await
+    }
+
+    /// Inquiry (the staged commit's recovery, `rules::inquire` over the phases,
+    /// [`Phase::inquire`]): `held` once `reserve` said yes and it was recorded, `committed`
+    /// once committed, `prevented` once refused or aborted; otherwise `open`, or, with
+    /// `prevent`, prevented first by one conditional write: no state is recorded `Aborted`
+    /// (its prepare is then refused), a `reserve` still deciding has its claim ended (its
+    /// result can then never land, and what it holds is cancelled). Calls no hook.
+    pub async fn inquire(&self, req: &InquireRequest) -> Result<InquireReply, Error> {
+        let tx = &req.tx_id;
+        let mut found = self.store.get(tx).await?;
+        for _ in 0..6 {
+            let now = self.clock.now_ms();
+            let written = match Phase::inquire(found.as_ref().map(|s| s.phase), req.prevent) {
+                InquiryPlan::Answer(inquiry) => return Ok(InquireReply { inquiry }),
+                InquiryPlan::RecordAborted => {
+                    let aborted = TxState::first(tx, Phase::Aborted, req.deadline, req.began, now);
+                    self.store.create(&aborted).await?
+                }
+                InquiryPlan::EndClaim => match &found {
+                    Some(claim) => {
+                        let ended = claim.moved(Phase::Cancelling, Some(now), now);
+                        self.store.replace(&ended).await?
+                    }
+                    None => Written::Lost(None),
+                },
+            };
+            match written {
+                Written::Done => {
+                    info!(tx_id = %tx, "staged transaction prevented here");
+                    return Ok(InquireReply {
+                        inquiry: Inquiry::Prevented,
+                    });
+                }
+                Written::Lost(s) => found = s.map(|b| *b),
+            }
+        }
+        Err(Error::Store(PortError::Retryable {
+            context: format!("inquiry about transaction {tx}"),
+            source: "its state kept changing under the inquiry".into(),
+        }))
     }
 
     /// Commit: `confirm` once; a duplicate answers `alreadyDone`; a commit of a transaction

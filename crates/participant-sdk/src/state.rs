@@ -10,7 +10,7 @@ use serde_json::Value;
 use twopc_core::ids::TxId;
 use twopc_core::item::FenceOutcome;
 use twopc_core::record::VoteReason;
-use twopc_core::rules::{Holder, Seen, Shape};
+use twopc_core::rules::{self, Holder, Inquiry, InquiryStep, Seen, Shape};
 
 /// Where a transaction stands at the participant.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -99,6 +99,44 @@ impl Phase {
             ) => with(Holder::Nobody, Some(FenceOutcome::Aborted)),
         }
     }
+
+    /// What an inquiry finds of the transaction in `phase` (`None`: no state), and the write
+    /// that prevents it, with `prevent`, where nothing does yet.
+    ///
+    /// The core's rule (`rules::inquire`) over [`Phase::seen`] answers every phase but one:
+    /// `Reserved` is held, `Confirming`/`Confirmed` committed, a refusal or any abort
+    /// prevented, and no state is an item that never heard of the transaction (prevent: fence
+    /// it out, here by recording it aborted). `Reserving` is where the SDK differs: the rules
+    /// read it as ended (a duplicate prepare must not call `reserve` again), but a `reserve`
+    /// still deciding may yet hold, so an inquiry finds it neither held nor prevented until its
+    /// claim is ended.
+    pub fn inquire(phase: Option<Phase>, prevent: bool) -> InquiryPlan {
+        match (phase, rules::inquire(Phase::seen(phase), prevent)) {
+            (Some(Phase::Reserving), _) if prevent => InquiryPlan::EndClaim,
+            (Some(Phase::Reserving), _) => InquiryPlan::Answer(Inquiry::Open),
+            (_, InquiryStep::Answer(a)) => InquiryPlan::Answer(a),
+            (None, InquiryStep::Fence | InquiryStep::Bury) => InquiryPlan::RecordAborted,
+            // Every other phase is answered by the rule (a test pins each); were one not, it
+            // would be left alone: "cannot tell" is always a safe answer.
+            (Some(_), InquiryStep::Fence | InquiryStep::Bury) => InquiryPlan::Answer(Inquiry::Open),
+        }
+    }
+}
+
+/// What an inquiry (the staged commit's recovery, `rules::inquire`) does with a transaction's
+/// state here: answer, or prevent the transaction with one conditional write first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum InquiryPlan {
+    /// Answer without writing.
+    Answer(Inquiry),
+    /// No state: record the transaction `Aborted` (conditional on no state), as an abort
+    /// before its prepare does; its prepare, arriving later, is then refused (`fenced`).
+    RecordAborted,
+    /// `reserve` is being called (or was interrupted): end its claim, `Reserving → Cancelling`
+    /// with the claim already over, over the revision read. The call's result is written over
+    /// the claim's revision, so it can no longer land; the abort that follows (or the sweep)
+    /// calls `cancel`.
+    EndClaim,
 }
 
 /// Why `reserve` refused, kept so a duplicate prepare gets the same answer.
@@ -266,6 +304,42 @@ mod tests {
             rules::abort(confirmed),
             AbortStep::Answer(Reply::Violation(_))
         ));
+    }
+
+    #[test]
+    fn an_inquiry_reads_each_phase_and_prevents_only_what_has_not_held() {
+        use Inquiry::*;
+        let answer = InquiryPlan::Answer;
+        // (phase, read-only, with prevent)
+        let table = [
+            (None, answer(Open), InquiryPlan::RecordAborted),
+            (Some(Reserving), answer(Open), InquiryPlan::EndClaim),
+            (Some(Reserved), answer(Held), answer(Held)),
+            (Some(Refused), answer(Prevented), answer(Prevented)),
+            (Some(Confirming), answer(Committed), answer(Committed)),
+            (Some(Confirmed), answer(Committed), answer(Committed)),
+            (Some(Cancelling), answer(Prevented), answer(Prevented)),
+            (Some(Cancelled), answer(Prevented), answer(Prevented)),
+            (Some(Aborted), answer(Prevented), answer(Prevented)),
+        ];
+        assert_eq!(table.len(), ALL.len() + 1, "every phase, and no state");
+        for (phase, read, prevent) in table {
+            assert_eq!(Phase::inquire(phase, false), read, "{phase:?}, read-only");
+            assert_eq!(Phase::inquire(phase, true), prevent, "{phase:?}, prevent");
+        }
+        // Each prevent writes a move the phases allow, to a phase the inquiry then reads as
+        // prevented for good.
+        assert!(Phase::FIRST.contains(&Aborted));
+        assert!(Reserving.can_move_to(Cancelling));
+        for ended in [Aborted, Cancelling] {
+            assert_eq!(Phase::inquire(Some(ended), false), answer(Prevented));
+            assert!(
+                ended
+                    .next_moves()
+                    .iter()
+                    .all(|&n| n == ended || n == Cancelled)
+            );
+        }
     }
 
     #[test]

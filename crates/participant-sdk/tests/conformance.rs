@@ -92,7 +92,9 @@ mod over_http {
     use tokio::net::{TcpListener, TcpStream};
     use twopc_core::ids::TxId;
     use twopc_core::memory::MemoryTxLog;
-    use twopc_core::message::{CompleteReply, CompleteRequest, PrepareReply, PrepareRequest};
+    use twopc_core::message::{
+        CompleteReply, CompleteRequest, InquireReply, InquireRequest, PrepareReply, PrepareRequest,
+    };
     use twopc_core::ports::{ManualClock, Transport, TransportError};
     use twopc_core::record::Target;
     use twopc_core::signing::Secret;
@@ -180,6 +182,11 @@ mod over_http {
 
         async fn abort(&self, req: &CompleteRequest) -> Result<CompleteReply, Failure> {
             let reply = self.transport.abort(&self.target, req).await;
+            reply.map_err(failure)
+        }
+
+        async fn inquire(&self, req: &InquireRequest) -> Result<InquireReply, Failure> {
+            let reply = self.transport.inquire(&self.target, req).await;
             reply.map_err(failure)
         }
 

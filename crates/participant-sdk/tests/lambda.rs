@@ -1,5 +1,5 @@
 //! The Lambda adapter, called in-process with `LambdaEvent`s as the runtime would: the sample
-//! events (`events/custom-participant-*.json`) reach the hooks once, and each failure is a
+//! events (`events/custom-participant-*.json`) reach the hooks once (an inquiry none), and each failure is a
 //! function error the coordinator's `lambda` transport reads as it reads the generic
 //! participant's (`twopc_runtime::errors`).
 
@@ -22,6 +22,7 @@ use twopc_runtime::errors::{ErrorKind, FunctionError};
 const PREPARE: &str = include_str!("../../../events/custom-participant-prepare.json");
 const COMMIT: &str = include_str!("../../../events/custom-participant-commit.json");
 const ABORT: &str = include_str!("../../../events/custom-participant-abort.json");
+const INQUIRE: &str = include_str!("../../../events/custom-participant-inquire.json");
 
 /// Records each hook call with its payload; `confirm` can be made to fail once, or to stop
 /// inside (signalling `inside`) as a crashed process would.
@@ -91,7 +92,12 @@ fn as_read_back(e: CallError) -> FunctionError {
 
 #[test]
 fn the_sample_events_round_trip_through_the_participant_call() {
-    for (text, action) in [(PREPARE, "prepare"), (COMMIT, "commit"), (ABORT, "abort")] {
+    for (text, action) in [
+        (PREPARE, "prepare"),
+        (COMMIT, "commit"),
+        (ABORT, "abort"),
+        (INQUIRE, "inquire"),
+    ] {
         let call = ParticipantCall::from_json(json(text)).expect("a participant call");
         assert_eq!(call.action(), action);
         assert_eq!(call.to_json(), json(text), "{action} does not round-trip");
@@ -126,6 +132,27 @@ async fn the_sample_abort_before_its_prepare_fences_it_out() {
     let late = call(&p, json(PREPARE)).await.expect("prepare");
     assert_eq!(late["reason"], json!("fenced"), "{late}");
     assert!(card.calls().is_empty(), "{:?}", card.calls());
+}
+
+#[tokio::test]
+async fn the_sample_inquiry_prevents_a_prepare_that_has_not_arrived_and_finds_one_held() {
+    let card = Card::default();
+    let p = participant(&card);
+    let prevented = call(&p, json(INQUIRE)).await.expect("inquire");
+    assert_eq!(prevented, json!({"inquiry": "prevented"}));
+    let late = call(&p, json(PREPARE)).await.expect("prepare");
+    assert_eq!(late["reason"], json!("fenced"), "{late}");
+    assert!(card.calls().is_empty(), "{:?}", card.calls());
+
+    let held = participant(&Card::default());
+    let vote = call(&held, json(PREPARE)).await.expect("prepare");
+    assert_eq!(vote["vote"], json!("yes"), "{vote}");
+    let found = call(&held, json(INQUIRE)).await.expect("inquire");
+    assert_eq!(
+        found,
+        json!({"inquiry": "held"}),
+        "a prevent leaves a hold alone"
+    );
 }
 
 #[tokio::test]

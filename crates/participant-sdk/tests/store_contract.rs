@@ -51,6 +51,7 @@ contract!(
     replace_writes_only_over_the_previous_revision,
     overdue_lists_unfinished_states_past_their_deadline_earliest_first,
     payloads_keep_their_numbers_exactly,
+    a_prevent_refuses_the_late_writes_of_the_prepare_it_overtook,
 );
 
 fn state(tx: &TxId, phase: Phase, deadline: u64) -> TxState {
@@ -153,4 +154,34 @@ async fn payloads_keep_their_numbers_exactly(s: impl StateStore) {
     assert_eq!(got["cents"][1].to_string(), "3");
     // DynamoDB keeps a number's value, not its text: 0.20 may come back as 0.2.
     assert!(["0.20", "0.2"].contains(&got["cents"][0].to_string().as_str()));
+}
+
+/// The two writes an inquiry's prevent makes (`Phase::inquire`), and the late writes of the
+/// prepare each must refuse: ending a claim under way refuses the hook's result (written over
+/// the claim's revision); recording an unknown transaction aborted refuses its claim.
+async fn a_prevent_refuses_the_late_writes_of_the_prepare_it_overtook(s: impl StateStore) {
+    let tx = TxId::random();
+    let mut claim = state(&tx, Phase::Reserving, 10);
+    claim.claimed_until = Some(10);
+    s.create(&claim).await.expect("claim");
+    let ended = claim.moved(Phase::Cancelling, Some(5), 5);
+    assert_eq!(s.replace(&ended).await.expect("end"), Written::Done);
+    let late = claim.moved(Phase::Reserved, None, 6);
+    assert_eq!(
+        s.replace(&late).await.expect("late result"),
+        Written::Lost(Some(Box::new(ended.clone()))),
+        "the hook's result, written over the claim's revision, loses to the ended claim"
+    );
+    assert_eq!(s.get(&tx).await.expect("get"), Some(ended));
+
+    let unknown = TxId::random();
+    let aborted = state(&unknown, Phase::Aborted, 10);
+    assert_eq!(s.create(&aborted).await.expect("prevent"), Written::Done);
+    assert_eq!(
+        s.create(&state(&unknown, Phase::Reserving, 10))
+            .await
+            .expect("late claim"),
+        Written::Lost(Some(Box::new(aborted))),
+        "the late prepare's claim finds the transaction aborted"
+    );
 }

@@ -23,7 +23,7 @@ use serde_json::{Value, json};
 use tokio::process::{Child, Command};
 use twopc_core::ids::TxId;
 use twopc_core::memory::MemoryTxLog;
-use twopc_core::message::{CompleteReply, CompleteRequest, PrepareRequest};
+use twopc_core::message::{CompleteReply, CompleteRequest, InquireRequest, PrepareRequest};
 use twopc_core::ports::SystemClock;
 use twopc_participant_sdk::conformance::CHECKS;
 use twopc_participant_sdk::{
@@ -223,6 +223,21 @@ async fn serve_broken() -> String {
             post(|State(p): State<Broken>, body: Bytes| async move {
                 match serde_json::from_slice::<CompleteRequest>(&body) {
                     Ok(req) => match p.abort(&req).await {
+                        Ok(r) => answer(StatusCode::OK, json!(r)),
+                        Err(e) => answer(
+                            StatusCode::INTERNAL_SERVER_ERROR,
+                            json!({"code": "internal", "message": e.to_string()}),
+                        ),
+                    },
+                    Err(e) => invalid(e),
+                }
+            }),
+        )
+        .route(
+            "/inquire",
+            post(|State(p): State<Broken>, body: Bytes| async move {
+                match serde_json::from_slice::<InquireRequest>(&body) {
+                    Ok(req) => match p.inquire(&req).await {
                         Ok(r) => answer(StatusCode::OK, json!(r)),
                         Err(e) => answer(
                             StatusCode::INTERNAL_SERVER_ERROR,

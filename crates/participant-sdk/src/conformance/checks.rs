@@ -9,7 +9,7 @@ use twopc_core::status::TxStatus;
 
 use super::{Atomicity, Entry, Fail, Failure, Kit, Resolved, Step, TIMEOUT_MS, UnderTest};
 
-fn reason(r: &PrepareReply) -> Option<VoteReason> {
+pub(super) fn reason(r: &PrepareReply) -> Option<VoteReason> {
     match &r.vote {
         Vote::Yes { .. } => None,
         Vote::No { reason, .. } => Some(*reason),

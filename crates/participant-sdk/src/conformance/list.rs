@@ -70,12 +70,18 @@ macro_rules! __checks {
                     => "a prepare handled after the coordinator stopped waiting holding what will be aborted",
                 a_decision_contradicting_the_state_is_a_violation_and_does_nothing
                     => "a commit with no prepare, a commit after an abort or an abort after a commit being carried out",
+                a_prevent_before_its_prepare_refuses_the_prepare
+                    => "the staged commit's recovery aborting a transaction whose late prepare then holds anyway (a hold nobody releases, or a commit answered and then undone)",
+                an_inquiry_of_a_held_transaction_leaves_it_held_and_committable
+                    => "an inquiry answering held and then letting the hold go, or answering prevented for what it holds, so that recovery aborts what was answered committed",
             ],
             faults: [
                 concurrent_duplicates_take_effect_once
                     => "two copies of one message racing inside the work and both taking effect",
                 a_failed_call_is_made_good_by_the_next_message
                     => "a call that failed, or whose answer was lost, being lost instead of made good",
+                a_prevent_during_the_prepare_keeps_its_late_result_from_holding
+                    => "a prepare still deciding when recovery prevents it holding afterwards (a late reserve result landing after the answer prevented)",
             ],
             recovery: [
                 a_silent_coordinator_is_resolved_by_the_record

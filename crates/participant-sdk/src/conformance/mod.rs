@@ -4,20 +4,22 @@
 //!
 //! The kit plays the coordinator: it writes the transaction's record in the participant's log,
 //! sends prepare, commit and abort (duplicated, reordered, late, concurrent, failed,
-//! interrupted) and moves a [`ManualClock`]. A check panics with what it expected.
+//! interrupted), asks the staged commit's inquiry, and moves a [`ManualClock`]. A check panics with what it expected.
 //!
 //! - [`UnderTest`]: a participant as the kit reaches it. Two kinds pass the same checks:
 //!   [`Sdk`] (a service's [`Hooks`], every call counted, from a [`Subject`]) and,
 //!   in `tests/tests/conformance.rs`, the generic participant on DynamoDB Local
 //!   (`tests/conformance.rs` here also runs an SDK participant through its HTTP router).
 //! - [`Kit`]: one check's world; the checks themselves follow it, one function each (the
-//!   wire's, which send raw requests over HTTP, in `wire.rs`).
+//!   staged commit's inquiry's in `inquiry.rs`; the wire's, which send raw requests over HTTP,
+//!   in `wire.rs`).
 //! - [`CHECKS`]: the one list of checks, each with what it guards against and what it needs
 //!   ([`Needs`]); the tests, [`check_all`] and the black-box runner ([`play`], `twopc
 //!   conformance`) all read it.
 
 mod checks;
 mod faults;
+mod inquiry;
 mod list;
 mod sdk;
 mod wire;
@@ -27,14 +29,18 @@ use std::future::Future;
 use twopc_core::ids::TxId;
 use twopc_core::item::Key;
 use twopc_core::memory::MemoryTxLog;
-use twopc_core::message::{CompleteReply, CompleteRequest, PrepareReply, PrepareRequest};
+use twopc_core::message::{
+    CompleteReply, CompleteRequest, InquireReply, InquireRequest, PrepareReply, PrepareRequest,
+};
 use twopc_core::op::Operation;
 use twopc_core::ports::{Clock, ManualClock, TxLog};
 use twopc_core::record::TxRecord;
+use twopc_core::rules::Inquiry;
 use twopc_core::status::TxStatus;
 
 pub use self::checks::*;
 pub use self::faults::{Fail, Faults, Step};
+pub use self::inquiry::*;
 pub use self::list::{CHECKS, Check, Needs, check_all, play};
 pub use self::sdk::{Counted, Hook, Sdk, Subject};
 pub use self::wire::*;
@@ -88,6 +94,12 @@ pub trait UnderTest: Send + Sync {
         &self,
         req: &CompleteRequest,
     ) -> impl Future<Output = Result<CompleteReply, Failure>> + Send;
+
+    /// Inquiry (the staged commit's recovery): held, prevented, committed or open.
+    fn inquire(
+        &self,
+        req: &InquireRequest,
+    ) -> impl Future<Output = Result<InquireReply, Failure>> + Send;
 
     /// Settles the transaction's hold here as if its coordinator went silent, by its record.
     fn resolve(&self, tx: &Tx) -> impl Future<Output = Result<Resolved, Failure>> + Send;
@@ -327,6 +339,23 @@ impl<P: UnderTest> Kit<P> {
     pub async fn send_abort(&self, tx: &Tx) -> CompleteReply {
         let reply = self.subject.abort(&self.complete(tx)).await;
         reply.expect("abort answered")
+    }
+
+    /// Its inquiry (`prevent`: a recoverer's, past the deadline; else a helper's, read-only).
+    pub fn inquiry(&self, tx: &Tx, prevent: bool) -> InquireRequest {
+        InquireRequest {
+            tx_id: tx.id.clone(),
+            deadline: tx.deadline,
+            began: tx.began,
+            key: tx.entry.key.clone(),
+            prevent,
+        }
+    }
+
+    /// Sends its inquiry; the answer.
+    pub async fn send_inquire(&self, tx: &Tx, prevent: bool) -> Inquiry {
+        let reply = self.subject.inquire(&self.inquiry(tx, prevent)).await;
+        reply.expect("inquire answered").inquiry
     }
 
     /// Asserts what the transaction left: `held` holds, `applied` commits, and, for a

@@ -8,7 +8,9 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value;
 use twopc_core::ids::TxId;
 use twopc_core::memory::MemoryTxLog;
-use twopc_core::message::{CompleteReply, CompleteRequest, PrepareReply, PrepareRequest};
+use twopc_core::message::{
+    CompleteReply, CompleteRequest, InquireReply, InquireRequest, PrepareReply, PrepareRequest,
+};
 use twopc_core::ports::{Clock, ManualClock, SystemClock};
 
 use super::{Atomicity, Effects, Entry, Failure, Faults, Step, Tx, UnderTest, payload_entry};
@@ -227,6 +229,10 @@ impl<H: Hooks, S: StateStore> UnderTest for Sdk<H, S> {
 
     async fn abort(&self, req: &CompleteRequest) -> Result<CompleteReply, Failure> {
         self.participant.abort(req).await.map_err(failure)
+    }
+
+    async fn inquire(&self, req: &InquireRequest) -> Result<InquireReply, Failure> {
+        self.participant.inquire(req).await.map_err(failure)
     }
 
     async fn resolve(&self, tx: &Tx) -> Result<Resolved, Failure> {

@@ -17,7 +17,9 @@ use serde_json::{Value, json};
 use twopc_core::ids::TxId;
 use twopc_core::item::Key;
 use twopc_core::memory::MemoryTxLog;
-use twopc_core::message::{CompleteReply, CompleteRequest, PrepareReply, PrepareRequest};
+use twopc_core::message::{
+    CompleteReply, CompleteRequest, InquireReply, InquireRequest, PrepareReply, PrepareRequest,
+};
 use twopc_core::op::Operation;
 use twopc_core::ports::{Clock, ManualClock, SystemClock};
 use twopc_core::signing;
@@ -233,6 +235,10 @@ impl UnderTest for Remote {
 
     async fn abort(&self, req: &CompleteRequest) -> Result<CompleteReply, Failure> {
         self.complete("abort", req).await
+    }
+
+    async fn inquire(&self, req: &InquireRequest) -> Result<InquireReply, Failure> {
+        self.call("inquire", &req.tx_id, req).await
     }
 
     async fn resolve(&self, _: &Tx) -> Result<Resolved, Failure> {
