@@ -61,9 +61,13 @@ pub struct ServeArgs {
     /// Do not write the demo's seed items.
     #[arg(long)]
     pub no_seed: bool,
-    /// Folder of the data lake (`dt=YYYY-MM-DD/*.jsonl`).
+    /// Folder of the data lake (Parquet, `committed/dt=YYYY-MM-DD/*.parquet`, as in S3).
     #[arg(long, default_value = "data-lake", env = "TWOPC_LAKE_DIR")]
     pub lake_dir: PathBuf,
+    /// How long the data lake buffers rows before rolling them into a file, in milliseconds
+    /// (Firehose's buffer in AWS is at least 60 s).
+    #[arg(long, default_value_t = 1_000)]
+    pub lake_buffer_ms: u64,
     /// Also admit WebSocket connections with `?token=<this shared token>` (a demo opt-in; they
     /// may subscribe to everything). Without it, only tokens from `twopc token` are admitted.
     #[arg(long, env = "TWOPC_WS_TOKEN")]
@@ -274,7 +278,7 @@ async fn run(
         .with_graceful_shutdown(shutdown_signal())
         .await;
     sweeping.abort();
-    stack.poller.abort();
+    stack.streams.stop().await;
     eprintln!("- shutting down");
     served.map_err(ServeError::Server)
 }
@@ -289,7 +293,7 @@ dynamo-2pc local stack
 {custom}  live page     {url}/   (WebSocket {ws}/ws)
   sweeper       every {sweep} ms
   data          {data}
-  data lake     {lake}/dt=YYYY-MM-DD/*.jsonl
+  data lake     {lake}/committed/dt=YYYY-MM-DD/*.parquet   (make lake queries it)
 
 Try a transfer:
   curl -s -X POST {url}/transactions -H 'Idempotency-Key: demo-1' -d '{{"participants": [

@@ -46,8 +46,9 @@ pub struct Stack {
     pub demo: Demo,
     /// The configuration.
     pub config: Config,
-    /// The stream poller's task: stopped with the server, before DynamoDB Local is.
-    pub poller: tokio::task::AbortHandle,
+    /// The stream poller and the lake's roller: stopped with the server, before DynamoDB Local
+    /// is.
+    pub streams: streams::Streams,
 }
 
 impl Stack {
@@ -102,7 +103,7 @@ impl Stack {
             issuer,
             args.ws_token.clone(),
         ));
-        let poller = streams::start(args, &demo, &clients.dynamodb, endpoint, url).await?;
+        let streams = streams::start(args, &demo, &clients.dynamodb, endpoint, url).await?;
         let cards = CardGateway::default();
         let payments = SdkParticipant::new(
             cards.clone(),
@@ -122,7 +123,7 @@ impl Stack {
             participant: twopc_runtime::participant(&config, &clients),
             demo,
             config,
-            poller,
+            streams,
         })
     }
 }
