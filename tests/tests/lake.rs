@@ -165,7 +165,10 @@ async fn a_writer_killed_before_renaming_its_file_loses_nothing_and_leaves_no_pa
     assert!(cleaned >= 1, "the dead writer's temporary file was removed");
     let ids = event_ids(&rows);
     let distinct: BTreeSet<String> = ids.iter().cloned().collect();
-    assert_eq!(distinct, history, "the lake holds exactly the committed history");
+    assert_eq!(
+        distinct, history,
+        "the lake holds exactly the committed history"
+    );
     assert_eq!(ids.len(), distinct.len(), "nothing was in a file twice");
 }
 
@@ -175,9 +178,15 @@ async fn a_writer_killed_after_renaming_before_checkpointing_duplicates_only_by_
     assert_eq!(cleaned, 0, "its files were whole and in place");
     let ids = event_ids(&rows);
     let distinct: BTreeSet<String> = ids.iter().cloned().collect();
-    assert_eq!(distinct, history, "the lake holds exactly the committed history");
+    assert_eq!(
+        distinct, history,
+        "the lake holds exactly the committed history"
+    );
     // THEN the rows of the first file came again, each with its eventId and the same content.
-    assert!(ids.len() > distinct.len(), "the redelivery wrote rows again");
+    assert!(
+        ids.len() > distinct.len(),
+        "the redelivery wrote rows again"
+    );
     let mut by_id: BTreeMap<String, Vec<&Value>> = BTreeMap::new();
     for (id, row) in ids.iter().zip(&rows) {
         by_id.entry(id.clone()).or_default().push(row);

@@ -648,7 +648,13 @@ fn aws_partitions_the_lake_by_commit_day_as_the_local_lake_does() {
     let lines = block("Resources", "LakeStream");
     assert_eq!(
         value(&lines, "Prefix"),
-        Some(format!("{}/dt=!{{partitionKeyFromQuery:dt}}/", twopc_fanout::lake::PREFIX).as_str())
+        Some(
+            format!(
+                "{}/dt=!{{partitionKeyFromQuery:dt}}/",
+                twopc_fanout::lake::PREFIX
+            )
+            .as_str()
+        )
     );
     assert_eq!(
         value(&lines, "ParameterValue"),
@@ -691,7 +697,11 @@ fn the_glue_table_has_the_columns_the_local_parquet_files_are_written_with() {
         Some("org.apache.hadoop.hive.ql.io.parquet.serde.ParquetHiveSerDe")
     );
     // The partition is the folder, text, as `make lake` reads it.
-    assert!(table.iter().any(|l| l.trim() == format!("- Name: {}", twopc_fanout::lake::PARTITION)));
+    assert!(
+        table
+            .iter()
+            .any(|l| l.trim() == format!("- Name: {}", twopc_fanout::lake::PARTITION))
+    );
     // Every column is a key of the JSON rows Firehose converts (matched ignoring case).
     let item = twopc_fanout::rows::row(&twopc_fanout::detect::Detected::ItemCommitted {
         tx_id: "t".into(),
@@ -734,7 +744,12 @@ fn literal(resource: &str, key: &str) -> String {
         .take_while(|l| l.trim().is_empty() || indent(l) > depth)
         .copied()
         .collect();
-    let strip = body.iter().map(|l| indent(l)).min().unwrap_or(0);
+    let strip = body
+        .iter()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| indent(l))
+        .min()
+        .unwrap_or(0);
     body.iter()
         .map(|l| l.get(strip..).unwrap_or(""))
         .collect::<Vec<_>>()
@@ -761,14 +776,21 @@ fn athena_saves_the_queries_make_lake_runs_and_a_workgroup_with_a_result_locatio
         assert_eq!(value(&lines, "Name"), Some(name));
         assert_eq!(value(&lines, "WorkGroup"), Some("!Ref LakeWorkGroup"));
         assert_eq!(value(&lines, "Database"), Some("!Ref LakeDatabase"));
-        assert_eq!(literal(resource, "QueryString"), lake_sql(name), "{resource}");
+        assert_eq!(
+            literal(resource, "QueryString"),
+            lake_sql(name),
+            "{resource}"
+        );
     }
     let workgroup = block("Resources", "LakeWorkGroup");
     assert_eq!(
         value(&workgroup, "OutputLocation"),
         Some("!Sub s3://${LakeBucket}/athena-results/")
     );
-    assert_eq!(value(&workgroup, "EnforceWorkGroupConfiguration"), Some("true"));
+    assert_eq!(
+        value(&workgroup, "EnforceWorkGroupConfiguration"),
+        Some("true")
+    );
 }
 
 #[test]

@@ -84,7 +84,8 @@ pub const COLUMNS: [Column; 12] = [
 
 /// The fields of a participant in [`ColumnType::Participants`]; `key` is a text map, the others
 /// text.
-pub const PARTICIPANT_FIELDS: [&str; 6] = ["participant", "key", "vote", "reason", "mode", "message"];
+pub const PARTICIPANT_FIELDS: [&str; 6] =
+    ["participant", "key", "vote", "reason", "mode", "message"];
 
 impl ColumnType {
     /// The type as Glue (Hive DDL) spells it.
@@ -180,7 +181,10 @@ mod tests {
         assert_eq!(scaled("102.47"), Some(102_470_000_000_000_000_000));
         assert_eq!(scaled("-0.000000000000000001"), Some(-1));
         assert_eq!(scaled("1e3"), Some(1_000 * 10i128.pow(18)));
-        assert_eq!(scaled("99999999999999999999.999999999999999999"), Some(10i128.pow(38) - 1));
+        assert_eq!(
+            scaled("99999999999999999999.999999999999999999"),
+            Some(10i128.pow(38) - 1)
+        );
         assert_eq!(scaled("100000000000000000000"), None, "21 integer digits");
         assert_eq!(scaled("0.0000000000000000001"), None, "19 fraction digits");
         let item: Map<String, Value> = serde_json::from_value(json!({

@@ -144,9 +144,7 @@ fn data_type(kind: ColumnType) -> DataType {
         // Without a zone: Athena's `timestamp` is one (the value is UTC).
         ColumnType::Timestamp => DataType::Timestamp(TimeUnit::Millisecond, None),
         ColumnType::TextMap => map_type(DataType::Utf8),
-        ColumnType::DecimalMap => {
-            map_type(DataType::Decimal128(DECIMAL_PRECISION, DECIMAL_SCALE))
-        }
+        ColumnType::DecimalMap => map_type(DataType::Decimal128(DECIMAL_PRECISION, DECIMAL_SCALE)),
         ColumnType::Participants => DataType::List(Arc::new(Field::new(
             "element",
             DataType::Struct(participant_fields()),
@@ -163,7 +161,11 @@ fn bad(column: &'static str, why: impl Into<String>) -> LakeError {
 }
 
 fn text_map_builder() -> MapBuilder<StringBuilder, StringBuilder> {
-    MapBuilder::new(Some(map_names()), StringBuilder::new(), StringBuilder::new())
+    MapBuilder::new(
+        Some(map_names()),
+        StringBuilder::new(),
+        StringBuilder::new(),
+    )
 }
 
 /// Appends a JSON object (or null) of text values to a text map.
@@ -173,7 +175,9 @@ fn append_text_map(
     value: Option<&Value>,
 ) -> Result<(), LakeError> {
     match value {
-        None => b.append(false).map_err(|e| LakeError::Encode(e.to_string())),
+        None => b
+            .append(false)
+            .map_err(|e| LakeError::Encode(e.to_string())),
         Some(Value::Object(m)) => {
             for (k, v) in m {
                 b.keys().append_value(k);
@@ -400,7 +404,11 @@ impl ParquetLake {
         let mut removed = 0;
         let days = std::fs::read_dir(self.root.join(PREFIX));
         for day in days.into_iter().flatten().flatten() {
-            for f in std::fs::read_dir(day.path()).into_iter().flatten().flatten() {
+            for f in std::fs::read_dir(day.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
                 let name = f.file_name().to_string_lossy().into_owned();
                 if name.starts_with('.')
                     && name.ends_with(".tmp")
@@ -424,7 +432,9 @@ impl ParquetLake {
         }
         let mut by_day: BTreeMap<String, Vec<Value>> = BTreeMap::new();
         for row in rows {
-            let ms = field(&row, "committedat").and_then(Value::as_u64).unwrap_or(0);
+            let ms = field(&row, "committedat")
+                .and_then(Value::as_u64)
+                .unwrap_or(0);
             by_day.entry(partition_date(ms)).or_default().push(row);
         }
         let n = self.rolled.fetch_add(1, Ordering::Relaxed);
@@ -496,10 +506,12 @@ pub fn roll_and_checkpoint(
     if lake.faults.fire(RollPoint::BeforeCheckpoint) {
         return Err(LakeError::Stopped(RollPoint::BeforeCheckpoint));
     }
-    checkpoints.save(&positions).map_err(|source| LakeError::Io {
-        path: checkpoints.file().to_owned(),
-        source,
-    })?;
+    checkpoints
+        .save(&positions)
+        .map_err(|source| LakeError::Io {
+            path: checkpoints.file().to_owned(),
+            source,
+        })?;
     Ok(rolled)
 }
 
@@ -509,7 +521,12 @@ pub fn files(root: &Path) -> Vec<PathBuf> {
         .into_iter()
         .flatten()
         .flatten()
-        .flat_map(|day| std::fs::read_dir(day.path()).into_iter().flatten().flatten())
+        .flat_map(|day| {
+            std::fs::read_dir(day.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+        })
         .map(|f| f.path())
         .filter(|p| p.extension().is_some_and(|e| e == "parquet"))
         .collect();
@@ -604,12 +621,18 @@ mod tests {
         write_file(&path, &[item("0.10", 1_795_305_600_000), tx]).expect("write");
         let back = read_file(&path).expect("read");
         std::fs::remove_dir_all(&dir).ok();
-        assert_eq!(back[0]["numbers"], json!({"balance": "0.100000000000000000"}));
+        assert_eq!(
+            back[0]["numbers"],
+            json!({"balance": "0.100000000000000000"})
+        );
         assert_eq!(back[0]["item"], json!({"id": "alice", "tags": "[\"vip\"]"}));
         assert_eq!(back[0]["key"], json!({"id": "alice"}));
         assert_eq!(back[0]["version"], json!(3));
         assert_eq!(back[0]["eventid"], json!("t1/accounts/{\"id\":\"alice\"}"));
-        assert_eq!(back[1]["committedat"], json!("2026-11-22 00:00:00.123 +00:00"));
+        assert_eq!(
+            back[1]["committedat"],
+            json!("2026-11-22 00:00:00.123 +00:00")
+        );
         assert_eq!(back[1]["items"], json!(1), "one participant with a key");
         assert_eq!(back[1]["participants"][1]["participant"], json!("payments"));
         assert_eq!(back[1]["participants"][1]["key"], Value::Null);
@@ -625,7 +648,10 @@ mod tests {
             .expect("put");
         assert_eq!(lake.buffered(), 2);
         let rolled = lake.roll().expect("roll");
-        assert_eq!((rolled.rows, rolled.files.len(), lake.buffered()), (2, 2, 0));
+        assert_eq!(
+            (rolled.rows, rolled.files.len(), lake.buffered()),
+            (2, 2, 0)
+        );
         let days: Vec<String> = files(&dir)
             .iter()
             .filter_map(|f| f.parent()?.file_name()?.to_str().map(str::to_owned))

@@ -1,8 +1,8 @@
 //! Pushes through API Gateway's management API (which the local stack's gateway also serves, so
 //! the same client code runs in both places).
 
-use aws_sdk_apigatewaymanagement::primitives::Blob;
 use crate::ports::{Push, PushError};
+use aws_sdk_apigatewaymanagement::primitives::Blob;
 
 /// `PostToConnection` through API Gateway's management API (or the local gateway's).
 #[derive(Clone, Debug)]

@@ -39,9 +39,15 @@ fn make_lake(lake: &Path, name: &str) -> Vec<Value> {
 }
 
 async fn balance(url: &str, id: &str) -> String {
-    let (status, body) = call(url, "GET", &format!("/local/items/accounts/{id}"), None, None)
-        .await
-        .expect("item");
+    let (status, body) = call(
+        url,
+        "GET",
+        &format!("/local/items/accounts/{id}"),
+        None,
+        None,
+    )
+    .await
+    .expect("item");
     assert_eq!(status, 200, "{body}");
     body["item"]["balance"].to_string()
 }
@@ -108,7 +114,10 @@ async fn the_saved_queries_over_a_real_run_report_the_committed_balances_and_the
         .collect();
     assert_eq!(reported, balances, "{rows:#?}");
     let changes: i64 = rows.iter().filter_map(|r| r["changes"].as_i64()).sum();
-    assert_eq!(changes, 6, "two item changes per committed transfer, each once");
+    assert_eq!(
+        changes, 6,
+        "two item changes per committed transfer, each once"
+    );
 
     let listed = make_lake(&lake, "aborted-and-stuck-today");
     let ids: Vec<&str> = listed.iter().filter_map(|r| r["txid"].as_str()).collect();

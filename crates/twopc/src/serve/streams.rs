@@ -11,10 +11,10 @@ use tracing::{info, warn};
 
 use twopc_dynamo::connections::DynamoConnections;
 use twopc_fanout::detect::{TableRole, Tables};
-use twopc_fanout::poll::Poller;
-use twopc_fanout::processor::Processor;
 use twopc_fanout::parquet_lake::{ParquetLake, roll_and_checkpoint};
 use twopc_fanout::poll::Checkpointer;
+use twopc_fanout::poll::Poller;
+use twopc_fanout::processor::Processor;
 
 use super::demo::Demo;
 use super::{ServeArgs, ServeError};
@@ -51,7 +51,9 @@ fn roll(lake: &ParquetLake, checkpoints: &Checkpointer, rolling: &Mutex<()>) {
     match roll_and_checkpoint(lake, checkpoints) {
         Ok(r) if r.rows > 0 => info!(rows = r.rows, files = r.files.len(), "data lake rolled"),
         Ok(_) => {}
-        Err(e) => warn!(error = %e, "rolling the data lake failed; the rows wait for the next roll"),
+        Err(e) => {
+            warn!(error = %e, "rolling the data lake failed; the rows wait for the next roll")
+        }
     }
 }
 
@@ -92,7 +94,10 @@ pub async fn start(
     ));
     let left = lake.clean();
     if left > 0 {
-        info!(files = left, "removed temporary lake files a crash left (their rows are redelivered)");
+        info!(
+            files = left,
+            "removed temporary lake files a crash left (their rows are redelivered)"
+        );
     }
     let subscriptions = DynamoConnections::new(client.clone(), demo.connections_table(), 7_200);
     let push = twopc_fanout::poll::local_push(url).await;
