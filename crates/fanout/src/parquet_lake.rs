@@ -487,12 +487,6 @@ impl Lake for ParquetLake {
     }
 }
 
-impl<L: Lake> Lake for Arc<L> {
-    async fn put(&self, rows: &[Value]) -> Result<Vec<usize>, SinkError> {
-        self.as_ref().put(rows).await
-    }
-}
-
 /// One roll, then the stream positions saved: the positions are read *before* the buffer is
 /// taken, so every position saved belongs to rows already in a file (a batch's position is
 /// recorded only after its rows were put).
