@@ -116,6 +116,35 @@ impl ColumnType {
     }
 }
 
+impl ColumnType {
+    /// The type as Athena's engine (Trino) spells it, in a view's stored columns.
+    pub fn trino(self) -> String {
+        match self {
+            ColumnType::Text => "varchar".into(),
+            ColumnType::BigInt => "bigint".into(),
+            ColumnType::Timestamp => "timestamp(3)".into(),
+            ColumnType::TextMap => "map(varchar,varchar)".into(),
+            ColumnType::DecimalMap => {
+                format!("map(varchar,decimal({DECIMAL_PRECISION},{DECIMAL_SCALE}))")
+            }
+            ColumnType::Participants => {
+                let fields: Vec<String> = PARTICIPANT_FIELDS
+                    .iter()
+                    .map(|f| {
+                        let t = if *f == "key" {
+                            ColumnType::TextMap
+                        } else {
+                            ColumnType::Text
+                        };
+                        format!("{f} {}", t.trino())
+                    })
+                    .collect();
+                format!("array(row({}))", fields.join(","))
+            }
+        }
+    }
+}
+
 /// A row's value for a column: the JSON key equal to the column's name, ignoring case.
 pub fn field<'a>(row: &'a Value, column: &str) -> Option<&'a Value> {
     row.as_object()?
