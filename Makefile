@@ -182,5 +182,7 @@ browser-tools: ## Install headless Chromium (Debian package; needs root) and pla
 	  else echo "chromium is missing: sudo apt-get install -y chromium" >&2; exit 1; fi; }
 	@[ -d tests/browser/node_modules/playwright-core ] || npm install --silent --no-audit --no-fund --prefix tests/browser
 
-lake: py-tools ## Query the local data lake with DuckDB (committed changes per participant; QUERY="..." for your own)
-	@$(VENV)/bin/python -c "import duckdb,sys; print(duckdb.sql(sys.argv[1]))" "$${QUERY:-SELECT dt, participant, count(*) AS changes, count(DISTINCT txId) AS transactions FROM read_json('data-lake/*/*.jsonl', format='newline_delimited', hive_partitioning=true) WHERE type = 'item' GROUP BY ALL ORDER BY ALL}"
+# make lake: DuckDB over the local lake's Parquet (infra/lake/query.py), with Athena's SQL: the
+# views committed_changes and changes (each change once) and the template's named queries.
+lake: py-tools ## Query the local data lake with DuckDB: Q=<name> runs infra/lake/<name>.sql (Athena's named queries), QUERY="..." your own
+	@$(VENV)/bin/python infra/lake/query.py

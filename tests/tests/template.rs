@@ -631,7 +631,7 @@ fn every_alarm_and_dashboard_metric_of_ours_is_one_the_functions_emit() {
 
 #[test]
 fn aws_partitions_the_lake_by_commit_day_as_the_local_lake_does() {
-    // The local lake's folder is the UTC day of a row's committedAt (twopc_fanout::sinks).
+    // The local lake's folder is the UTC day of a row's committedAt (twopc_fanout::parquet_lake).
     let d = twopc_fanout::detect::Detected::TransactionCompleted {
         tx_id: "t".into(),
         status: "COMMITTED".into(),
@@ -644,19 +644,179 @@ fn aws_partitions_the_lake_by_commit_day_as_the_local_lake_does() {
         twopc_fanout::rows::partition_date(1_700_000_000_000),
         "2023-11-14"
     );
-    // Firehose reads the same field, in seconds, as the same UTC day.
+    // Firehose reads the same field, in seconds, as the same UTC day, under the same prefix.
     let lines = block("Resources", "LakeStream");
     assert_eq!(
         value(&lines, "Prefix"),
-        Some("committed/dt=!{partitionKeyFromQuery:dt}/")
+        Some(
+            format!(
+                "{}/dt=!{{partitionKeyFromQuery:dt}}/",
+                twopc_fanout::lake::PREFIX
+            )
+            .as_str()
+        )
     );
     assert_eq!(
         value(&lines, "ParameterValue"),
         Some(r#"'{dt: (.committedAt / 1000 | floor | strftime("%Y-%m-%d"))}'"#)
     );
-    assert_eq!(value(&lines, "CompressionFormat"), Some("GZIP"));
+    // Parquet, as the local files: converted against the Glue table, compressed inside.
+    assert_eq!(value(&lines, "CompressionFormat"), Some("UNCOMPRESSED"));
+    assert_eq!(value(&lines, "FileExtension"), Some(".parquet"));
+    assert_eq!(value(&lines, "TableName"), Some("!Ref LakeTable"));
+    assert_eq!(value(&lines, "Compression"), Some("SNAPPY"));
+    assert_eq!(value(&lines, "CaseInsensitive"), Some("true"));
+}
+
+/// The `{Name: n, Type: t}` columns of a Glue table resource.
+fn glue_columns(resource: &str) -> Vec<(String, String)> {
+    block("Resources", resource)
+        .iter()
+        .filter_map(|l| {
+            let t = l.trim().strip_prefix("- {Name: ")?.strip_suffix('}')?;
+            let (name, kind) = t.split_once(", Type: ")?;
+            Some((name.to_owned(), kind.trim_matches('"').to_owned()))
+        })
+        .collect()
+}
+
+fn lake_columns() -> Vec<(String, String)> {
+    twopc_fanout::lake::COLUMNS
+        .iter()
+        .map(|c| (c.name.to_owned(), c.kind.glue()))
+        .collect()
+}
+
+#[test]
+fn the_glue_table_has_the_columns_the_local_parquet_files_are_written_with() {
+    assert_eq!(glue_columns("LakeTable"), lake_columns());
     let table = block("Resources", "LakeTable");
-    assert_eq!(value(&table, "compressionType"), Some("gzip"));
+    assert_eq!(value(&table, "classification"), Some("parquet"));
+    assert_eq!(
+        value(&table, "SerializationLibrary"),
+        Some("org.apache.hadoop.hive.ql.io.parquet.serde.ParquetHiveSerDe")
+    );
+    // The partition is the folder, text, as `make lake` reads it.
+    assert!(
+        table
+            .iter()
+            .any(|l| l.trim() == format!("- Name: {}", twopc_fanout::lake::PARTITION))
+    );
+    // Every column is a key of the JSON rows Firehose converts (matched ignoring case).
+    let item = twopc_fanout::rows::row(&twopc_fanout::detect::Detected::ItemCommitted {
+        tx_id: "t".into(),
+        participant: "accounts".into(),
+        key: serde_json::from_str(r#"{"id": "alice"}"#).expect("key"),
+        item: Some(serde_json::from_str(r#"{"id": "alice", "balance": 1.50}"#).expect("item")),
+        version: 1.into(),
+        committed_at: 1,
+    });
+    let tx = twopc_fanout::rows::row(&twopc_fanout::detect::Detected::TransactionCompleted {
+        tx_id: "t".into(),
+        status: "COMMITTED".into(),
+        participants: vec![],
+        completed_at: 1,
+    });
+    for column in twopc_fanout::lake::COLUMNS {
+        assert!(
+            [&item, &tx]
+                .iter()
+                .any(|r| twopc_fanout::lake::field(r, column.name).is_some()),
+            "no row carries {}",
+            column.name
+        );
+    }
+}
+
+/// The text of a literal block (`key: |`) inside a resource.
+fn literal(resource: &str, key: &str) -> String {
+    let lines: Vec<&str> = TEMPLATE.lines().collect();
+    let header = format!("  {resource}:");
+    let from = lines.iter().position(|l| *l == header).expect("resource");
+    let at = lines[from..]
+        .iter()
+        .position(|l| l.trim() == format!("{key}: |"))
+        .map(|i| from + i)
+        .unwrap_or_else(|| panic!("no {key} in {resource}"));
+    let depth = indent(lines[at]);
+    let body: Vec<&str> = lines[at + 1..]
+        .iter()
+        .take_while(|l| l.trim().is_empty() || indent(l) > depth)
+        .copied()
+        .collect();
+    let strip = body
+        .iter()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| indent(l))
+        .min()
+        .unwrap_or(0);
+    body.iter()
+        .map(|l| l.get(strip..).unwrap_or(""))
+        .collect::<Vec<_>>()
+        .join("\n")
+        .trim_end()
+        .to_owned()
+        + "\n"
+}
+
+fn lake_sql(name: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../infra/lake")
+        .join(format!("{name}.sql"));
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+#[test]
+fn athena_saves_the_queries_make_lake_runs_and_a_workgroup_with_a_result_location() {
+    for (resource, name) in [
+        ("LakeQueryBalanceChanges", "balance-changes-per-day"),
+        ("LakeQueryAbortedAndStuck", "aborted-and-stuck-today"),
+    ] {
+        let lines = block("Resources", resource);
+        assert_eq!(value(&lines, "Name"), Some(name));
+        assert_eq!(value(&lines, "WorkGroup"), Some("!Ref LakeWorkGroup"));
+        assert_eq!(value(&lines, "Database"), Some("!Ref LakeDatabase"));
+        assert_eq!(
+            literal(resource, "QueryString"),
+            lake_sql(name),
+            "{resource}"
+        );
+    }
+    let workgroup = block("Resources", "LakeWorkGroup");
+    assert_eq!(
+        value(&workgroup, "OutputLocation"),
+        Some("!Sub s3://${LakeBucket}/athena-results/")
+    );
+    assert_eq!(
+        value(&workgroup, "EnforceWorkGroupConfiguration"),
+        Some("true")
+    );
+}
+
+#[test]
+fn the_changes_view_is_the_sql_make_lake_runs_over_the_same_columns() {
+    let view = block("Resources", "LakeChangesView");
+    assert_eq!(value(&view, "TableType"), Some("VIRTUAL_VIEW"));
+    let text = view.join("\n");
+    let sql = lake_sql("changes");
+    assert!(
+        text.contains(&format!(r#"{{"originalSql": "{}","#, sql.trim())),
+        "the view's SQL is not infra/lake/changes.sql"
+    );
+    let mut columns = lake_columns();
+    columns.push((twopc_fanout::lake::PARTITION.into(), "string".into()));
+    assert_eq!(glue_columns("LakeChangesView"), columns);
+    let mut trino: Vec<(String, String)> = twopc_fanout::lake::COLUMNS
+        .iter()
+        .map(|c| (c.name.to_owned(), c.kind.trino()))
+        .collect();
+    trino.push((twopc_fanout::lake::PARTITION.into(), "varchar".into()));
+    for (name, kind) in &trino {
+        assert!(
+            text.contains(&format!(r#"{{"name": "{name}", "type": "{kind}"}}"#)),
+            "the view's stored columns lack {name} {kind}"
+        );
+    }
 }
 
 #[test]

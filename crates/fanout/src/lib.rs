@@ -9,14 +9,17 @@
 //!   placeholders buried as tombstones) and fence-only writes are not commits. A
 //!   transactions-table change is
 //!   an outcome when `status` becomes `COMMITTED` or `ABORTED`.
+//! - [`lake`]: the data lake's one schema (columns and types, from which the Glue table's and
+//!   the local Parquet files' are derived) and the typing of item attributes; `parquet_lake`
+//!   (feature `parquet`): the local lake as Parquet files rolled like Firehose's.
 //! - [`rows`]: data-lake rows (`eventId, txId, participant, key, item, version, committedAt`; one
 //!   per transaction outcome too) with ids that make duplicates detectable, and the WebSocket
 //!   messages (`entity.committed`, `transaction.completed`) with their topics.
 //! - [`processor`]: a batch of stream records in, rows to the lake and messages to subscribers
 //!   out, and the records whose delivery failed reported back (Lambda's
 //!   `ReportBatchItemFailures`), so only those are retried.
-//! - [`ports`]: the lake, the subscriptions and the push channel, as traits; [`sinks`]: the
-//!   local file lake and API Gateway's `PostToConnection`.
+//! - [`ports`]: the lake, the subscriptions and the push channel, as traits; [`sinks`]: API
+//!   Gateway's `PostToConnection`.
 //! - `poll` (feature `poller`): the local stand-in for Lambda's stream event source mapping.
 //! - `firehose` (feature `firehose`): the data lake in AWS, with partial-failure retries.
 //! - [`connections`]: the WebSocket routes (`$connect`, `$disconnect`, `subscribe`).
@@ -26,6 +29,9 @@ pub mod connections;
 pub mod detect;
 #[cfg(feature = "firehose")]
 pub mod firehose;
+pub mod lake;
+#[cfg(feature = "parquet")]
+pub mod parquet_lake;
 #[cfg(feature = "poller")]
 pub mod poll;
 pub mod ports;

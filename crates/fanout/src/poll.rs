@@ -26,6 +26,37 @@ use tracing::{Instrument, warn};
 /// Where each shard was read up to (shard id → last delivered sequence number).
 pub type Checkpoints = BTreeMap<String, String>;
 
+/// The positions of a poller whose checkpoints are deferred ([`Poller::defer_checkpoints`]):
+/// read them, make what was delivered up to them durable, then save them.
+#[derive(Clone)]
+pub struct Checkpointer {
+    store: std::sync::Arc<CheckpointStore>,
+    file: PathBuf,
+}
+
+impl Checkpointer {
+    /// Where each shard's delivered records end now (in memory; not yet saved).
+    pub fn positions(&self) -> Checkpoints {
+        self.store.lock().clone()
+    }
+
+    /// Saves `positions` (a temporary file, then a rename): a restart resumes after them.
+    pub fn save(&self, positions: &Checkpoints) -> std::io::Result<()> {
+        save(&self.file, positions)
+    }
+
+    /// The file the positions are saved in.
+    pub fn file(&self) -> &std::path::Path {
+        &self.file
+    }
+}
+
+fn save(file: &std::path::Path, positions: &Checkpoints) -> std::io::Result<()> {
+    let text = serde_json::to_string_pretty(positions).map_err(std::io::Error::other)?;
+    let tmp = file.with_extension("tmp");
+    std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, file))
+}
+
 /// How often a stream's shards are listed again when none closed or failed: new shards appear
 /// when one closes (DynamoDB rolls them over every few hours), which the reading loop notices.
 pub const DISCOVER_EVERY: Duration = Duration::from_secs(10);
@@ -41,7 +72,7 @@ pub struct StreamSource {
 pub struct Poller {
     client: Client,
     sources: Vec<StreamSource>,
-    store: CheckpointStore,
+    store: std::sync::Arc<CheckpointStore>,
     /// Records per batch (Lambda's `BatchSize`).
     pub batch_size: i32,
 }
@@ -50,6 +81,8 @@ pub struct Poller {
 struct CheckpointStore {
     checkpoints: Mutex<Checkpoints>,
     file: Option<PathBuf>,
+    /// Positions are kept in memory only; a [`Checkpointer`] saves them.
+    deferred: std::sync::atomic::AtomicBool,
 }
 
 impl CheckpointStore {
@@ -64,24 +97,19 @@ impl CheckpointStore {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Records `seq` as delivered on `shard` and saves every position (a temporary file, then
-    /// a rename: a crash leaves the old file or the new one).
+    /// Records `seq` as delivered on `shard` and, unless deferred, saves every position (a
+    /// temporary file, then a rename: a crash leaves the old file or the new one).
     fn advance(&self, shard: &str, seq: &str) {
-        let text = {
+        let deferred = self.deferred.load(std::sync::atomic::Ordering::Acquire);
+        let positions = {
             let mut c = self.lock();
             c.insert(shard.to_owned(), seq.to_owned());
-            self.file
-                .as_ref()
-                .map(|_| serde_json::to_string_pretty(&*c).unwrap_or_default())
+            (!deferred && self.file.is_some()).then(|| c.clone())
         };
-        if let (Some(f), Some(text)) = (&self.file, text) {
-            let tmp = f.with_extension("tmp");
-            if std::fs::write(&tmp, text)
-                .and_then(|()| std::fs::rename(&tmp, f))
-                .is_err()
-            {
-                warn!(file = %f.display(), "could not save stream checkpoints");
-            }
+        if let (Some(f), Some(positions)) = (&self.file, positions)
+            && save(f, &positions).is_err()
+        {
+            warn!(file = %f.display(), "could not save stream checkpoints");
         }
     }
 }
@@ -173,12 +201,27 @@ impl Poller {
                     iterators: BTreeMap::new(),
                 })
                 .collect(),
-            store: CheckpointStore {
+            store: std::sync::Arc::new(CheckpointStore {
                 checkpoints: Mutex::new(checkpoints),
                 file: checkpoint_file,
-            },
+                deferred: false.into(),
+            }),
             batch_size: 100,
         }
+    }
+
+    /// Positions are no longer saved after each delivered batch but by the returned
+    /// [`Checkpointer`], once what was delivered is durable (the local Parquet lake saves them
+    /// after a roll). `None` without a checkpoint file.
+    pub fn defer_checkpoints(&self) -> Option<Checkpointer> {
+        let file = self.store.file.clone()?;
+        self.store
+            .deferred
+            .store(true, std::sync::atomic::Ordering::Release);
+        Some(Checkpointer {
+            store: self.store.clone(),
+            file,
+        })
     }
 
     /// One pass over every shard: reads what is there (all of it, batch by batch) and delivers

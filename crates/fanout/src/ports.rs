@@ -20,6 +20,13 @@ pub trait Lake: Send + Sync {
     fn put(&self, rows: &[Value]) -> impl Future<Output = Result<Vec<usize>, SinkError>> + Send;
 }
 
+/// A shared lake (the local stack keeps one to roll it beside the processor).
+impl<L: Lake> Lake for std::sync::Arc<L> {
+    async fn put(&self, rows: &[Value]) -> Result<Vec<usize>, SinkError> {
+        self.as_ref().put(rows).await
+    }
+}
+
 /// Who listens to what (the connections table).
 pub trait Subscriptions: Send + Sync {
     /// The connections subscribed to any of `topics` (each once) whose subscription has not

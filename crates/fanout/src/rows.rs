@@ -3,6 +3,7 @@
 use serde_json::{Value, json};
 
 use crate::detect::Detected;
+use crate::lake::{split_item, text, text_map};
 
 /// The topic every subscriber of `{"all": true}` listens to.
 pub const ALL: &str = "all";
@@ -17,8 +18,10 @@ pub fn tx_topic(tx_id: &str) -> String {
     format!("tx:{tx_id}")
 }
 
-/// The data-lake row of a detected change. `eventId` is derived from what happened, not from
-/// the delivery, so a redelivered record yields the same id: duplicates are detectable.
+/// The data-lake row of a detected change, as JSON whose keys are the lake's columns
+/// (`crate::lake::COLUMNS`, matched ignoring case) with their types' values: what Firehose
+/// converts to Parquet and what the local lake writes. `eventId` is derived from what happened,
+/// not from the delivery, so a redelivered record yields the same id: duplicates are detectable.
 pub fn row(d: &Detected) -> Value {
     match d {
         Detected::ItemCommitted {
@@ -29,14 +32,22 @@ pub fn row(d: &Detected) -> Value {
             version,
             committed_at,
         } => {
-            let key = Value::Object(key.clone());
+            let event_id = format!("{tx_id}/{participant}/{}", Value::Object(key.clone()));
+            let (texts, numbers) = match item {
+                Some(item) => {
+                    let (t, n) = split_item(item);
+                    (Value::Object(t), Value::Object(n))
+                }
+                None => (Value::Null, Value::Null),
+            };
             json!({
                 "type": "item",
-                "eventId": format!("{tx_id}/{participant}/{key}"),
+                "eventId": event_id,
                 "txId": tx_id,
                 "participant": participant,
-                "key": key,
-                "item": item.clone().map(Value::Object),
+                "key": text_map(key),
+                "item": texts,
+                "numbers": numbers,
                 "version": version,
                 "committedAt": committed_at,
             })
@@ -46,14 +57,34 @@ pub fn row(d: &Detected) -> Value {
             status,
             participants,
             completed_at,
-        } => json!({
-            "type": "transaction",
-            "eventId": format!("{tx_id}/{status}"),
-            "txId": tx_id,
-            "status": status,
-            "participants": participants,
-            "committedAt": completed_at,
-        }),
+        } => {
+            let participants: Vec<Value> = participants
+                .iter()
+                .map(|p| {
+                    let mut p = p.as_object().cloned().unwrap_or_default();
+                    for v in p.values_mut() {
+                        *v = match &*v {
+                            Value::Object(m) => Value::Object(text_map(m)),
+                            other => text(other),
+                        };
+                    }
+                    Value::Object(p)
+                })
+                .collect();
+            let items = participants
+                .iter()
+                .filter(|p| p.get("key").is_some_and(Value::is_object))
+                .count();
+            json!({
+                "type": "transaction",
+                "eventId": format!("{tx_id}/{status}"),
+                "txId": tx_id,
+                "status": status,
+                "participants": participants,
+                "items": items,
+                "committedAt": completed_at,
+            })
+        }
     }
 }
 

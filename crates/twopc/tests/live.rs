@@ -70,7 +70,7 @@ async fn subscribers_receive_commits_and_outcomes_and_rows_reach_the_lake() {
 
     // The rows land in the lake, partitioned by day.
     let rows = lake_rows(&lake, |rows| {
-        let of_tx = rows.iter().filter(|r| r["txId"] == json!(tx));
+        let of_tx = rows.iter().filter(|r| r["txid"] == json!(tx));
         of_tx.clone().filter(|r| r["type"] == "item").count() == 2
             && of_tx.clone().any(|r| r["type"] == "transaction")
     })

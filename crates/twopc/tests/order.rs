@@ -165,7 +165,7 @@ async fn an_order_pays_by_card_atomically_and_a_declined_card_leaves_nothing() {
     .await;
     let transaction = |tx: &str| {
         rows.iter()
-            .find(|r| r["type"] == "transaction" && r["txId"] == tx)
+            .find(|r| r["type"] == "transaction" && r["txid"] == tx)
             .cloned()
             .unwrap_or_else(|| panic!("no transaction row for {tx} in {rows:?}"))
     };
@@ -184,7 +184,7 @@ async fn an_order_pays_by_card_atomically_and_a_declined_card_leaves_nothing() {
     );
     let items_of = |tx: &str| {
         rows.iter()
-            .filter(|r| r["type"] == "item" && r["txId"] == tx)
+            .filter(|r| r["type"] == "item" && r["txid"] == tx)
             .count()
     };
     assert_eq!((items_of(&paid_tx), items_of(&declined_tx)), (2, 0));

@@ -443,22 +443,35 @@ fn message_span(feed: &Feed, txs: &[String]) -> (usize, Duration) {
     }
 }
 
-/// Every lake row under `dir` (`dt=*/*.jsonl`), with the file it is in.
+/// Every lake row under `dir` (Parquet under `committed/dt=*/`), with the file it is in; each
+/// row an object keyed by column name (`eventid`).
 fn lake_rows(dir: &Path) -> Vec<(String, Value)> {
+    use parquet::file::reader::{FileReader, SerializedFileReader};
     let mut rows = vec![];
-    for day in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+    for day in std::fs::read_dir(dir.join("committed"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
         for file in std::fs::read_dir(day.path())
             .into_iter()
             .flatten()
             .flatten()
         {
             let name = file.file_name().to_string_lossy().into_owned();
-            let text = std::fs::read_to_string(file.path()).unwrap_or_default();
-            rows.extend(
-                text.lines()
-                    .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-                    .map(|v| (name.clone(), v)),
-            );
+            if !name.ends_with(".parquet") {
+                continue; // a roll's temporary file
+            }
+            let Ok(reader) = std::fs::File::open(file.path())
+                .map_err(|e| e.to_string())
+                .and_then(|f| SerializedFileReader::new(f).map_err(|e| e.to_string()))
+            else {
+                continue;
+            };
+            let Ok(iter) = reader.get_row_iter(None) else {
+                continue;
+            };
+            rows.extend(iter.flatten().map(|r| (name.clone(), r.to_json_value())));
         }
     }
     rows
@@ -839,7 +852,7 @@ async fn phases(
     r.pushed_before = events_before.len();
     let rows_before: HashSet<String> = lake_rows(&lake)
         .into_iter()
-        .map(|(_, row)| row["eventId"].to_string())
+        .map(|(_, row)| row["eventid"].to_string())
         .collect();
     let files_before: HashSet<String> = lake_rows(&lake).into_iter().map(|(f, _)| f).collect();
     feed.close().await;
@@ -904,13 +917,13 @@ async fn phases(
     r.lake_redelivered = rows
         .iter()
         .filter(|(f, row)| {
-            !files_before.contains(f) && rows_before.contains(&row["eventId"].to_string())
+            !files_before.contains(f) && rows_before.contains(&row["eventid"].to_string())
         })
         .count();
     let mut seen = HashSet::new();
     r.lake_duplicates = rows
         .iter()
-        .filter(|(_, row)| !seen.insert(row["eventId"].to_string()))
+        .filter(|(_, row)| !seen.insert(row["eventid"].to_string()))
         .count();
     feed.close().await;
     let stopped = serve.stop().await;

@@ -61,9 +61,13 @@ pub struct ServeArgs {
     /// Do not write the demo's seed items.
     #[arg(long)]
     pub no_seed: bool,
-    /// Folder of the data lake (`dt=YYYY-MM-DD/*.jsonl`).
+    /// Folder of the data lake (Parquet, `committed/dt=YYYY-MM-DD/*.parquet`, as in S3).
     #[arg(long, default_value = "data-lake", env = "TWOPC_LAKE_DIR")]
     pub lake_dir: PathBuf,
+    /// How long the data lake buffers rows before rolling them into a file, in milliseconds
+    /// (Firehose's buffer in AWS is at least 60 s).
+    #[arg(long, default_value_t = 1_000)]
+    pub lake_buffer_ms: u64,
     /// Also admit WebSocket connections with `?token=<this shared token>` (a demo opt-in; they
     /// may subscribe to everything). Without it, only tokens from `twopc token` are admitted.
     #[arg(long, env = "TWOPC_WS_TOKEN")]
@@ -274,11 +278,11 @@ async fn run(
         .with_graceful_shutdown(shutdown_signal())
         .await;
     sweeping.abort();
-    stack.poller.abort();
     eprintln!("- shutting down");
     // Staged commits answered but not finished yet: finished now rather than left to the
     // sweeper of the next run.
     stack.app.after_answer.drain().await;
+    stack.streams.stop().await;
     served.map_err(ServeError::Server)
 }
 
@@ -292,7 +296,7 @@ dynamo-2pc local stack
 {custom}  live page     {url}/   (WebSocket {ws}/ws)
   sweeper       every {sweep} ms
   data          {data}
-  data lake     {lake}/dt=YYYY-MM-DD/*.jsonl
+  data lake     {lake}/committed/dt=YYYY-MM-DD/*.parquet   (make lake queries it)
 
 Try a transfer:
   curl -s -X POST {url}/transactions -H 'Idempotency-Key: demo-1' -d '{{"participants": [

@@ -46,8 +46,9 @@ pub struct Stack {
     pub demo: Demo,
     /// The configuration.
     pub config: Config,
-    /// The stream poller's task: stopped with the server, before DynamoDB Local is.
-    pub poller: tokio::task::AbortHandle,
+    /// The stream poller and the lake's roller: stopped with the server, before DynamoDB Local
+    /// is.
+    pub streams: streams::Streams,
 }
 
 impl Stack {
@@ -103,7 +104,7 @@ impl Stack {
             args.ws_token.clone(),
         ));
         let completer = Arc::new(twopc_runtime::coordinator(&config, &clients));
-        let poller =
+        let streams =
             streams::start(args, &demo, &clients.dynamodb, endpoint, url, completer).await?;
         let cards = CardGateway::default();
         let payments = SdkParticipant::new(
@@ -124,7 +125,7 @@ impl Stack {
             participant: twopc_runtime::participant(&config, &clients),
             demo,
             config,
-            poller,
+            streams,
         })
     }
 }

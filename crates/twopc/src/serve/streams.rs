@@ -1,21 +1,65 @@
 //! The stream poller feeding the stream processor, as Lambda's event source mappings would: the
-//! same processor code the `stream-processor` function runs, with the data lake as files and
-//! pushes through the local WebSocket gateway's management API; and the transactions table's
-//! stream to the completer too, as the `sweeper` function's second mapping would.
+//! same processor code the `stream-processor` function runs, with the data lake as Parquet files
+//! rolled every `--lake-buffer-ms` (as Firehose rolls objects) and pushes through the local
+//! WebSocket gateway's management API. The stream positions are saved after each roll, not after
+//! each batch: a crash redelivers what was not yet in a file (twopc_fanout::parquet_lake). The
+//! transactions table's stream goes to the completer too, as the `sweeper` function's second
+//! mapping would (`sweeper::completer`: the records a participant asked to recover).
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use tracing::{info, warn};
 
 use twopc_dynamo::connections::DynamoConnections;
 use twopc_fanout::detect::{TableRole, Tables};
+use twopc_fanout::parquet_lake::{ParquetLake, roll_and_checkpoint};
+use twopc_fanout::poll::Checkpointer;
 use twopc_fanout::poll::Poller;
 use twopc_fanout::processor::Processor;
-use twopc_fanout::sinks::FileLake;
 
 use super::demo::Demo;
 use super::{ServeArgs, ServeError};
 
-/// Starts polling every table's stream in the background; the handle stops it.
+/// The stream poller and the lake's roller, running in the background.
+pub struct Streams {
+    poller: tokio::task::AbortHandle,
+    roller: tokio::task::AbortHandle,
+    lake: Arc<ParquetLake>,
+    checkpoints: Checkpointer,
+    /// One roll at a time (a roll runs on a blocking thread, which outlives an aborted task).
+    rolling: Arc<Mutex<()>>,
+}
+
+impl Streams {
+    /// Stops polling, then rolls what is buffered and saves the positions: a restart after a
+    /// clean stop redelivers nothing.
+    pub async fn stop(&self) {
+        self.poller.abort();
+        self.roller.abort();
+        let (lake, checkpoints, rolling) = (
+            self.lake.clone(),
+            self.checkpoints.clone(),
+            self.rolling.clone(),
+        );
+        let _ = tokio::task::spawn_blocking(move || roll(&lake, &checkpoints, &rolling)).await;
+    }
+}
+
+fn roll(lake: &ParquetLake, checkpoints: &Checkpointer, rolling: &Mutex<()>) {
+    let _one = rolling
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    match roll_and_checkpoint(lake, checkpoints) {
+        Ok(r) if r.rows > 0 => info!(rows = r.rows, files = r.files.len(), "data lake rolled"),
+        Ok(_) => {}
+        Err(e) => {
+            warn!(error = %e, "rolling the data lake failed; the rows wait for the next roll")
+        }
+    }
+}
+
+/// Starts polling every table's stream, and rolling the lake, in the background.
 pub async fn start(
     args: &ServeArgs,
     demo: &Demo,
@@ -23,7 +67,7 @@ pub async fn start(
     endpoint: &str,
     url: &str,
     completer: Arc<twopc_runtime::LiveCoordinator>,
-) -> Result<tokio::task::AbortHandle, ServeError> {
+) -> Result<Streams, ServeError> {
     let mut tables: Tables = [(demo.transactions_table(), TableRole::Transactions)].into();
     for (name, service) in demo.services() {
         let Some(key) = service.key else { continue };
@@ -46,22 +90,36 @@ pub async fn start(
     let transactions = twopc_fanout::poll::stream_arn(client, &demo.transactions_table())
         .await
         .map_err(ServeError::Streams)?;
-    let lake = FileLake::new(
+    // One name per run (a pid may come again): files never collide across restarts.
+    let started = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    let lake = Arc::new(ParquetLake::new(
         &args.lake_dir,
-        format!("twopc-serve-{}", std::process::id()),
-    );
+        format!("twopc-serve-{started}-{}", std::process::id()),
+    ));
+    let left = lake.clean();
+    if left > 0 {
+        info!(
+            files = left,
+            "removed temporary lake files a crash left (their rows are redelivered)"
+        );
+    }
     let subscriptions = DynamoConnections::new(client.clone(), demo.connections_table(), 7_200);
     let push = twopc_fanout::poll::local_push(url).await;
-    let processor = Arc::new(Processor::new(tables, lake, subscriptions, push));
-    let checkpoints = args.data_dir.join(format!(
+    let processor = Arc::new(Processor::new(tables, lake.clone(), subscriptions, push));
+    let checkpoint_file = args.data_dir.join(format!(
         "streams-{}.json",
         args.table_prefix.trim_end_matches('-')
     ));
     let poller = Poller::new(
         twopc_fanout::poll::local_client(endpoint).await,
         arns,
-        Some(checkpoints),
+        Some(checkpoint_file),
     );
+    let checkpoints = poller
+        .defer_checkpoints()
+        .ok_or_else(|| ServeError::Streams("no checkpoint file".into()))?;
     let task = tokio::spawn(poller.run(
         Duration::from_millis(args.stream_poll_ms.max(10)),
         move |event| {
@@ -82,5 +140,25 @@ pub async fn start(
             }
         },
     ));
-    Ok(task.abort_handle())
+    let rolling = Arc::new(Mutex::new(()));
+    let every = Duration::from_millis(args.lake_buffer_ms.max(10));
+    let roller = {
+        let (lake, checkpoints, rolling) = (lake.clone(), checkpoints.clone(), rolling.clone());
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                let (lake, checkpoints, rolling) =
+                    (lake.clone(), checkpoints.clone(), rolling.clone());
+                let _ =
+                    tokio::task::spawn_blocking(move || roll(&lake, &checkpoints, &rolling)).await;
+            }
+        })
+    };
+    Ok(Streams {
+        poller: task.abort_handle(),
+        roller: roller.abort_handle(),
+        lake,
+        checkpoints,
+        rolling,
+    })
 }

@@ -279,29 +279,27 @@ pub async fn send(ws: &mut Ws, v: Value) {
         .expect("send");
 }
 
-/// The data lake's rows (every `dt=*/` file under `lake`), read until `enough` holds of them;
-/// fails after 20 s.
+/// The rows of the local lake under `lake` (Parquet under `committed/dt=…/`), each as an
+/// object of its non-null columns (lower-case names, as Athena shows them), once `enough`.
 pub async fn lake_rows(lake: &Path, enough: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+    fn present(v: Value) -> Value {
+        match v {
+            Value::Object(m) => Value::Object(
+                m.into_iter()
+                    .filter(|(_, v)| !v.is_null())
+                    .map(|(k, v)| (k, present(v)))
+                    .collect(),
+            ),
+            Value::Array(a) => Value::Array(a.into_iter().map(present).collect()),
+            other => other,
+        }
+    }
     let until_time = Instant::now() + Duration::from_secs(20);
     loop {
-        let mut text = String::new();
-        for day in std::fs::read_dir(lake).into_iter().flatten().flatten() {
-            assert!(
-                day.file_name().to_string_lossy().starts_with("dt="),
-                "{:?}",
-                day.file_name()
-            );
-            for file in std::fs::read_dir(day.path())
-                .into_iter()
-                .flatten()
-                .flatten()
-            {
-                text.push_str(&std::fs::read_to_string(file.path()).unwrap_or_default());
-            }
-        }
-        let rows: Vec<Value> = text
-            .lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
+        let rows: Vec<Value> = twopc_fanout::parquet_lake::read_rows(lake)
+            .expect("the lake's files are whole Parquet")
+            .into_iter()
+            .map(present)
             .collect();
         if enough(&rows) {
             return rows;

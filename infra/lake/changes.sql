@@ -1,0 +1,1 @@
+SELECT type, eventid, txid, participant, key, item, numbers, version, status, participants, items, committedat, dt FROM (SELECT *, row_number() OVER (PARTITION BY dt, eventid ORDER BY committedat) AS copy FROM committed_changes) WHERE copy = 1
