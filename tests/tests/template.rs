@@ -907,3 +907,32 @@ fn both_apis_are_throttled_by_parameters() {
         );
     }
 }
+
+#[test]
+fn the_completers_filter_names_the_mark_and_the_status_the_code_writes() {
+    let lines = block("Resources", "SweeperFunction");
+    let pattern = lines
+        .iter()
+        .find_map(|l| l.trim().strip_prefix("- Pattern: "))
+        .expect("the AskedRecoveries mapping's filter")
+        .trim_matches('\'');
+    let filter: serde_json::Value = serde_json::from_str(pattern).expect("a JSON pattern");
+    let image = &filter["dynamodb"]["NewImage"];
+    assert_eq!(
+        image[twopc_core::layout::STATUS]["S"],
+        serde_json::json!([twopc_core::status::TxStatus::Staging.as_str()]),
+        "{filter}"
+    );
+    assert_eq!(
+        image[twopc_core::layout::RECOVERY_ASKED]["N"],
+        serde_json::json!([{"exists": true}]),
+        "{filter}"
+    );
+    let stream = lines
+        .iter()
+        .any(|l| l.trim() == "Stream: !GetAtt TransactionsTable.StreamArn");
+    assert!(
+        stream,
+        "the completer reads the transactions table's stream"
+    );
+}

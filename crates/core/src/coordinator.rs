@@ -46,9 +46,8 @@ pub struct CoordinatorConfig {
 pub enum CommitMode {
     /// Begin, prepare, decide, complete, finalize; answered at the end (five rounds).
     Classic,
-    /// The default. The record written `STAGING` with the prepares; answered once every vote is yes and the
-    /// put is acknowledged (one round; an abort two), finished after the answer. Transactions
-    /// with a custom participant (which answers no inquiry) are committed the classic way.
+    /// The default. The record written `STAGING` with the prepares; answered once every vote
+    /// is yes and the put is acknowledged (one round; an abort two), finished after the answer.
     #[default]
     Staged,
 }
@@ -279,10 +278,9 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
             tx_id: Some(tx_id.clone()),
             source,
         };
-        // Only the generic participant answers an inquiry, which recovery of a STAGING record
-        // needs from every participant.
-        let staged = self.config.mode == CommitMode::Staged
-            && record.participants.iter().all(|p| !p.op.is_empty());
+        // Every participant answers the inquiry a STAGING record's recovery needs: the generic
+        // one over its item, the participant SDK over its phases.
+        let staged = self.config.mode == CommitMode::Staged;
         if staged {
             record.status = TxStatus::Staging;
         }

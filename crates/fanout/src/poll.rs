@@ -21,6 +21,7 @@ use aws_lambda_events::streams::DynamoDbEventResponse;
 use aws_sdk_dynamodbstreams::Client;
 use aws_sdk_dynamodbstreams::types::{AttributeValue, Record, ShardIteratorType};
 use serde_json::{Map, Value, json};
+use tokio::sync::watch;
 use tracing::{Instrument, warn};
 
 /// Where each shard was read up to (shard id → last delivered sequence number).
@@ -260,9 +261,11 @@ impl Poller {
         Ok(delivered)
     }
 
-    /// Polls forever: every stream in its own loop, which reads again at once while a shard
-    /// has a backlog, after `every / 4` when records came, and after `every` when none did.
-    pub async fn run<F, Fut>(self, every: Duration, deliver: F)
+    /// Polls until `stop` turns true (or its sender is gone): every stream in its own loop,
+    /// which reads again at once while a shard has a backlog, after `every / 4` when records
+    /// came, and after `every` when none did. On stop, each loop first reads its shards to the
+    /// end (a clean stop leaves nothing written before it undelivered), then returns.
+    pub async fn run<F, Fut>(self, every: Duration, deliver: F, stop: watch::Receiver<bool>)
     where
         F: Fn(Event) -> Fut,
         Fut: std::future::Future<Output = DynamoDbEventResponse>,
@@ -275,7 +278,17 @@ impl Poller {
         } = self;
         let loops: Vec<_> = sources
             .into_iter()
-            .map(|src| follow(src, &client, &store, batch_size, every, &deliver))
+            .map(|src| {
+                follow(
+                    src,
+                    &client,
+                    &store,
+                    batch_size,
+                    every,
+                    &deliver,
+                    stop.clone(),
+                )
+            })
             .collect();
         futures::future::join_all(loops).await;
     }
@@ -291,12 +304,17 @@ async fn follow<F, Fut>(
     batch_size: i32,
     every: Duration,
     deliver: &F,
+    mut stop: watch::Receiver<bool>,
 ) where
     F: Fn(Event) -> Fut,
     Fut: std::future::Future<Output = DynamoDbEventResponse>,
 {
     let mut listed: Option<Instant> = None;
     loop {
+        if *stop.borrow() {
+            catch_up(&mut src, client, store, batch_size, deliver).await;
+            return;
+        }
         if listed.is_none_or(|t| t.elapsed() >= DISCOVER_EVERY) {
             match src.discover(client, store).await {
                 Ok(()) => listed = Some(Instant::now()),
@@ -331,7 +349,44 @@ async fn follow<F, Fut>(
         }
         if !backlog {
             // The streams API has no long poll.
-            tokio::time::sleep(if any { every / 4 } else { every }).await;
+            tokio::select! {
+                _ = tokio::time::sleep(if any { every / 4 } else { every }) => {}
+                changed = stop.changed() => {
+                    if changed.is_err() {
+                        // The sender is gone: stop as if told to.
+                        catch_up(&mut src, client, store, batch_size, deliver).await;
+                        return;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The last pass of a stopping loop: every open shard read until it answers empty three times
+/// in a row (`GetRecords` may answer empty with records further on), or fails.
+async fn catch_up<F, Fut>(
+    src: &mut StreamSource,
+    client: &Client,
+    store: &CheckpointStore,
+    batch_size: i32,
+    deliver: &F,
+) where
+    F: Fn(Event) -> Fut,
+    Fut: std::future::Future<Output = DynamoDbEventResponse>,
+{
+    for shard in src.open_shards() {
+        let mut empty = 0;
+        while empty < 3 {
+            match src.read(client, store, &shard, batch_size, deliver).await {
+                Ok(Read::Delivered(_)) => empty = 0,
+                Ok(Read::Empty) => empty += 1,
+                Ok(Read::Reopen(_)) => break,
+                Err(e) => {
+                    warn!(stream = %src.arn, error = %e, "the last pass before stopping failed; the rest is redelivered at the next start");
+                    break;
+                }
+            }
         }
     }
 }

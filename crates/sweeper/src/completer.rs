@@ -51,3 +51,29 @@ pub async fn complete<L: TxLog, T: Transport, C: Clock>(
     }
     response
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use twopc_core::status::TxStatus;
+
+    const ASKED: &str = include_str!("../../../events/sweeper-asked-recovery.json");
+
+    #[test]
+    fn the_sample_ask_is_recovered_and_only_the_change_that_set_the_mark() {
+        let event: Event = serde_json::from_str(ASKED).expect("a stream batch");
+        let record = asked(&event.records[0]).expect("the ask");
+        assert_eq!(record.status, TxStatus::Staging);
+        assert!(record.recovery_asked.is_some());
+        assert_eq!(record.participants.len(), 2);
+        // A later change of a record already marked (a repeat) is not an ask.
+        let mut again = event.records[0].clone();
+        again.change.old_image = again.change.new_image.clone();
+        assert!(asked(&again).is_none());
+        // Nor is a change of another table's item.
+        let other: Event =
+            serde_json::from_str(include_str!("../../../events/stream-processor-commit.json"))
+                .expect("a stream batch");
+        assert!(asked(&other.records[0]).is_none());
+    }
+}

@@ -129,6 +129,7 @@ mod tests {
     use twopc_tests::{CrashAt, World, transfer};
 
     const SCHEDULE: &str = include_str!("../../../events/sweeper-schedule.json");
+    const ASKED: &str = include_str!("../../../events/sweeper-asked-recovery.json");
 
     /// Runs `body` through a coordinator whose clock is an hour behind and that dies before
     /// deciding: to the sweeper (on the real clock) the transaction is long overdue, with both
@@ -234,6 +235,43 @@ mod tests {
         let v = serde_json::to_value(&report).expect("json");
         assert_eq!(v["aborted"], 1);
         assert!(v.get("failedTxIds").is_some(), "{v}");
+    }
+
+    #[tokio::test]
+    async fn a_stream_batch_goes_to_the_completer_and_a_schedule_to_a_pass() {
+        let w = World::new().await;
+        let app = app(&w, &twopc_tests::endpoint()).await;
+        // A batch of the transactions stream whose change is not a participant's ask (the
+        // sample without its mark): nothing to recover, and the answer is the mapping's (batch
+        // item failures), not a sweep report.
+        let mut batch: Value = serde_json::from_str(ASKED).expect("the sample");
+        let image = &mut batch["Records"][0]["dynamodb"]["NewImage"];
+        image
+            .as_object_mut()
+            .expect("an image")
+            .remove(twopc_core::layout::RECOVERY_ASKED);
+        let answer = invoke(&app, LambdaEvent::new(batch, Context::default()))
+            .await
+            .expect("the completer's answer");
+        assert_eq!(answer, json!({"batchItemFailures": []}));
+        assert!(app.metrics.lines().is_empty(), "no pass ran");
+        let report = invoke(
+            &app,
+            LambdaEvent::new(
+                serde_json::to_value(schedule()).expect("json"),
+                Context::default(),
+            ),
+        )
+        .await
+        .expect("a report");
+        assert_eq!(report["found"], 0, "{report}");
+        let e = invoke(
+            &app,
+            LambdaEvent::new(json!({"Records": 1}), Context::default()),
+        )
+        .await
+        .expect_err("not a batch");
+        assert_eq!(e.kind, ErrorKind::Invalid, "{e}");
     }
 
     #[tokio::test]

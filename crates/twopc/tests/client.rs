@@ -123,6 +123,7 @@ async fn the_client_commits_aborts_and_is_refused_with_typed_codes() {
     let amount: Value = serde_json::from_str("9.99").expect("an exact number");
     let order = |card: &str| {
         Transaction::new()
+            .wait_applied()
             .table("accounts", key("id", "bob"), Op::debit("balance", &d("10")))
             .custom("payments", json!({"card": card, "amount": amount}))
     };

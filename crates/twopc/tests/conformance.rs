@@ -396,7 +396,7 @@ async fn the_python_participant_passes_the_runner_and_commits_and_aborts_beside_
     )
     .await;
     let order = |account: &str, amount: i64, member: &str, pts: i64| {
-        json!({"participants": [
+        json!({"wait": "applied", "participants": [
             {"participant": "accounts", "key": {"id": account}, "op": {"add": {"balance": -amount}, "require": {"balance": {"gte": amount}}}},
             {"participant": "loyalty", "payload": {"member": member, "points": pts}}]})
     };

@@ -8,8 +8,8 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
-use common::{call, interrupt, start_on_shared, transfer};
-use serde_json::Value;
+use common::{call, interrupt, next_json, open_with, send, start_on_shared, token, transfer};
+use serde_json::{Value, json};
 
 /// `make lake` with `Q=name` over the lake in `lake`: one JSON object per row.
 fn make_lake(lake: &Path, name: &str) -> Vec<Value> {
@@ -72,6 +72,12 @@ fn canonical(text: &str) -> String {
 async fn the_saved_queries_over_a_real_run_report_the_committed_balances_and_the_aborts() {
     let (serve, data) = start_on_shared("lake", &[]).await;
     let lake = data.join("lake");
+    // The stream processor's pushes say when it has read each transaction's end: the lake's
+    // rows come from the same deliveries.
+    let mut ws = open_with(&serve, &token(&data, &["--sub", "analyst", "--admin"])).await;
+    send(&mut ws, json!({"action": "subscribe", "all": true})).await;
+    assert_eq!(next_json(&mut ws).await["type"], "subscribed");
+    let mut ended = std::collections::BTreeSet::new();
     let mut aborted = vec![];
     for (from, to, amount) in [
         ("alice", "bob", 10),
@@ -79,19 +85,23 @@ async fn the_saved_queries_over_a_real_run_report_the_committed_balances_and_the
         ("carol", "alice", 1_000_000),
         ("alice", "carol", 7),
     ] {
-        let (status, body) = call(
-            &serve.url,
-            "POST",
-            "/transactions",
-            None,
-            Some(transfer(from, to, amount, 5_000)),
-        )
-        .await
-        .expect("transfer");
+        // Answered once applied: the balances are read right after.
+        let mut request = transfer(from, to, amount, 5_000);
+        request["wait"] = "applied".into();
+        let (status, body) = call(&serve.url, "POST", "/transactions", None, Some(request))
+            .await
+            .expect("transfer");
         if status == 409 {
             aborted.push(body["txId"].as_str().expect("txId").to_owned());
         } else {
             assert_eq!(status, 200, "{body}");
+        }
+        ended.insert(body["txId"].as_str().expect("txId").to_owned());
+    }
+    while !ended.is_empty() {
+        let m = next_json(&mut ws).await;
+        if m["type"] == "transaction.completed" {
+            ended.remove(m["txId"].as_str().unwrap_or_default());
         }
     }
     assert_eq!(aborted.len(), 1, "the overdraft aborts");

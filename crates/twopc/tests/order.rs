@@ -13,9 +13,10 @@ use common::{
 use serde_json::{Value, json};
 use twopc_core::ids::TxId;
 
+/// An order, answered once applied (the test reads the items and the ledger right after).
 fn order(card: &str) -> Value {
     let amount: Value = serde_json::from_str("9.99").expect("an exact number");
-    json!({"participants": [
+    json!({"wait": "applied", "participants": [
         {"participant": "accounts", "key": {"id": "bob"}, "op": {"add": {"balance": -10}, "require": {"balance": {"gte": 10}}}},
         {"participant": "inventory", "key": {"sku": "gadget"}, "op": {"add": {"stock": -1}, "require": {"stock": {"gte": 1}}}},
         {"participant": "payments", "payload": {"card": card, "amount": amount}}]})

@@ -23,7 +23,8 @@ use super::{ServeArgs, ServeError};
 
 /// The stream poller and the lake's roller, running in the background.
 pub struct Streams {
-    poller: tokio::task::AbortHandle,
+    poller: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    stop: tokio::sync::watch::Sender<bool>,
     roller: tokio::task::AbortHandle,
     lake: Arc<ParquetLake>,
     checkpoints: Checkpointer,
@@ -32,10 +33,29 @@ pub struct Streams {
 }
 
 impl Streams {
-    /// Stops polling, then rolls what is buffered and saves the positions: a restart after a
-    /// clean stop redelivers nothing.
+    /// How long a stop waits for the poller's last pass.
+    const STOP_WITHIN: Duration = Duration::from_secs(10);
+
+    /// Stops polling once every stream is read to its end (at most [`Self::STOP_WITHIN`]), then
+    /// rolls what is buffered and saves the positions: a restart after a clean stop redelivers
+    /// nothing.
     pub async fn stop(&self) {
-        self.poller.abort();
+        let _ = self.stop.send(true);
+        let poller = self
+            .poller
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(mut poller) = poller
+            && tokio::time::timeout(Self::STOP_WITHIN, &mut poller)
+                .await
+                .is_err()
+        {
+            warn!(
+                "the stream poller did not catch up in time; the rest is redelivered at the next start"
+            );
+            poller.abort();
+        }
         self.roller.abort();
         let (lake, checkpoints, rolling) = (
             self.lake.clone(),
@@ -120,6 +140,7 @@ pub async fn start(
     let checkpoints = poller
         .defer_checkpoints()
         .ok_or_else(|| ServeError::Streams("no checkpoint file".into()))?;
+    let (stop, stopping) = tokio::sync::watch::channel(false);
     let task = tokio::spawn(poller.run(
         Duration::from_millis(args.stream_poll_ms.max(10)),
         move |event| {
@@ -139,6 +160,7 @@ pub async fn start(
                 done
             }
         },
+        stopping,
     ));
     let rolling = Arc::new(Mutex::new(()));
     let every = Duration::from_millis(args.lake_buffer_ms.max(10));
@@ -155,7 +177,8 @@ pub async fn start(
         })
     };
     Ok(Streams {
-        poller: task.abort_handle(),
+        poller: Mutex::new(Some(task)),
+        stop,
         roller: roller.abort_handle(),
         lake,
         checkpoints,
