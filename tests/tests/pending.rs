@@ -58,7 +58,10 @@ async fn pending_lists_every_unfinished_status_oldest_deadline_first_in_pages() 
     }
     // Moved on by compare-and-swap, as the coordinator moves them: decided but not finished...
     let (committing, aborting) = (&unfinished[2].clone(), &unfinished[5].clone());
-    for (r, to) in [(committing, TxStatus::Committing), (aborting, TxStatus::Aborting)] {
+    for (r, to) in [
+        (committing, TxStatus::Committing),
+        (aborting, TxStatus::Aborting),
+    ] {
         assert!(matches!(
             w.log.transition(r, to, Some(&[]), NOW).await.expect("swap"),
             Swapped::Done(_)
@@ -75,7 +78,10 @@ async fn pending_lists_every_unfinished_status_oldest_deadline_first_in_pages() 
             Ok(Swapped::Done(d)) => *d,
             other => panic!("{other:?}"),
         };
-        w.log.transition(&decided, to, None, NOW).await.expect("finish");
+        w.log
+            .transition(&decided, to, None, NOW)
+            .await
+            .expect("finish");
     }
     unfinished.sort_by(|a, b| (a.deadline, &a.tx_id).cmp(&(b.deadline, &b.tx_id)));
     let want: Vec<TxId> = unfinished.iter().map(|r| r.tx_id.clone()).collect();
@@ -122,7 +128,13 @@ fn a_cursor_reads_back_its_own_text_and_nothing_else() {
         tx_id: TxId::random(),
     };
     assert_eq!(PendingCursor::parse(&c.token()), Some(c.clone()));
-    for bad in ["", "1900000000000", "x.y", &format!("-1.{}", c.tx_id), &c.tx_id.to_string()] {
+    for bad in [
+        "",
+        "1900000000000",
+        "x.y",
+        &format!("-1.{}", c.tx_id),
+        &c.tx_id.to_string(),
+    ] {
         assert_eq!(PendingCursor::parse(bad), None, "{bad:?}");
     }
 }

@@ -433,7 +433,10 @@ fn every_function_is_built_from_a_crate_of_the_workspace() {
     }
     let globals = block("Globals", "Function");
     assert_eq!(value(&globals, "Runtime"), Some("provided.al2023"));
-    assert_eq!(value(&globals, "Architectures"), Some("[!Ref Architecture]"));
+    assert_eq!(
+        value(&globals, "Architectures"),
+        Some("[!Ref Architecture]")
+    );
     assert_eq!(value(&globals, "Handler"), Some("bootstrap"));
 }
 
@@ -772,7 +775,11 @@ fn every_function_can_be_pointed_at_local_emulators_and_built_for_x86_64() {
     let set = variables_set();
     let globals = block("Globals", "Function");
     for v in [var::DYNAMODB_ENDPOINT, var::LAMBDA_ENDPOINT] {
-        assert_eq!(set.get(v).cloned(), Some(vec!["Function".to_owned()]), "{v}");
+        assert_eq!(
+            set.get(v).cloned(),
+            Some(vec!["Function".to_owned()]),
+            "{v}"
+        );
         assert_eq!(value(&globals, v), Some("\"\""), "{v} is empty in AWS");
     }
     assert_eq!(

@@ -334,6 +334,7 @@ mod tests {
                 "idempotency_key_reused",
                 "invalid_json",
                 "invalid_tx_id",
+                "invalid_listing",
                 "request_too_large",
                 "not_found",
                 "method_not_allowed",

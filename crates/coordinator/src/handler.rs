@@ -19,9 +19,9 @@ use twopc_core::api::{self, Answer, codes};
 use twopc_core::coordinator::{Finish, Submitted};
 use twopc_core::ids::TxId;
 use twopc_core::request::{Wait, check_idempotency_key};
+use twopc_dynamo::txlog::PendingCursor;
 use twopc_runtime::config::Config;
 use twopc_runtime::telemetry::{Metrics, record_tx, tx_span};
-use twopc_dynamo::txlog::PendingCursor;
 use twopc_runtime::{Clients, LiveCoordinator};
 
 use crate::after::{AfterAnswer, Work};
@@ -122,7 +122,9 @@ async fn route(
         _ => (
             api::error(
                 codes::NOT_FOUND,
-                format!("no route {path:?}: use POST /transactions, GET /transactions/{{txId}} or GET /transactions?status=pending"),
+                format!(
+                    "no route {path:?}: use POST /transactions, GET /transactions/{{txId}} or GET /transactions?status=pending"
+                ),
             ),
             None,
             None,
@@ -281,7 +283,11 @@ async fn pending(app: &App, req: &ApiGatewayProxyRequest) -> Answer {
         .unwrap_or_default();
     let log = app.coordinator.log();
     match log
-        .pending(query.after.as_ref(), query.overdue.then_some(now), query.limit)
+        .pending(
+            query.after.as_ref(),
+            query.overdue.then_some(now),
+            query.limit,
+        )
         .await
     {
         Ok(page) => api::listing(&page.records, page.next.map(|c| c.token())),
@@ -335,13 +341,19 @@ fn listing_query(req: &ApiGatewayProxyRequest) -> Result<ListingQuery, String> {
         None => DEFAULT_PAGE,
         Some(n) => match n.parse::<usize>() {
             Ok(n) if (1..=MAX_PAGE).contains(&n) => n,
-            _ => return Err(format!("limit={n:?}: use a whole number from 1 to {MAX_PAGE}")),
+            _ => {
+                return Err(format!(
+                    "limit={n:?}: use a whole number from 1 to {MAX_PAGE}"
+                ));
+            }
         },
     };
     let after = match params.first("next") {
         None => None,
         Some(token) => Some(PendingCursor::parse(token).ok_or_else(|| {
-            format!("next={token:?} is not a cursor: pass the \"next\" of the previous page as it is")
+            format!(
+                "next={token:?} is not a cursor: pass the \"next\" of the previous page as it is"
+            )
         })?),
     };
     Ok(ListingQuery {

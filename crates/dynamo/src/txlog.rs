@@ -277,9 +277,7 @@ impl DynamoTxLog {
 fn index_entry(item: &Item) -> Result<(u64, TxId), PortError> {
     const WHAT: &str = "querying pending transactions";
     let id = match item.get(TX_ID) {
-        Some(AttributeValue::S(id)) => {
-            TxId::parse(id).map_err(|e| corrupt(WHAT, e.to_string()))?
-        }
+        Some(AttributeValue::S(id)) => TxId::parse(id).map_err(|e| corrupt(WHAT, e.to_string()))?,
         _ => return Err(corrupt(WHAT, "an entry without txId")),
     };
     let deadline = match item.get(DEADLINE) {

@@ -440,7 +440,11 @@ pub async fn seed(common: &Common) -> Result<u8, Failure> {
         }
         return Ok(EXIT_OK);
     }
-    Ok(if there { EXIT_OK } else { print_outcome(common, &outcome) })
+    Ok(if there {
+        EXIT_OK
+    } else {
+        print_outcome(common, &outcome)
+    })
 }
 
 /// What `twopc pending` lists.
@@ -476,7 +480,10 @@ pub async fn pending(common: &Common, args: &PendingArgs) -> Result<u8, Failure>
         return Ok(EXIT_OK);
     }
     if page.transactions.is_empty() {
-        println!("no {} transaction", if args.overdue { "overdue" } else { "pending" });
+        println!(
+            "no {} transaction",
+            if args.overdue { "overdue" } else { "pending" }
+        );
     }
     for t in &page.transactions {
         let deadline = t.body.get("deadline").and_then(Value::as_u64).unwrap_or(0);
@@ -488,7 +495,10 @@ pub async fn pending(common: &Common, args: &PendingArgs) -> Result<u8, Failure>
         );
     }
     if let Some(next) = &page.next {
-        println!("more: twopc pending{} --next {next}", if args.overdue { " --overdue" } else { "" });
+        println!(
+            "more: twopc pending{} --next {next}",
+            if args.overdue { " --overdue" } else { "" }
+        );
     }
     Ok(EXIT_OK)
 }
