@@ -136,7 +136,9 @@ def ensure_docker():
         run(["apt-get", "install", "-y", "-qq", "--no-install-recommends", "docker.io"],
             env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
     if not root:
-        raise Skip("dockerd is not running and starting it needs root (start Docker, then rerun)")
+        why = run(["docker", "info"], check=False).stderr.strip().splitlines()[-1:] or ["-"]
+        raise Skip(f"Docker does not answer ({why[0]}) and starting dockerd needs root "
+                   "(start Docker or join the docker group, then rerun)")
     STATE.mkdir(parents=True, exist_ok=True)
     log = open(STATE / "dockerd.log", "w")
     # No systemd here: started by hand. The two flags keep containers talking to this machine
