@@ -87,6 +87,15 @@ test: tools browser-tools ## Validate template.yaml, then run every test (unit +
 smoke: browser-tools ## Run the README's commands in a fresh clone: make run, the examples, Ctrl-C, restart, --in-memory
 	python3 tests/readme/smoke.py $(SMOKE_ARGS)
 
+# make sam-local: every function of template.yaml in Lambda's own container (sam local) against
+# DynamoDB Local, x86_64 debug builds (infra/sam-local.py): the README's sam local lines as
+# written, each function with its events/ samples, one transaction committed and one aborted
+# through sam local start-api and start-lambda. Starts dockerd (root) and imports a base image
+# from Debian packages when missing; where Docker cannot run it prints SKIPPED and why.
+.PHONY: sam-local
+sam-local: py-tools ddb-tools ## Run every function in Lambda's container (sam local) against DynamoDB Local; SKIPPED, saying why, where Docker cannot run
+	python3 infra/sam-local.py test
+
 # checkov: every check passes or is skipped in template.yaml with its reason (Metadata: checkov:
 # skip:); --skip-download keeps it offline (it would fetch guideline links).
 validate: py-tools ## Check offline: template.yaml (sam validate --lint, cfn-lint, checkov), docs/openapi.json, docs/participant-openapi.json and their examples

@@ -433,7 +433,10 @@ fn every_function_is_built_from_a_crate_of_the_workspace() {
     }
     let globals = block("Globals", "Function");
     assert_eq!(value(&globals, "Runtime"), Some("provided.al2023"));
-    assert_eq!(value(&globals, "Architectures"), Some("[arm64]"));
+    assert_eq!(
+        value(&globals, "Architectures"),
+        Some("[!Ref Architecture]")
+    );
     assert_eq!(value(&globals, "Handler"), Some("bootstrap"));
 }
 
@@ -470,7 +473,11 @@ fn the_api_requires_iam_and_exposes_only_the_coordinator() {
     assert_eq!(with_api_events, ["CoordinatorFunction"]);
     assert_eq!(
         api_routes(),
-        [("/transactions", "post"), ("/transactions/{id}", "get")]
+        [
+            ("/transactions", "get"),
+            ("/transactions", "post"),
+            ("/transactions/{id}", "get")
+        ]
     );
 }
 
@@ -516,6 +523,7 @@ fn every_table_that_holds_state_is_restorable_and_protected_from_deletion() {
             Some("true"),
             "{name}"
         );
+        // Not RetainExceptOnCreate: deletion protection would fail a first create's rollback.
         assert_eq!(value(&lines, "DeletionPolicy"), Some("Retain"), "{name}");
     }
     // The connections table holds subscriptions only (README, "Operations").
@@ -524,9 +532,22 @@ fn every_table_that_holds_state_is_restorable_and_protected_from_deletion() {
 }
 
 #[test]
-fn one_sweeper_pass_at_a_time_each_shorter_than_the_shortest_schedule() {
+fn one_sweeper_pass_at_a_time_when_asked_each_shorter_than_the_shortest_schedule() {
     let lines = block("Resources", "SweeperFunction");
-    assert_eq!(value(&lines, "ReservedConcurrentExecutions"), Some("1"));
+    // A new account (concurrency quota 10) cannot reserve any: off by default, 1 when asked.
+    assert_eq!(
+        value(&lines, "ReservedConcurrentExecutions"),
+        Some("!If [ReservesSweeperConcurrency, 1, !Ref AWS::NoValue]")
+    );
+    let parameter = block("Parameters", "SweeperReservedConcurrency");
+    assert_eq!(value(&parameter, "Default"), Some("0"));
+    assert_eq!(value(&parameter, "AllowedValues"), Some("[0, 1]"));
+    assert!(
+        TEMPLATE.contains(
+            "ReservesSweeperConcurrency: !Equals [!Ref SweeperReservedConcurrency, \"1\"]"
+        ),
+        "the condition reads the parameter"
+    );
     let timeout: u64 = value(&lines, "Timeout")
         .and_then(|t| t.parse().ok())
         .expect("a Timeout in seconds");
@@ -935,4 +956,26 @@ fn the_completers_filter_names_the_mark_and_the_status_the_code_writes() {
         stream,
         "the completer reads the transactions table's stream"
     );
+}
+
+#[test]
+fn every_function_can_be_pointed_at_local_emulators_and_built_for_x86_64() {
+    // `sam local --env-vars` sets only what the template declares; empty is unset in AWS.
+    let set = variables_set();
+    let globals = block("Globals", "Function");
+    for v in [var::DYNAMODB_ENDPOINT, var::LAMBDA_ENDPOINT] {
+        assert_eq!(
+            set.get(v).cloned(),
+            Some(vec!["Function".to_owned()]),
+            "{v}"
+        );
+        assert_eq!(value(&globals, v), Some("\"\""), "{v} is empty in AWS");
+    }
+    assert_eq!(
+        value(&globals, "Architectures"),
+        Some("[!Ref Architecture]")
+    );
+    let parameter = block("Parameters", "Architecture");
+    assert_eq!(value(&parameter, "Default"), Some("arm64"));
+    assert_eq!(value(&parameter, "AllowedValues"), Some("[arm64, x86_64]"));
 }

@@ -231,6 +231,53 @@ impl Client {
         }
     }
 
+    /// One page of unfinished transactions (`GET /transactions?status=pending`), oldest
+    /// deadline first: with `overdue`, only those past their deadline; `limit` (1 to 100) a
+    /// page; `next` from the previous page. Repeated like [`Client::status`].
+    pub async fn pending(
+        &self,
+        overdue: bool,
+        limit: Option<u32>,
+        next: Option<&str>,
+    ) -> Result<Pending, Error> {
+        let mut path = String::from("/transactions?status=pending");
+        if overdue {
+            path.push_str("&overdue=true");
+        }
+        if let Some(limit) = limit {
+            path.push_str(&format!("&limit={limit}"));
+        }
+        if let Some(next) = next {
+            // A cursor is `<deadline>.<uuid>`: digits, hex, dots and dashes, nothing to encode.
+            if !next
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-')
+            {
+                return Err(Error::Invalid(format!(
+                    "{next:?} is not a page cursor: pass the \"next\" of the previous page"
+                )));
+            }
+            path.push_str(&format!("&next={next}"));
+        }
+        let mut attempt = 0;
+        loop {
+            let error = match self.attempt(Method::GET, &path, None, Bytes::new()).await {
+                Ok((200, answer)) => return Pending::from_answer(answer),
+                Ok((status, answer)) if !retryable_status(status) => {
+                    return Err(api_error(status, answer));
+                }
+                Ok((status, answer)) => api_error(status, answer),
+                Err(e @ (Error::Invalid(_) | Error::Signing { .. })) => return Err(e),
+                Err(e) => e,
+            };
+            if attempt >= self.config.retries {
+                return Err(error);
+            }
+            tokio::time::sleep(self.backoff(attempt)).await;
+            attempt += 1;
+        }
+    }
+
     /// Asks for the transaction until it is finished (`COMMITTED` or `ABORTED`), at most for
     /// `within`: for a submit answered `202`. A decided transaction always finishes (the sweeper
     /// completes what its coordinator left); past `within`, [`Error::Unfinished`].
@@ -299,5 +346,36 @@ impl Client {
             signer.sign(&mut request, &body).await?;
         }
         self.http.exchange(request).await
+    }
+}
+
+/// A page of [`Client::pending`].
+#[derive(Clone, Debug)]
+pub struct Pending {
+    /// The unfinished transactions, oldest deadline first.
+    pub transactions: Vec<Outcome>,
+    /// The cursor of the next page; `None` on the last.
+    pub next: Option<String>,
+}
+
+impl Pending {
+    fn from_answer(answer: Value) -> Result<Pending, Error> {
+        let bad = |message: String| Error::Protocol {
+            status: 200,
+            message,
+        };
+        let transactions = answer
+            .get("transactions")
+            .and_then(Value::as_array)
+            .ok_or_else(|| bad(format!("a listing without \"transactions\": {answer}")))?
+            .iter()
+            .map(|t| Outcome::from_answer(200, t.clone()))
+            .collect::<Result<Vec<_>, _>>()?;
+        let next = match answer.get("next") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(other) => return Err(bad(format!("\"next\" is not a string: {other}"))),
+        };
+        Ok(Pending { transactions, next })
     }
 }

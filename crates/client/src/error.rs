@@ -214,6 +214,8 @@ codes! {
     InvalidJson = "invalid_json",
     /// The path's transaction id is not one (400).
     InvalidTxId = "invalid_tx_id",
+    /// A query parameter of `GET /transactions?status=pending` is unknown or malformed (400).
+    InvalidListing = "invalid_listing",
     /// The body is over the size limit (413).
     RequestTooLarge = "request_too_large",
     /// No such transaction, or no such route (404).
@@ -332,6 +334,7 @@ mod tests {
                 "idempotency_key_reused",
                 "invalid_json",
                 "invalid_tx_id",
+                "invalid_listing",
                 "request_too_large",
                 "not_found",
                 "method_not_allowed",

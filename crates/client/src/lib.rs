@@ -45,7 +45,7 @@ pub mod outcome;
 pub mod sigv4;
 pub mod transaction;
 
-pub use client::{Client, Config};
+pub use client::{Client, Config, Pending};
 pub use error::{Error, ErrorCode};
 pub use outcome::{Abort, AbortCode, Decided, Outcome, ParticipantOutcome};
 #[cfg(feature = "sigv4")]

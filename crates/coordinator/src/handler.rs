@@ -19,6 +19,7 @@ use twopc_core::api::{self, Answer, codes};
 use twopc_core::coordinator::{Finish, Submitted};
 use twopc_core::ids::TxId;
 use twopc_core::request::{Wait, check_idempotency_key};
+use twopc_dynamo::txlog::PendingCursor;
 use twopc_runtime::config::Config;
 use twopc_runtime::telemetry::{Metrics, record_tx, tx_span};
 use twopc_runtime::{Clients, LiveCoordinator};
@@ -107,9 +108,10 @@ async fn route(
             (answer, None, after)
         }
         (["transactions", id], &Method::GET) => (status(app, id, span).await, None, None),
+        (["transactions"], &Method::GET) => (pending(app, req).await, None, None),
         (["transactions"], _) => (
-            method_not_allowed(&req.http_method, "POST"),
-            Some("POST"),
+            method_not_allowed(&req.http_method, "GET or POST"),
+            Some("GET, POST"),
             None,
         ),
         (["transactions", _], _) => (
@@ -120,7 +122,9 @@ async fn route(
         _ => (
             api::error(
                 codes::NOT_FOUND,
-                format!("no route {path:?}: use POST /transactions or GET /transactions/{{txId}}"),
+                format!(
+                    "no route {path:?}: use POST /transactions, GET /transactions/{{txId}} or GET /transactions?status=pending"
+                ),
             ),
             None,
             None,
@@ -260,6 +264,103 @@ async fn status(app: &App, id: &str, span: &Span) -> Answer {
             )
         }
     }
+}
+
+/// Most transactions a page of `GET /transactions?status=pending` lists, and the default.
+pub const MAX_PAGE: usize = 100;
+const DEFAULT_PAGE: usize = 50;
+
+/// `GET /transactions?status=pending[&overdue=true][&limit=N][&next=CURSOR]`: unfinished
+/// transactions, oldest deadline first, from the index the sweeper reads.
+async fn pending(app: &App, req: &ApiGatewayProxyRequest) -> Answer {
+    let query = match listing_query(req) {
+        Ok(q) => q,
+        Err(message) => return api::error(codes::INVALID_LISTING, message),
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or_default();
+    let log = app.coordinator.log();
+    match log
+        .pending(
+            query.after.as_ref(),
+            query.overdue.then_some(now),
+            query.limit,
+        )
+        .await
+    {
+        Ok(page) => api::listing(&page.records, page.next.map(|c| c.token())),
+        Err(e) => {
+            error!(error = %e, "listing pending transactions failed");
+            api::error(
+                codes::UNAVAILABLE,
+                format!("the transaction store could not be read ({e}); retry"),
+            )
+        }
+    }
+}
+
+struct ListingQuery {
+    after: Option<PendingCursor>,
+    overdue: bool,
+    limit: usize,
+}
+
+/// The listing's query parameters, or what is wrong with them.
+fn listing_query(req: &ApiGatewayProxyRequest) -> Result<ListingQuery, String> {
+    let params = &req.query_string_parameters;
+    if let Some((name, _)) = params
+        .iter()
+        .find(|(k, _)| !["status", "overdue", "limit", "next"].contains(k))
+    {
+        return Err(format!(
+            "unknown query parameter {name:?}: use status=pending, overdue, limit and next"
+        ));
+    }
+    match params.first("status") {
+        Some("pending") => {}
+        Some(other) => {
+            return Err(format!(
+                "status={other:?} is not listed: only status=pending (every unfinished transaction) is"
+            ));
+        }
+        None => {
+            return Err(
+                "status is missing: GET /transactions?status=pending lists unfinished transactions"
+                    .into(),
+            );
+        }
+    }
+    let overdue = match params.first("overdue") {
+        None | Some("false") => false,
+        Some("true") => true,
+        Some(other) => return Err(format!("overdue={other:?}: use true or false")),
+    };
+    let limit = match params.first("limit") {
+        None => DEFAULT_PAGE,
+        Some(n) => match n.parse::<usize>() {
+            Ok(n) if (1..=MAX_PAGE).contains(&n) => n,
+            _ => {
+                return Err(format!(
+                    "limit={n:?}: use a whole number from 1 to {MAX_PAGE}"
+                ));
+            }
+        },
+    };
+    let after = match params.first("next") {
+        None => None,
+        Some(token) => Some(PendingCursor::parse(token).ok_or_else(|| {
+            format!(
+                "next={token:?} is not a cursor: pass the \"next\" of the previous page as it is"
+            )
+        })?),
+    };
+    Ok(ListingQuery {
+        after,
+        overdue,
+        limit,
+    })
 }
 
 fn response(answer: Answer, allow: Option<&'static str>) -> ApiGatewayProxyResponse {
@@ -426,7 +527,7 @@ mod tests {
         assert_eq!(status, 405);
         assert_eq!(
             headers.get(header::ALLOW).map(HeaderValue::as_bytes),
-            Some(&b"POST"[..])
+            Some(&b"GET, POST"[..])
         );
     }
 

@@ -64,6 +64,18 @@ fn post(body: &str, key: Option<&str>) -> ApiGatewayProxyRequest {
     e
 }
 
+/// `GET /transactions` with these query parameters.
+fn list(query: &[(&str, &str)]) -> ApiGatewayProxyRequest {
+    let mut e = request(Method::GET, "/transactions");
+    let params: std::collections::HashMap<String, Vec<String>> = query
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), vec![(*v).to_owned()]))
+        .collect();
+    e.query_string_parameters = params.clone().into();
+    e.multi_value_query_string_parameters = params.into();
+    e
+}
+
 fn get(id: &str) -> ApiGatewayProxyRequest {
     let mut e = event(GET);
     e.path = Some(format!("/transactions/{id}"));
@@ -192,6 +204,15 @@ async fn every_answer_of_the_coordinator_is_declared_in_the_api_document() {
     .await;
     a.expect(&live, get("not-a-uuid"), 400, Some(codes::INVALID_TX_ID))
         .await;
+    a.expect(&live, list(&[("status", "pending")]), 200, None)
+        .await;
+    a.expect(
+        &live,
+        list(&[("status", "pending"), ("limit", "0")]),
+        400,
+        Some(codes::INVALID_LISTING),
+    )
+    .await;
     a.expect(
         &live,
         request(Method::GET, "/nope"),
@@ -358,6 +379,13 @@ async fn every_answer_of_the_coordinator_is_declared_in_the_api_document() {
     assert!(unavailable["txId"].is_string(), "{unavailable}");
     a.expect(&offline, get(&id), 503, Some(codes::UNAVAILABLE))
         .await;
+    a.expect(
+        &offline,
+        list(&[("status", "pending")]),
+        503,
+        Some(codes::UNAVAILABLE),
+    )
+    .await;
 
     // ... and the answers for records no request reaches on cue.
     let table = ServiceConfig::table(

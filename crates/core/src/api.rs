@@ -100,6 +100,18 @@ pub fn record(record: &TxRecord) -> Answer {
     }
 }
 
+/// The answer to `GET /transactions?status=pending`: a page of unfinished transactions, each as
+/// [`record`] shows it, and where the next page starts (absent on the last).
+pub fn listing(records: &[TxRecord], next: Option<String>) -> Answer {
+    let mut body = json!({
+        "transactions": records.iter().map(|r| record(r).body).collect::<Vec<_>>(),
+    });
+    if let Some(next) = next {
+        body["next"] = json!(next);
+    }
+    Answer { status: 200, body }
+}
+
 /// An error answer: the code's status, `{"code", "message"}`.
 pub fn error(code: Code, message: impl Into<String>) -> Answer {
     Answer {

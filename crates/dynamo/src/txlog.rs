@@ -94,6 +94,206 @@ pub fn record_from_json(mut map: serde_json::Map<String, Value>) -> Result<TxRec
         .map_err(|e| corrupt("decoding a record", e.to_string()))
 }
 
+/// Where a page of [`DynamoTxLog::pending`] ends: its last entry, in the index's (deadline, id)
+/// order. Its text form (`<deadline>.<txId>`) is the API's `next`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PendingCursor {
+    /// The last entry's deadline (epoch ms).
+    pub deadline: u64,
+    /// The last entry's transaction.
+    pub tx_id: TxId,
+}
+
+impl PendingCursor {
+    /// The text form, `<deadline>.<txId>`.
+    pub fn token(&self) -> String {
+        format!("{}.{}", self.deadline, self.tx_id)
+    }
+
+    /// Reads a text form; `None` if it is not one.
+    pub fn parse(token: &str) -> Option<PendingCursor> {
+        let (deadline, tx) = token.split_once('.')?;
+        Some(PendingCursor {
+            deadline: deadline.parse().ok()?,
+            tx_id: TxId::parse(tx).ok()?,
+        })
+    }
+}
+
+/// A page of unfinished transactions.
+#[derive(Clone, Debug)]
+pub struct PendingPage {
+    /// The records, oldest deadline first (an entry whose transaction finished since the index
+    /// was written is left out, so a page may hold fewer than asked).
+    pub records: Vec<TxRecord>,
+    /// Where the next page starts; `None` on the last page.
+    pub next: Option<PendingCursor>,
+}
+
+/// What one read of the pending index asks for.
+struct IndexQuery<'a> {
+    /// Only entries after this one.
+    after: Option<&'a PendingCursor>,
+    /// Only entries whose deadline is before this (epoch ms).
+    deadline_before: Option<u64>,
+    /// Only entries not backing off past this (`retryAfter` unset or before it).
+    ready_at: Option<u64>,
+    /// At most this many.
+    limit: usize,
+}
+
+impl DynamoTxLog {
+    /// Unfinished transactions (every non-terminal status, `STAGING` included), oldest deadline
+    /// first, `limit` a page, after `after`; with `overdue_at`, only those whose deadline is
+    /// before it. Read from the sparse `pending-by-deadline` index the sweeper reads, then
+    /// each record (strongly consistent).
+    pub async fn pending(
+        &self,
+        after: Option<&PendingCursor>,
+        overdue_at: Option<u64>,
+        limit: usize,
+    ) -> Result<PendingPage, PortError> {
+        let limit = limit.max(1);
+        let (entries, more) = self
+            .pending_entries(&IndexQuery {
+                after,
+                deadline_before: overdue_at,
+                ready_at: None,
+                limit,
+            })
+            .await?;
+        let next = match (more, entries.last()) {
+            (true, Some((deadline, tx_id))) => Some(PendingCursor {
+                deadline: *deadline,
+                tx_id: tx_id.clone(),
+            }),
+            _ => None,
+        };
+        Ok(PendingPage {
+            records: self.unfinished(entries).await?,
+            next,
+        })
+    }
+
+    /// The one query of the sharded `pending-by-deadline` index (the sweeper's overdue
+    /// transactions and the API's listing both read it here): every shard, merged into
+    /// (deadline, id) order, at most `limit` entries, and whether more follow. The index holds
+    /// keys and the backoff only.
+    async fn pending_entries(
+        &self,
+        q: &IndexQuery<'_>,
+    ) -> Result<(Vec<(u64, TxId)>, bool), PortError> {
+        const WHAT: &str = "querying pending transactions";
+        if q.deadline_before == Some(0) {
+            return Ok((vec![], false));
+        }
+        let after = q.after.map(|c| (c.deadline, c.tx_id.clone()));
+        let mut found: Vec<(u64, TxId)> = vec![];
+        for shard in 0..INDEX_SHARDS {
+            let mut taken = 0usize;
+            let mut last_deadline = 0u64;
+            let mut start = None;
+            'pages: loop {
+                let mut e = Expr::new();
+                let pending = format!(
+                    "{} = {}",
+                    e.name(PENDING),
+                    e.value(AttributeValue::S(format!("P{shard}")))
+                );
+                // DynamoDB refuses a placeholder the expression does not use.
+                let deadline = match (&after, q.deadline_before) {
+                    (None, None) => String::new(),
+                    _ => e.name(DEADLINE),
+                };
+                let mut n = |v: u64| e.value(AttributeValue::N(v.to_string()));
+                let kc = match (&after, q.deadline_before) {
+                    (None, None) => pending,
+                    (Some((from, _)), None) => format!("{pending} AND {deadline} >= {}", n(*from)),
+                    (None, Some(before)) => format!("{pending} AND {deadline} < {}", n(before)),
+                    (Some((from, _)), Some(before)) => format!(
+                        "{pending} AND {deadline} BETWEEN {} AND {}",
+                        n(*from),
+                        n(before - 1)
+                    ),
+                };
+                let filter = q.ready_at.map(|now| {
+                    let retry = e.name(RETRY_AFTER);
+                    format!(
+                        "attribute_not_exists({retry}) OR {retry} < {}",
+                        e.value(AttributeValue::N(now.to_string()))
+                    )
+                });
+                let out = self
+                    .client
+                    .query()
+                    .table_name(&self.table)
+                    .index_name(PENDING_INDEX)
+                    .key_condition_expression(kc)
+                    .set_filter_expression(filter)
+                    .set_expression_attribute_names(e.names())
+                    .set_expression_attribute_values(e.values())
+                    .set_exclusive_start_key(start)
+                    .limit((q.limit + 1).clamp(1, 1000) as i32)
+                    .send()
+                    .await
+                    .map_err(|err| classify(WHAT, err))?;
+                for item in out.items() {
+                    let entry = index_entry(item)?;
+                    if after.as_ref().is_some_and(|a| entry <= *a) {
+                        continue;
+                    }
+                    // One more than a page, and the rest of its deadline's ties (the index
+                    // orders ties arbitrarily): this shard's first entries in (deadline, id)
+                    // order are then among those taken.
+                    if taken > q.limit && last_deadline < entry.0 {
+                        break 'pages;
+                    }
+                    last_deadline = entry.0;
+                    found.push(entry);
+                    taken += 1;
+                }
+                start = out.last_evaluated_key().cloned();
+                if start.is_none() {
+                    break;
+                }
+            }
+        }
+        found.sort();
+        let more = found.len() > q.limit;
+        found.truncate(q.limit);
+        Ok((found, more))
+    }
+
+    /// The records of index entries that are still unfinished (the index is eventually
+    /// consistent: one may have finished since).
+    async fn unfinished(&self, entries: Vec<(u64, TxId)>) -> Result<Vec<TxRecord>, PortError> {
+        let mut found = vec![];
+        for (_, id) in entries {
+            if let Some(r) = self.get(&id).await?
+                && !r.status.is_terminal()
+            {
+                found.push(r);
+            }
+        }
+        Ok(found)
+    }
+}
+
+/// An index entry's (deadline, id).
+fn index_entry(item: &Item) -> Result<(u64, TxId), PortError> {
+    const WHAT: &str = "querying pending transactions";
+    let id = match item.get(TX_ID) {
+        Some(AttributeValue::S(id)) => TxId::parse(id).map_err(|e| corrupt(WHAT, e.to_string()))?,
+        _ => return Err(corrupt(WHAT, "an entry without txId")),
+    };
+    let deadline = match item.get(DEADLINE) {
+        Some(AttributeValue::N(d)) => d.parse::<u64>().ok(),
+        _ => None,
+    }
+    .ok_or_else(|| corrupt(WHAT, "an entry without a deadline"))?;
+    Ok((deadline, id))
+}
+
 impl TxLog for DynamoTxLog {
     async fn create(&self, record: &TxRecord) -> Result<Created, PortError> {
         let mut e = Expr::new();
@@ -217,80 +417,15 @@ impl TxLog for DynamoTxLog {
     }
 
     async fn overdue(&self, now: u64, limit: usize) -> Result<Vec<TxRecord>, PortError> {
-        // The index holds keys and the backoff only: find the ids, then read each record.
-        let mut ids = vec![];
-        for shard in 0..INDEX_SHARDS {
-            let mut start = None;
-            loop {
-                let mut e = Expr::new();
-                let kc = format!(
-                    "{} = {} AND {} < {}",
-                    e.name(PENDING),
-                    e.value(AttributeValue::S(format!("P{shard}"))),
-                    e.name(DEADLINE),
-                    e.value(AttributeValue::N(now.to_string()))
-                );
-                let retry = e.name(RETRY_AFTER);
-                let filter = format!(
-                    "attribute_not_exists({retry}) OR {retry} < {}",
-                    e.value(AttributeValue::N(now.to_string()))
-                );
-                let out = self
-                    .client
-                    .query()
-                    .table_name(&self.table)
-                    .index_name(PENDING_INDEX)
-                    .key_condition_expression(kc)
-                    .filter_expression(filter)
-                    .set_expression_attribute_names(e.names())
-                    .set_expression_attribute_values(e.values())
-                    .set_exclusive_start_key(start)
-                    .limit(limit.clamp(1, 1000) as i32)
-                    .send()
-                    .await
-                    .map_err(|err| classify("querying overdue transactions", err))?;
-                for item in out.items() {
-                    let id = match item.get(TX_ID) {
-                        Some(AttributeValue::S(id)) => id,
-                        _ => {
-                            return Err(corrupt(
-                                "querying overdue transactions",
-                                "an entry without txId",
-                            ));
-                        }
-                    };
-                    let deadline = match item.get(DEADLINE) {
-                        Some(AttributeValue::N(d)) => d.parse::<u64>().ok(),
-                        _ => None,
-                    }
-                    .ok_or_else(|| {
-                        corrupt(
-                            "querying overdue transactions",
-                            "an entry without a deadline",
-                        )
-                    })?;
-                    let id = TxId::parse(id)
-                        .map_err(|e| corrupt("querying overdue transactions", e.to_string()))?;
-                    ids.push((deadline, id));
-                }
-                start = out.last_evaluated_key().cloned();
-                if start.is_none() || ids.len() >= limit * (shard as usize + 1) {
-                    break;
-                }
-            }
-        }
-        ids.sort_by_key(|(deadline, _)| *deadline);
-        ids.truncate(limit);
-        let mut found = vec![];
-        for (_, id) in ids {
-            // Finished since the query (the index is eventually consistent): not overdue.
-            if let Some(r) = self.get(&id).await?
-                && !r.status.is_terminal()
-            {
-                found.push(r);
-            }
-        }
-        Ok(found)
+        let (entries, _) = self
+            .pending_entries(&IndexQuery {
+                after: None,
+                deadline_before: Some(now),
+                ready_at: Some(now),
+                limit,
+            })
+            .await?;
+        self.unfinished(entries).await
     }
 
     async fn oldest_pending_deadline(&self) -> Result<Option<u64>, PortError> {

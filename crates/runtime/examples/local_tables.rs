@@ -1,4 +1,4 @@
-//! Creates the tables of `make watch` in DynamoDB Local (the same definitions the tests and
+//! Creates the tables of `make watch` and `make sam-local` in DynamoDB Local (the same definitions the tests and
 //! `template.yaml` use) and seeds the accounts the sample events name. Idempotent: existing
 //! tables and items are left as they are.
 //!
@@ -27,6 +27,8 @@ async fn main() -> Result<(), String> {
             "wallets",
             TableKind::Participant(KeySchema::string_hash("id")),
         ),
+        // The WebSocket subscriptions (connections and stream-processor functions).
+        ("connections", TableKind::Connections),
     ];
     for (name, kind) in specs {
         let spec = TableSpec {

@@ -87,6 +87,8 @@ pub mod var {
     pub const DELIVERY_STREAM: &str = "TWOPC_DELIVERY_STREAM";
     /// The WebSocket subscriptions table (stream-processor, connections).
     pub const CONNECTIONS_TABLE: &str = "TWOPC_CONNECTIONS_TABLE";
+    /// A Firehose endpoint URL (moto, a local emulator); unset in AWS (stream-processor).
+    pub const FIREHOSE_ENDPOINT: &str = "TWOPC_FIREHOSE_ENDPOINT";
     /// The WebSocket API's management endpoint (stream-processor).
     pub const WEBSOCKET_ENDPOINT: &str = "TWOPC_WEBSOCKET_ENDPOINT";
     /// The opt-in shared demo token: when set, `$connect` also admits `?token=` equal to it
@@ -128,6 +130,7 @@ pub mod var {
         STREAM_TABLES,
         DELIVERY_STREAM,
         CONNECTIONS_TABLE,
+        FIREHOSE_ENDPOINT,
         WEBSOCKET_ENDPOINT,
         WS_TOKEN,
         WS_ISSUER,
@@ -353,8 +356,10 @@ impl Config {
                 ),
             })?,
         };
-        // Read as is (not trimmed): the secret is whatever bytes the services were given.
-        let http_signing_secret = match lookup(var::HTTP_SIGNING_SECRET) {
+        // Read as is (not trimmed): the secret is whatever bytes the services were given. Empty
+        // is unset: a template leaves it `""` when no secret is configured (SAM turns an absent
+        // value into an empty one).
+        let http_signing_secret = match lookup(var::HTTP_SIGNING_SECRET).filter(|s| !s.is_empty()) {
             None => None,
             Some(s) if s.len() < MIN_SIGNING_SECRET_BYTES => {
                 return Err(ConfigError::Invalid {
@@ -588,6 +593,25 @@ mod tests {
                 "{e}"
             );
             assert!(e.to_string().contains(says), "{e}");
+        }
+    }
+
+    #[test]
+    fn an_empty_signing_secret_is_unset_as_a_template_leaves_it() {
+        for role in [Role::Coordinator, Role::Sweeper] {
+            let c = Config::from_lookup(
+                role,
+                lookup(&[
+                    (var::TRANSACTIONS_TABLE, "tx"),
+                    (var::SERVICES, SERVICES),
+                    (var::HTTP_SIGNING_SECRET, ""),
+                    (var::DYNAMODB_ENDPOINT, ""),
+                    (var::LAMBDA_ENDPOINT, ""),
+                ]),
+            )
+            .expect("an empty secret and empty endpoints are accepted");
+            assert!(c.http_signing_secret.is_none(), "{role:?}: unsigned");
+            assert!(!c.is_local(), "{role:?}: empty endpoints are AWS's own");
         }
     }
 

@@ -39,6 +39,63 @@ pub type LiveCoordinator = Coordinator<DynamoTxLog, LiveTransport, SystemClock>;
 /// The recovery pass as the sweeper function runs it.
 pub type LiveSweeper = Sweeper<DynamoTxLog, LiveTransport, SystemClock, DynamoItems>;
 
+/// The AWS configuration every function builds its clients from, loaded once per process: the
+/// default chain in AWS; with a local endpoint set (`TWOPC_DYNAMODB_ENDPOINT`,
+/// `TWOPC_LAMBDA_ENDPOINT`), a fixed region and static dummy credentials
+/// ([`twopc_dynamo::aws_loader`]), and each client pointed at its endpoint. DynamoDB Local keeps
+/// one database per access key and region, so the functions, the tests and the tools see the
+/// same tables. Other services' endpoints (Firehose, the WebSocket management API) come from the
+/// SDK's own `AWS_ENDPOINT_URL_*` variables or the function's configuration.
+#[derive(Clone, Debug)]
+pub struct Aws {
+    /// The loaded configuration (region, credentials), for the clients of other services.
+    pub sdk: aws_config::SdkConfig,
+    dynamodb_endpoint: Option<String>,
+    lambda_endpoint: Option<String>,
+}
+
+impl Aws {
+    /// Loads the configuration for these endpoints (`None`: the service's own).
+    pub async fn load(dynamodb_endpoint: Option<&str>, lambda_endpoint: Option<&str>) -> Aws {
+        let local = dynamodb_endpoint.is_some() || lambda_endpoint.is_some();
+        Aws {
+            sdk: twopc_dynamo::aws_loader(local).load().await,
+            dynamodb_endpoint: dynamodb_endpoint.map(str::to_owned),
+            lambda_endpoint: lambda_endpoint.map(str::to_owned),
+        }
+    }
+
+    /// Loads the configuration for the endpoints the process environment names (an empty
+    /// variable is unset: SAM turns an absent value into `""`). For the functions that read no
+    /// [`Config`] (connections, stream-processor).
+    pub async fn from_env() -> Aws {
+        let get = |name| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+        let (dynamodb, lambda) = (
+            get(config::var::DYNAMODB_ENDPOINT),
+            get(config::var::LAMBDA_ENDPOINT),
+        );
+        Aws::load(dynamodb.as_deref(), lambda.as_deref()).await
+    }
+
+    /// A DynamoDB client (DynamoDB Local when its endpoint is set).
+    pub fn dynamodb(&self) -> aws_sdk_dynamodb::Client {
+        let mut builder = aws_sdk_dynamodb::config::Builder::from(&self.sdk);
+        if let Some(url) = &self.dynamodb_endpoint {
+            builder = builder.endpoint_url(url);
+        }
+        aws_sdk_dynamodb::Client::from_conf(builder.build())
+    }
+
+    /// A Lambda client (`cargo lambda watch` or `sam local start-lambda` when its endpoint is set).
+    pub fn lambda(&self) -> aws_sdk_lambda::Client {
+        let mut builder = aws_sdk_lambda::config::Builder::from(&self.sdk);
+        if let Some(url) = &self.lambda_endpoint {
+            builder = builder.endpoint_url(url);
+        }
+        aws_sdk_lambda::Client::from_conf(builder.build())
+    }
+}
+
 /// The AWS clients, built once per process and shared by every invocation.
 #[derive(Clone, Debug)]
 pub struct Clients {
@@ -49,24 +106,16 @@ pub struct Clients {
 }
 
 impl Clients {
-    /// Loads the AWS configuration once (region and credentials from the environment, as Lambda
-    /// provides them) and builds every client from it. With a local endpoint configured, the
-    /// region and credentials are fixed dummies: DynamoDB Local keeps one database per access
-    /// key and region, and these are the ones `twopc_dynamo::client` uses, so the functions, the
-    /// tests and the tools see the same tables.
+    /// Builds every client from one [`Aws`] configuration for the configured endpoints.
     pub async fn load(config: &Config) -> Clients {
-        let sdk = twopc_dynamo::aws_loader(config.is_local()).load().await;
-        let mut dynamodb = aws_sdk_dynamodb::config::Builder::from(&sdk);
-        if let Some(url) = &config.dynamodb_endpoint {
-            dynamodb = dynamodb.endpoint_url(url);
-        }
-        let mut lambda = aws_sdk_lambda::config::Builder::from(&sdk);
-        if let Some(url) = &config.lambda_endpoint {
-            lambda = lambda.endpoint_url(url);
-        }
+        let aws = Aws::load(
+            config.dynamodb_endpoint.as_deref(),
+            config.lambda_endpoint.as_deref(),
+        )
+        .await;
         Clients {
-            dynamodb: aws_sdk_dynamodb::Client::from_conf(dynamodb.build()),
-            lambda: aws_sdk_lambda::Client::from_conf(lambda.build()),
+            dynamodb: aws.dynamodb(),
+            lambda: aws.lambda(),
         }
     }
 }

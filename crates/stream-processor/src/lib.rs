@@ -42,6 +42,8 @@ pub struct Config {
     pub connections_table: String,
     /// Management endpoint.
     pub websocket_endpoint: String,
+    /// Firehose's endpoint when it is not AWS's (a local emulator).
+    pub firehose_endpoint: Option<String>,
     /// The CloudWatch namespace of the batch metrics.
     pub metrics_namespace: String,
 }
@@ -72,6 +74,7 @@ impl Config {
                 var::WEBSOCKET_ENDPOINT,
                 "https://{api-id}.execute-api.{region}.amazonaws.com/{stage}",
             )?,
+            firehose_endpoint: lookup(var::FIREHOSE_ENDPOINT).filter(|v| !v.trim().is_empty()),
             metrics_namespace: lookup(var::METRICS_NAMESPACE)
                 .filter(|v| !v.trim().is_empty())
                 .unwrap_or_else(|| DEFAULT_METRICS_NAMESPACE.to_owned()),
@@ -102,11 +105,15 @@ pub fn parse_tables(json: &str) -> Result<Tables, String> {
 /// The processor as the function runs it.
 pub type LiveProcessor = Processor<FirehoseLake, DynamoConnections, ApiGatewayPush>;
 
-/// Builds the processor from configuration and one AWS configuration.
-pub fn processor(config: &Config, sdk: &aws_config::SdkConfig) -> LiveProcessor {
-    let dynamodb = aws_sdk_dynamodb::Client::new(sdk);
-    let firehose = aws_sdk_firehose::Client::new(sdk);
-    let management = aws_sdk_apigatewaymanagement::config::Builder::from(sdk)
+/// Builds the processor from configuration and the functions' one AWS configuration.
+pub fn processor(config: &Config, aws: &twopc_runtime::Aws) -> LiveProcessor {
+    let dynamodb = aws.dynamodb();
+    let mut firehose = aws_sdk_firehose::config::Builder::from(&aws.sdk);
+    if let Some(url) = &config.firehose_endpoint {
+        firehose = firehose.endpoint_url(url);
+    }
+    let firehose = aws_sdk_firehose::Client::from_conf(firehose.build());
+    let management = aws_sdk_apigatewaymanagement::config::Builder::from(&aws.sdk)
         .endpoint_url(&config.websocket_endpoint)
         .build();
     Processor::new(

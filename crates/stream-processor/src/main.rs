@@ -2,6 +2,7 @@
 
 use lambda_runtime::{Error, run, service_fn};
 use stream_processor::{Config, handle, processor};
+use twopc_runtime::Aws;
 use twopc_runtime::telemetry::{Metrics, init_tracing};
 
 #[tokio::main]
@@ -9,8 +10,8 @@ async fn main() -> Result<(), Error> {
     init_tracing();
     let config =
         Config::from_lookup(|v| std::env::var(v).ok()).expect("stream-processor configuration");
-    let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-    let processor = processor(&config, &sdk);
+    let aws = Aws::from_env().await;
+    let processor = processor(&config, &aws);
     let metrics = Metrics::new(&config.metrics_namespace, "stream-processor");
     let (processor, metrics) = (&processor, &metrics);
     run(service_fn(move |event| handle(processor, metrics, event))).await

@@ -447,6 +447,115 @@ pub async fn status(common: &Common, tx: &str) -> Result<u8, Failure> {
     Ok(print_outcome(common, &outcome))
 }
 
+/// The demo items of the deployed stack (`template.yaml`'s services `accounts` and `wallets`),
+/// which the README's deployed examples move money between (curl: alice's account to bob's
+/// wallet; the CLI: alice's account to bob's).
+const SEED: &[(&str, &str, &str, &str)] = &[
+    ("accounts", "alice", "Alice", "200"),
+    ("accounts", "bob", "Bob", "0"),
+    ("wallets", "bob", "Bob", "0"),
+];
+
+/// `twopc seed`: creates the demo items through the API, in one transaction of `put`s (so a
+/// deployed stack, which has no other way in, can be seeded by anyone allowed to invoke it).
+/// Repeated, it changes nothing: the same idempotency key answers the first outcome, and once
+/// that has expired the `put`s find the items and vote `condition`.
+pub async fn seed(common: &Common) -> Result<u8, Failure> {
+    let mut tx = Transaction::new();
+    for (participant, id, owner, balance) in SEED {
+        let balance = Decimal::parse(balance)
+            .map_err(|e| Failure::new("invalid_number", format!("{balance:?}: {e}")))?;
+        tx = tx.table(
+            participant,
+            key("id", *id),
+            Op::put([
+                ("owner".to_owned(), json!(owner)),
+                ("balance".to_owned(), balance.to_json()),
+            ]),
+        );
+    }
+    let client = common.client()?;
+    let outcome = client
+        .submit(&tx.wait_applied(), Some("twopc-seed-demo-items"))
+        .await
+        .map_err(|e| common.failed(e))?;
+    let there = outcome
+        .abort
+        .as_ref()
+        .is_some_and(|a| a.code == twopc_client::AbortCode::Condition);
+    if there && !common.json {
+        println!("the demo items exist already: nothing changed (seed creates all or none)");
+        return Ok(EXIT_OK);
+    }
+    if outcome.outcome == Decided::Committed && !common.json {
+        for (participant, id, _, balance) in SEED {
+            println!("seeded {participant} {{\"id\":\"{id}\"}} balance {balance}");
+        }
+        return Ok(EXIT_OK);
+    }
+    Ok(if there {
+        EXIT_OK
+    } else {
+        print_outcome(common, &outcome)
+    })
+}
+
+/// What `twopc pending` lists.
+#[derive(Clone, Debug, clap::Args)]
+pub struct PendingArgs {
+    /// Only transactions past their deadline (what the StuckTransactions alarm counts).
+    #[arg(long)]
+    pub overdue: bool,
+    /// Most transactions a page (1 to 100).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub limit: Option<u32>,
+    /// Start after a previous page (its `next`).
+    #[arg(long)]
+    pub next: Option<String>,
+}
+
+/// `twopc pending`: unfinished transactions, oldest deadline first (`GET
+/// /transactions?status=pending`), one page; the local stack's or a deployed one's.
+pub async fn pending(common: &Common, args: &PendingArgs) -> Result<u8, Failure> {
+    let client = common.client()?;
+    let page = client
+        .pending(args.overdue, args.limit, args.next.as_deref())
+        .await
+        .map_err(|e| common.failed(e))?;
+    if common.json {
+        let mut body = json!({
+            "transactions": page.transactions.iter().map(|t| t.body.clone()).collect::<Vec<_>>(),
+        });
+        if let Some(next) = &page.next {
+            body["next"] = json!(next);
+        }
+        println!("{body}");
+        return Ok(EXIT_OK);
+    }
+    if page.transactions.is_empty() {
+        println!(
+            "no {} transaction",
+            if args.overdue { "overdue" } else { "pending" }
+        );
+    }
+    for t in &page.transactions {
+        let deadline = t.body.get("deadline").and_then(Value::as_u64).unwrap_or(0);
+        println!(
+            "{:<11} {}  deadline {deadline}  {} participant(s)",
+            t.status.as_str(),
+            t.tx_id,
+            t.participants.len()
+        );
+    }
+    if let Some(next) = &page.next {
+        println!(
+            "more: twopc pending{} --next {next}",
+            if args.overdue { " --overdue" } else { "" }
+        );
+    }
+    Ok(EXIT_OK)
+}
+
 /// `twopc sweep`: one recovery pass in the running local stack.
 pub async fn sweep(common: &Common) -> Result<u8, Failure> {
     common.local_only(

@@ -42,6 +42,11 @@ enum Command {
         /// Transaction id.
         tx_id: String,
     },
+    /// List unfinished transactions, oldest deadline first (GET /transactions?status=pending).
+    Pending(cli::PendingArgs),
+    /// Create the deployed stack's demo items (accounts alice 200 and bob 0, wallets bob 0)
+    /// through the API; a second run changes nothing.
+    Seed,
     /// Run one recovery pass now.
     Sweep,
     /// List the accounts.
@@ -83,6 +88,8 @@ async fn main() -> ExitCode {
         } => cli::submit(&cli.common, file, idempotency_key.as_deref(), *wait).await,
         Command::Transfer(a) => cli::transfer(&cli.common, a).await,
         Command::Status { tx_id } => cli::status(&cli.common, tx_id).await,
+        Command::Pending(a) => cli::pending(&cli.common, a).await,
+        Command::Seed => cli::seed(&cli.common).await,
         Command::Sweep => cli::sweep(&cli.common).await,
         Command::Accounts => cli::items(&cli.common, "accounts").await,
         Command::Items { participant } => cli::items(&cli.common, participant).await,

@@ -262,3 +262,67 @@ async fn requests_to_a_deployed_stack_are_signed_with_the_aws_credentials() {
     assert_eq!(ran.code, 0, "{}", ran.stderr);
     assert_eq!(seen.recv().await.expect("a request"), "", "no signature");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_profile_with_credential_process_signs_requests_with_its_credentials() {
+    // An endpoint that records the Authorization header and answers a transaction.
+    let (seen_tx, mut seen) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let app = axum::Router::new().fallback(move |headers: HeaderMap| {
+        let seen_tx = seen_tx.clone();
+        async move {
+            let auth = headers
+                .get("authorization")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_owned();
+            let _ = seen_tx.send(auth);
+            (
+                [("content-type", "application/json")],
+                r#"{"txId": "0b6f6c1e-3f0e-4c3a-9a53-1f2d3c4b5a69", "status": "COMMITTED", "participants": []}"#,
+            )
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}", listener.local_addr().expect("addr"));
+    tokio::spawn(async move { axum::serve(listener, app).await });
+
+    // GIVEN only a profile whose credentials come from a program (as SSO helpers and vaults
+    // provide them), no keys in the environment.
+    let dir = common::temp_dir("credential-process");
+    let config = dir.join("config");
+    std::fs::write(
+        &config,
+        "[profile operator]\nregion = eu-west-1\ncredential_process = printf '{\"Version\": 1, \"AccessKeyId\": \"AKIDFROMPROCESS\", \"SecretAccessKey\": \"secret\", \"SessionToken\": \"token\"}'\n",
+    )
+    .expect("config file");
+    let out = Command::new(env!("CARGO_BIN_EXE_twopc"))
+        .args(["--url", &url, "--sign", "sigv4", "status"])
+        .arg("0b6f6c1e-3f0e-4c3a-9a53-1f2d3c4b5a69")
+        .env_remove("TWOPC_URL")
+        .env_remove("AWS_ACCESS_KEY_ID")
+        .env_remove("AWS_SECRET_ACCESS_KEY")
+        .env_remove("AWS_SESSION_TOKEN")
+        .env_remove("AWS_REGION")
+        .env("AWS_PROFILE", "operator")
+        .env("AWS_CONFIG_FILE", &config)
+        .env("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .output()
+        .await
+        .expect("twopc runs");
+    // THEN the request is signed with the program's credentials, for the profile's region.
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let auth = seen.recv().await.expect("a request");
+    assert!(
+        auth.starts_with("AWS4-HMAC-SHA256 Credential=AKIDFROMPROCESS/")
+            && auth.contains("/eu-west-1/execute-api/aws4_request"),
+        "{auth}"
+    );
+}

@@ -75,6 +75,8 @@ codes! {
             "The Idempotency-Key header is not 1 to 255 visible ASCII characters.";
         INVALID_TX_ID = "invalid_tx_id", 400,
             "The transaction id in the path is not a UUID.";
+        INVALID_LISTING = "invalid_listing", 400,
+            "GET /transactions: a query parameter is unknown or malformed (status=pending; overdue true or false; limit 1 to 100; next as a previous page gave it).";
         NOT_FOUND = "not_found", 404,
             "No such transaction, or no such route.";
         METHOD_NOT_ALLOWED = "method_not_allowed", 405,
