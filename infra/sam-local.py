@@ -521,8 +521,13 @@ def check_transactions():
              "op": {"add": {"balance": -1000}, "require": {"balance": {"gte": 1000}}}},
             {"participant": "wallets", "key": {"id": "bob"}, "op": {"add": {"balance": 1000}}}]}
         status, b = http("POST", api, too_much)
-        expect(b.get("outcome") == "aborted" and b.get("status") == "ABORTED",
+        # Staged: answered once the abort is recorded (ABORTING); the release runs in the
+        # coordinator's extension after the answer, within the same invocation.
+        expect(status == 409 and b.get("outcome") == "aborted",
                "the overdraft did not abort", b, tail_logs())
+        read, got = http("GET", f"{api}/{b['txId']}")
+        expect(read == 200 and got["status"] == "ABORTED",
+               "GET: not ABORTED (the extension did not release after the answer)", got, tail_logs())
         say(f"  aborted {b['txId']} with HTTP {status} ({time.monotonic() - t:.1f} s)")
         expect(balance("twopc-accounts", "alice") == "40" and balance("twopc-wallets", "bob") == "60",
                "balances are not alice 40, bob 60 (the commit applied once, the abort not at all)",
