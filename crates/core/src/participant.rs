@@ -408,6 +408,11 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
                 Resolution::Recover => {
                     // No transport here to inquire the other participants: mark the record,
                     // for the completer on the transactions stream (the sweeper backs it up).
+                    // Once: the record just read says whether someone asked already, and a
+                    // refused conditional write still costs a write unit.
+                    if record.as_ref().is_some_and(|r| r.recovery_asked.is_some()) {
+                        return Ok(Resolved::NeedsRecovery);
+                    }
                     match self.log.ask_recovery(&owner.tx_id, now).await {
                         Ok(asked) => {
                             info!(tx_id = %owner.tx_id, table, key = %show_key(key), asked,

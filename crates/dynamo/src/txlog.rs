@@ -496,29 +496,10 @@ impl TxLog for DynamoTxLog {
             ),
         ];
         let cond = format!("attribute_exists({})", e.name(PENDING));
-        let result = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .set_key(Some(Self::key(tx)))
-            .update_expression(update_expression(&set, &[]))
-            .condition_expression(cond)
-            .set_expression_attribute_names(e.names())
-            .set_expression_attribute_values(e.values())
-            .send()
-            .await;
-        match result {
-            Ok(_) => Ok(()),
-            // Finished meanwhile: nothing to count.
-            Err(err)
-                if err
-                    .as_service_error()
-                    .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
-            {
-                Ok(())
-            }
-            Err(err) => Err(classify(format!("counting an attempt on {tx}"), err)),
-        }
+        // Finished meanwhile (the condition fails): nothing to count.
+        self.update_if(tx, &e, &set, cond, "counting an attempt on")
+            .await
+            .map(|_| ())
     }
 
     async fn ask_recovery(&self, tx: &TxId, now: u64) -> Result<bool, PortError> {
@@ -534,12 +515,29 @@ impl TxLog for DynamoTxLog {
             e.name(STATUS),
             e.value(AttributeValue::S(TxStatus::Staging.as_str().into()))
         );
+        // Asked already, decided meanwhile, or no such record: nothing to ask.
+        self.update_if(tx, &e, &set, cond, "asking for the recovery of")
+            .await
+    }
+}
+
+impl DynamoTxLog {
+    /// One conditional `UpdateItem` of a record's bookkeeping (`set`, under `cond`): true if
+    /// it wrote, false if the condition did not hold. `doing` names the write in errors.
+    async fn update_if(
+        &self,
+        tx: &TxId,
+        e: &Expr,
+        set: &[String],
+        cond: String,
+        doing: &str,
+    ) -> Result<bool, PortError> {
         let result = self
             .client
             .update_item()
             .table_name(&self.table)
             .set_key(Some(Self::key(tx)))
-            .update_expression(update_expression(&set, &[]))
+            .update_expression(update_expression(set, &[]))
             .condition_expression(cond)
             .set_expression_attribute_names(e.names())
             .set_expression_attribute_values(e.values())
@@ -547,7 +545,6 @@ impl TxLog for DynamoTxLog {
             .await;
         match result {
             Ok(_) => Ok(true),
-            // Asked already, decided meanwhile, or no such record: nothing to ask.
             Err(err)
                 if err
                     .as_service_error()
@@ -555,7 +552,7 @@ impl TxLog for DynamoTxLog {
             {
                 Ok(false)
             }
-            Err(err) => Err(classify(format!("asking for the recovery of {tx}"), err)),
+            Err(err) => Err(classify(format!("{doing} {tx}"), err)),
         }
     }
 }

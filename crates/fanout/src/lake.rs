@@ -87,6 +87,15 @@ pub const COLUMNS: [Column; 12] = [
 pub const PARTICIPANT_FIELDS: [&str; 6] =
     ["participant", "key", "vote", "reason", "mode", "message"];
 
+/// The type of a field of a participant's struct: the key is a map, the rest text.
+fn participant_field(name: &str) -> ColumnType {
+    if name == "key" {
+        ColumnType::TextMap
+    } else {
+        ColumnType::Text
+    }
+}
+
 impl ColumnType {
     /// The type as Glue (Hive DDL) spells it.
     pub fn glue(self) -> String {
@@ -101,14 +110,7 @@ impl ColumnType {
             ColumnType::Participants => {
                 let fields: Vec<String> = PARTICIPANT_FIELDS
                     .iter()
-                    .map(|f| {
-                        let t = if *f == "key" {
-                            ColumnType::TextMap
-                        } else {
-                            ColumnType::Text
-                        };
-                        format!("{f}:{}", t.glue())
-                    })
+                    .map(|f| format!("{f}:{}", participant_field(f).glue()))
                     .collect();
                 format!("array<struct<{}>>", fields.join(","))
             }
@@ -130,14 +132,7 @@ impl ColumnType {
             ColumnType::Participants => {
                 let fields: Vec<String> = PARTICIPANT_FIELDS
                     .iter()
-                    .map(|f| {
-                        let t = if *f == "key" {
-                            ColumnType::TextMap
-                        } else {
-                            ColumnType::Text
-                        };
-                        format!("{f} {}", t.trino())
-                    })
+                    .map(|f| format!("{f} {}", participant_field(f).trino()))
                     .collect();
                 format!("array(row({}))", fields.join(","))
             }
