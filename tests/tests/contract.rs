@@ -7,22 +7,26 @@ use serde_json::{Value, json};
 use twopc_core::ids::TxId;
 use twopc_core::item::{FenceEntry, FenceOutcome, ItemState, Key, Lock};
 use twopc_core::layout;
-use twopc_core::memory::{MemoryItems, MemoryTxLog};
+use twopc_core::memory::{MemoryItems, MemoryNative, MemoryTxLog};
 use twopc_core::message::Prune;
 use twopc_core::op::Operation;
+use twopc_core::participant::{Refusal, classify_native_refusal};
 use twopc_core::ports::{
-    CompleteWrite, Completion, Created, ParticipantStore, PortError, PrepareWrite, Swapped, TxLog,
+    CompleteWrite, Completion, Created, NativeItem, NativeOutcome, NativeStore, NativeWrite,
+    ParticipantStore, PortError, PrepareWrite, Swapped, TxLog,
 };
 use twopc_core::record::TxRecord;
 use twopc_core::request::KeySchema;
 use twopc_core::status::TxStatus;
-use twopc_dynamo::{DynamoItems, DynamoTxLog};
+use twopc_dynamo::{DynamoItems, DynamoNative, DynamoTxLog};
 use twopc_tests::{World, key};
 
 /// A pair of stores and a participant table in them.
 struct Stores<I, L> {
     items: I,
     log: L,
+    /// The all-or-nothing write over both.
+    native: Box<dyn NativeStore>,
     table: String,
     seeder: Seeder,
 }
@@ -83,9 +87,11 @@ impl<I: ParticipantStore, L: TxLog> Stores<I, L> {
 
 async fn memory() -> Stores<MemoryItems, MemoryTxLog> {
     let items = MemoryItems::default();
+    let log = MemoryTxLog::default();
     Stores {
+        native: Box::new(MemoryNative::new(log.clone(), items.clone())),
         items: items.clone(),
-        log: MemoryTxLog::default(),
+        log,
         table: "accounts".into(),
         seeder: Seeder::Memory(items),
     }
@@ -95,6 +101,7 @@ async fn dynamodb() -> Stores<DynamoItems, DynamoTxLog> {
     let world = World::new().await;
     Stores {
         items: DynamoItems::new(world.client.clone()),
+        native: Box::new(DynamoNative::new(world.client.clone(), world.log.clone())),
         log: world.log.clone(),
         table: world.accounts.clone(),
         seeder: Seeder::Dynamo(Box::new(world)),
@@ -147,6 +154,11 @@ contract!(
     an_item_takes_at_most_the_most_reservations,
     bury_aborted_prevents_a_transaction_on_an_absent_key_only,
     an_inquiry_reads_held_or_prevents_and_a_prevented_prepare_never_lands,
+    a_native_transaction_writes_every_item_and_the_record_at_once,
+    a_native_transaction_writes_nothing_when_one_item_refuses,
+    a_native_transaction_gives_way_where_the_protocol_holds_an_item,
+    a_native_transaction_is_refused_by_a_record_already_there,
+    a_native_put_takes_a_tombstone_and_keeps_its_fence,
 );
 
 const NOW: u64 = 1_800_000_000_000;
@@ -1405,4 +1417,253 @@ async fn an_inquiry_reads_held_or_prevents_and_a_prevented_prepare_never_lands<
         bob.fence.get(&gone).map(|e| e.outcome),
         Some(FenceOutcome::Aborted)
     );
+}
+
+/// A `COMMITTED` record for a native transaction.
+fn native_record() -> TxRecord {
+    let mut r = record(NOW + 5_000);
+    r.status = TxStatus::Committed;
+    r
+}
+
+/// One native write per `(id, op)`.
+async fn native<I: ParticipantStore, L: TxLog>(
+    s: &Stores<I, L>,
+    r: &TxRecord,
+    ops: &[(&str, Value)],
+) -> NativeOutcome {
+    let keys: Vec<Key> = ops.iter().map(|(id, _)| key(id)).collect();
+    let ops: Vec<Operation> = ops.iter().map(|(_, v)| op(v.clone())).collect();
+    let writes: Vec<NativeWrite<'_>> = keys
+        .iter()
+        .zip(&ops)
+        .map(|(key, op)| NativeWrite {
+            table: s.table(),
+            key,
+            op,
+        })
+        .collect();
+    s.native.commit_at_once(r, &writes).await.expect("native")
+}
+
+fn cancelled_items(o: NativeOutcome) -> Vec<NativeItem> {
+    match o {
+        NativeOutcome::Cancelled {
+            record: None,
+            items,
+        } => items,
+        other => panic!("expected a cancellation by the items, got {other:?}"),
+    }
+}
+
+async fn a_native_transaction_writes_every_item_and_the_record_at_once<
+    I: ParticipantStore,
+    L: TxLog,
+>(
+    s: Stores<I, L>,
+) {
+    s.seed("alice", json!({"balance": 100})).await;
+    s.seed("bob", json!({"balance": 5})).await;
+    let r = native_record();
+    let outcome = native(
+        &s,
+        &r,
+        &[
+            (
+                "alice",
+                json!({"add": {"balance": -30}, "require": {"balance": {"gte": 30}}}),
+            ),
+            (
+                "bob",
+                json!({"add": {"balance": "30.5"}, "set": {"note": "paid"}}),
+            ),
+            ("carol", json!({"put": {"balance": 0}})),
+        ],
+    )
+    .await;
+    assert_eq!(outcome, NativeOutcome::Committed);
+    let alice = read(&s, "alice").await.expect("alice");
+    assert_eq!(number(alice.attributes.get("balance")), "70");
+    let bob = read(&s, "bob").await.expect("bob");
+    assert_eq!(number(bob.attributes.get("balance")), "35.5");
+    assert_eq!(bob.attributes.get("note"), Some(&json!("paid")));
+    let carol = read(&s, "carol").await.expect("carol");
+    assert!(!carol.placeholder && !carol.tombstone);
+    for item in [&alice, &bob, &carol] {
+        // The commit marks, as a protocol commit writes them; no lock, no fence entry.
+        assert_eq!(number(item.attributes.get(layout::VERSION)), "1");
+        assert_eq!(
+            item.attributes.get(layout::LAST_TX),
+            Some(&json!(r.tx_id.as_str()))
+        );
+        assert!(item.lock.is_none() && item.fence.is_empty());
+    }
+    let stored = s
+        .log()
+        .get(&r.tx_id)
+        .await
+        .expect("get")
+        .expect("the record");
+    assert_eq!(stored.status, TxStatus::Committed);
+}
+
+async fn a_native_transaction_writes_nothing_when_one_item_refuses<
+    I: ParticipantStore,
+    L: TxLog,
+>(
+    s: Stores<I, L>,
+) {
+    s.seed("alice", json!({"balance": 10})).await;
+    s.seed("bob", json!({"balance": 5, "name": "Bob"})).await;
+    let r = native_record();
+    let ops = [
+        (
+            "alice",
+            json!({"add": {"balance": -30}, "require": {"balance": {"gte": 30}}}),
+        ),
+        ("bob", json!({"add": {"balance": 30}})),
+    ];
+    let items = cancelled_items(native(&s, &r, &ops).await);
+    assert_eq!(items.len(), 2);
+    assert_eq!(items[1], NativeItem::Held, "bob's condition held");
+    let NativeItem::Refused(Some(found)) = &items[0] else {
+        panic!("alice refused with the item, got {:?}", items[0]);
+    };
+    // Read into the vote a prepare refused for the same reason gets.
+    let l = lock(&r.tx_id, r.created_at, ops[0].1.clone());
+    match classify_native_refusal(Some(found), &l, NOW) {
+        Refusal::Vote(reason, message) => {
+            assert_eq!(reason, twopc_core::record::VoteReason::Condition);
+            assert!(message.contains("balance"), "{message}");
+        }
+        other => panic!("expected a vote, got {other:?}"),
+    }
+    // Shape: an update of no item, a put of an existing one.
+    let shapes = cancelled_items(
+        native(
+            &s,
+            &native_record(),
+            &[
+                ("nobody", json!({"add": {"balance": 1}})),
+                ("bob", json!({"put": {"balance": 1}})),
+            ],
+        )
+        .await,
+    );
+    assert_eq!(shapes[0], NativeItem::Refused(None));
+    assert!(matches!(&shapes[1], NativeItem::Refused(Some(_))));
+    // Nothing written anywhere.
+    assert_eq!(
+        number(
+            read(&s, "alice")
+                .await
+                .expect("alice")
+                .attributes
+                .get("balance")
+        ),
+        "10"
+    );
+    let bob = read(&s, "bob").await.expect("bob");
+    assert_eq!(number(bob.attributes.get("balance")), "5");
+    assert!(!bob.attributes.contains_key(layout::VERSION));
+    assert!(read(&s, "nobody").await.is_none());
+    assert!(s.log().get(&r.tx_id).await.expect("get").is_none());
+}
+
+async fn a_native_transaction_gives_way_where_the_protocol_holds_an_item<
+    I: ParticipantStore,
+    L: TxLog,
+>(
+    s: Stores<I, L>,
+) {
+    s.seed("alice", json!({"balance": 100})).await;
+    s.seed("bob", json!({"balance": 100})).await;
+    // A lock on alice, a reservation on bob, a placeholder on carol.
+    let locked_by = lock(&TxId::random(), NOW, json!({"set": {"x": 1}}));
+    assert!(locked(&prepare(&s, "alice", &locked_by).await));
+    assert!(locked(
+        &reserve(&s, "bob", &debit(&TxId::random(), NOW, 10)).await
+    ));
+    let creating = lock(&TxId::random(), NOW, json!({"put": {"balance": 1}}));
+    assert!(locked(&prepare(&s, "carol", &creating).await));
+    let r = native_record();
+    let ops = [
+        ("alice", json!({"add": {"balance": 1}})),
+        (
+            "bob",
+            json!({"add": {"balance": -1}, "require": {"balance": {"gte": 1}}}),
+        ),
+        ("carol", json!({"put": {"balance": 2}})),
+    ];
+    let items = cancelled_items(native(&s, &r, &ops).await);
+    for ((id, v), found) in ops.iter().zip(&items) {
+        let NativeItem::Refused(item) = found else {
+            panic!("{id}: expected a refusal, got {found:?}");
+        };
+        let l = lock(&r.tx_id, r.created_at, v.clone());
+        assert!(
+            matches!(
+                classify_native_refusal(item.as_deref(), &l, NOW),
+                Refusal::Held { .. }
+            ),
+            "{id}: the protocol holds it, so the transaction takes the protocol path"
+        );
+    }
+    assert!(read(&s, "alice").await.expect("alice").lock.is_some());
+    assert!(s.log().get(&r.tx_id).await.expect("get").is_none());
+}
+
+async fn a_native_transaction_is_refused_by_a_record_already_there<
+    I: ParticipantStore,
+    L: TxLog,
+>(
+    s: Stores<I, L>,
+) {
+    s.seed("alice", json!({"balance": 100})).await;
+    let r = native_record();
+    assert!(matches!(
+        s.log().create(&r).await.expect("create"),
+        Created::New
+    ));
+    match native(&s, &r, &[("alice", json!({"add": {"balance": -1}}))]).await {
+        NativeOutcome::Cancelled {
+            record: Some(existing),
+            items,
+        } => {
+            assert_eq!(existing.tx_id, r.tx_id);
+            assert_eq!(items, vec![NativeItem::Held]);
+        }
+        other => panic!("expected a cancellation by the record, got {other:?}"),
+    }
+    assert_eq!(
+        number(
+            read(&s, "alice")
+                .await
+                .expect("alice")
+                .attributes
+                .get("balance")
+        ),
+        "100",
+        "a replay applies nothing"
+    );
+}
+
+async fn a_native_put_takes_a_tombstone_and_keeps_its_fence<I: ParticipantStore, L: TxLog>(
+    s: Stores<I, L>,
+) {
+    s.seed("alice", json!({"balance": 1})).await;
+    let deleted = committed(&s, "alice", NOW, json!({"delete": true})).await;
+    let r = native_record();
+    let outcome = native(&s, &r, &[("alice", json!({"put": {"balance": 7}}))]).await;
+    assert_eq!(outcome, NativeOutcome::Committed);
+    let alice = read(&s, "alice").await.expect("alice");
+    assert!(!alice.tombstone && !alice.placeholder);
+    assert_eq!(number(alice.attributes.get("balance")), "7");
+    assert_eq!(number(alice.attributes.get(layout::VERSION)), "2");
+    assert!(
+        alice.fence.contains_key(&deleted),
+        "the delete's entry still refuses a late prepare of it"
+    );
+    let late = lock(&deleted, NOW, json!({"put": {"balance": 9}}));
+    assert!(!locked(&prepare(&s, "alice", &late).await));
 }

@@ -22,12 +22,12 @@ use crate::layout::{LAST_TX, VERSION};
 use crate::message::Prune;
 use crate::op::{Comparator, Condition, Operation};
 use crate::ports::{
-    CompleteWrite, Completion, Created, ParticipantStore, PortError, PrepareWrite, Swapped, TxLog,
-    check_transition,
+    CompleteWrite, Completion, Created, NativeFuture, NativeItem, NativeOutcome, NativeStore,
+    NativeWrite, ParticipantStore, PortError, PrepareWrite, Swapped, TxLog, check_transition,
 };
 use crate::record::{TxRecord, Vote};
 use crate::request::KeySchema;
-use crate::rules::{self, AbortStep, FenceOut, PrepareStep, Seen};
+use crate::rules::{self, AbortStep, FenceOut, NativeStep, PrepareStep, Seen};
 use crate::status::TxStatus;
 
 /// Participant items in memory, any number of tables. Clones share the items.
@@ -40,6 +40,89 @@ pub struct MemoryItems {
 #[derive(Clone, Debug, Default)]
 pub struct MemoryTxLog {
     records: Arc<Mutex<BTreeMap<TxId, TxRecord>>>,
+}
+
+/// The in-memory stores' all-or-nothing write across the log and the items (what DynamoDB's
+/// `TransactWriteItems` is to the DynamoDB adapters): both locked for the whole step.
+#[derive(Clone, Debug, Default)]
+pub struct MemoryNative {
+    log: MemoryTxLog,
+    items: MemoryItems,
+}
+
+impl MemoryNative {
+    /// Over these stores (clones share their contents).
+    pub fn new(log: MemoryTxLog, items: MemoryItems) -> Self {
+        MemoryNative { log, items }
+    }
+
+    fn commit_now(
+        &self,
+        record: &TxRecord,
+        writes: &[NativeWrite<'_>],
+    ) -> Result<NativeOutcome, PortError> {
+        // Always the log first, then the items: nothing else holds both.
+        let mut records = self.log.records.lock().map_err(|_| poisoned("log"))?;
+        let mut tables = self.items.tables.lock().map_err(|_| poisoned("items"))?;
+        let tx = &record.tx_id;
+        let found: Vec<NativeItem> = writes
+            .iter()
+            .map(|w| {
+                let item = tables.get(w.table).and_then(|t| t.get(&key_id(w.key)));
+                let empty = BTreeMap::new();
+                let attrs = item.map_or(&empty, |i| &i.attributes);
+                let seen = seen(item, tx, record.created_at, record.created_at);
+                if rules::native_write(seen, w.op.creates()) == NativeStep::Apply
+                    && business_holds(w.op, w.key, attrs)
+                {
+                    NativeItem::Held
+                } else {
+                    NativeItem::Refused(item.cloned().map(Box::new))
+                }
+            })
+            .collect();
+        let existing = records.get(tx).cloned().map(Box::new);
+        if existing.is_some() || found.iter().any(|f| *f != NativeItem::Held) {
+            return Ok(NativeOutcome::Cancelled {
+                record: existing,
+                items: found,
+            });
+        }
+        // Every write on a copy first: one that fails (a sum DynamoDB cannot store) changes
+        // nothing.
+        let mut next = Vec::with_capacity(writes.len());
+        for w in writes {
+            let mut item = tables
+                .get(w.table)
+                .and_then(|t| t.get(&key_id(w.key)))
+                .cloned()
+                .unwrap_or_else(|| ItemState {
+                    attributes: w.key.clone(),
+                    ..ItemState::default()
+                });
+            item.tombstone = false;
+            apply(&mut item, w.key, tx, w.op)?;
+            next.push((w, item));
+        }
+        for (w, item) in next {
+            tables
+                .entry(w.table.to_owned())
+                .or_default()
+                .insert(key_id(w.key), item);
+        }
+        records.insert(tx.clone(), record.clone());
+        Ok(NativeOutcome::Committed)
+    }
+}
+
+impl NativeStore for MemoryNative {
+    fn commit_at_once<'a>(
+        &'a self,
+        record: &'a TxRecord,
+        writes: &'a [NativeWrite<'a>],
+    ) -> NativeFuture<'a> {
+        Box::pin(std::future::ready(self.commit_now(record, writes)))
+    }
 }
 
 fn poisoned(what: &str) -> PortError {

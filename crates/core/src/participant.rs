@@ -601,13 +601,44 @@ pub fn classify_refusal(
     now: u64,
     full: impl Fn(&ItemState) -> bool,
 ) -> Refusal {
-    let vote = |reason, message: String| Refusal::Vote(reason, message);
     let seen = item.map_or(Seen::ABSENT, |i| i.seen_by(&lock.tx_id, lock.began, now));
     let mode = lock.op.mode();
     let step = match mode {
         Mode::Exclusive => rules::prepare(seen, lock.op.creates()),
         Mode::Reserved => rules::reserve(seen, item.is_some_and(full)),
     };
+    classify_step(item, lock, now, seen, mode, step)
+}
+
+/// Reads a refused native write (`docs/protocol.md`, "Native transactions") off the item it
+/// found, by [`rules::native_write`], into the vote a prepare refused for the same reason
+/// would get; where the protocol holds the item, [`Refusal::Held`] (the transaction takes the
+/// protocol path).
+pub fn classify_native_refusal(item: Option<&ItemState>, lock: &Lock, now: u64) -> Refusal {
+    let seen = item.map_or(Seen::ABSENT, |i| i.seen_by(&lock.tx_id, lock.began, now));
+    let step = match rules::native_write(seen, lock.op.creates()) {
+        rules::NativeStep::Apply => PrepareStep::Lock,
+        rules::NativeStep::Refuse(r) => PrepareStep::Refuse(r),
+        rules::NativeStep::Protocol => {
+            return Refusal::Held {
+                owners: vec![],
+                waiting: false,
+            };
+        }
+    };
+    classify_step(item, lock, now, seen, Mode::Exclusive, step)
+}
+
+/// The one classification of a refused write, once its rule has said why.
+fn classify_step(
+    item: Option<&ItemState>,
+    lock: &Lock,
+    now: u64,
+    seen: Seen,
+    mode: Mode,
+    step: PrepareStep,
+) -> Refusal {
+    let vote = |reason, message: String| Refusal::Vote(reason, message);
     let refusal = match step {
         PrepareStep::Refuse(r) => r,
         // The protocol admits it, so one of the operation's own conditions failed.

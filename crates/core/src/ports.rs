@@ -355,6 +355,66 @@ pub trait ParticipantStore: Send + Sync {
     ) -> impl Future<Output = Result<Option<ItemState>, PortError>> + Send;
 }
 
+/// One item of a native transaction: the operation to apply where [`rules::native_write`]
+/// admits it.
+///
+/// [`rules::native_write`]: crate::rules::native_write
+#[derive(Clone, Copy, Debug)]
+pub struct NativeWrite<'a> {
+    /// The participant table.
+    pub table: &'a str,
+    /// The item's key.
+    pub key: &'a Key,
+    /// The operation.
+    pub op: &'a Operation,
+}
+
+/// What one item's write found when a native transaction was cancelled.
+#[derive(Clone, Debug, PartialEq)]
+pub enum NativeItem {
+    /// Its condition held (another action cancelled the transaction).
+    Held,
+    /// Its condition failed: the item as it was (None: no such item).
+    Refused(Option<Box<ItemState>>),
+    /// Another request was writing it at the same time (DynamoDB's `TransactionConflict`).
+    Busy,
+}
+
+/// What a native transaction did: all of it, or nothing.
+#[derive(Clone, Debug, PartialEq)]
+pub enum NativeOutcome {
+    /// Every item written and the record put, in one step.
+    Committed,
+    /// Nothing written. `record`: a record with the transaction's id was there already (a
+    /// replay); `items`: what each write found, in order.
+    Cancelled {
+        /// The record already there, if that cancelled it.
+        record: Option<Box<TxRecord>>,
+        /// Each item's finding, in the order of the writes.
+        items: Vec<NativeItem>,
+    },
+}
+
+/// What [`NativeStore::commit_at_once`] returns.
+pub type NativeFuture<'a> =
+    std::pin::Pin<Box<dyn Future<Output = Result<NativeOutcome, PortError>> + Send + 'a>>;
+
+/// The store's own all-or-nothing write across tables (DynamoDB's `TransactWriteItems`): the
+/// record's put, conditional on no record with its id, and each item's write, conditional on
+/// [`rules::native_write`] admitting it and the operation's own conditions holding; each write
+/// applies the operation with the commit marks (`txVersion` + 1, `lastTx`) and leaves the fence
+/// as it is. Object-safe, so a coordinator may have one or none.
+///
+/// [`rules::native_write`]: crate::rules::native_write
+pub trait NativeStore: Send + Sync {
+    /// Writes `record` (terminal, `COMMITTED`) and every item at once, or nothing.
+    fn commit_at_once<'a>(
+        &'a self,
+        record: &'a TxRecord,
+        writes: &'a [NativeWrite<'a>],
+    ) -> NativeFuture<'a>;
+}
+
 /// A transport failed to deliver a message or to bring back its answer.
 #[derive(Debug, thiserror::Error)]
 #[error("participant at {target} did not answer: {message}")]

@@ -87,6 +87,11 @@ pub struct ServiceConfig {
     /// Its table's key (a table's only; a custom participant has none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key: Option<KeySchema>,
+    /// Its items are hot (many transactions at once on one item, commuting `add`s): they take
+    /// concurrent reservations, so its transactions are never committed natively
+    /// (`CommitMode::Auto`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub hot: bool,
 }
 
 fn is_table(kind: &ServiceKind) -> bool {
@@ -100,6 +105,7 @@ impl ServiceConfig {
             target,
             kind: ServiceKind::Table,
             key: Some(key),
+            hot: false,
         }
     }
 
@@ -109,6 +115,7 @@ impl ServiceConfig {
             target,
             kind: ServiceKind::Custom,
             key: None,
+            hot: false,
         }
     }
 

@@ -241,7 +241,7 @@ pub(crate) fn prune_clauses(
     }
 }
 
-fn require_clause(e: &mut Expr, name: &str, cond: &Condition) -> String {
+pub(crate) fn require_clause(e: &mut Expr, name: &str, cond: &Condition) -> String {
     let n = e.name(name);
     match cond {
         Condition::Exists => format!("attribute_exists({n})"),

@@ -4,6 +4,8 @@
 //!   swaps, the sparse `pending-by-deadline` index while a record is open, TTL once terminal.
 //! - [`items`]: participant items ([`twopc_core::ports::ParticipantStore`]): one conditional
 //!   `UpdateItem`/`DeleteItem` per protocol step, lock, fence and placeholder.
+//! - [`native`]: native transactions ([`twopc_core::ports::NativeStore`]): the record and
+//!   every item in one `TransactWriteItems`.
 //! - [`tables`]: table definitions (keys, indexes, streams, TTL) and idempotent creation.
 //! - [`connections`]: WebSocket subscriptions by topic.
 //! - [`codec`]: JSON ↔ attribute values with exact numbers; [`expr`]: placeholders for every
@@ -15,11 +17,13 @@ pub mod connections;
 pub mod error;
 pub mod expr;
 pub mod items;
+pub mod native;
 mod reservations;
 pub mod tables;
 pub mod txlog;
 
 pub use items::DynamoItems;
+pub use native::DynamoNative;
 pub use txlog::DynamoTxLog;
 
 use aws_config::{BehaviorVersion, Region};

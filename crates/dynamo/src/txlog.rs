@@ -54,7 +54,7 @@ impl DynamoTxLog {
         [(TX_ID.to_owned(), AttributeValue::S(tx.to_string()))].into()
     }
 
-    fn to_item(&self, record: &TxRecord) -> Result<Item, PortError> {
+    pub(crate) fn to_item(&self, record: &TxRecord) -> Result<Item, PortError> {
         let value = serde_json::to_value(record)
             .map_err(|e| corrupt("encoding a record", e.to_string()))?;
         let Value::Object(map) = value else {

@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Number, Value};
 use twopc_core::api::participant_outcomes;
 use twopc_core::layout::{
-    COMMITTED, ENTRY_OUTCOME, FENCE, LOCK, LOCK_TX, PARTICIPANTS, PLACEHOLDER, STATUS, TOMBSTONE,
-    TX_ID, UPDATED_AT, VERSION, VOTES, is_protocol_attribute,
+    LAST_TX, LOCK, LOCK_TX, PARTICIPANTS, PLACEHOLDER, STATUS, TOMBSTONE, TX_ID, UPDATED_AT,
+    VERSION, VOTES, is_protocol_attribute,
 };
 use twopc_core::record::{ParticipantEntry, Vote};
 use twopc_core::request::KeySchema;
@@ -77,17 +77,13 @@ pub enum Detected {
     },
 }
 
-fn committed_ids(image: Option<&Map<String, Value>>) -> Vec<&str> {
+/// An item's `txVersion` (0 when it has none): every commit, by the protocol or native,
+/// raises it by one and names itself in `lastTx`; nothing else writes either.
+fn version(image: Option<&Map<String, Value>>) -> u64 {
     image
-        .and_then(|i| i.get(FENCE))
-        .and_then(Value::as_object)
-        .map(|f| {
-            f.iter()
-                .filter(|(_, e)| e.get(ENTRY_OUTCOME).and_then(Value::as_str) == Some(COMMITTED))
-                .map(|(k, _)| k.as_str())
-                .collect()
-        })
-        .unwrap_or_default()
+        .and_then(|i| i.get(VERSION))
+        .and_then(|v| v.as_u64().or_else(|| v.to_string().parse().ok()))
+        .unwrap_or(0)
 }
 
 fn business(image: &Map<String, Value>) -> Map<String, Value> {
@@ -138,11 +134,13 @@ pub fn detect(change: &Change, tables: &Tables) -> Option<Detected> {
                 if new.contains_key(PLACEHOLDER) {
                     return None;
                 }
-                let before = committed_ids(change.old.as_ref());
-                let tx = committed_ids(Some(new))
-                    .into_iter()
-                    .find(|t| !before.contains(t))?;
-                // A committed delete leaves a tombstone carrying the delete's entry.
+                // A commit raised the version: a protocol commit (which also writes its fence
+                // entry) or a native one (which writes none).
+                if version(Some(new)) <= version(change.old.as_ref()) {
+                    return None;
+                }
+                let tx = new.get(LAST_TX)?.as_str()?;
+                // A committed delete leaves a tombstone.
                 let deleted = new.contains_key(TOMBSTONE);
                 Some(Detected::ItemCommitted {
                     tx_id: tx.to_owned(),
@@ -275,6 +273,40 @@ mod tests {
         let new = json!({"id": "a", "balance": 1, "lock": {"txId": "T"}, "txFence": {}});
         assert_eq!(
             detect(&change("acc", Some(old), Some(new)), &tables()),
+            None
+        );
+    }
+
+    #[test]
+    fn a_native_commit_raises_the_version_without_a_fence_entry() {
+        let old = json!({"id": "a", "balance": 1, "txVersion": 2, "lastTx": "S"});
+        let new = json!({"id": "a", "balance": 5, "txVersion": 3, "lastTx": "N"});
+        match detect(&change("acc", Some(old.clone()), Some(new)), &tables()) {
+            Some(Detected::ItemCommitted {
+                tx_id,
+                item,
+                version,
+                ..
+            }) => {
+                assert_eq!(tx_id, "N");
+                assert_eq!(
+                    item.map(Value::Object),
+                    Some(json!({"id": "a", "balance": 5}))
+                );
+                assert_eq!(version, json!(3));
+            }
+            other => panic!("{other:?}"),
+        }
+        // A native create: no image before.
+        let created = json!({"id": "c", "balance": 0, "txVersion": 1, "lastTx": "N"});
+        assert!(matches!(
+            detect(&change("acc", None, Some(created)), &tables()),
+            Some(Detected::ItemCommitted { tx_id, .. }) if tx_id == "N"
+        ));
+        // A write that leaves the version (a prune, a reservation, the service's own) is none.
+        let touched = json!({"id": "a", "balance": 1, "note": "x", "txVersion": 2, "lastTx": "S"});
+        assert_eq!(
+            detect(&change("acc", Some(old), Some(touched)), &tables()),
             None
         );
     }

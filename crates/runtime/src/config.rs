@@ -59,9 +59,10 @@ pub mod var {
     pub const FENCE_CAPACITY: &str = "TWOPC_FENCE_CAPACITY";
     /// `ParticipantConfig::max_reservations`.
     pub const MAX_RESERVATIONS: &str = "TWOPC_MAX_RESERVATIONS";
-    /// How the coordinator commits: `staged` (the default: the record written with the
-    /// prepares, answered after one round, finished after the answer) or `classic` (begin,
-    /// prepare, decide, complete, finalize, then answer). Coordinator.
+    /// How the coordinator commits: `auto` (the default: a transaction of `direct` tables, none
+    /// hot, no delete, as one native `TransactWriteItems`; any other staged), `staged` (the
+    /// record written with the prepares, answered after one round, finished after the answer)
+    /// or `classic` (begin, prepare, decide, complete, finalize, then answer). Coordinator.
     pub const COMMIT_MODE: &str = "TWOPC_COMMIT_MODE";
     /// How long past its deadline a fence entry is kept when the fence has room, in ms.
     /// Default 10000. Liveness only, see `ParticipantConfig::fence_margin_ms`.

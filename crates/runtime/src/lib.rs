@@ -19,12 +19,14 @@ pub mod telemetry;
 pub mod trace;
 pub mod transport;
 
+use std::sync::Arc;
+
 use twopc_core::coordinator::{Coordinator, CoordinatorConfig};
 use twopc_core::direct::DirectTransport;
 use twopc_core::participant::Participant;
 use twopc_core::ports::SystemClock;
 use twopc_core::sweeper::Sweeper;
-use twopc_dynamo::{DynamoItems, DynamoTxLog};
+use twopc_dynamo::{DynamoItems, DynamoNative, DynamoTxLog};
 
 use crate::config::{Config, Role};
 use crate::telemetry::Metrics;
@@ -169,6 +171,10 @@ pub fn coordinator(config: &Config, clients: &Clients) -> LiveCoordinator {
             mode: config.commit_mode,
         },
     )
+    .with_native(Arc::new(DynamoNative::new(
+        clients.dynamodb.clone(),
+        tx_log(config, clients),
+    )))
 }
 
 /// The recovery pass: overdue records through the coordinator's `recover`, expired locks in

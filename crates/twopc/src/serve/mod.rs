@@ -83,9 +83,11 @@ pub struct ServeArgs {
     /// bytes; one trailing newline ignored) instead of one drawn for the run.
     #[arg(long, value_name = "FILE")]
     pub signing_secret_file: Option<PathBuf>,
-    /// How the coordinator commits: staged (answered after one round, finished after the
-    /// answer; docs/protocol.md, "The staged commit") or classic (answered after five rounds).
-    #[arg(long, default_value = "staged", env = "TWOPC_COMMIT_MODE",
+    /// How the coordinator commits: auto (a transaction of plain tables as one native
+    /// TransactWriteItems, any other staged; docs/protocol.md, "Native transactions"), staged
+    /// (answered after one round, finished after the answer; "The staged commit") or classic
+    /// (answered after five rounds).
+    #[arg(long, default_value = "auto", env = "TWOPC_COMMIT_MODE",
         value_parser = clap::builder::PossibleValuesParser::new(
             twopc_core::coordinator::CommitMode::ALL.map(twopc_core::coordinator::CommitMode::as_str)))]
     pub commit_mode: String,
