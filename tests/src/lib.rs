@@ -21,7 +21,7 @@ use twopc_core::record::{Vote, VoteReason};
 use twopc_core::request::{KeySchema, Limits, ServiceConfig};
 use twopc_core::sweeper::{LockTable, SweepConfig, Sweeper};
 use twopc_dynamo::tables::{TableKind, TableSpec, ensure_table};
-use twopc_dynamo::{DynamoItems, DynamoTxLog};
+use twopc_dynamo::{DynamoItems, DynamoNative, DynamoTxLog};
 
 pub mod crash;
 pub mod fees;
@@ -168,14 +168,25 @@ impl World {
         )
     }
 
-    /// A coordinator over the direct transport that commits in `mode`.
+    /// A coordinator over the direct transport that commits in `mode` (with DynamoDB's native
+    /// transactions, which only [`CommitMode::Auto`] uses).
     pub fn coordinator_in(
         &self,
         mode: CommitMode,
     ) -> Coordinator<DynamoTxLog, TestTransport, ManualClock> {
         let mut config = self.coordinator.config().clone();
         config.mode = mode;
-        Coordinator::new(self.log.clone(), self.direct(), self.clock.clone(), config)
+        self.coordinator_with(config)
+    }
+
+    /// A coordinator over the direct transport with `config` (and native transactions).
+    pub fn coordinator_with(
+        &self,
+        config: CoordinatorConfig,
+    ) -> Coordinator<DynamoTxLog, TestTransport, ManualClock> {
+        Coordinator::new(self.log.clone(), self.direct(), self.clock.clone(), config).with_native(
+            std::sync::Arc::new(DynamoNative::new(self.client.clone(), self.log.clone())),
+        )
     }
 
     /// A direct transport over this world's tables.
