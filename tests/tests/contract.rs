@@ -159,6 +159,7 @@ contract!(
     a_native_transaction_gives_way_where_the_protocol_holds_an_item,
     a_native_transaction_is_refused_by_a_record_already_there,
     a_native_put_takes_a_tombstone_and_keeps_its_fence,
+    a_native_write_removes_the_idle_escrow_of_what_it_adds_to,
 );
 
 const NOW: u64 = 1_800_000_000_000;
@@ -1646,6 +1647,40 @@ async fn a_native_transaction_is_refused_by_a_record_already_there<
         "100",
         "a replay applies nothing"
     );
+}
+
+async fn a_native_write_removes_the_idle_escrow_of_what_it_adds_to<
+    I: ParticipantStore,
+    L: TxLog,
+>(
+    s: Stores<I, L>,
+) {
+    s.seed("alice", json!({"balance": 30})).await;
+    let d = debit(&TxId::random(), NOW, 10);
+    assert!(locked(&reserve(&s, "alice", &d).await));
+    release(&s, "alice", &d, true).await;
+    assert!(
+        read(&s, "alice")
+            .await
+            .expect("alice")
+            .escrow
+            .contains_key("balance"),
+        "the last release leaves the escrow idle"
+    );
+    let outcome = native(
+        &s,
+        &native_record(),
+        &[("alice", json!({"add": {"balance": -5}}))],
+    )
+    .await;
+    assert_eq!(outcome, NativeOutcome::Committed);
+    let alice = read(&s, "alice").await.expect("alice");
+    assert_eq!(number(alice.attributes.get("balance")), "15");
+    assert!(alice.escrow.is_empty(), "{:?}", alice.escrow);
+    // The next reservation starts from the value.
+    assert!(locked(
+        &reserve(&s, "alice", &debit(&TxId::random(), NOW + 1, 15)).await
+    ));
 }
 
 async fn a_native_put_takes_a_tombstone_and_keeps_its_fence<I: ParticipantStore, L: TxLog>(

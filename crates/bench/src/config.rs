@@ -121,6 +121,7 @@ impl BenchConfig {
             systems: vec![
                 System::Unit,
                 System::Native,
+                System::Auto,
                 System::Coordinator,
                 System::Staged,
                 System::StagedApplied,

@@ -445,7 +445,9 @@ fn set_of(system: System, contention: Contention) -> (System, Contention) {
     match (system, contention) {
         (System::Unit, _) => (System::Native, Contention::Uniform),
         // The staged commit writes what the five-round path writes: one table set for both.
-        (System::Staged | System::StagedApplied, c) => set_of(System::Coordinator, c),
+        (System::Staged | System::StagedApplied | System::Auto, c) => {
+            set_of(System::Coordinator, c)
+        }
         (other, Contention::Exclusive) => (other, Contention::Hot),
         (other, contention) => (other, contention),
     }
@@ -657,7 +659,13 @@ impl Bench<'_> {
             (self.client.clone(), self.counter.clone()),
             set.tables.clone(),
             self.config,
-            (self.steps.clone(), Wiring::default()),
+            (
+                self.steps.clone(),
+                Wiring {
+                    hot: contention != Contention::Uniform,
+                    ..Wiring::default()
+                },
+            ),
         )))
     }
 

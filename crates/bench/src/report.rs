@@ -13,6 +13,8 @@ use crate::systems::{Reason, System};
 use crate::workload::{Contention, Workload};
 use crate::{BurstResult, CellResult, Report};
 
+mod native;
+
 /// The seed's scenario as the MongoDB two-phase-commit write-up reported it (context only).
 pub const MONGO_CONTEXT: &str = "the MongoDB two-phase-commit write-up reports 25,000 transfers \
     (bursts of 1,000 per second for 25 s) finishing in 46.7 s with a mean latency of 8.7 s, on its \
@@ -167,6 +169,7 @@ pub fn targets(r: &Report) -> Vec<Target> {
         }
     }
     out.extend(hot_targets(r));
+    out.extend(native::targets(r));
     out.extend(crate::inject::report::targets(r));
     out
 }
@@ -1112,8 +1115,9 @@ fn burst_cpu(x: &BurstResult) -> Duration {
     }
 }
 
-const COLORS: [(System, &str); 3] = [
+const COLORS: [(System, &str); 4] = [
     (System::Native, "#4e79a7"),
+    (System::Auto, "#e15759"),
     (System::Coordinator, "#f28e2b"),
     (System::Serial, "#59a14f"),
 ];

@@ -41,7 +41,7 @@ use twopc_core::ports::{Clock, Created, Swapped, SystemClock, TxLog};
 use twopc_core::record::{Target, TxRecord, Vote, VoteReason};
 use twopc_core::request::{KeySchema, Limits, ServiceConfig, TxRequest};
 use twopc_core::status::{Decision, TxStatus};
-use twopc_dynamo::{DynamoItems, DynamoTxLog};
+use twopc_dynamo::{DynamoItems, DynamoNative, DynamoTxLog};
 
 use crate::BenchError;
 use crate::capacity::in_step;
@@ -77,12 +77,16 @@ pub enum System {
     Staged,
     /// The staged commit asked to `"wait": "applied"`: answered after the finish.
     StagedApplied,
+    /// The default mode: a transfer of plain tables as one native `TransactWriteItems` (with
+    /// the record); a hot set's (its services marked hot, as an operator would) staged.
+    Auto,
 }
 
 impl System {
     /// The transfer systems, in the order each workload runs them.
-    pub const TRANSFER: [System; 4] = [
+    pub const TRANSFER: [System; 5] = [
         System::Native,
+        System::Auto,
         System::Coordinator,
         System::Staged,
         System::Serial,
@@ -105,6 +109,7 @@ impl System {
             System::Unit,
             System::Staged,
             System::StagedApplied,
+            System::Auto,
         ]
         .into_iter()
         .find(|s| s.name().eq_ignore_ascii_case(name) || (name == "unit" && *s == System::Unit))
@@ -119,6 +124,7 @@ impl System {
             System::Unit => "UpdateItem",
             System::Staged => "staged",
             System::StagedApplied => "staged-applied",
+            System::Auto => "auto",
         }
     }
 
@@ -136,7 +142,11 @@ impl System {
     pub fn keeps_records(self) -> bool {
         matches!(
             self,
-            System::Coordinator | System::Serial | System::Staged | System::StagedApplied
+            System::Coordinator
+                | System::Serial
+                | System::Staged
+                | System::StagedApplied
+                | System::Auto
         )
     }
 
@@ -146,7 +156,7 @@ impl System {
     /// begin, N prepares, decide, N commits, finalize = 2N + 3.
     pub fn critical_path(self, participants: usize) -> usize {
         match self {
-            System::Native | System::Unit | System::Staged => 1,
+            System::Native | System::Unit | System::Staged | System::Auto => 1,
             // Stage, make explicit, complete (all at once), finalize.
             System::StagedApplied => 4,
             System::Coordinator => 5,
@@ -335,6 +345,9 @@ pub struct Wiring {
     pub hop: Duration,
     /// Where prepare → release times per item go.
     pub holds: Option<Holds>,
+    /// The set's services are marked hot (`ServiceConfig::hot`): its items take concurrent
+    /// reservations, so `auto` stages their transfers.
+    pub hot: bool,
 }
 
 /// Runs transfers of one system against one cell's tables.
@@ -386,12 +399,18 @@ impl Driver {
         );
         let config = CoordinatorConfig {
             id: "twopc-bench".into(),
-            services: services(&tables),
+            services: services(&tables)
+                .into_iter()
+                .map(|(name, mut s)| {
+                    s.hot = wiring.hot;
+                    (name, s)
+                })
+                .collect(),
             limits: Limits::default(),
-            mode: if matches!(system, System::Staged | System::StagedApplied) {
-                CommitMode::Staged
-            } else {
-                CommitMode::Classic
+            mode: match system {
+                System::Staged | System::StagedApplied => CommitMode::Staged,
+                System::Auto => CommitMode::Auto,
+                _ => CommitMode::Classic,
             },
         };
         let serial = Serial {
@@ -400,12 +419,14 @@ impl Driver {
             config: config.clone(),
         };
         let transport = HopTransport::new(DirectTransport::new(participant), wiring.hop);
+        let native = Arc::new(DynamoNative::new(client.clone(), log.clone()));
         let coordinator = Coordinator::new(
             TimedLog::new(log, times.clone()),
             TimedTransport::new(transport, times).with_holds(wiring.holds),
             SystemClock,
             config,
-        );
+        )
+        .with_native(native);
         Driver {
             system,
             client,
@@ -481,10 +502,10 @@ impl Driver {
             // The answer when the client would get it; the transfer ends once it is applied
             // (in Lambda the extension finishes it before the environment takes the next
             // request).
-            (System::Staged | System::StagedApplied, Some(body)) => {
+            (System::Staged | System::StagedApplied | System::Auto, Some(body)) => {
                 match self.coordinator.stage(body, None).await {
                     Ok(staged) => {
-                        if self.system == System::Staged {
+                        if self.system != System::StagedApplied {
                             answer.mark();
                         }
                         match staged.finish {

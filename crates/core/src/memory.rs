@@ -101,6 +101,10 @@ impl MemoryNative {
                     ..ItemState::default()
                 });
             item.tombstone = false;
+            // No reservation stands: the escrow of what it adds to is idle, and goes.
+            for name in w.op.add.keys() {
+                item.escrow.remove(name);
+            }
             apply(&mut item, w.key, tx, w.op)?;
             next.push((w, item));
         }

@@ -402,8 +402,8 @@ pub type NativeFuture<'a> =
 /// The store's own all-or-nothing write across tables (DynamoDB's `TransactWriteItems`): the
 /// record's put, conditional on no record with its id, and each item's write, conditional on
 /// [`rules::native_write`] admitting it and the operation's own conditions holding; each write
-/// applies the operation with the commit marks (`txVersion` + 1, `lastTx`) and leaves the fence
-/// as it is. Object-safe, so a coordinator may have one or none.
+/// applies the operation with the commit marks (`txVersion` + 1, `lastTx`), removes the idle
+/// escrow of each attribute it adds to, and leaves the fence as it is. Object-safe, so a coordinator may have one or none.
 ///
 /// [`rules::native_write`]: crate::rules::native_write
 pub trait NativeStore: Send + Sync {

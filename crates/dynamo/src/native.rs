@@ -2,8 +2,9 @@
 //! write in one `TransactWriteItems`. Each item's condition spells
 //! [`twopc_core::rules::native_write`] (no lock, no placeholder, no reservation standing; the
 //! shape the operation needs) and the operation's own conditions, as the prepare's condition
-//! does; its update applies the operation with the commit marks, as a commit does, and leaves
-//! the fence alone (a native transaction never prepares, so nothing of it can land late).
+//! does; its update applies the operation with the commit marks, as a commit does, removes the
+//! idle escrow of each attribute it adds to (no reservation stands), and leaves the fence alone
+//! (a native transaction never prepares, so nothing of it can land late).
 
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
@@ -23,6 +24,7 @@ use crate::expr::{Expr, update_expression};
 use crate::items::{
     add_to, commit_marks, first_key_name, item_state, key_item, number, require_clause,
 };
+use crate::reservations::names;
 use crate::txlog::{DynamoTxLog, record_from_item};
 
 /// Native transactions over the transactions table of `log` and any participant table.
@@ -142,6 +144,11 @@ fn item_write(w: &NativeWrite<'_>, record: &TxRecord) -> Result<TransactWriteIte
     }
     for (name, d) in &op.add {
         set.push(add_to(&mut e, name, d));
+        // No reservation stands (the condition): the escrow is idle, and would be stale once
+        // the value moves. Gone, the next reservation starts it from the value.
+        for escrowed in names(name).all() {
+            remove.push(e.name(escrowed));
+        }
     }
     for name in &op.remove {
         remove.push(e.name(name));

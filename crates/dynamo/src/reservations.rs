@@ -49,7 +49,7 @@ fn decimal(d: &Decimal) -> AttributeValue {
 
 /// The attribute names of one reserved attribute's escrow (placeholders are made only for the
 /// ones an expression uses: DynamoDB refuses unused ones).
-struct Names {
+pub(crate) struct Names {
     count: String,
     floors: String,
     ceilings: String,
@@ -59,7 +59,22 @@ struct Names {
     ceiling: String,
 }
 
-fn names(attr: &str) -> Names {
+impl Names {
+    /// Every attribute of the escrow.
+    pub(crate) fn all(&self) -> [&str; 7] {
+        [
+            &self.count,
+            &self.floors,
+            &self.ceilings,
+            &self.low,
+            &self.high,
+            &self.floor,
+            &self.ceiling,
+        ]
+    }
+}
+
+pub(crate) fn names(attr: &str) -> Names {
     Names {
         count: prefixed(ESCROW_COUNT_PREFIX, attr),
         floors: prefixed(ESCROW_FLOORS_PREFIX, attr),

@@ -12,7 +12,8 @@
 
 use twopc_core::item::FenceOutcome;
 use twopc_core::rules::{
-    self, AbortStep, CommitStep, Inquiry, InquiryStep, PrepareRefusal, PrepareStep, Reply, Shape,
+    self, AbortStep, CommitStep, Inquiry, InquiryStep, NativeStep, Others, PrepareRefusal,
+    PrepareStep, Reply, Shape,
 };
 use twopc_core::status::Decision;
 
@@ -100,6 +101,11 @@ pub enum Variant {
     /// exists (it is none otherwise: the correct replay's put is refused and it sends nothing),
     /// and the prepare it sends is given no coverage (see [`prepare`]'s `fresh`).
     FreshBeganReplay,
+    /// Native transactions, broken: the native write ignores the reservations standing on an
+    /// item (no `txResN = 0` in its condition) and applies its debit beside them, its bound
+    /// checked on the committed value alone. Override of [`rules::native_write`]'s facts: no
+    /// other reservation is seen (see [`native_write`]).
+    NativeIgnoresReservations,
 }
 
 impl Variant {
@@ -365,6 +371,40 @@ fn bury<const TXS: usize>(variant: Variant, item: ItemState<TXS>) -> ItemState<T
             ..item
         }
     }
+}
+
+/// What a native transaction's write of `tx`'s `op` does on `item` ([`rules::native_write`],
+/// then the operation's bound on the committed value, as the write's condition checks it), without
+/// writing. [`Variant::NativeIgnoresReservations`]: the rule is not told of reservations.
+pub fn native_write<const TXS: usize>(
+    variant: Variant,
+    item: &ItemState<TXS>,
+    tx: Tx,
+    op: Op,
+    deadline_passed: &[bool; TXS],
+) -> NativeStep {
+    let mut seen = item.seen_by(tx, deadline_passed);
+    if variant == Variant::NativeIgnoresReservations {
+        seen.reserved_by_others = Others::None;
+    }
+    match rules::native_write(seen, op.creates()) {
+        NativeStep::Apply if op.lower_bound().is_some_and(|b| item.value < b) => {
+            NativeStep::Refuse(PrepareRefusal::Business)
+        }
+        step => step,
+    }
+}
+
+/// A native transaction's write of `tx`'s `op` on `item` (admitted by [`native_write`]): the
+/// operation applied, no lock taken or released, no fence entry.
+pub fn native_apply<const TXS: usize>(mut item: ItemState<TXS>, tx: Tx, op: Op) -> ItemState<TXS> {
+    let t = tx.ix();
+    item.applied[t] = item.applied[t].bump();
+    item.value += op.delta();
+    if op.creates() {
+        item.shape = Shape::Real;
+    }
+    item
 }
 
 /// Commit `tx`'s `op` on `item`, as [`rules::commit`] decides from the item as found (`deletes`:

@@ -7,7 +7,8 @@
 use stateright::{Model, Property};
 use twopc_core::item::FenceOutcome;
 use twopc_core::rules::{
-    self, AfterLostSwap, Inquiry, PrepareStep, Recovery, Resolution, Shape, StagedDecision,
+    self, AfterLostSwap, Inquiry, NativeStep, PrepareStep, Recovery, Resolution, Shape,
+    StagedDecision,
 };
 use twopc_core::status::{Decision, TxStatus};
 
@@ -165,6 +166,13 @@ pub enum Action {
     /// [`Action::RecoverDecide`]), sending no prepare: so this step is none.
     /// [`Variant::FreshBeganReplay`]: it sends every prepare again, with a fresh `began`.
     Replay(Tx),
+    /// Native transaction (`CommitMode::Auto`, configurations with `native`): before its
+    /// coordinator did anything, the record's put (`COMMITTED`) and every item's write in one
+    /// all-or-nothing step, each item's write admitted by [`rules::native_write`] and the
+    /// operation's bound. Where the protocol holds an item, nothing happens (the transaction
+    /// takes the protocol path: its `Begin` or `Stage` stays possible); where an item refuses,
+    /// the record is put `ABORTED`.
+    Native(Tx),
 }
 
 /// The protocol with `TXS` transactions over `ITEMS` items, every transaction touching every
@@ -183,6 +191,8 @@ pub struct TwoPhaseCommit<const TXS: usize, const ITEMS: usize> {
     /// Whether coordinators run the staged commit (record `STAGING` written with the
     /// prepares) instead of begin-then-prepare.
     pub staged: bool,
+    /// Whether a transaction may first try to commit natively ([`Action::Native`]).
+    pub native: bool,
 }
 
 /// The size the tests check exhaustively: two transactions that both touch the same two items.
@@ -228,6 +238,15 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
             initial,
             values: [0; ITEMS],
             staged: false,
+            native: false,
+        }
+    }
+
+    /// The same, with every transaction trying a native commit first ([`Action::Native`]).
+    pub const fn native(self) -> Self {
+        TwoPhaseCommit {
+            native: true,
+            ..self
         }
     }
 
@@ -300,6 +319,7 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
                 Action::Answer(t),
                 Action::RecoverDecide(t),
                 Action::Replay(t),
+                Action::Native(t),
             ]
         });
         let per_tx_item = Self::txs().flat_map(|t| {
@@ -353,6 +373,7 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
             Action::Inquire(t, i, prevent, u) => self.inquire(state, t, i, prevent, u),
             Action::RecoverDecide(t) => self.recover_decide(state, t),
             Action::Replay(t) => self.replay(state, t),
+            Action::Native(t) => self.native_commit(state, t),
             Action::SendCompletes(t) => send_completes(state, t),
             Action::Finalize(t) => self.finalize(state, t),
             Action::Crash(t) => crash(state, t),
@@ -450,6 +471,53 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
         {
             yes[i.ix()] = true;
         }
+        state
+    }
+
+    /// [`Action::Native`]: eligible by [`rules::native`] (every item a table reached direct;
+    /// no delete), from an idle coordinator and no record; all or nothing.
+    fn native_commit(&self, mut state: State<TXS, ITEMS>, t: Tx) -> State<TXS, ITEMS> {
+        if !self.native
+            || state.tx(t).coordinator != Coordinator::Idle
+            || state.tx(t).record.is_some()
+        {
+            return state;
+        }
+        let facts = Self::items().map(|i| rules::NativeFacts {
+            table: true,
+            direct: true,
+            hot: false,
+            deletes: self.op(t, i) == Op::Delete,
+        });
+        if rules::native(facts, 0).is_err() {
+            return state;
+        }
+        let deadlines = state.deadlines_passed();
+        let steps = Self::items().map(|i| {
+            participant::native_write(self.variant, state.item(i), t, self.op(t, i), &deadlines)
+        });
+        let (mut apply, mut protocol) = (true, false);
+        for step in steps {
+            apply &= step == NativeStep::Apply;
+            protocol |= step == NativeStep::Protocol;
+        }
+        if protocol {
+            return state; // gives way: the protocol path is next
+        }
+        if apply {
+            for i in Self::items() {
+                *state.item_mut(i) = participant::native_apply(*state.item(i), t, self.op(t, i));
+            }
+        }
+        let tx = state.tx_mut(t);
+        tx.record = Some(if apply {
+            TxStatus::Committed
+        } else {
+            TxStatus::Aborted
+        });
+        tx.coordinator = Coordinator::Finished;
+        tx.answered_commit |= apply;
+        tx.answered_abort |= !apply;
         state
     }
 

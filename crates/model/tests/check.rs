@@ -142,6 +142,9 @@ fn run(variant: Variant) -> &'static Run {
         | Variant::FreshBeganReplay => {
             panic!("{variant:?} is checked in staged configurations")
         }
+        Variant::NativeIgnoresReservations => {
+            panic!("{variant:?} is checked in native configurations")
+        }
     };
     cell.get_or_init(|| check(variant))
 }
@@ -420,6 +423,7 @@ fn kind<const TXS: usize, const ITEMS: usize>(
         | Action::SweepComplete(_, _, Upkeep::Raise)
         | Action::Resolve(_, _, Upkeep::Raise) => "a lock-free abort raises the horizon",
         Action::Begin(_) => "begin",
+        Action::Native(_) => "a native transaction",
         Action::SendPrepares(_) => "send prepares",
         Action::Decide(_, _) => "decide",
         Action::SendCompletes(_) => "send commits/aborts",
@@ -1863,4 +1867,73 @@ fn a_crashed_stagers_answered_commit_is_recovered_by_the_sweeper() {
     assert_eq!(end.tx(T0).record, Some(TxStatus::Aborting));
     assert_eq!(end.item(Item(1)).fence[0], Some(FenceOutcome::Aborted));
     assert!(!end.tx(T0).answered_commit);
+}
+
+/// Unique states: native transactions beside staged ones, 2×2 updates.
+const NATIVE_STAGED_2X2_STATES: usize = 159_010;
+/// Unique states: two staged debits of 1 from 1, each trying native first.
+const NATIVE_TWO_DEBITS_STATES: usize = 12_781;
+/// Unique states: the same with the native write ignoring reservations.
+const NATIVE_IGNORES_RESERVATIONS_STATES: usize = 13_021;
+
+#[test]
+fn native_transactions_beside_staged_ones_keep_every_property() {
+    let explored = explore(TwoByTwo::new(Variant::Correct).staged().native());
+    eprintln!("native staged 2x2: {} states", explored.unique_states);
+    // The staged protocol's one accepted gap, and nothing else.
+    assert_only_orphans_of_recorded_aborts("native staged 2x2", &explored, false);
+    for wanted in [CAN_COMMIT, CAN_ABORT, ALL_CAN_COMMIT] {
+        assert!(explored.examples.contains(wanted), "no example of {wanted}");
+    }
+    assert_eq!(explored.unique_states, NATIVE_STAGED_2X2_STATES);
+}
+
+#[test]
+fn a_native_write_gives_way_to_a_standing_reservation() {
+    // T0 stages and reserves the item; T1's native debit finds the reservation: no step (it
+    // takes the protocol path), in the correct protocol; in the broken one it applies.
+    let script = [Action::Stage(T0), Action::DeliverPrepare(T0, I0)];
+    for (variant, applies) in [
+        (Variant::Correct, false),
+        (Variant::NativeIgnoresReservations, true),
+    ] {
+        let model = two_debits(variant, 1).staged().native();
+        let states = replay(&model, &script);
+        let end = states.last().expect("states");
+        assert_eq!(end.item(I0).reserved, [true, false]);
+        let next = model.next_state(end, Action::Native(T1));
+        assert_eq!(next.is_some(), applies, "{variant:?}");
+    }
+}
+
+#[test]
+fn a_native_debit_beside_reservations_breaks_the_bounds_only_when_it_ignores_them() {
+    let correct = explore(two_debits(Variant::Correct, 1).staged().native());
+    eprintln!("native two debits: {} states", correct.unique_states);
+    // At most the staged protocol's accepted gap (an orphan of a recorded abort).
+    let gap = BTreeSet::from([NO_LOCK_OUTLIVES_ITS_TRANSACTION]);
+    assert!(correct.failures.is_subset(&gap), "{:?}", correct.failures);
+    assert!(correct.examples.contains(CAN_COMMIT));
+    assert_eq!(correct.unique_states, NATIVE_TWO_DEBITS_STATES);
+    let broken = explore(
+        two_debits(Variant::NativeIgnoresReservations, 1)
+            .staged()
+            .native(),
+    );
+    eprintln!(
+        "native ignoring reservations: {} states",
+        broken.unique_states
+    );
+    assert_eq!(
+        broken.failures.difference(&gap).collect::<Vec<_>>(),
+        vec![&BOUNDS_HOLD]
+    );
+    let path = &broken.discoveries[BOUNDS_HOLD];
+    assert!(
+        path.iter().any(|(s, a)| matches!(a, Some(Action::Native(t)) if s.item(I0).reserved.iter().enumerate().any(|(u, r)| *r && u != t.ix()))),
+        "{}",
+        broken.counterexample(BOUNDS_HOLD)
+    );
+    assert_eq!(path.last().expect("a path").0.item(I0).value, -1);
+    assert_eq!(broken.unique_states, NATIVE_IGNORES_RESERVATIONS_STATES);
 }

@@ -186,6 +186,7 @@ impl Bench<'_> {
                 Wiring {
                     hop: injection.model.lambda_hop,
                     holds: Some(holds.clone()),
+                    hot: false,
                 },
             ),
         ));
