@@ -597,7 +597,13 @@ mod tests {
 
     // ---------------------------------------------------------------- against DynamoDB Local
 
+    /// The app staging every transaction: what the extension does after an answer.
     async fn live_app(w: &twopc_tests::World) -> App {
+        live_app_in(w, "staged").await
+    }
+
+    /// The app committing in `mode` (`TWOPC_COMMIT_MODE`).
+    async fn live_app_in(w: &twopc_tests::World, mode: &str) -> App {
         let services = json!({
             "accounts": {"target": {"transport": "direct", "table": w.accounts}, "key": {"hash": {"name": "id", "type": "S"}}},
             "wallets": {"target": {"transport": "direct", "table": w.wallets}, "key": {"hash": {"name": "id", "type": "S"}}},
@@ -607,6 +613,7 @@ mod tests {
                 (var::TRANSACTIONS_TABLE, w.tx_table.clone()),
                 (var::SERVICES, services.to_string()),
                 (var::DYNAMODB_ENDPOINT, twopc_tests::endpoint()),
+                (var::COMMIT_MODE, mode.to_owned()),
             ]
             .into(),
         )
@@ -639,13 +646,52 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn by_default_the_sample_post_is_committed_natively_and_answered_applied() {
+        let w = twopc_tests::World::new().await;
+        w.seed("accounts", "alice", json!({"balance": 100})).await;
+        w.seed("wallets", "bob", json!({"balance": 0})).await;
+        let (app, mut handed) = with_extension(live_app_in(&w, "auto").await);
+        let (status, body, _) = call(&app, event(POST)).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(
+            (
+                body["outcome"].as_str(),
+                body["applied"].as_bool(),
+                body["status"].as_str()
+            ),
+            (Some("committed"), Some(true), Some("COMMITTED")),
+            "{body}"
+        );
+        assert!(
+            !after_answer(&mut handed).await,
+            "nothing left after the answer"
+        );
+        assert_eq!(
+            w.attr("accounts", "alice", "balance").await.as_deref(),
+            Some("0")
+        );
+        assert_eq!(
+            w.attr("wallets", "bob", "balance").await.as_deref(),
+            Some("100")
+        );
+        // A replay answers the same, applying nothing again.
+        let (status, again, _) = call(&app, event(POST)).await;
+        assert_eq!((status, &again["txId"]), (200, &body["txId"]));
+        assert_eq!(again["status"], "COMMITTED");
+        assert_eq!(
+            w.attr("wallets", "bob", "balance").await.as_deref(),
+            Some("100")
+        );
+    }
+
+    #[tokio::test]
     async fn the_sample_post_commits_and_the_record_reads_back() {
         let w = twopc_tests::World::new().await;
         w.seed("accounts", "alice", json!({"balance": 100})).await;
         w.seed("wallets", "bob", json!({"balance": 0})).await;
         let (app, mut handed) = with_extension(live_app(&w).await);
 
-        // Staged (the default): answered once decided, before it is applied.
+        // Staged: answered once decided, before it is applied.
         let (status, body, _) = call(&app, event(POST)).await;
         assert_eq!(status, 200, "{body}");
         assert_eq!(

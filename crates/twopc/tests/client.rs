@@ -66,7 +66,9 @@ async fn the_client_commits_aborts_and_is_refused_with_typed_codes() {
         .expect("an answer");
     assert_eq!(done.status, TxStatus::Committed, "{}", done.body);
     assert_eq!(done.participants.len(), 2);
-    assert_eq!(done.participants[0].vote, Some(Vote::yes(Mode::Reserved)));
+    // Two plain tables: one native write (the default mode, auto), which holds each item
+    // exclusively for its one step.
+    assert_eq!(done.participants[0].vote, Some(Vote::yes(Mode::Exclusive)));
     let read = c.status(&done.tx_id).await.expect("status");
     assert_eq!(
         (read.tx_id.clone(), read.status),
