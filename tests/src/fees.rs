@@ -24,7 +24,7 @@ use twopc_dynamo::DynamoTxLog;
 use twopc_dynamo::tables::{TableKind, TableSpec, ensure_table};
 use twopc_participant_sdk::state::TxState;
 use twopc_participant_sdk::{
-    Call, DynamoStates, Error, HookError, Hooks, Reservation, SdkConfig, SdkParticipant,
+    Call, DynamoStates, Error, HookError, Hooks, Reservation, SdkParticipant,
 };
 
 use crate::{TestTransport, World};
@@ -106,7 +106,9 @@ impl Fees {
 }
 
 impl Hooks for Fees {
-    async fn reserve(&self, call: Call<'_>) -> Result<Reservation, HookError> {
+    type Payload = Value;
+
+    async fn reserve(&self, call: Call<'_, Value>) -> Result<Reservation, HookError> {
         let mut l = self.ledger()?;
         let entry = l.entries.entry(call.tx_id.clone()).or_default();
         entry.calls.reserve += 1;
@@ -127,7 +129,7 @@ impl Hooks for Fees {
         Ok(Reservation::Held)
     }
 
-    async fn confirm(&self, call: Call<'_>) -> Result<(), HookError> {
+    async fn confirm(&self, call: Call<'_, Value>) -> Result<(), HookError> {
         let mut l = self.ledger()?;
         let entry = l.entries.entry(call.tx_id.clone()).or_default();
         entry.calls.confirm += 1;
@@ -141,7 +143,7 @@ impl Hooks for Fees {
         Ok(())
     }
 
-    async fn cancel(&self, call: Call<'_>) -> Result<(), HookError> {
+    async fn cancel(&self, call: Call<'_, Value>) -> Result<(), HookError> {
         let mut l = self.ledger()?;
         let entry = l.entries.entry(call.tx_id.clone()).or_default();
         entry.calls.cancel += 1;
@@ -258,7 +260,7 @@ impl<H: Hooks> Dying<H> {
     async fn around<T>(
         &self,
         hook: &str,
-        call: Call<'_>,
+        call: Call<'_, H::Payload>,
         inner: impl Future<Output = Result<T, HookError>>,
     ) -> Result<T, HookError> {
         self.maybe_die(call.tx_id, hook, false).await;
@@ -269,15 +271,17 @@ impl<H: Hooks> Dying<H> {
 }
 
 impl<H: Hooks> Hooks for Dying<H> {
-    async fn reserve(&self, call: Call<'_>) -> Result<Reservation, HookError> {
+    type Payload = H::Payload;
+
+    async fn reserve(&self, call: Call<'_, H::Payload>) -> Result<Reservation, HookError> {
         self.around("reserve", call, self.inner.reserve(call)).await
     }
 
-    async fn confirm(&self, call: Call<'_>) -> Result<(), HookError> {
+    async fn confirm(&self, call: Call<'_, H::Payload>) -> Result<(), HookError> {
         self.around("confirm", call, self.inner.confirm(call)).await
     }
 
-    async fn cancel(&self, call: Call<'_>) -> Result<(), HookError> {
+    async fn cancel(&self, call: Call<'_, H::Payload>) -> Result<(), HookError> {
         self.around("cancel", call, self.inner.cancel(call)).await
     }
 }
@@ -305,13 +309,11 @@ impl FeesService {
             kind: TableKind::ParticipantState,
         };
         ensure_table(&w.client, &spec).await.expect("create table");
-        let sdk = SdkParticipant::new(
-            Dying::new(Fees::default()),
-            DynamoStates::new(w.client.clone(), &table),
-            w.log.clone(),
-            w.clock.clone(),
-            SdkConfig::default(),
-        );
+        let sdk = SdkParticipant::builder(Dying::new(Fees::default()))
+            .states(DynamoStates::new(w.client.clone(), &table))
+            .log(w.log.clone())
+            .clock(w.clock.clone())
+            .build();
         FeesService {
             sdk,
             table,

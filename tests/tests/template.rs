@@ -395,6 +395,33 @@ fn the_sweepers_lock_tables_are_accepted_by_the_configuration() {
 }
 
 #[test]
+fn every_function_is_given_what_its_role_requires() {
+    let set = variables_set();
+    let mut seen = BTreeSet::new();
+    for f in resources_of("AWS::Serverless::Function") {
+        let lines = block("Resources", &f);
+        let binary = value(&lines, "Binary").unwrap_or_else(|| panic!("{f}: no Binary"));
+        let role = Role::ALL
+            .into_iter()
+            .find(|r| r.function() == binary)
+            .unwrap_or_else(|| panic!("{f}: no Role reads the configuration of {binary}"));
+        seen.insert(role.function());
+        for v in role.required() {
+            let owners = set.get(*v).cloned().unwrap_or_default();
+            assert!(
+                owners.iter().any(|o| o == &f || o == "Function"),
+                "{f} ({role:?}) needs {v}, which neither it nor Globals sets"
+            );
+        }
+    }
+    assert_eq!(
+        seen.len(),
+        Role::ALL.len(),
+        "a role no function has: {seen:?}"
+    );
+}
+
+#[test]
 fn every_function_is_built_from_a_crate_of_the_workspace() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let functions = resources_of("AWS::Serverless::Function");

@@ -1,24 +1,25 @@
 //! The connections function: `main` wires configuration, logs and clients once.
 
-use connections::{App, handle, var};
+use connections::{App, handle};
 use lambda_runtime::{Error, run, service_fn};
 use twopc_dynamo::connections::DynamoConnections;
 use twopc_runtime::Aws;
+use twopc_runtime::config::{CONNECTION_TTL_SECS, Config, Role};
 use twopc_runtime::telemetry::{Metrics, init_tracing};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     init_tracing();
-    let table = std::env::var(var::CONNECTIONS_TABLE)
-        .expect("TWOPC_CONNECTIONS_TABLE: set it to the connections table name");
-    let aws = Aws::from_env().await;
+    let role = Role::Connections;
+    let config = Config::from_env(role).expect("connections configuration");
+    let aws = Aws::load(&config).await;
     let app = App {
-        store: DynamoConnections::new(aws.dynamodb(), table, 7_200),
-        metrics: Metrics::new(
-            std::env::var(var::METRICS_NAMESPACE)
-                .unwrap_or_else(|_| twopc_runtime::config::DEFAULT_METRICS_NAMESPACE.into()),
-            "connections",
+        store: DynamoConnections::new(
+            aws.dynamodb(),
+            config.connections_table(),
+            CONNECTION_TTL_SECS,
         ),
+        metrics: Metrics::new(&config.metrics_namespace, role.function()),
     };
     let app = &app;
     run(service_fn(move |event| handle(app, event))).await

@@ -5,6 +5,7 @@
 //! Every answer is an HTTP response: the handler has no error path of its own, so API Gateway
 //! never turns a client's mistake into a 502.
 
+use std::borrow::Cow;
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Instant;
@@ -18,7 +19,7 @@ use tracing::{Instrument, Span, error, info, warn};
 use twopc_core::api::{self, Answer, codes};
 use twopc_core::coordinator::{Finish, Submitted};
 use twopc_core::ids::TxId;
-use twopc_core::request::{Wait, check_idempotency_key};
+use twopc_core::request::Wait;
 use twopc_dynamo::txlog::PendingCursor;
 use twopc_runtime::config::Config;
 use twopc_runtime::telemetry::{Metrics, record_tx, tx_span};
@@ -171,16 +172,12 @@ fn body_json(req: &ApiGatewayProxyRequest, max: usize) -> Result<Value, Answer> 
     })
 }
 
-fn idempotency_key(headers: &HeaderMap) -> Result<Option<&str>, Answer> {
-    match headers.get(IDEMPOTENCY_KEY) {
-        None => Ok(None),
-        Some(v) => v.to_str().map(Some).map_err(|_| {
-            api::error(
-                codes::INVALID_IDEMPOTENCY_KEY,
-                "Idempotency-Key must be 1 to 255 visible ASCII characters",
-            )
-        }),
-    }
+/// The `Idempotency-Key` header as text; the coordinator checks it (`stage`, before anything
+/// is written), so bytes that are not text become U+FFFD, which it refuses with the others.
+fn idempotency_key(headers: &HeaderMap) -> Option<Cow<'_, str>> {
+    headers
+        .get(IDEMPOTENCY_KEY)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()))
 }
 
 async fn submit(app: &App, req: &ApiGatewayProxyRequest, span: &Span) -> (Answer, Option<Work>) {
@@ -189,18 +186,13 @@ async fn submit(app: &App, req: &ApiGatewayProxyRequest, span: &Span) -> (Answer
         Ok(b) => b,
         Err(refusal) => return (refusal, None),
     };
-    let key = match idempotency_key(&req.headers) {
-        Ok(k) => k,
-        Err(refusal) => return (refusal, None),
-    };
-    if let Some(k) = key {
-        if let Err(e) = check_idempotency_key(k) {
-            return (api::refused(&e), None);
-        }
-        // Known before anything is written: every line of this transaction carries it.
+    let key = idempotency_key(&req.headers);
+    if let Some(k) = &key {
+        // Known before anything is written: every line of this transaction carries it. The
+        // key itself is checked once, by `stage`.
         record_tx(span, &TxId::for_idempotency_key(k));
     }
-    let staged = match app.coordinator.stage(&body, key).await {
+    let staged = match app.coordinator.stage(&body, key.as_deref()).await {
         Ok(staged) => staged,
         Err(e) => {
             let answer = api::failed(&e);

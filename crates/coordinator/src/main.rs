@@ -15,7 +15,8 @@ use twopc_runtime::telemetry::{Metrics, init_tracing};
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     init_tracing();
-    let config = Config::from_env(Role::Coordinator).expect("coordinator configuration");
+    let role = Role::Coordinator;
+    let config = Config::from_env(role).expect("coordinator configuration");
     let clients = Clients::load(&config).await;
     // Registered before the runtime starts (the init phase): the work after a staged answer
     // runs in this extension, which Lambda waits for before freezing the environment.
@@ -23,7 +24,7 @@ async fn main() -> Result<(), Error> {
     let app = App::new(
         &config,
         &clients,
-        Metrics::new(&config.metrics_namespace, "coordinator"),
+        Metrics::new(&config.metrics_namespace, role.function()),
     )
     .with_after_answer(after);
     let app = &app;

@@ -119,6 +119,73 @@ impl fmt::Display for Decimal {
     }
 }
 
+/// Written as a JSON number with exactly its digits (serde_json's `arbitrary_precision`).
+impl serde::Serialize for Decimal {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.to_json().serialize(s)
+    }
+}
+
+/// Read exactly from a JSON number's text (serde_json's `arbitrary_precision` hands it over
+/// whole) or from a string of its digits (`12.50` and `"12.50"` both read `12.50`), never
+/// through a binary float: a format that can only give an `f64` is refused.
+impl<'de> serde::Deserialize<'de> for Decimal {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Decimal, D::Error> {
+        d.deserialize_any(DecimalVisitor)
+    }
+}
+
+struct DecimalVisitor;
+
+impl DecimalVisitor {
+    fn parse<E: serde::de::Error>(text: &str) -> Result<Decimal, E> {
+        Decimal::parse(text).map_err(E::custom)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for DecimalVisitor {
+    type Value = Decimal;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a decimal number, as a JSON number or a string of its digits")
+    }
+
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Decimal, E> {
+        DecimalVisitor::parse(v)
+    }
+
+    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Decimal, E> {
+        DecimalVisitor::parse(&v.to_string())
+    }
+
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Decimal, E> {
+        DecimalVisitor::parse(&v.to_string())
+    }
+
+    fn visit_u128<E: serde::de::Error>(self, v: u128) -> Result<Decimal, E> {
+        DecimalVisitor::parse(&v.to_string())
+    }
+
+    fn visit_i128<E: serde::de::Error>(self, v: i128) -> Result<Decimal, E> {
+        DecimalVisitor::parse(&v.to_string())
+    }
+
+    fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<Decimal, E> {
+        Err(E::custom(
+            "a binary floating-point number is not exact; give the number's text",
+        ))
+    }
+
+    /// serde_json (`arbitrary_precision`) hands a number over as a one-entry map holding its
+    /// text; its own `Number` reads that map back.
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<Decimal, A::Error> {
+        use serde::Deserialize;
+        let number =
+            serde_json::Number::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
+        DecimalVisitor::parse(&number.to_string())
+    }
+}
+
 /// A decimal's plain spelling without redundant zeros.
 fn canonical(b: &BigDecimal) -> String {
     let n = b.normalized();
@@ -184,6 +251,37 @@ fn check(text: &str) -> Result<(), &'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn json_numbers_and_strings_deserialize_exactly() {
+        let read = |json: &str| serde_json::from_str::<Decimal>(json);
+        assert_eq!(read("12.50").expect("a number").as_str(), "12.50");
+        assert_eq!(read("\"12.50\"").expect("a string").as_str(), "12.50");
+        // 38 significant digits: an f64 would keep 17.
+        let long = "1234567890123456789012345678.9012345678";
+        assert_eq!(read(long).expect("38 digits").as_str(), long);
+        assert_eq!(read("-3").expect("an integer").as_str(), "-3");
+        // Through a serde_json Value too (as a participant's payload arrives).
+        let value: serde_json::Value = serde_json::from_str(long).expect("json");
+        assert_eq!(
+            serde_json::from_value::<Decimal>(value)
+                .expect("from a value")
+                .as_str(),
+            long
+        );
+        for bad in ["true", "\"12,5\"", "\"\"", "1e400", "null", "[1]"] {
+            assert!(read(bad).is_err(), "{bad} is not a decimal");
+        }
+        let e = read("\"NaN\"").expect_err("NaN");
+        assert!(e.to_string().contains("not a valid number"), "{e}");
+    }
+
+    #[test]
+    fn a_decimal_serializes_as_its_exact_number() {
+        let long = "1234567890123456789012345678.9012345678";
+        let d = Decimal::parse(long).expect("valid");
+        assert_eq!(serde_json::to_string(&d).expect("json"), long);
+    }
 
     #[test]
     fn accepts_exact_forms() {

@@ -14,8 +14,10 @@ use twopc_dynamo::codec::{Item, from_item, to_item};
 use twopc_dynamo::error::{classify, corrupt};
 use twopc_dynamo::expr::Expr;
 use twopc_dynamo::tables::{INDEX_SHARDS, PENDING_INDEX, shard_of};
+use twopc_dynamo::tables::{TableKind, TableSpec, ensure_table};
 use twopc_dynamo::txlog::DEFAULT_RETENTION_SECS;
 
+use crate::start::StartError;
 use crate::state::TxState;
 use crate::store::{StateStore, Written};
 
@@ -37,6 +39,27 @@ impl DynamoStates {
             table: table.into(),
             retention_secs: DEFAULT_RETENTION_SECS,
         }
+    }
+
+    /// Its table's name.
+    pub fn table(&self) -> &str {
+        &self.table
+    }
+
+    /// Creates the state table (`twopc_dynamo::tables::TableKind::ParticipantState`: the key,
+    /// the sparse pending index, TTL) if it does not exist. For a local stack or a first
+    /// start; a deployment declares the table in its template.
+    pub async fn create_table_if_missing(&self) -> Result<(), StartError> {
+        let spec = TableSpec {
+            name: self.table.clone(),
+            kind: TableKind::ParticipantState,
+        };
+        ensure_table(&self.client, &spec)
+            .await
+            .map_err(|source| StartError::Table {
+                table: self.table.clone(),
+                source,
+            })
     }
 
     fn key(tx: &TxId) -> Item {

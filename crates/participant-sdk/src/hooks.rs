@@ -1,24 +1,43 @@
 //! What a service implements: its business hooks, and what each is given and may answer.
 
 use std::error::Error as StdError;
+use std::fmt;
 use std::future::Future;
 
-use serde_json::Value;
+use serde::de::DeserializeOwned;
 use twopc_core::ids::TxId;
 use twopc_core::record::VoteReason;
 
-/// One hook call: the transaction, the payload its prepare carried, and when the call must be
-/// done by (epoch ms).
-#[derive(Clone, Copy, Debug)]
-pub struct Call<'a> {
+/// One hook call: the transaction, the payload its prepare carried (read as the service's
+/// [`Hooks::Payload`]), and when the call must be done by (epoch ms).
+pub struct Call<'a, P> {
     /// The transaction.
     pub tx_id: &'a TxId,
-    /// The participant's payload, as the coordinator sent it (opaque to the library).
-    pub payload: &'a Value,
+    /// The participant's payload, as the coordinator sent it, read as the service's type.
+    pub payload: &'a P,
     /// Finish by then: for `reserve`, the transaction's deadline; for `confirm` and `cancel`,
     /// the end of the call's claim (past it, the call counts as interrupted and may be made
     /// again).
     pub deadline: u64,
+}
+
+// By hand: derived, they would ask `P: Clone`/`Copy`, and a call only holds a reference to it.
+impl<P> Clone for Call<'_, P> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<P> Copy for Call<'_, P> {}
+
+impl<P: fmt::Debug> fmt::Debug for Call<'_, P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Call")
+            .field("tx_id", self.tx_id)
+            .field("payload", self.payload)
+            .field("deadline", &self.deadline)
+            .finish()
+    }
 }
 
 /// What `reserve` decided.
@@ -85,17 +104,66 @@ impl HookError {
 /// or was interrupted (a crash, a call past its claim) before its result was recorded, so the
 /// hooks must be idempotent per transaction id for that case (e.g. the transaction id as the
 /// gateway's idempotency key).
+///
+/// The payload a transaction gives this service is read as [`Hooks::Payload`] before
+/// `reserve`: one that does not read is refused with the `invalid` vote, its reason serde's
+/// (which field, what was expected), and no hook is called.
+///
+/// ```no_run
+/// use twopc_participant_sdk::{Call, Decimal, HookError, Hooks, Reservation};
+///
+/// #[derive(serde::Deserialize)]
+/// #[serde(deny_unknown_fields)]
+/// struct Order {
+///     sku: String,
+///     amount: Decimal, // exact: read from the JSON number's text
+/// }
+///
+/// struct Stock;
+///
+/// impl Hooks for Stock {
+///     type Payload = Order;
+///
+///     async fn reserve(&self, call: Call<'_, Order>) -> Result<Reservation, HookError> {
+///         if call.payload.amount.is_negative() {
+///             return Ok(Reservation::invalid("\"amount\" must not be negative"));
+///         }
+///         // Hold call.payload.sku for call.tx_id (idempotent per transaction id) ...
+///         Ok(Reservation::Held)
+///     }
+///
+///     async fn confirm(&self, call: Call<'_, Order>) -> Result<(), HookError> {
+///         // Make the hold for call.tx_id permanent ...
+///         Ok(())
+///     }
+///
+///     async fn cancel(&self, call: Call<'_, Order>) -> Result<(), HookError> {
+///         // Release the hold for call.tx_id, if there is one ...
+///         Ok(())
+///     }
+/// }
+/// ```
 pub trait Hooks: Send + Sync {
-    /// Validate the payload and hold what it asks for, or refuse (nothing held).
+    /// What a transaction asks of this service: its prepare's `payload`, deserialized by the
+    /// library (`serde_json::Value` takes any JSON as it came).
+    type Payload: DeserializeOwned + Send + Sync;
+
+    /// Hold what the payload asks for, or refuse (nothing held).
     fn reserve(
         &self,
-        call: Call<'_>,
+        call: Call<'_, Self::Payload>,
     ) -> impl Future<Output = Result<Reservation, HookError>> + Send;
 
     /// Make the held reservation permanent. Must succeed eventually: the decision is taken.
-    fn confirm(&self, call: Call<'_>) -> impl Future<Output = Result<(), HookError>> + Send;
+    fn confirm(
+        &self,
+        call: Call<'_, Self::Payload>,
+    ) -> impl Future<Output = Result<(), HookError>> + Send;
 
     /// Release the held reservation, or do nothing if `reserve` never held it (it failed or
     /// was interrupted).
-    fn cancel(&self, call: Call<'_>) -> impl Future<Output = Result<(), HookError>> + Send;
+    fn cancel(
+        &self,
+        call: Call<'_, Self::Payload>,
+    ) -> impl Future<Output = Result<(), HookError>> + Send;
 }

@@ -5,8 +5,28 @@
 //! `tests/openapi.rs` holds the two together).
 //!
 //! A 5xx tells the coordinator the call may have acted: it retries or leaves it to recovery.
+//!
+//! A service serves [`router`] with [`serve_http`], merged with routes of its own if it has
+//! some (built with the re-exported [`axum`]), and sweeps beside it
+//! ([`SdkParticipant::spawn_sweeper`]):
+//!
+//! ```no_run
+//! # async fn wire(participant: twopc_participant_sdk::SdkParticipant<
+//! #     impl twopc_participant_sdk::Hooks + 'static,
+//! #     impl twopc_participant_sdk::StateStore + 'static,
+//! #     impl twopc_participant_sdk::TxLog + 'static,
+//! #     impl twopc_participant_sdk::Clock + 'static>)
+//! #     -> Result<(), twopc_participant_sdk::StartError> {
+//! use twopc_participant_sdk::http::{HttpConfig, router, serve_http};
+//!
+//! let app = router(participant, HttpConfig::from_env()?);
+//! serve_http("127.0.0.1:3001", app).await
+//! # }
+//! ```
 
 use std::sync::Arc;
+
+pub use axum;
 
 use axum::Router;
 use axum::body::Bytes;
@@ -24,8 +44,12 @@ use twopc_core::message::{CompleteRequest, InquireRequest, PrepareRequest};
 use twopc_core::ports::{Clock, PortError, TxLog};
 use twopc_core::signing::{self, DEFAULT_MAX_SKEW_MS, Secret};
 
+use twopc_function::env::{ConfigError, Env};
+use twopc_function::var;
+
 use crate::hooks::Hooks;
 use crate::participant::{Error, SdkParticipant};
+use crate::start::StartError;
 use crate::store::StateStore;
 
 /// How the router checks requests.
@@ -48,6 +72,35 @@ impl HttpConfig {
             max_body_bytes: 64 * 1024,
         }
     }
+
+    /// Defaults around the secret in `TWOPC_HTTP_SIGNING_SECRET` (the one the coordinator
+    /// signs with; at least 16 bytes). Required: the router refuses unsigned requests.
+    pub fn from_env() -> Result<HttpConfig, ConfigError> {
+        HttpConfig::read(&Env::process())
+    }
+
+    fn read<F: Fn(&str) -> Option<String>>(env: &Env<F>) -> Result<HttpConfig, ConfigError> {
+        match env.secret(var::HTTP_SIGNING_SECRET)? {
+            Some(secret) => Ok(HttpConfig::new(secret)),
+            None => Err(ConfigError::Missing {
+                var: var::HTTP_SIGNING_SECRET,
+                what: "set it to the secret the coordinator signs requests with (at least 16 bytes, e.g. `openssl rand -hex 32`): the participant refuses unsigned requests",
+            }),
+        }
+    }
+}
+
+/// Serves `app` ([`router`], with whatever else the service merged into it) on `addr` until
+/// the process stops.
+pub async fn serve_http(addr: &str, app: Router) -> Result<(), StartError> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| StartError::Listen {
+            addr: addr.to_owned(),
+            source,
+        })?;
+    tracing::info!(%addr, "participant listening");
+    axum::serve(listener, app).await.map_err(StartError::Serve)
 }
 
 /// Every `code` the router answers with, each spelled once with its status and meaning.
@@ -259,7 +312,8 @@ where
     }
 }
 
-/// The routes, answering for `participant`.
+/// The routes, answering for `participant`: `POST /prepare`, `/commit`, `/abort` and
+/// `/inquire`, each request's signature checked against `config`'s secret.
 pub fn router<H, S, L, C>(participant: SdkParticipant<H, S, L, C>, config: HttpConfig) -> Router
 where
     H: Hooks + 'static,
@@ -305,4 +359,41 @@ where
             ),
         )
         .with_state(app)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_router_needs_a_signing_secret_of_16_bytes() {
+        let env = |v: &'static str| {
+            Env::new(move |name: &str| (name == var::HTTP_SIGNING_SECRET).then(|| v.to_owned()))
+        };
+        let e = HttpConfig::read(&env("")).expect_err("unset");
+        assert!(
+            matches!(
+                e,
+                ConfigError::Missing {
+                    var: var::HTTP_SIGNING_SECRET,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert!(e.to_string().contains("refuses unsigned requests"), "{e}");
+        let e = HttpConfig::read(&env("short")).expect_err("too short");
+        assert!(
+            matches!(
+                e,
+                ConfigError::Invalid {
+                    var: var::HTTP_SIGNING_SECRET,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        let c = HttpConfig::read(&env("0123456789abcdef")).expect("16 bytes");
+        assert_eq!(c.secret.expose(), b"0123456789abcdef");
+    }
 }

@@ -3,8 +3,8 @@
 //! (`{"action": "prepare"|"commit"|"abort"|"inquire", "request": {...}}`) and answering its
 //! reply.
 //!
-//! A failure is a function error whose `errorType` is one of `twopc_runtime::errors::ErrorKind`'s
-//! names, as the generic participant's are, so the transport reads both alike:
+//! A failure is a function error whose `errorType` is one of [`ErrorKind`]'s names, as the
+//! generic participant's are, so the transport reads both alike:
 //!
 //! | error | `errorType` | the coordinator may assume |
 //! | --- | --- | --- |
@@ -21,18 +21,24 @@
 //! the participant over (its sweep runs elsewhere, e.g. a scheduled function calling
 //! [`SdkParticipant::sweep`]):
 //!
-//! ```ignore
-//! let participant = SdkParticipant::new(hooks, states, log, SystemClock, SdkConfig::default());
+//! ```no_run
+//! # async fn wire(hooks: impl twopc_participant_sdk::Hooks + 'static)
+//! #     -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+//! use twopc_participant_sdk::SdkParticipant;
+//!
+//! twopc_participant_sdk::init_logs();
+//! let participant = SdkParticipant::builder(hooks).dynamodb_from_env().await?.build();
 //! twopc_participant_sdk::lambda::run(participant).await
+//! # }
 //! ```
 
 use lambda_runtime::{LambdaEvent, service_fn};
 use serde_json::Value;
 use twopc_core::message::ParticipantCall;
 use twopc_core::ports::{Clock, TxLog};
-pub use twopc_runtime::call::CallError;
-use twopc_runtime::call::answer_call;
-use twopc_runtime::errors::ErrorKind;
+pub use twopc_function::call::CallError;
+use twopc_function::call::answer_call;
+pub use twopc_function::errors::ErrorKind;
 
 use crate::hooks::Hooks;
 use crate::participant::{Error, SdkParticipant};

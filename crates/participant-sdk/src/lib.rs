@@ -1,43 +1,58 @@
-//! # twopc-participant-sdk — a service takes part with its own logic
+#![doc = include_str!("../README.md")]
 //!
-//! A service implements [`Hooks`] (`reserve`, `confirm`, `cancel`: its business logic, given
-//! the transaction id, its opaque payload and a deadline); [`SdkParticipant`] answers the
-//! coordinator's prepare, commit and abort around them and owns the protocol: each hook runs at
-//! most once per transaction and outcome; duplicates are answered from the recorded state; an
-//! abort before its prepare is recorded, so the prepare is refused (null compensation,
-//! anti-hanging); a prepared transaction whose coordinator went silent is resolved by its
-//! record ([`SdkParticipant::resolve`], [`SdkParticipant::sweep`]), never decided here; the
-//! staged commit's recovery is answered over the phases ([`SdkParticipant::inquire`]: held,
-//! committed, prevented, or, with `prevent`, made prevented by ending a claim still deciding).
+//! ## Map of the crate
 //!
-//! Map of the crate:
-//! - [`hooks`]: the trait a service implements, and what its hooks are given and answer.
-//! - [`state`]: a transaction's state here, its legal moves, how the core's rules read it.
-//! - [`store`]: the port for that state ([`StateStore`]) and its in-memory implementation;
-//!   [`dynamo`]: on a DynamoDB table of the service's own
-//!   (`twopc_dynamo::tables::TableKind::ParticipantState`).
-//! - [`participant`]: the driver.
-//! - [`http`]: the HTTP adapter (`POST /prepare|commit|abort|inquire`, signed requests).
-//! - `lambda` (feature `lambda`): the Lambda adapter, for the coordinator's `lambda` transport.
-//! - [`conformance`]: the conformance kit a participant's own tests run against it.
+//! - [`Hooks`] (with [`Call`], [`Reservation`], [`HookError`]): what a service implements.
+//! - [`SdkParticipant`], built by [`Builder`]: the driver (prepare, commit, abort, inquiry,
+//!   [`SdkParticipant::resolve`] and [`SdkParticipant::sweep`] of states whose coordinator went
+//!   silent, [`SdkParticipant::spawn_sweeper`]).
+//! - [`state`]: a transaction's state here and its legal moves; [`StateStore`]: the port for
+//!   it, in memory ([`MemoryStates`]) or (feature `dynamodb`) `DynamoStates` on a table of the
+//!   service's own.
+//! - `http` (feature `http`): the signed router and `serve_http`; `lambda` (feature `lambda`):
+//!   the Lambda adapter; `conformance` (feature `conformance`): the kit a participant's own
+//!   tests run.
 //!
-//! The answers are the core's (`twopc_core::rules`); the messages are the ones every
-//! participant receives (`twopc_core::message`), the payload in [`PrepareRequest::payload`].
-//!
-//! [`PrepareRequest::payload`]: twopc_core::message::PrepareRequest::payload
+//! The answers are the core's rules (`twopc_core::rules`); the messages are the ones every
+//! participant receives (`twopc_core::message`).
 #![warn(missing_docs)]
 
+mod builder;
+#[cfg(feature = "conformance")]
 pub mod conformance;
-pub mod dynamo;
-pub mod hooks;
+#[cfg(feature = "dynamodb")]
+mod dynamo;
+mod hooks;
+#[cfg(feature = "http")]
 pub mod http;
 #[cfg(feature = "lambda")]
 pub mod lambda;
-pub mod participant;
+mod participant;
+mod start;
 pub mod state;
-pub mod store;
+mod store;
 
+pub use builder::Builder;
+#[cfg(feature = "dynamodb")]
 pub use dynamo::DynamoStates;
 pub use hooks::{Call, HookError, Hooks, Reservation};
-pub use participant::{Error, Resolved, SdkConfig, SdkParticipant};
+#[cfg(feature = "http")]
+pub use http::serve_http;
+pub use participant::{DEFAULT_CLAIM_MS, Error, Resolved, SWEEP_LIMIT, SdkParticipant};
+pub use start::StartError;
 pub use store::{MemoryStates, StateStore, Written};
+/// The transaction log a participant resolves silent coordinators by, on DynamoDB.
+#[cfg(feature = "dynamodb")]
+pub use twopc_dynamo::DynamoTxLog;
+
+// What a service's code names besides the SDK's own types, so that it needs no other crate of
+// the project: exact decimals for its payloads, the transaction id, a vote's reason, the ports
+// a participant is generic over, and the start-up errors and logs.
+pub use twopc_core::decimal::Decimal;
+pub use twopc_core::ids::TxId;
+pub use twopc_core::ports::{Clock, PortError, SystemClock, TxLog};
+pub use twopc_core::record::VoteReason;
+pub use twopc_function::env::ConfigError;
+/// Installs JSON log lines on stdout, filtered by `RUST_LOG` (once per process; later calls do
+/// nothing).
+pub use twopc_function::logs::init_tracing as init_logs;

@@ -9,8 +9,7 @@ use serde_json::Value;
 use tracing::{error, info, warn};
 use twopc_core::ids::TxId;
 use twopc_core::message::{
-    CompleteReply, CompleteRequest, InquireReply, InquireRequest, ParticipantCall, PrepareReply,
-    PrepareRequest,
+    CompleteReply, CompleteRequest, InquireReply, InquireRequest, PrepareReply, PrepareRequest,
 };
 use twopc_core::op::Mode;
 use twopc_core::ports::{Clock, Created, PortError, Swapped, TxLog};
@@ -24,20 +23,8 @@ use crate::hooks::{Call, HookError, Hooks, Reservation};
 use crate::state::{InquiryPlan, Phase, Refusal, TxState};
 use crate::store::{StateStore, Written};
 
-/// Tunables.
-#[derive(Clone, Debug)]
-pub struct SdkConfig {
-    /// How long a `confirm` or `cancel` call may take (ms): past it the call counts as
-    /// interrupted, and the next commit, abort or sweep calls the hook again. `reserve` has the
-    /// transaction's deadline instead.
-    pub claim_ms: u64,
-}
-
-impl Default for SdkConfig {
-    fn default() -> Self {
-        SdkConfig { claim_ms: 30_000 }
-    }
-}
+/// How long a `confirm` or `cancel` call may take by default (ms): [`Builder::claim`].
+pub const DEFAULT_CLAIM_MS: u64 = 30_000;
 
 /// Why a call could not be answered.
 #[derive(Debug, thiserror::Error)]
@@ -86,14 +73,19 @@ pub enum Resolved {
     Violation,
 }
 
-/// A participant made of a service's hooks and the protocol around them.
+/// A participant made of a service's hooks and the protocol around them; built with
+/// [`SdkParticipant::builder`]. Clones share the store and the log (the hooks as their own
+/// `Clone` does).
 #[derive(Clone, Debug)]
 pub struct SdkParticipant<H, S, L, C> {
     hooks: H,
     store: S,
     log: L,
     clock: C,
-    config: SdkConfig,
+    /// How long a `confirm` or `cancel` call may take (ms): past it the call counts as
+    /// interrupted, and the next commit, abort or sweep calls the hook again. `reserve` has
+    /// the transaction's deadline instead.
+    claim_ms: u64,
 }
 
 fn violation(tx: &TxId, what: &str) -> CompleteReply {
@@ -112,18 +104,23 @@ fn reply(tx: &TxId, r: Reply) -> CompleteReply {
 }
 
 impl<H: Hooks, S: StateStore, L: TxLog, C: Clock> SdkParticipant<H, S, L, C> {
-    /// Wires the participant.
-    pub fn new(hooks: H, store: S, log: L, clock: C, config: SdkConfig) -> Self {
+    /// Wires the participant ([`Builder::build`]).
+    pub(crate) fn new(hooks: H, store: S, log: L, clock: C, claim_ms: u64) -> Self {
         SdkParticipant {
             hooks,
             store,
             log,
             clock,
-            config,
+            claim_ms,
         }
     }
 
-    /// The hooks.
+    /// How long a `confirm` or `cancel` call may take (ms).
+    pub fn claim_ms(&self) -> u64 {
+        self.claim_ms
+    }
+
+    /// The service's hooks.
     pub fn hooks(&self) -> &H {
         &self.hooks
     }
@@ -136,20 +133,6 @@ impl<H: Hooks, S: StateStore, L: TxLog, C: Clock> SdkParticipant<H, S, L, C> {
     /// The clock.
     pub fn clock(&self) -> &C {
         &self.clock
-    }
-
-    /// Answers one message in its wire form (`{"action", "request"}`): what the transport
-    /// adapters call.
-    pub async fn handle(&self, message: Value) -> Result<Value, Error> {
-        let encode = |r: Result<Value, serde_json::Error>| {
-            r.map_err(|e| Error::Invalid(format!("the reply could not be encoded: {e}")))
-        };
-        match ParticipantCall::from_json(message).map_err(Error::Invalid)? {
-            ParticipantCall::Prepare(r) => encode(serde_json::to_value(self.prepare(&r).await?)),
-            ParticipantCall::Commit(r) => encode(serde_json::to_value(self.commit(&r).await?)),
-            ParticipantCall::Abort(r) => encode(serde_json::to_value(self.abort(&r).await?)),
-            ParticipantCall::Inquire(r) => encode(serde_json::to_value(self.inquire(&r).await?)),
-        }
     }
 
     /// Prepare: `reserve` once, yes or no; a duplicate gets the same answer without a call; a
@@ -206,14 +189,22 @@ impl<H: Hooks, S: StateStore, L: TxLog, C: Clock> SdkParticipant<H, S, L, C> {
                 Written::Lost(s) => found = s.map(|b| *b),
             }
         };
-        let call = Call {
-            tx_id: tx,
-            payload,
-            deadline: req.deadline,
+        // A payload the service's type does not read is refused like a `reserve` that said
+        // `invalid`, and recorded so: no hook is called, a duplicate gets the same answer.
+        let outcome = match serde_json::from_value::<H::Payload>(payload.clone()) {
+            Err(e) => Ok(Reservation::invalid(format!(
+                "the payload is not one this participant reads: {e}"
+            ))),
+            Ok(payload) => {
+                let call = Call {
+                    tx_id: tx,
+                    payload: &payload,
+                    deadline: req.deadline,
+                };
+                self.within(req.deadline, "reserve", self.hooks.reserve(call))
+                    .await
+            }
         };
-        let outcome = self
-            .within(req.deadline, "reserve", self.hooks.reserve(call))
-            .await;
         let now = self.clock.now_ms();
         let (next, vote) = match outcome {
             Ok(Reservation::Held) => (claim.moved(Phase::Reserved, None, now), yes()),
@@ -273,8 +264,7 @@ impl<H: Hooks, S: StateStore, L: TxLog, C: Clock> SdkParticipant<H, S, L, C> {
                 Err(e) => return Err(e),
             }
         }
-        self.call_hook("cancel", claim, now + self.config.claim_ms)
-            .await
+        self.call_hook("cancel", claim, now + self.claim_ms).await
     }
 
     /// Inquiry (the staged commit's recovery, `rules::inquire` over the phases,
@@ -410,7 +400,7 @@ impl<H: Hooks, S: StateStore, L: TxLog, C: Clock> SdkParticipant<H, S, L, C> {
                 Decision::Commit => (Phase::Confirming, Phase::Confirmed, "confirm"),
                 Decision::Abort => (Phase::Cancelling, Phase::Cancelled, "cancel"),
             };
-            let until = now + self.config.claim_ms;
+            let until = now + self.claim_ms;
             let claim = state.moved(calling, Some(until), now);
             match self.store.replace(&claim).await? {
                 Written::Done => {}
@@ -441,15 +431,26 @@ impl<H: Hooks, S: StateStore, L: TxLog, C: Clock> SdkParticipant<H, S, L, C> {
         state: &TxState,
         until: u64,
     ) -> Result<(), Error> {
-        let null = Value::Null;
-        let call = Call {
-            tx_id: &state.tx_id,
-            payload: state.payload.as_ref().unwrap_or(&null),
-            deadline: until,
-        };
-        let result = match hook {
-            "confirm" => self.within(until, hook, self.hooks.confirm(call)).await,
-            _ => self.within(until, hook, self.hooks.cancel(call)).await,
+        let stored = state.payload.clone().unwrap_or(Value::Null);
+        let result = match (serde_json::from_value::<H::Payload>(stored), hook) {
+            (Ok(payload), _) => {
+                let call = Call {
+                    tx_id: &state.tx_id,
+                    payload: &payload,
+                    deadline: until,
+                };
+                match hook {
+                    "confirm" => self.within(until, hook, self.hooks.confirm(call)).await,
+                    _ => self.within(until, hook, self.hooks.cancel(call)).await,
+                }
+            }
+            // `reserve` never runs on a payload that does not read: nothing can be held.
+            (Err(_), "cancel") => Ok(()),
+            // Only if the service's payload type changed under a held reservation: the
+            // decision stands, so the commit is retried until a version that reads it runs.
+            (Err(e), _) => Err(HookError::new(format!(
+                "the recorded payload no longer reads as this participant's payload: {e}"
+            ))),
         };
         if let Err(source) = result {
             // End the claim now, so the next message calls it again at once.
@@ -554,6 +555,50 @@ impl<H: Hooks, S: StateStore, L: TxLog, C: Clock> SdkParticipant<H, S, L, C> {
             out.push((state.tx_id, resolved));
         }
         Ok(out)
+    }
+}
+
+/// Most states one pass of [`SdkParticipant::spawn_sweeper`] resolves.
+pub const SWEEP_LIMIT: usize = 100;
+
+impl<H, S, L, C> SdkParticipant<H, S, L, C>
+where
+    H: Hooks + Clone + 'static,
+    S: StateStore + Clone + 'static,
+    L: TxLog + Clone + 'static,
+    C: Clock + Clone + 'static,
+{
+    /// Sweeps every `every` on a task of its own (up to [`SWEEP_LIMIT`] states a pass) while
+    /// the process runs: what a long-running service needs beside its router. A failed pass is
+    /// logged and the next one retries. A participant on Lambda schedules
+    /// [`SdkParticipant::sweep`] instead (instances do not live on between invocations).
+    ///
+    /// ```no_run
+    /// # async fn wire<H, S, L, C>(participant: twopc_participant_sdk::SdkParticipant<H, S, L, C>)
+    /// # where H: twopc_participant_sdk::Hooks + Clone + 'static,
+    /// #       S: twopc_participant_sdk::StateStore + Clone + 'static,
+    /// #       L: twopc_participant_sdk::TxLog + Clone + 'static,
+    /// #       C: twopc_participant_sdk::Clock + Clone + 'static {
+    /// let sweeper = participant.spawn_sweeper(std::time::Duration::from_secs(5));
+    /// // ... serve; on shutdown:
+    /// sweeper.abort();
+    /// # }
+    /// ```
+    pub fn spawn_sweeper(&self, every: Duration) -> tokio::task::JoinHandle<()> {
+        let participant = self.clone();
+        tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(every);
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            ticks.tick().await; // the first tick is immediate: start one period in
+            loop {
+                ticks.tick().await;
+                match participant.sweep(SWEEP_LIMIT).await {
+                    Ok(done) if !done.is_empty() => info!(resolved = done.len(), "swept"),
+                    Ok(_) => {}
+                    Err(e) => warn!(error = %e, "sweep failed; the next one retries"),
+                }
+            }
+        })
     }
 }
 

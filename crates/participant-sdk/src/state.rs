@@ -40,7 +40,7 @@ pub enum Phase {
 
 impl Phase {
     /// The phases this one may move to (a claimed phase to itself: an interrupted call taken over).
-    pub fn next_moves(self) -> &'static [Phase] {
+    pub(crate) fn next_moves(self) -> &'static [Phase] {
         use Phase::*;
         match self {
             Reserving => &[Reserving, Reserved, Refused, Cancelling],
@@ -52,10 +52,12 @@ impl Phase {
     }
 
     /// The phases a transaction's first write may create.
-    pub const FIRST: &'static [Phase] = &[Phase::Reserving, Phase::Aborted];
+    #[cfg(test)]
+    pub(crate) const FIRST: &'static [Phase] = &[Phase::Reserving, Phase::Aborted];
 
     /// Whether `self -> to` is legal.
-    pub fn can_move_to(self, to: Phase) -> bool {
+    #[cfg(test)]
+    pub(crate) fn can_move_to(self, to: Phase) -> bool {
         self.next_moves().contains(&to)
     }
 
@@ -65,7 +67,7 @@ impl Phase {
     }
 
     /// Whether a hook call is under way (or was interrupted) in this phase.
-    pub fn is_claimed(self) -> bool {
+    pub(crate) fn is_claimed(self) -> bool {
         matches!(
             self,
             Phase::Reserving | Phase::Confirming | Phase::Cancelling
@@ -77,7 +79,7 @@ impl Phase {
     /// of the transaction. Held (`Reserved`) reads as the transaction's own lock; an outcome, or
     /// a refusal (a `no` vote aborts the transaction), as its fence entry. No state is ever
     /// pruned while the transaction can still arrive, so no horizon covers it.
-    pub fn seen(phase: Option<Phase>) -> Seen {
+    pub(crate) fn seen(phase: Option<Phase>) -> Seen {
         let with = |holder, entry| Seen {
             shape: Shape::Real,
             holder,
@@ -110,7 +112,7 @@ impl Phase {
     /// read it as ended (a duplicate prepare must not call `reserve` again), but a `reserve`
     /// still deciding may yet hold, so an inquiry finds it neither held nor prevented until its
     /// claim is ended.
-    pub fn inquire(phase: Option<Phase>, prevent: bool) -> InquiryPlan {
+    pub(crate) fn inquire(phase: Option<Phase>, prevent: bool) -> InquiryPlan {
         match (phase, rules::inquire(Phase::seen(phase), prevent)) {
             (Some(Phase::Reserving), _) if prevent => InquiryPlan::EndClaim,
             (Some(Phase::Reserving), _) => InquiryPlan::Answer(Inquiry::Open),
@@ -126,7 +128,7 @@ impl Phase {
 /// What an inquiry (the staged commit's recovery, `rules::inquire`) does with a transaction's
 /// state here: answer, or prevent the transaction with one conditional write first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum InquiryPlan {
+pub(crate) enum InquiryPlan {
     /// Answer without writing.
     Answer(Inquiry),
     /// No state: record the transaction `Aborted` (conditional on no state), as an abort
@@ -203,7 +205,7 @@ impl TxState {
     }
 
     /// Whether a claimed phase's hook call is still under way at `now`.
-    pub fn claim_live(&self, now: u64) -> bool {
+    pub(crate) fn claim_live(&self, now: u64) -> bool {
         self.phase.is_claimed() && self.claimed_until.is_some_and(|until| now < until)
     }
 

@@ -6,9 +6,10 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use serde_json::{Value, json};
+use serde_json::json;
 use twopc_core::decimal::Decimal;
 use twopc_core::ids::TxId;
+use twopc_core::record::{Vote, VoteReason};
 use twopc_dynamo::tables::{TableKind, TableSpec, ensure_table};
 use twopc_participant_sdk::conformance::{self, Kit, Subject};
 use twopc_participant_sdk::{Call, DynamoStates, HookError, Hooks, MemoryStates, Reservation};
@@ -20,37 +21,31 @@ struct CardGateway {
     captured: Arc<Mutex<BTreeMap<TxId, Decimal>>>,
 }
 
-impl CardGateway {
-    fn payment(payload: &Value) -> Result<(String, Decimal), String> {
-        let card = payload["card"].as_str().ok_or("missing \"card\"")?;
-        let amount = match &payload["amount"] {
-            Value::String(s) => s.clone(),
-            Value::Number(n) => n.to_string(),
-            _ => return Err("missing \"amount\"".into()),
-        };
-        let amount = Decimal::parse(&amount).map_err(|e| e.to_string())?;
-        if amount.is_negative() {
-            return Err("a negative amount".into());
-        }
-        Ok((card.to_owned(), amount))
-    }
+/// What the gateway is asked: read by the SDK, exactly (`amount` from the number's text).
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Payment {
+    card: String,
+    amount: Decimal,
 }
 
 impl Hooks for CardGateway {
-    async fn reserve(&self, call: Call<'_>) -> Result<Reservation, HookError> {
-        let (card, amount) = match Self::payment(call.payload) {
-            Ok(p) => p,
-            Err(why) => return Ok(Reservation::invalid(why)),
-        };
+    type Payload = Payment;
+
+    async fn reserve(&self, call: Call<'_, Payment>) -> Result<Reservation, HookError> {
+        let Payment { card, amount } = call.payload;
+        if amount.is_negative() {
+            return Ok(Reservation::invalid("a negative amount"));
+        }
         if card == "declined" {
             return Ok(Reservation::condition("the card was declined"));
         }
         let mut held = self.held.lock().map_err(|_| HookError::new("poisoned"))?;
-        held.insert(call.tx_id.clone(), amount);
+        held.insert(call.tx_id.clone(), amount.clone());
         Ok(Reservation::Held)
     }
 
-    async fn confirm(&self, call: Call<'_>) -> Result<(), HookError> {
+    async fn confirm(&self, call: Call<'_, Payment>) -> Result<(), HookError> {
         let mut held = self.held.lock().map_err(|_| HookError::new("poisoned"))?;
         let mut captured = self
             .captured
@@ -63,7 +58,7 @@ impl Hooks for CardGateway {
         Ok(())
     }
 
-    async fn cancel(&self, call: Call<'_>) -> Result<(), HookError> {
+    async fn cancel(&self, call: Call<'_, Payment>) -> Result<(), HookError> {
         let mut held = self.held.lock().map_err(|_| HookError::new("poisoned"))?;
         held.remove(call.tx_id);
         Ok(())
@@ -80,6 +75,25 @@ async fn example() -> Subject<CardGateway> {
 }
 
 twopc_participant_sdk::conformance_tests!(example().await);
+
+#[tokio::test]
+async fn a_payload_that_does_not_read_is_refused_before_any_hook_saying_why() {
+    let kit = Kit::new(example().await);
+    let tx = kit.begin_invalid().await;
+    for attempt in 1..=2 {
+        let r = kit.send_prepare(&tx).await;
+        let Vote::No { reason, message } = &r.vote else {
+            panic!("prepare #{attempt}: {r:?}");
+        };
+        assert_eq!(*reason, VoteReason::Invalid, "prepare #{attempt}");
+        assert!(
+            message.contains("invalid type: number, expected a string"),
+            "serde's reason, the same for the duplicate: {message}"
+        );
+    }
+    assert!(kit.send_abort(&tx).await.acknowledged());
+    assert_eq!(kit.counts(&tx), [0, 0, 0], "no hook saw it");
+}
 
 /// The same participant served by the SDK's signed router on a real socket, reached by the
 /// coordinator's own `http` transport: every check again, through the wire, and the wire's own
@@ -292,26 +306,4 @@ async fn the_example_captures_what_it_held_and_voids_the_rest() {
         "no hold left"
     );
     assert!(!captured.contains_key(&voided.id));
-}
-
-#[tokio::test]
-async fn the_wire_form_a_lambda_receives_is_answered_by_the_same_driver() {
-    let kit = Kit::new(example().await);
-    let tx = kit.begin().await;
-    let call = twopc_core::message::ParticipantCall::Prepare(kit.prepare(&tx));
-    let reply = kit
-        .participant()
-        .handle(call.to_json())
-        .await
-        .expect("prepare");
-    assert_eq!(reply["vote"], json!("yes"), "{reply}");
-    let call = twopc_core::message::ParticipantCall::Abort(kit.complete(&tx));
-    let reply = kit
-        .participant()
-        .handle(call.to_json())
-        .await
-        .expect("abort");
-    assert_eq!(reply["result"], json!("done"), "{reply}");
-    let bad = kit.participant().handle(json!({"action": "explode"})).await;
-    assert!(bad.is_err(), "{bad:?}");
 }

@@ -28,9 +28,7 @@ use twopc_core::request::{KeySchema, Limits, ServiceConfig};
 use twopc_core::signing::Secret;
 use twopc_core::status::TxStatus;
 use twopc_participant_sdk::http::{HttpConfig, router};
-use twopc_participant_sdk::{
-    Call, HookError, Hooks, MemoryStates, Reservation, SdkConfig, SdkParticipant,
-};
+use twopc_participant_sdk::{Call, HookError, Hooks, MemoryStates, Reservation, SdkParticipant};
 use twopc_runtime::transport::HttpTransport;
 
 const SECRET: &[u8] = b"shared by the coordinator and payments";
@@ -54,7 +52,9 @@ impl Payments {
 }
 
 impl Hooks for Payments {
-    async fn reserve(&self, call: Call<'_>) -> Result<Reservation, HookError> {
+    type Payload = Value;
+
+    async fn reserve(&self, call: Call<'_, Value>) -> Result<Reservation, HookError> {
         self.note("reserve", Some(call.payload));
         Ok(
             match (call.payload.get("amount"), call.payload.get("card")) {
@@ -66,11 +66,11 @@ impl Hooks for Payments {
             },
         )
     }
-    async fn confirm(&self, _: Call<'_>) -> Result<(), HookError> {
+    async fn confirm(&self, _: Call<'_, Value>) -> Result<(), HookError> {
         self.note("confirm", None);
         Ok(())
     }
-    async fn cancel(&self, _: Call<'_>) -> Result<(), HookError> {
+    async fn cancel(&self, _: Call<'_, Value>) -> Result<(), HookError> {
         self.note("cancel", None);
         Ok(())
     }
@@ -146,13 +146,11 @@ async fn shop() -> Shop {
         [("balance".to_owned(), json!(100))].into(),
     );
     let payments = Payments::default();
-    let sdk = SdkParticipant::new(
-        payments.clone(),
-        MemoryStates::default(),
-        log.clone(),
-        clock.clone(),
-        SdkConfig::default(),
-    );
+    let sdk = SdkParticipant::builder(payments.clone())
+        .states(MemoryStates::default())
+        .log(log.clone())
+        .clock(clock.clone())
+        .build();
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let url = format!("http://{}", listener.local_addr().expect("addr"));
     let app = router(sdk, HttpConfig::new(Secret::new(SECRET)));

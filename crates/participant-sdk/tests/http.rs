@@ -16,9 +16,7 @@ use twopc_core::ports::{Clock, ManualClock, SystemClock, Transport};
 use twopc_core::record::{Target, Vote, VoteReason};
 use twopc_core::signing::{self, Secret};
 use twopc_participant_sdk::http::{HttpConfig, router};
-use twopc_participant_sdk::{
-    Call, HookError, Hooks, MemoryStates, Reservation, SdkConfig, SdkParticipant,
-};
+use twopc_participant_sdk::{Call, HookError, Hooks, MemoryStates, Reservation, SdkParticipant};
 use twopc_runtime::transport::HttpTransport;
 
 const SECRET: &[u8] = b"shared with the coordinator";
@@ -37,18 +35,20 @@ impl Recorder {
 }
 
 impl Hooks for Recorder {
-    async fn reserve(&self, call: Call<'_>) -> Result<Reservation, HookError> {
+    type Payload = Value;
+
+    async fn reserve(&self, call: Call<'_, Value>) -> Result<Reservation, HookError> {
         self.note("reserve");
         Ok(match call.payload.get("amount") {
             Some(_) => Reservation::Held,
             None => Reservation::invalid("no amount"),
         })
     }
-    async fn confirm(&self, _: Call<'_>) -> Result<(), HookError> {
+    async fn confirm(&self, _: Call<'_, Value>) -> Result<(), HookError> {
         self.note("confirm");
         Ok(())
     }
-    async fn cancel(&self, _: Call<'_>) -> Result<(), HookError> {
+    async fn cancel(&self, _: Call<'_, Value>) -> Result<(), HookError> {
         self.note("cancel");
         Ok(())
     }
@@ -63,13 +63,11 @@ struct Served {
 async fn serve() -> Served {
     let hooks = Recorder::default();
     let clock = ManualClock::new(SystemClock.now_ms());
-    let participant = SdkParticipant::new(
-        hooks.clone(),
-        MemoryStates::default(),
-        MemoryTxLog::default(),
-        clock.clone(),
-        SdkConfig::default(),
-    );
+    let participant = SdkParticipant::builder(hooks.clone())
+        .states(MemoryStates::default())
+        .log(MemoryTxLog::default())
+        .clock(clock.clone())
+        .build();
     let app = router(participant, HttpConfig::new(Secret::new(SECRET)));
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let url = format!("http://{}", listener.local_addr().expect("addr"));

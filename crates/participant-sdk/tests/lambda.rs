@@ -15,7 +15,7 @@ use twopc_core::message::{CompleteReply, ParticipantCall, PrepareReply};
 use twopc_core::ports::{ManualClock, PortError};
 use twopc_participant_sdk::lambda::{CallError, handle, kind};
 use twopc_participant_sdk::{
-    Call, Error, HookError, Hooks, MemoryStates, Reservation, SdkConfig, SdkParticipant,
+    Call, Error, HookError, Hooks, MemoryStates, Reservation, SdkParticipant,
 };
 use twopc_runtime::errors::{ErrorKind, FunctionError};
 
@@ -35,7 +35,7 @@ struct Card {
 }
 
 impl Card {
-    fn note(&self, hook: &'static str, call: Call<'_>) {
+    fn note(&self, hook: &'static str, call: Call<'_, Value>) {
         let mut calls = self.calls.lock().expect("calls");
         calls.push((hook, call.payload.clone()));
     }
@@ -46,11 +46,13 @@ impl Card {
 }
 
 impl Hooks for Card {
-    async fn reserve(&self, call: Call<'_>) -> Result<Reservation, HookError> {
+    type Payload = Value;
+
+    async fn reserve(&self, call: Call<'_, Value>) -> Result<Reservation, HookError> {
         self.note("reserve", call);
         Ok(Reservation::Held)
     }
-    async fn confirm(&self, call: Call<'_>) -> Result<(), HookError> {
+    async fn confirm(&self, call: Call<'_, Value>) -> Result<(), HookError> {
         self.note("confirm", call);
         if self.stall_confirm.swap(false, Ordering::SeqCst) {
             self.inside.notify_one();
@@ -61,7 +63,7 @@ impl Hooks for Card {
         }
         Ok(())
     }
-    async fn cancel(&self, call: Call<'_>) -> Result<(), HookError> {
+    async fn cancel(&self, call: Call<'_, Value>) -> Result<(), HookError> {
         self.note("cancel", call);
         Ok(())
     }
@@ -73,7 +75,11 @@ fn participant(card: &Card) -> Participant {
     // The events' transaction began at 4102444795000; their deadline is 5 s later.
     let clock = ManualClock::new(4_102_444_796_000);
     let (states, log) = (MemoryStates::default(), MemoryTxLog::default());
-    SdkParticipant::new(card.clone(), states, log, clock, SdkConfig::default())
+    SdkParticipant::builder(card.clone())
+        .states(states)
+        .log(log)
+        .clock(clock)
+        .build()
 }
 
 fn json(text: &str) -> Value {

@@ -12,12 +12,13 @@ use twopc_runtime::telemetry::{Metrics, init_tracing};
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     init_tracing();
-    let config = Config::from_env(Role::Participant).expect("participant configuration");
+    let role = Role::Participant;
+    let config = Config::from_env(role).expect("participant configuration");
     let clients = Clients::load(&config).await;
     let app = App {
         participant: twopc_runtime::participant(&config, &clients),
         table: config.participant_table().to_owned(),
-        metrics: Metrics::new(&config.metrics_namespace, "participant"),
+        metrics: Metrics::new(&config.metrics_namespace, role.function()),
     };
     let app = &app;
     run(service_fn(move |event| handler::handle(app, event))).await

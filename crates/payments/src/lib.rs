@@ -1,12 +1,12 @@
 //! # payments — a service with its own logic, on `twopc-participant-sdk`
 //!
-//! The worked example of issue 14: a card payment is authorised in prepare (`reserve`),
+//! The worked example of the participant SDK: a card payment is authorised in prepare (`reserve`),
 //! captured in commit (`confirm`) and voided in abort (`cancel`). The card network is
 //! [`Gateway`], a simulation in memory with an injectable decline; the protocol around it
 //! (duplicates, abort before prepare, late prepares, a silent coordinator) is the library's.
 //!
 //! - [`Payment`]: the payload a request gives `payments` (`{"card": "4242", "amount": 12.50}`),
-//!   read in `reserve`: one it cannot read is a `no` vote, reason `invalid`.
+//!   read by the SDK before `reserve`: one it cannot read is a `no` vote, reason `invalid`.
 //! - [`Gateway`]: authorisations by transaction, what was captured and voided; implements
 //!   [`Hooks`].
 //! - [`routes`]: the gateway's read API (`GET /authorisations`).
@@ -21,15 +21,18 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use axum::Router;
-use axum::routing::get;
+use serde::Deserialize;
 use serde_json::{Value, json};
-use twopc_core::decimal::Decimal;
-use twopc_core::ids::TxId;
-use twopc_participant_sdk::{Call, HookError, Hooks, Reservation};
+use twopc_participant_sdk::http::axum::Router;
+use twopc_participant_sdk::http::axum::http::header::CONTENT_TYPE;
+use twopc_participant_sdk::http::axum::routing::get;
+use twopc_participant_sdk::{Call, Decimal, HookError, Hooks, Reservation, TxId};
 
 /// What a request asks of `payments`: charge `amount` (a positive decimal, exact) to `card`.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// The SDK reads it from the transaction's payload (`{"card": "4242", "amount": 12.50}`); one
+/// that does not read is refused with the `invalid` vote and serde's reason.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "PaymentFields")]
 pub struct Payment {
     /// The card (a token; never a real number here).
     pub card: String,
@@ -37,36 +40,35 @@ pub struct Payment {
     pub amount: Decimal,
 }
 
-impl Payment {
-    /// Reads a payload; the error says what is wrong with it.
-    pub fn from_payload(payload: &Value) -> Result<Payment, String> {
-        let obj = payload
-            .as_object()
-            .ok_or("expected an object with \"card\" and \"amount\"")?;
-        if let Some(extra) = obj
-            .keys()
-            .find(|k| !["card", "amount"].contains(&k.as_str()))
-        {
-            return Err(format!(
-                "unknown field {extra:?}; a payment has \"card\" and \"amount\""
-            ));
+/// A payment's fields as sent, before their rules are checked.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PaymentFields {
+    card: String,
+    amount: Decimal,
+}
+
+impl TryFrom<PaymentFields> for Payment {
+    type Error = &'static str;
+
+    fn try_from(f: PaymentFields) -> Result<Payment, Self::Error> {
+        if f.card.is_empty() {
+            return Err("\"card\": expected a non-empty string");
         }
-        let card = match obj.get("card") {
-            Some(Value::String(c)) if !c.is_empty() => c.clone(),
-            _ => return Err("\"card\": expected a non-empty string".into()),
-        };
-        let amount = match obj.get("amount") {
-            Some(Value::Number(n)) => Decimal::parse(&n.to_string()),
-            Some(Value::String(s)) => Decimal::parse(s),
-            _ => return Err("\"amount\": expected a number".into()),
-        }
-        .map_err(|e| format!("\"amount\": {e}"))?;
         // Positive: not negative and some digit of its significand is not 0.
-        let significand = amount.as_str().split(['e', 'E']).next().unwrap_or_default();
-        if amount.is_negative() || !significand.bytes().any(|b| (b'1'..=b'9').contains(&b)) {
-            return Err("\"amount\": must be more than 0".into());
+        let significand = f
+            .amount
+            .as_str()
+            .split(['e', 'E'])
+            .next()
+            .unwrap_or_default();
+        if f.amount.is_negative() || !significand.bytes().any(|b| (b'1'..=b'9').contains(&b)) {
+            return Err("\"amount\": must be more than 0");
         }
-        Ok(Payment { card, amount })
+        Ok(Payment {
+            card: f.card,
+            amount: f.amount,
+        })
     }
 }
 
@@ -216,7 +218,7 @@ pub fn routes(gateway: Gateway) -> Router {
                     .map(Authorisation::to_json)
                     .collect();
                 (
-                    [(axum::http::header::CONTENT_TYPE, "application/json")],
+                    [(CONTENT_TYPE, "application/json")],
                     Value::Array(list).to_string(),
                 )
             }
@@ -225,11 +227,10 @@ pub fn routes(gateway: Gateway) -> Router {
 }
 
 impl Hooks for Gateway {
-    async fn reserve(&self, call: Call<'_>) -> Result<Reservation, HookError> {
-        let payment = match Payment::from_payload(call.payload) {
-            Ok(p) => p,
-            Err(why) => return Ok(Reservation::invalid(why)),
-        };
+    type Payload = Payment;
+
+    async fn reserve(&self, call: Call<'_, Payment>) -> Result<Reservation, HookError> {
+        let payment = call.payload;
         let mut l = self.ledger()?;
         if payment.card == DECLINED_CARD || l.declined_cards.contains(&payment.card) {
             return Ok(Reservation::condition(format!(
@@ -241,14 +242,14 @@ impl Hooks for Gateway {
         if l.find(call.tx_id).is_none() {
             l.authorisations.push(Authorisation {
                 tx_id: call.tx_id.clone(),
-                payment,
+                payment: payment.clone(),
                 status: AuthStatus::Held,
             });
         }
         Ok(Reservation::Held)
     }
 
-    async fn confirm(&self, call: Call<'_>) -> Result<(), HookError> {
+    async fn confirm(&self, call: Call<'_, Payment>) -> Result<(), HookError> {
         let mut l = self.ledger()?;
         // Idempotent per transaction: a repeated capture finds it captured.
         if let Some(a) = l.find(call.tx_id).filter(|a| a.status == AuthStatus::Held) {
@@ -257,7 +258,7 @@ impl Hooks for Gateway {
         Ok(())
     }
 
-    async fn cancel(&self, call: Call<'_>) -> Result<(), HookError> {
+    async fn cancel(&self, call: Call<'_, Payment>) -> Result<(), HookError> {
         let mut l = self.ledger()?;
         // Also called for a reservation that never happened (an interrupted `reserve`).
         if let Some(a) = l.find(call.tx_id).filter(|a| a.status == AuthStatus::Held) {

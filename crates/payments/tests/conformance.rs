@@ -83,7 +83,12 @@ async fn a_declined_card_is_a_condition_no_and_holds_nothing() {
 
 #[test]
 fn payloads_are_read_strictly() {
-    let ok = Payment::from_payload(&payment()).expect("valid");
+    // Exact: 38 significant digits survive (an f64 would keep 17).
+    let long = json!({"card": "4242", "amount": serde_json::from_str::<Value>("1234567890123456789012345678.9012345678").expect("json")});
+    let p = serde_json::from_value::<Payment>(long).expect("valid");
+    assert_eq!(p.amount.as_str(), "1234567890123456789012345678.9012345678");
+    let read = |v: &Value| serde_json::from_value::<Payment>(v.clone());
+    let ok = read(&payment()).expect("valid");
     assert_eq!((ok.card.as_str(), ok.amount.as_str()), ("4242", "12.50"));
     for bad in [
         json!("4242"),
@@ -95,6 +100,23 @@ fn payloads_are_read_strictly() {
         json!({"card": "4242", "amount": -5}),
         json!({"card": "4242", "amount": 1, "tip": 1}),
     ] {
-        assert!(Payment::from_payload(&bad).is_err(), "{bad}");
+        assert!(read(&bad).is_err(), "{bad}");
     }
+}
+
+#[tokio::test]
+async fn an_unreadable_payload_is_an_invalid_vote_saying_why() {
+    let gateway = Gateway::default();
+    let kit = Kit::new(Subject {
+        valid: json!({"card": "4242", "amount": 1, "tip": 1}),
+        ..subject(gateway.clone())
+    });
+    let tx = kit.begin().await;
+    let reply = kit.send_prepare(&tx).await;
+    let Vote::No { reason, message } = &reply.vote else {
+        panic!("{reply:?}");
+    };
+    assert_eq!(*reason, VoteReason::Invalid);
+    assert!(message.contains("unknown field `tip`"), "{message}");
+    assert!(gateway.authorisations().is_empty(), "no hook was called");
 }

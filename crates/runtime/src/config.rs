@@ -1,4 +1,5 @@
-//! The functions' configuration: one typed struct, read once from the environment at start.
+//! The functions' configuration: one typed struct, read once from the environment at start,
+//! with a [`Role`] for each function saying what it needs.
 //!
 //! Every variable's name is a constant in [`var`]; `template.yaml` sets the same names (a test
 //! in `tests/` checks it). A missing or malformed variable is refused with an error that names
@@ -12,137 +13,13 @@ use twopc_core::participant::ParticipantConfig;
 use twopc_core::request::{KeySchema, Limits, ServiceConfig};
 use twopc_core::signing::Secret;
 use twopc_core::sweeper::{LockTable, SweepConfig};
+use twopc_function::env::Env;
 
-/// The environment variables, each named once.
-pub mod var {
-    /// The transactions table (every function).
-    pub const TRANSACTIONS_TABLE: &str = "TWOPC_TRANSACTIONS_TABLE";
-    /// The participant services as JSON: name → `{"target": {...}, "key": {...}}` for a table's
-    /// participant, or `{"kind": "custom", "target": {...}}` for a custom participant (one built
-    /// on `twopc-participant-sdk`, given an opaque `payload`) (coordinator).
-    pub const SERVICES: &str = "TWOPC_SERVICES";
-    /// The participant function's own table (participant).
-    pub const PARTICIPANT_TABLE: &str = "TWOPC_PARTICIPANT_TABLE";
-    /// The participant tables whose expired locks the sweeper resolves, as JSON: table name →
-    /// key schema, e.g. `{"accounts":{"hash":{"name":"id","type":"S"}}}` (sweeper; optional).
-    pub const LOCK_TABLES: &str = "TWOPC_LOCK_TABLES";
-    /// A DynamoDB endpoint URL (DynamoDB Local); unset in AWS.
-    pub const DYNAMODB_ENDPOINT: &str = "TWOPC_DYNAMODB_ENDPOINT";
-    /// A Lambda Invoke API endpoint URL (`cargo lambda watch`); unset in AWS.
-    pub const LAMBDA_ENDPOINT: &str = "TWOPC_LAMBDA_ENDPOINT";
-    /// The secret shared with the `http` participants (custom participants on
-    /// `twopc-participant-sdk`, whose router refuses unsigned requests): when set, the `http`
-    /// transport signs every request with it (`twopc_core::signing`); at least 16 bytes.
-    /// Coordinator and sweeper (optional; unset, requests go unsigned).
-    pub const HTTP_SIGNING_SECRET: &str = "TWOPC_HTTP_SIGNING_SECRET";
-    /// Who this coordinator is (written into locks, logged). Default: the function's name.
-    pub const COORDINATOR_ID: &str = "TWOPC_COORDINATOR_ID";
-    /// How long one call to a participant may take, in ms (lambda and http transports).
-    pub const CALL_TIMEOUT_MS: &str = "TWOPC_CALL_TIMEOUT_MS";
-    /// Most participants in one transaction.
-    pub const MAX_PARTICIPANTS: &str = "TWOPC_MAX_PARTICIPANTS";
-    /// The prepare timeout when a request gives none, in ms.
-    pub const DEFAULT_TIMEOUT_MS: &str = "TWOPC_DEFAULT_TIMEOUT_MS";
-    /// The largest prepare timeout a request may ask for, in ms.
-    pub const MAX_TIMEOUT_MS: &str = "TWOPC_MAX_TIMEOUT_MS";
-    /// The largest accepted request body, in bytes (coordinator).
-    pub const MAX_BODY_BYTES: &str = "TWOPC_MAX_BODY_BYTES";
-    /// Most overdue transactions one sweep drives.
-    pub const SWEEP_MAX_TRANSACTIONS: &str = "TWOPC_SWEEP_MAX_TRANSACTIONS";
-    /// Most expired locks one sweep examines per table.
-    pub const SWEEP_MAX_LOCKS: &str = "TWOPC_SWEEP_MAX_LOCKS";
-    /// How many transactions one sweep drives at once.
-    pub const SWEEP_CONCURRENCY: &str = "TWOPC_SWEEP_CONCURRENCY";
-    /// Most entries an item's fence keeps after a pruning write (participant logic: every
-    /// function that runs it). Default 32; at least 1. Liveness only, see
-    /// `ParticipantConfig::fence_capacity`.
-    pub const FENCE_CAPACITY: &str = "TWOPC_FENCE_CAPACITY";
-    /// `ParticipantConfig::max_reservations`.
-    pub const MAX_RESERVATIONS: &str = "TWOPC_MAX_RESERVATIONS";
-    /// How the coordinator commits: `auto` (the default: a transaction of `direct` tables, none
-    /// hot, no delete, as one native `TransactWriteItems`; any other staged), `staged` (the
-    /// record written with the prepares, answered after one round, finished after the answer)
-    /// or `classic` (begin, prepare, decide, complete, finalize, then answer). Coordinator.
-    pub const COMMIT_MODE: &str = "TWOPC_COMMIT_MODE";
-    /// How long past its deadline a fence entry is kept when the fence has room, in ms.
-    /// Default 10000. Liveness only, see `ParticipantConfig::fence_margin_ms`.
-    pub const FENCE_MARGIN_MS: &str = "TWOPC_FENCE_MARGIN_MS";
-    /// The CloudWatch namespace of the EMF metrics.
-    pub const METRICS_NAMESPACE: &str = "TWOPC_METRICS_NAMESPACE";
-    /// The log filter (`tracing-subscriber` directives, e.g. `info,twopc_core=debug`).
-    pub const LOG: &str = "RUST_LOG";
-    /// Set by Lambda: the function's name (the default coordinator id).
-    pub const FUNCTION_NAME: &str = "AWS_LAMBDA_FUNCTION_NAME";
-    /// Set by Lambda when the function's application log level is configured (`LoggingConfig`,
-    /// JSON log format): `TRACE` … `FATAL`. It sets the level of the project's own crates,
-    /// over `RUST_LOG`.
-    pub const LAMBDA_LOG_LEVEL: &str = "AWS_LAMBDA_LOG_LEVEL";
-    /// Set by the Lambda runtime for the invocation in progress: its X-Ray trace header
-    /// (`crate::trace`'s fallback).
-    pub const LAMBDA_TRACE_ID: &str = "_X_AMZN_TRACE_ID";
+pub use twopc_function::var;
 
-    /// The stream processor's tables as JSON: table → `"transactions"` or
-    /// `{"participant": NAME, "key": {...}}` (stream-processor).
-    pub const STREAM_TABLES: &str = "TWOPC_STREAM_TABLES";
-    /// The Firehose delivery stream of the data lake (stream-processor).
-    pub const DELIVERY_STREAM: &str = "TWOPC_DELIVERY_STREAM";
-    /// The WebSocket subscriptions table (stream-processor, connections).
-    pub const CONNECTIONS_TABLE: &str = "TWOPC_CONNECTIONS_TABLE";
-    /// A Firehose endpoint URL (moto, a local emulator); unset in AWS (stream-processor).
-    pub const FIREHOSE_ENDPOINT: &str = "TWOPC_FIREHOSE_ENDPOINT";
-    /// The WebSocket API's management endpoint (stream-processor).
-    pub const WEBSOCKET_ENDPOINT: &str = "TWOPC_WEBSOCKET_ENDPOINT";
-    /// The opt-in shared demo token: when set, `$connect` also admits `?token=` equal to it
-    /// (ws-authorizer).
-    pub const WS_TOKEN: &str = "TWOPC_WS_TOKEN";
-    /// The OIDC issuer WebSocket tokens must come from, their `iss` (ws-authorizer).
-    pub const WS_ISSUER: &str = "TWOPC_WS_ISSUER";
-    /// The audience WebSocket tokens must name in `aud` (ws-authorizer).
-    pub const WS_AUDIENCE: &str = "TWOPC_WS_AUDIENCE";
-    /// The issuer's https JWKS URL; unset, no JWT is accepted (ws-authorizer).
-    pub const WS_JWKS_URL: &str = "TWOPC_WS_JWKS_URL";
-    /// The accepted JWT algorithms, comma-separated (default RS256,ES256; ws-authorizer).
-    pub const WS_ALGORITHMS: &str = "TWOPC_WS_ALGORITHMS";
-
-    /// Every variable the functions read (for documentation and the template check).
-    pub const ALL: &[&str] = &[
-        TRANSACTIONS_TABLE,
-        SERVICES,
-        PARTICIPANT_TABLE,
-        LOCK_TABLES,
-        DYNAMODB_ENDPOINT,
-        LAMBDA_ENDPOINT,
-        HTTP_SIGNING_SECRET,
-        COORDINATOR_ID,
-        CALL_TIMEOUT_MS,
-        COMMIT_MODE,
-        MAX_PARTICIPANTS,
-        DEFAULT_TIMEOUT_MS,
-        MAX_TIMEOUT_MS,
-        MAX_BODY_BYTES,
-        SWEEP_MAX_TRANSACTIONS,
-        SWEEP_MAX_LOCKS,
-        SWEEP_CONCURRENCY,
-        FENCE_CAPACITY,
-        MAX_RESERVATIONS,
-        FENCE_MARGIN_MS,
-        METRICS_NAMESPACE,
-        LOG,
-        STREAM_TABLES,
-        DELIVERY_STREAM,
-        CONNECTIONS_TABLE,
-        FIREHOSE_ENDPOINT,
-        WEBSOCKET_ENDPOINT,
-        WS_TOKEN,
-        WS_ISSUER,
-        WS_AUDIENCE,
-        WS_JWKS_URL,
-        WS_ALGORITHMS,
-    ];
-}
-
-/// Which function is starting: each needs a different subset of the variables.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Which function is starting: each needs a different subset of the variables
+/// ([`Role::required`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Role {
     /// API Gateway → coordinator: needs the transactions table and the services.
     Coordinator,
@@ -151,27 +28,101 @@ pub enum Role {
     /// The scheduled recovery pass: needs the transactions table (and the lock tables to
     /// resolve orphan locks).
     Sweeper,
+    /// DynamoDB Streams → the data lake and the WebSocket subscribers: needs the stream
+    /// tables, the delivery stream, the connections table and the management endpoint.
+    StreamProcessor,
+    /// The WebSocket routes (`$connect`, `$disconnect`, `subscribe`): needs the connections
+    /// table.
+    Connections,
+    /// The WebSocket `$connect` authorizer: needs nothing; with `TWOPC_WS_JWKS_URL`, the
+    /// issuer and the audience too.
+    WsAuthorizer,
 }
 
-/// A variable is missing or malformed; the message names it and says what to fix.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ConfigError {
-    /// A required variable is not set (or is empty).
-    #[error("environment variable {var} is not set: {what}")]
-    Missing {
-        /// The variable.
-        var: &'static str,
-        /// What it should hold.
-        what: &'static str,
-    },
-    /// A variable is set but cannot be used.
-    #[error("environment variable {var} is invalid: {problem}")]
-    Invalid {
-        /// The variable.
-        var: &'static str,
-        /// What is wrong and what is expected.
-        problem: String,
-    },
+impl Role {
+    /// Every role.
+    pub const ALL: [Role; 6] = [
+        Role::Coordinator,
+        Role::Participant,
+        Role::Sweeper,
+        Role::StreamProcessor,
+        Role::Connections,
+        Role::WsAuthorizer,
+    ];
+
+    /// The function's name (its package, its metrics' `Function` dimension).
+    pub fn function(self) -> &'static str {
+        match self {
+            Role::Coordinator => "coordinator",
+            Role::Participant => "participant",
+            Role::Sweeper => "sweeper",
+            Role::StreamProcessor => "stream-processor",
+            Role::Connections => "connections",
+            Role::WsAuthorizer => "ws-authorizer",
+        }
+    }
+
+    /// The variables the function refuses to start without (others have defaults, or are
+    /// required only with another: the WebSocket issuer and audience with its JWKS URL).
+    pub fn required(self) -> &'static [&'static str] {
+        match self {
+            Role::Coordinator => &[var::TRANSACTIONS_TABLE, var::SERVICES],
+            Role::Participant => &[var::TRANSACTIONS_TABLE, var::PARTICIPANT_TABLE],
+            Role::Sweeper => &[var::TRANSACTIONS_TABLE],
+            Role::StreamProcessor => &[
+                var::STREAM_TABLES,
+                var::DELIVERY_STREAM,
+                var::CONNECTIONS_TABLE,
+                var::WEBSOCKET_ENDPOINT,
+            ],
+            Role::Connections => &[var::CONNECTIONS_TABLE],
+            Role::WsAuthorizer => &[],
+        }
+    }
+
+    /// Whether the function runs the protocol (and so reads the transactions table).
+    fn runs_protocol(self) -> bool {
+        matches!(self, Role::Coordinator | Role::Participant | Role::Sweeper)
+    }
+}
+
+pub use twopc_function::env::ConfigError;
+
+/// The stream processor's settings ([`Role::StreamProcessor`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StreamSettings {
+    /// The tables whose streams arrive, as JSON (`TWOPC_STREAM_TABLES`: table →
+    /// `"transactions"` or `{"participant", "key"}`; the stream processor reads it into its
+    /// own types and refuses it naming the variable).
+    pub tables_json: String,
+    /// The Firehose delivery stream of the data lake.
+    pub delivery_stream: String,
+    /// The WebSocket API's management endpoint.
+    pub websocket_endpoint: String,
+    /// Firehose's endpoint when it is not AWS's (a local emulator).
+    pub firehose_endpoint: Option<String>,
+}
+
+/// The `$connect` authorizer's settings ([`Role::WsAuthorizer`]).
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct WsSettings {
+    /// The opt-in shared demo token.
+    pub shared_token: Option<String>,
+    /// Tokens from an OIDC issuer, when its JWKS URL is set.
+    pub jwt: Option<WsJwt>,
+}
+
+/// Where WebSocket JWTs come from and what they must say.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WsJwt {
+    /// The issuer's https JWKS URL.
+    pub jwks_url: String,
+    /// The issuer, the tokens' `iss`.
+    pub issuer: String,
+    /// The audience the tokens name in `aud`.
+    pub audience: String,
+    /// The accepted algorithms (unset: the verifier's default).
+    pub algorithms: Option<Vec<String>>,
 }
 
 /// The configuration of a function.
@@ -210,6 +161,12 @@ pub struct Config {
     pub participant: ParticipantConfig,
     /// How the coordinator commits.
     pub commit_mode: CommitMode,
+    /// The WebSocket subscriptions table (stream processor, connections).
+    pub connections_table: Option<String>,
+    /// The stream processor's settings (set for [`Role::StreamProcessor`], checked at load).
+    pub stream: Option<StreamSettings>,
+    /// The `$connect` authorizer's settings (set for [`Role::WsAuthorizer`]).
+    pub ws: Option<WsSettings>,
 }
 
 /// Default participant call timeout: below the coordinator function's own timeout (30 s in the
@@ -217,8 +174,10 @@ pub struct Config {
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default request body limit (64 KiB): a transaction of 32 participants fits many times over.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 64 * 1024;
-/// The shortest accepted signing secret (bytes).
-pub const MIN_SIGNING_SECRET_BYTES: usize = 16;
+pub use twopc_function::env::MIN_SIGNING_SECRET_BYTES;
+/// How long a WebSocket connection's entry is kept (s): API Gateway closes a connection after
+/// two hours.
+pub const CONNECTION_TTL_SECS: u64 = 7_200;
 /// Default CloudWatch namespace.
 pub const DEFAULT_METRICS_NAMESPACE: &str = "dynamo-2pc";
 
@@ -235,12 +194,19 @@ impl Config {
         role: Role,
         lookup: impl Fn(&str) -> Option<String>,
     ) -> Result<Config, ConfigError> {
-        let get = |name: &str| lookup(name).filter(|v| !v.trim().is_empty());
-        let transactions_table = get(var::TRANSACTIONS_TABLE).ok_or(ConfigError::Missing {
-            var: var::TRANSACTIONS_TABLE,
-            what: "set it to the name of the transactions table (the template's TransactionsTable)",
-        })?;
-        let services = match (role, get(var::SERVICES)) {
+        let env = Env::new(lookup);
+        let transactions_table = match env.get(var::TRANSACTIONS_TABLE) {
+            Some(table) => table,
+            None if role.runs_protocol() => {
+                return Err(ConfigError::Missing {
+                    var: var::TRANSACTIONS_TABLE,
+                    what: "set it to the name of the transactions table (the template's TransactionsTable)",
+                });
+            }
+            // Not read by the functions that do not run the protocol.
+            None => String::new(),
+        };
+        let services = match (role, env.get(var::SERVICES)) {
             (Role::Coordinator, None) => {
                 return Err(ConfigError::Missing {
                     var: var::SERVICES,
@@ -251,37 +217,35 @@ impl Config {
             (_, Some(json)) => parse_services(&json)?,
             (_, None) => BTreeMap::new(),
         };
-        let participant_table = get(var::PARTICIPANT_TABLE);
-        if role == Role::Participant && participant_table.is_none() {
-            return Err(ConfigError::Missing {
-                var: var::PARTICIPANT_TABLE,
-                what: "set it to the name of the table this participant function serves",
-            });
-        }
-        let lock_tables = match get(var::LOCK_TABLES) {
+        let participant_table = match (role, env.get(var::PARTICIPANT_TABLE)) {
+            (Role::Participant, None) => {
+                return Err(ConfigError::Missing {
+                    var: var::PARTICIPANT_TABLE,
+                    what: "set it to the name of the table this participant function serves",
+                });
+            }
+            (_, table) => table,
+        };
+        let lock_tables = match env.get(var::LOCK_TABLES) {
             None => vec![],
             Some(json) => parse_lock_tables(&json)?,
         };
         let sweep_defaults = SweepConfig::default();
         let sweep = SweepConfig {
-            max_transactions: number(
-                &get,
-                var::SWEEP_MAX_TRANSACTIONS,
-                sweep_defaults.max_transactions,
-            )?,
-            max_locks_per_table: number(
-                &get,
-                var::SWEEP_MAX_LOCKS,
-                sweep_defaults.max_locks_per_table,
-            )?,
-            concurrency: number(&get, var::SWEEP_CONCURRENCY, sweep_defaults.concurrency)?.max(1),
+            max_transactions: env
+                .number(var::SWEEP_MAX_TRANSACTIONS, sweep_defaults.max_transactions)?,
+            max_locks_per_table: env
+                .number(var::SWEEP_MAX_LOCKS, sweep_defaults.max_locks_per_table)?,
+            concurrency: env
+                .number(var::SWEEP_CONCURRENCY, sweep_defaults.concurrency)?
+                .max(1),
             ..sweep_defaults
         };
         let defaults = Limits::default();
-        let max_participants = number(&get, var::MAX_PARTICIPANTS, defaults.max_participants)?;
+        let max_participants = env.number(var::MAX_PARTICIPANTS, defaults.max_participants)?;
         let default_timeout_ms =
-            number(&get, var::DEFAULT_TIMEOUT_MS, defaults.default_timeout_ms)?;
-        let max_timeout_ms = number(&get, var::MAX_TIMEOUT_MS, defaults.max_timeout_ms)?;
+            env.number(var::DEFAULT_TIMEOUT_MS, defaults.default_timeout_ms)?;
+        let max_timeout_ms = env.number(var::MAX_TIMEOUT_MS, defaults.max_timeout_ms)?;
         if max_participants == 0 {
             return Err(ConfigError::Invalid {
                 var: var::MAX_PARTICIPANTS,
@@ -304,8 +268,7 @@ impl Config {
                 ),
             });
         }
-        let call_timeout_ms = number(
-            &get,
+        let call_timeout_ms = env.number(
             var::CALL_TIMEOUT_MS,
             DEFAULT_CALL_TIMEOUT.as_millis() as u64,
         )?;
@@ -315,24 +278,14 @@ impl Config {
                 problem: "must be at least 1 ms".into(),
             });
         }
-        let max_body_bytes = number(&get, var::MAX_BODY_BYTES, DEFAULT_MAX_BODY_BYTES)?;
+        let max_body_bytes = env.number(var::MAX_BODY_BYTES, DEFAULT_MAX_BODY_BYTES)?;
         let participant_defaults = ParticipantConfig::default();
         let participant = ParticipantConfig {
-            fence_capacity: number(
-                &get,
-                var::FENCE_CAPACITY,
-                participant_defaults.fence_capacity,
-            )?,
-            fence_margin_ms: number(
-                &get,
-                var::FENCE_MARGIN_MS,
-                participant_defaults.fence_margin_ms,
-            )?,
-            max_reservations: number(
-                &get,
-                var::MAX_RESERVATIONS,
-                participant_defaults.max_reservations,
-            )?,
+            fence_capacity: env.number(var::FENCE_CAPACITY, participant_defaults.fence_capacity)?,
+            fence_margin_ms: env
+                .number(var::FENCE_MARGIN_MS, participant_defaults.fence_margin_ms)?,
+            max_reservations: env
+                .number(var::MAX_RESERVATIONS, participant_defaults.max_reservations)?,
             ..participant_defaults
         };
         if participant.max_reservations == 0 {
@@ -347,7 +300,7 @@ impl Config {
                 problem: "must be at least 1 (the entry of the transaction that writes it)".into(),
             });
         }
-        let commit_mode = match get(var::COMMIT_MODE) {
+        let commit_mode = match env.get(var::COMMIT_MODE) {
             None => CommitMode::default(),
             Some(name) => CommitMode::parse(name.trim()).ok_or_else(|| ConfigError::Invalid {
                 var: var::COMMIT_MODE,
@@ -357,25 +310,41 @@ impl Config {
                 ),
             })?,
         };
-        // Read as is (not trimmed): the secret is whatever bytes the services were given. Empty
-        // is unset: a template leaves it `""` when no secret is configured (SAM turns an absent
-        // value into an empty one).
-        let http_signing_secret = match lookup(var::HTTP_SIGNING_SECRET).filter(|s| !s.is_empty()) {
-            None => None,
-            Some(s) if s.len() < MIN_SIGNING_SECRET_BYTES => {
-                return Err(ConfigError::Invalid {
-                    var: var::HTTP_SIGNING_SECRET,
-                    problem: format!(
-                        "{} bytes; a signing secret has at least {MIN_SIGNING_SECRET_BYTES} (e.g. `openssl rand -hex 32`), or leave it unset",
-                        s.len()
-                    ),
-                });
-            }
-            Some(s) => Some(Secret::new(s)),
-        };
-        let coordinator_id = get(var::COORDINATOR_ID)
-            .or_else(|| get(var::FUNCTION_NAME))
+        // An empty secret is unset: a template leaves it `""` when no secret is configured.
+        let http_signing_secret = env.secret(var::HTTP_SIGNING_SECRET)?;
+        let coordinator_id = env
+            .get(var::COORDINATOR_ID)
+            .or_else(|| env.get(var::FUNCTION_NAME))
             .unwrap_or_else(|| "twopc-coordinator".to_owned());
+        let connections_table = match role {
+            Role::StreamProcessor | Role::Connections => Some(env.required(
+                var::CONNECTIONS_TABLE,
+                "set it to the name of the WebSocket connections table (the template's ConnectionsTable)",
+            )?),
+            _ => env.get(var::CONNECTIONS_TABLE),
+        };
+        let stream = match role {
+            Role::StreamProcessor => Some(StreamSettings {
+                tables_json: env.required(
+                    var::STREAM_TABLES,
+                    r#"set it to a JSON object of table → role, e.g. {"twopc-transactions": "transactions", "twopc-accounts": {"participant": "accounts", "key": {"hash": {"name": "id", "type": "S"}}}}"#,
+                )?,
+                delivery_stream: env.required(
+                    var::DELIVERY_STREAM,
+                    "set it to the data lake's Firehose delivery stream name",
+                )?,
+                websocket_endpoint: env.required(
+                    var::WEBSOCKET_ENDPOINT,
+                    "set it to the WebSocket API's management endpoint, https://{api-id}.execute-api.{region}.amazonaws.com/{stage}",
+                )?,
+                firehose_endpoint: env.get(var::FIREHOSE_ENDPOINT),
+            }),
+            _ => None,
+        };
+        let ws = match role {
+            Role::WsAuthorizer => Some(ws_settings(&env)?),
+            _ => None,
+        };
         Ok(Config {
             role,
             transactions_table,
@@ -383,8 +352,8 @@ impl Config {
             participant_table,
             lock_tables,
             sweep,
-            dynamodb_endpoint: get(var::DYNAMODB_ENDPOINT),
-            lambda_endpoint: get(var::LAMBDA_ENDPOINT),
+            dynamodb_endpoint: env.get(var::DYNAMODB_ENDPOINT),
+            lambda_endpoint: env.get(var::LAMBDA_ENDPOINT),
             coordinator_id,
             call_timeout: Duration::from_millis(call_timeout_ms),
             http_signing_secret,
@@ -395,10 +364,14 @@ impl Config {
                 max_timeout_ms,
             },
             max_body_bytes,
-            metrics_namespace: get(var::METRICS_NAMESPACE)
+            metrics_namespace: env
+                .get(var::METRICS_NAMESPACE)
                 .unwrap_or_else(|| DEFAULT_METRICS_NAMESPACE.to_owned()),
             participant,
             commit_mode,
+            connections_table,
+            stream,
+            ws,
         })
     }
 
@@ -407,10 +380,44 @@ impl Config {
         self.participant_table.as_deref().unwrap_or_default()
     }
 
+    /// The connections table (set for [`Role::StreamProcessor`] and [`Role::Connections`],
+    /// checked at load).
+    pub fn connections_table(&self) -> &str {
+        self.connections_table.as_deref().unwrap_or_default()
+    }
+
     /// Whether any endpoint points at a local emulator (then static dummy credentials are used).
     pub fn is_local(&self) -> bool {
         self.dynamodb_endpoint.is_some() || self.lambda_endpoint.is_some()
     }
+}
+
+fn ws_settings<F: Fn(&str) -> Option<String>>(env: &Env<F>) -> Result<WsSettings, ConfigError> {
+    let jwt = match env.get(var::WS_JWKS_URL) {
+        None => None,
+        Some(jwks_url) => Some(WsJwt {
+            jwks_url,
+            issuer: env.required(
+                var::WS_ISSUER,
+                "set it to the issuer (the tokens' iss) whose keys TWOPC_WS_JWKS_URL serves",
+            )?,
+            audience: env.required(
+                var::WS_AUDIENCE,
+                "set it to the audience the tokens name in aud (an app client id), with TWOPC_WS_JWKS_URL",
+            )?,
+            algorithms: env.get(var::WS_ALGORITHMS).map(|names| {
+                names
+                    .split(',')
+                    .map(|n| n.trim().to_owned())
+                    .filter(|n| !n.is_empty())
+                    .collect()
+            }),
+        }),
+    };
+    Ok(WsSettings {
+        shared_token: env.get(var::WS_TOKEN),
+        jwt,
+    })
 }
 
 fn parse_services(json: &str) -> Result<BTreeMap<String, ServiceConfig>, ConfigError> {
@@ -461,20 +468,6 @@ fn parse_lock_tables(json: &str) -> Result<Vec<LockTable>, ConfigError> {
         .into_iter()
         .map(|(table, key)| LockTable { table, key })
         .collect())
-}
-
-fn number<T: std::str::FromStr>(
-    get: &impl Fn(&str) -> Option<String>,
-    name: &'static str,
-    default: T,
-) -> Result<T, ConfigError> {
-    match get(name) {
-        None => Ok(default),
-        Some(v) => v.trim().parse().map_err(|_| ConfigError::Invalid {
-            var: name,
-            problem: format!("{v:?} is not a whole non-negative number"),
-        }),
-    }
 }
 
 #[cfg(test)]
@@ -807,5 +800,102 @@ mod tests {
         assert_eq!(c.limits.max_participants, 4);
         assert_eq!(c.call_timeout, Duration::from_millis(250));
         assert_eq!(c.coordinator_id, "me");
+    }
+
+    /// A plausible value for each variable a role requires.
+    fn sample(name: &str) -> &'static str {
+        match name {
+            var::SERVICES => SERVICES,
+            var::STREAM_TABLES => r#"{"tx": "transactions"}"#,
+            var::WEBSOCKET_ENDPOINT => "https://ws.example/prod",
+            _ => "a-table",
+        }
+    }
+
+    #[test]
+    fn each_role_starts_with_what_it_requires_and_names_what_is_missing() {
+        for role in Role::ALL {
+            let all: Vec<(&str, &str)> = role.required().iter().map(|v| (*v, sample(v))).collect();
+            let c = Config::from_lookup(role, lookup(&all))
+                .unwrap_or_else(|e| panic!("{role:?} with {all:?}: {e}"));
+            assert_eq!(c.role, role);
+            for missing in role.required() {
+                let some: Vec<_> = all.iter().copied().filter(|(n, _)| n != missing).collect();
+                let e = Config::from_lookup(role, lookup(&some)).expect_err(missing);
+                assert!(
+                    matches!(&e, ConfigError::Missing { var, .. } if var == missing),
+                    "{role:?} without {missing}: {e}"
+                );
+                assert!(e.to_string().contains("set it to"), "says what to set: {e}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_fan_out_functions_read_their_own_sections() {
+        let c = Config::from_lookup(
+            Role::StreamProcessor,
+            lookup(&[
+                (var::STREAM_TABLES, r#"{"tx": "transactions"}"#),
+                (var::DELIVERY_STREAM, "lake"),
+                (var::CONNECTIONS_TABLE, "connections"),
+                (var::WEBSOCKET_ENDPOINT, "https://ws.example/prod"),
+                (var::FIREHOSE_ENDPOINT, "http://127.0.0.1:4566"),
+                (var::DYNAMODB_ENDPOINT, "http://127.0.0.1:8000"),
+            ]),
+        )
+        .expect("valid");
+        let stream = c.stream.as_ref().expect("the stream section");
+        assert_eq!(stream.delivery_stream, "lake");
+        assert_eq!(
+            stream.firehose_endpoint.as_deref(),
+            Some("http://127.0.0.1:4566")
+        );
+        assert_eq!(c.connections_table(), "connections");
+        assert!(c.is_local(), "DynamoDB Local, as every function reads it");
+        let c = Config::from_lookup(Role::Connections, lookup(&[(var::CONNECTIONS_TABLE, "c")]))
+            .expect("valid");
+        assert_eq!((c.connections_table(), c.stream.is_none()), ("c", true));
+    }
+
+    #[test]
+    fn the_ws_authorizer_needs_the_issuer_and_audience_only_with_a_jwks_url() {
+        let c = Config::from_lookup(Role::WsAuthorizer, lookup(&[(var::WS_TOKEN, "demo")]))
+            .expect("a shared token alone");
+        let ws = c.ws.expect("the ws section");
+        assert_eq!((ws.shared_token.as_deref(), ws.jwt), (Some("demo"), None));
+        let e = Config::from_lookup(
+            Role::WsAuthorizer,
+            lookup(&[
+                (var::WS_JWKS_URL, "https://issuer.example/jwks.json"),
+                (var::WS_AUDIENCE, "app"),
+            ]),
+        )
+        .expect_err("no issuer");
+        assert!(
+            matches!(
+                e,
+                ConfigError::Missing {
+                    var: var::WS_ISSUER,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        let c = Config::from_lookup(
+            Role::WsAuthorizer,
+            lookup(&[
+                (var::WS_JWKS_URL, "https://issuer.example/jwks.json"),
+                (var::WS_ISSUER, "https://issuer.example"),
+                (var::WS_AUDIENCE, "app"),
+                (var::WS_ALGORITHMS, "RS256, ES256,"),
+            ]),
+        )
+        .expect("valid");
+        let jwt = c.ws.and_then(|ws| ws.jwt).expect("jwt");
+        assert_eq!(
+            jwt.algorithms,
+            Some(vec!["RS256".to_owned(), "ES256".to_owned()])
+        );
     }
 }

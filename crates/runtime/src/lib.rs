@@ -1,9 +1,10 @@
 //! # twopc-runtime — what the Lambda functions share
 //!
-//! The functions (`coordinator`, `participant`, `sweeper`) are thin shells: `main` reads the
-//! [`config::Config`] once, installs the logs, builds the clients once ([`Clients`]) and wires
-//! the core's logic over them with the functions below. Everything here is wiring; the
-//! protocol lives in `twopc-core`.
+//! Every function (`coordinator`, `participant`, `sweeper`, `stream-processor`, `connections`,
+//! `ws-authorizer`) is a thin shell: `main` reads the [`config::Config`] for its
+//! [`config::Role`] once, installs the logs, loads the AWS configuration once ([`Aws`],
+//! [`Clients`]) and wires the logic over them with the functions below. Everything here is
+//! wiring; the protocol lives in `twopc-core`.
 //!
 //! - [`config`]: the typed configuration, every environment variable named once.
 //! - [`telemetry`]: JSON logs carrying the transaction id, EMF metrics.
@@ -12,12 +13,12 @@
 //! - [`errors`]: how the participant function reports failures, and how callers read them.
 #![warn(missing_docs)]
 
-pub mod call;
 pub mod config;
-pub mod errors;
 pub mod telemetry;
 pub mod trace;
 pub mod transport;
+
+pub use twopc_function::{call, errors};
 
 use std::sync::Arc;
 
@@ -28,7 +29,7 @@ use twopc_core::ports::SystemClock;
 use twopc_core::sweeper::Sweeper;
 use twopc_dynamo::{DynamoItems, DynamoNative, DynamoTxLog};
 
-use crate::config::{Config, Role};
+use crate::config::Config;
 use crate::telemetry::Metrics;
 use crate::transport::{DispatchTransport, HttpTransport, LambdaTransport};
 
@@ -41,13 +42,14 @@ pub type LiveCoordinator = Coordinator<DynamoTxLog, LiveTransport, SystemClock>;
 /// The recovery pass as the sweeper function runs it.
 pub type LiveSweeper = Sweeper<DynamoTxLog, LiveTransport, SystemClock, DynamoItems>;
 
-/// The AWS configuration every function builds its clients from, loaded once per process: the
-/// default chain in AWS; with a local endpoint set (`TWOPC_DYNAMODB_ENDPOINT`,
-/// `TWOPC_LAMBDA_ENDPOINT`), a fixed region and static dummy credentials
-/// ([`twopc_dynamo::aws_loader`]), and each client pointed at its endpoint. DynamoDB Local keeps
-/// one database per access key and region, so the functions, the tests and the tools see the
-/// same tables. Other services' endpoints (Firehose, the WebSocket management API) come from the
-/// SDK's own `AWS_ENDPOINT_URL_*` variables or the function's configuration.
+/// The AWS configuration every function builds its clients from, loaded once per process from
+/// its [`Config`]: the default chain in AWS; with a local endpoint set
+/// (`TWOPC_DYNAMODB_ENDPOINT`, `TWOPC_LAMBDA_ENDPOINT`), a fixed region and static dummy
+/// credentials ([`twopc_dynamo::aws_loader`]), and each client pointed at its endpoint.
+/// DynamoDB Local keeps one database per access key and region, so the functions, the tests and
+/// the tools see the same tables. Other services' clients are built from [`Aws::sdk`] with
+/// the endpoint their function's configuration names (Firehose's, the WebSocket management
+/// API's).
 #[derive(Clone, Debug)]
 pub struct Aws {
     /// The loaded configuration (region, credentials), for the clients of other services.
@@ -57,26 +59,13 @@ pub struct Aws {
 }
 
 impl Aws {
-    /// Loads the configuration for these endpoints (`None`: the service's own).
-    pub async fn load(dynamodb_endpoint: Option<&str>, lambda_endpoint: Option<&str>) -> Aws {
-        let local = dynamodb_endpoint.is_some() || lambda_endpoint.is_some();
+    /// Loads the configuration for the endpoints `config` names (`None`: the service's own).
+    pub async fn load(config: &Config) -> Aws {
         Aws {
-            sdk: twopc_dynamo::aws_loader(local).load().await,
-            dynamodb_endpoint: dynamodb_endpoint.map(str::to_owned),
-            lambda_endpoint: lambda_endpoint.map(str::to_owned),
+            sdk: twopc_dynamo::aws_loader(config.is_local()).load().await,
+            dynamodb_endpoint: config.dynamodb_endpoint.clone(),
+            lambda_endpoint: config.lambda_endpoint.clone(),
         }
-    }
-
-    /// Loads the configuration for the endpoints the process environment names (an empty
-    /// variable is unset: SAM turns an absent value into `""`). For the functions that read no
-    /// [`Config`] (connections, stream-processor).
-    pub async fn from_env() -> Aws {
-        let get = |name| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
-        let (dynamodb, lambda) = (
-            get(config::var::DYNAMODB_ENDPOINT),
-            get(config::var::LAMBDA_ENDPOINT),
-        );
-        Aws::load(dynamodb.as_deref(), lambda.as_deref()).await
     }
 
     /// A DynamoDB client (DynamoDB Local when its endpoint is set).
@@ -98,7 +87,8 @@ impl Aws {
     }
 }
 
-/// The AWS clients, built once per process and shared by every invocation.
+/// The AWS clients the protocol's functions use, built once per process and shared by every
+/// invocation.
 #[derive(Clone, Debug)]
 pub struct Clients {
     /// DynamoDB (or DynamoDB Local).
@@ -110,11 +100,7 @@ pub struct Clients {
 impl Clients {
     /// Builds every client from one [`Aws`] configuration for the configured endpoints.
     pub async fn load(config: &Config) -> Clients {
-        let aws = Aws::load(
-            config.dynamodb_endpoint.as_deref(),
-            config.lambda_endpoint.as_deref(),
-        )
-        .await;
+        let aws = Aws::load(config).await;
         Clients {
             dynamodb: aws.dynamodb(),
             lambda: aws.lambda(),
@@ -140,11 +126,7 @@ pub fn participant(config: &Config, clients: &Clients) -> LiveParticipant {
 
 /// The transport that reaches participants of every kind.
 pub fn transport(config: &Config, clients: &Clients) -> LiveTransport {
-    let function = match config.role {
-        Role::Coordinator => "coordinator",
-        Role::Participant => "participant",
-        Role::Sweeper => "sweeper",
-    };
+    let function = config.role.function();
     DispatchTransport::new(
         DirectTransport::new(participant(config, clients)),
         LambdaTransport::new(clients.lambda.clone(), config.call_timeout),

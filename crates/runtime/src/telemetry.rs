@@ -1,9 +1,8 @@
 //! Logs and metrics.
 //!
-//! Logs are JSON lines (CloudWatch Logs Insights reads their fields), one per event, carrying
-//! the fields of the innermost span: handlers open a [`tx_span`] so every line of a
-//! transaction's work carries its `txId`. CloudWatch stamps each line, so the lines carry no
-//! time of their own.
+//! Logs are JSON lines, set up by `twopc_function::logs` (shared with services on the
+//! participant SDK) and re-exported here: handlers open a [`tx_span`] so every line of a
+//! transaction's work carries its `txId`.
 //!
 //! Metrics are CloudWatch embedded-metric-format (EMF) lines: plain JSON objects on stdout that
 //! CloudWatch turns into metrics, with no agent, no API call and no extra crate. The format is
@@ -14,108 +13,14 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Map, Value, json};
-use tracing::Span;
-use tracing_subscriber::EnvFilter;
 use twopc_core::coordinator::{Outcome, Submitted};
-use twopc_core::ids::TxId;
 use twopc_core::ports::{Clock, SystemClock};
 use twopc_core::record::{TxRecord, Vote};
 use twopc_core::sweeper::SweepReport;
 
-use crate::config::var;
-
-/// The project's crates whose lines the filter keeps at `info` (the fan-out ones too); the rest
-/// (the SDK, the runtime) only when they warn.
-pub const OWN_CRATES: &[&str] = &[
-    "twopc_core",
-    "twopc_dynamo",
-    "twopc_runtime",
-    "twopc_fanout",
-    "coordinator",
-    "participant",
-    "sweeper",
-    "stream_processor",
-    "connections",
-];
-
-/// The log filter when `RUST_LOG` is unset: [`OWN_CRATES`] at `info`, everything else at
-/// `warn`. template.yaml's `LogFilter` default is the same text.
-pub const DEFAULT_LOG_FILTER: &str = "warn,twopc_core=info,twopc_dynamo=info,twopc_runtime=info,twopc_fanout=info,coordinator=info,participant=info,sweeper=info,stream_processor=info,connections=info";
-
-/// The filter directives from `RUST_LOG` (or [`DEFAULT_LOG_FILTER`] when it is unset or blank)
-/// and Lambda's application log level (`AWS_LAMBDA_LOG_LEVEL`). Lambda's level, when set and
-/// valid, replaces whatever `RUST_LOG` says about [`OWN_CRATES`]: an operator who turns a
-/// function to DEBUG in the console sees its debug lines, while `RUST_LOG` keeps governing the
-/// other crates.
-pub fn log_filter(rust_log: Option<&str>, lambda_level: Option<&str>) -> String {
-    let base = rust_log
-        .map(str::trim)
-        .filter(|f| !f.is_empty())
-        .unwrap_or(DEFAULT_LOG_FILTER);
-    let Some(level) = lambda_level.and_then(lambda_level_directive) else {
-        return base.to_owned();
-    };
-    let mut directives: Vec<String> = base
-        .split(',')
-        .map(str::trim)
-        .filter(|d| !d.is_empty())
-        .filter(|d| {
-            let target = d.split(['=', '[']).next().unwrap_or_default();
-            !OWN_CRATES
-                .iter()
-                .any(|c| target == *c || target.starts_with(&format!("{c}::")))
-        })
-        .map(str::to_owned)
-        .collect();
-    directives.extend(OWN_CRATES.iter().map(|c| format!("{c}={level}")));
-    directives.join(",")
-}
-
-/// A Lambda log level as a `tracing` level (`FATAL` has none of its own: `error`).
-fn lambda_level_directive(level: &str) -> Option<&'static str> {
-    match level.trim().to_ascii_uppercase().as_str() {
-        "TRACE" => Some("trace"),
-        "DEBUG" => Some("debug"),
-        "INFO" => Some("info"),
-        "WARN" => Some("warn"),
-        "ERROR" | "FATAL" => Some("error"),
-        _ => None,
-    }
-}
-
-/// Installs the JSON log subscriber (once per process; later calls do nothing), filtered by
-/// [`log_filter`].
-pub fn init_tracing() {
-    let rust_log = std::env::var(var::LOG).ok();
-    let lambda_level = std::env::var(var::LAMBDA_LOG_LEVEL).ok();
-    let filter = EnvFilter::try_new(log_filter(rust_log.as_deref(), lambda_level.as_deref()))
-        .unwrap_or_else(|_| EnvFilter::new(DEFAULT_LOG_FILTER));
-    // Err only if a subscriber is already installed (tests): keep that one.
-    let _ = tracing_subscriber::fmt()
-        .json()
-        .with_env_filter(filter)
-        .flatten_event(true)
-        .with_current_span(true)
-        .with_span_list(false)
-        .with_target(false)
-        .without_time()
-        .try_init();
-}
-
-/// The span of one transaction's work: every log line inside it carries `txId`. Pass `None`
-/// when the id is not known yet and [`record_tx`] it once it is.
-pub fn tx_span(tx: Option<&TxId>, request_id: &str) -> Span {
-    let span = tracing::info_span!("tx", txId = tracing::field::Empty, requestId = request_id);
-    if let Some(tx) = tx {
-        record_tx(&span, tx);
-    }
-    span
-}
-
-/// Records the transaction id on a [`tx_span`].
-pub fn record_tx(span: &Span, tx: &TxId) {
-    span.record("txId", tx.as_str());
-}
+pub use twopc_function::logs::{
+    DEFAULT_LOG_FILTER, OWN_CRATES, init_tracing, log_filter, record_tx, tx_span,
+};
 
 /// A metric's unit, as CloudWatch names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -386,6 +291,7 @@ pub fn abort_reason(record: &TxRecord) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use twopc_core::ids::TxId;
     use twopc_core::record::VoteReason;
     use twopc_core::status::TxStatus;
 
@@ -406,43 +312,6 @@ mod tests {
             retry_after: None,
             recovery_asked: None,
         })
-    }
-
-    #[test]
-    fn the_default_filter_keeps_every_own_crate_at_info() {
-        for c in OWN_CRATES {
-            assert!(
-                DEFAULT_LOG_FILTER.contains(&format!(",{c}=info")),
-                "{c} missing from DEFAULT_LOG_FILTER"
-            );
-        }
-        assert!(DEFAULT_LOG_FILTER.starts_with("warn,"));
-        assert!(EnvFilter::try_new(DEFAULT_LOG_FILTER).is_ok());
-    }
-
-    #[test]
-    fn rust_log_alone_is_the_filter_and_blank_means_the_default() {
-        assert_eq!(log_filter(Some("debug"), None), "debug");
-        assert_eq!(log_filter(Some("  "), None), DEFAULT_LOG_FILTER);
-        assert_eq!(log_filter(None, None), DEFAULT_LOG_FILTER);
-        // An unknown Lambda level changes nothing.
-        assert_eq!(log_filter(Some("debug"), Some("LOUD")), "debug");
-    }
-
-    #[test]
-    fn lambdas_log_level_sets_the_own_crates_and_keeps_the_other_directives() {
-        let f = log_filter(
-            Some("warn,aws_sdk_dynamodb=debug,twopc_core=info,sweeper::handler=trace"),
-            Some("DEBUG"),
-        );
-        let directives: Vec<&str> = f.split(',').collect();
-        assert_eq!(&directives[..2], ["warn", "aws_sdk_dynamodb=debug"]);
-        for c in OWN_CRATES {
-            assert!(directives.contains(&format!("{c}=debug").as_str()), "{f}");
-        }
-        assert!(!f.contains("=info") && !f.contains("=trace"), "{f}");
-        assert!(log_filter(None, Some("fatal")).ends_with("connections=error"));
-        assert!(EnvFilter::try_new(f).is_ok());
     }
 
     #[test]

@@ -15,71 +15,26 @@ use twopc_fanout::detect::{TableRole, Tables};
 use twopc_fanout::firehose::FirehoseLake;
 use twopc_fanout::processor::Processor;
 use twopc_fanout::sinks::ApiGatewayPush;
-use twopc_runtime::config::DEFAULT_METRICS_NAMESPACE;
+use twopc_runtime::Aws;
+use twopc_runtime::config::{CONNECTION_TTL_SECS, Config, ConfigError};
 use twopc_runtime::telemetry::{Metrics, StreamBatch};
 
 /// The environment variables this function reads (named once, in `twopc_runtime`).
 pub use twopc_runtime::config::var;
 
-/// A variable is missing or malformed.
-#[derive(Debug, thiserror::Error)]
-#[error("{var}: {problem}")]
-pub struct ConfigError {
-    /// The variable.
-    pub var: &'static str,
-    /// What to fix.
-    pub problem: String,
-}
-
-/// The function's configuration.
-#[derive(Clone, Debug)]
-pub struct Config {
-    /// Tables whose streams arrive here, and what they are.
-    pub tables: Tables,
-    /// Firehose delivery stream.
-    pub delivery_stream: String,
-    /// Connections table.
-    pub connections_table: String,
-    /// Management endpoint.
-    pub websocket_endpoint: String,
-    /// Firehose's endpoint when it is not AWS's (a local emulator).
-    pub firehose_endpoint: Option<String>,
-    /// The CloudWatch namespace of the batch metrics.
-    pub metrics_namespace: String,
-}
-
-impl Config {
-    /// Reads variables through `lookup`.
-    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
-        let get = |var: &'static str, what: &str| {
-            lookup(var)
-                .filter(|v| !v.trim().is_empty())
-                .ok_or_else(|| ConfigError {
-                    var,
-                    problem: format!("missing: set it to {what}"),
-                })
-        };
-        let tables_json = get(
-            var::STREAM_TABLES,
-            r#"e.g. {"twopc-transactions": "transactions", "twopc-accounts": {"participant": "accounts", "key": {"hash": {"name": "id", "type": "S"}}}}"#,
-        )?;
-        Ok(Config {
-            tables: parse_tables(&tables_json).map_err(|problem| ConfigError {
-                var: var::STREAM_TABLES,
-                problem,
-            })?,
-            delivery_stream: get(var::DELIVERY_STREAM, "the Firehose delivery stream name")?,
-            connections_table: get(var::CONNECTIONS_TABLE, "the connections table name")?,
-            websocket_endpoint: get(
-                var::WEBSOCKET_ENDPOINT,
-                "https://{api-id}.execute-api.{region}.amazonaws.com/{stage}",
-            )?,
-            firehose_endpoint: lookup(var::FIREHOSE_ENDPOINT).filter(|v| !v.trim().is_empty()),
-            metrics_namespace: lookup(var::METRICS_NAMESPACE)
-                .filter(|v| !v.trim().is_empty())
-                .unwrap_or_else(|| DEFAULT_METRICS_NAMESPACE.to_owned()),
-        })
-    }
+/// The stream tables of the stream processor's configuration (`TWOPC_STREAM_TABLES`), read into
+/// the fan-out's types; a map that does not read is refused naming the variable.
+pub fn tables(config: &Config) -> Result<Tables, ConfigError> {
+    let json = config
+        .stream
+        .as_ref()
+        .map_or("", |s| s.tables_json.as_str());
+    parse_tables(json).map_err(|problem| ConfigError::Invalid {
+        var: var::STREAM_TABLES,
+        problem: format!(
+            "{problem}; e.g. {{\"twopc-transactions\": \"transactions\", \"twopc-accounts\": {{\"participant\": \"accounts\", \"key\": {{\"hash\": {{\"name\": \"id\", \"type\": \"S\"}}}}}}}}"
+        ),
+    })
 }
 
 /// Parses `TWOPC_STREAM_TABLES`.
@@ -105,23 +60,35 @@ pub fn parse_tables(json: &str) -> Result<Tables, String> {
 /// The processor as the function runs it.
 pub type LiveProcessor = Processor<FirehoseLake, DynamoConnections, ApiGatewayPush>;
 
-/// Builds the processor from configuration and the functions' one AWS configuration.
-pub fn processor(config: &Config, aws: &twopc_runtime::Aws) -> LiveProcessor {
-    let dynamodb = aws.dynamodb();
+/// Builds the processor from the stream processor's configuration
+/// (`Role::StreamProcessor`) and the functions' one AWS configuration; a stream table map that
+/// does not read is refused.
+pub fn processor(config: &Config, aws: &Aws) -> Result<LiveProcessor, ConfigError> {
+    let tables = tables(config)?;
+    let Some(stream) = &config.stream else {
+        return Err(ConfigError::Missing {
+            var: var::STREAM_TABLES,
+            what: "read the configuration as the stream processor's (Role::StreamProcessor)",
+        });
+    };
     let mut firehose = aws_sdk_firehose::config::Builder::from(&aws.sdk);
-    if let Some(url) = &config.firehose_endpoint {
+    if let Some(url) = &stream.firehose_endpoint {
         firehose = firehose.endpoint_url(url);
     }
     let firehose = aws_sdk_firehose::Client::from_conf(firehose.build());
     let management = aws_sdk_apigatewaymanagement::config::Builder::from(&aws.sdk)
-        .endpoint_url(&config.websocket_endpoint)
+        .endpoint_url(&stream.websocket_endpoint)
         .build();
-    Processor::new(
-        config.tables.clone(),
-        FirehoseLake::new(firehose, &config.delivery_stream),
-        DynamoConnections::new(dynamodb, &config.connections_table, 7_200),
+    Ok(Processor::new(
+        tables,
+        FirehoseLake::new(firehose, &stream.delivery_stream),
+        DynamoConnections::new(
+            aws.dynamodb(),
+            config.connections_table(),
+            CONNECTION_TTL_SECS,
+        ),
         ApiGatewayPush::new(aws_sdk_apigatewaymanagement::Client::from_conf(management)),
-    )
+    ))
 }
 
 /// Handles one batch of stream records, and counts what it did.
@@ -150,6 +117,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use twopc_runtime::config::Role;
 
     const SAMPLE: &str = include_str!("../../../events/stream-processor-commit.json");
 
@@ -173,10 +141,53 @@ mod tests {
         assert_eq!(detected.len(), 1, "{detected:?}");
     }
 
+    fn config(pairs: &[(&'static str, &'static str)]) -> Result<Config, ConfigError> {
+        let pairs = pairs.to_vec();
+        Config::from_lookup(Role::StreamProcessor, move |name| {
+            pairs
+                .iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| (*v).to_owned())
+        })
+    }
+
+    const ALL: [(&str, &str); 4] = [
+        (var::STREAM_TABLES, r#"{"tx": "transactions"}"#),
+        (var::DELIVERY_STREAM, "lake"),
+        (var::CONNECTIONS_TABLE, "connections"),
+        (var::WEBSOCKET_ENDPOINT, "https://ws.example/prod"),
+    ];
+
     #[test]
     fn configuration_names_what_is_missing() {
-        let err = Config::from_lookup(|_| None).expect_err("empty");
-        assert_eq!(err.var, var::STREAM_TABLES);
-        assert!(parse_tables(r#"{"t": 3}"#).is_err());
+        for missing in ALL.map(|(name, _)| name) {
+            let some: Vec<_> = ALL.into_iter().filter(|(n, _)| *n != missing).collect();
+            let err = config(&some).expect_err(missing);
+            assert!(
+                matches!(err, ConfigError::Missing { var, .. } if var == missing),
+                "{err}"
+            );
+        }
+        let c = config(&ALL).expect("complete");
+        assert_eq!(c.connections_table(), "connections");
+        assert_eq!(tables(&c).expect("tables").len(), 1);
+    }
+
+    #[test]
+    fn stream_tables_that_do_not_read_are_refused_naming_the_variable() {
+        let mut bad = ALL;
+        bad[0] = (var::STREAM_TABLES, r#"{"t": 3}"#);
+        let err = tables(&config(&bad).expect("read as text")).expect_err("not a role");
+        assert!(
+            matches!(
+                err,
+                ConfigError::Invalid {
+                    var: var::STREAM_TABLES,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert!(err.to_string().contains("e.g."), "{err}");
     }
 }

@@ -14,11 +14,12 @@ use twopc_runtime::telemetry::{Metrics, init_tracing};
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     init_tracing();
-    let config = Config::from_env(Role::Sweeper).expect("sweeper configuration");
+    let role = Role::Sweeper;
+    let config = Config::from_env(role).expect("sweeper configuration");
     let clients = Clients::load(&config).await;
     let app = App {
         sweeper: twopc_runtime::sweeper(&config, &clients),
-        metrics: Metrics::new(&config.metrics_namespace, "sweeper"),
+        metrics: Metrics::new(&config.metrics_namespace, role.function()),
     };
     let app = &app;
     run(service_fn(move |event| handler::invoke(app, event))).await

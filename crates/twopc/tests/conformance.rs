@@ -26,9 +26,7 @@ use twopc_core::memory::MemoryTxLog;
 use twopc_core::message::{CompleteReply, CompleteRequest, InquireRequest, PrepareRequest};
 use twopc_core::ports::SystemClock;
 use twopc_participant_sdk::conformance::CHECKS;
-use twopc_participant_sdk::{
-    Call, HookError, Hooks, MemoryStates, Reservation, SdkConfig, SdkParticipant,
-};
+use twopc_participant_sdk::{Call, HookError, Hooks, MemoryStates, Reservation, SdkParticipant};
 
 const SECRET: &str = "the secret the runner and the participant share\n";
 
@@ -142,16 +140,18 @@ async fn the_sdk_participant_the_local_stack_serves_passes_every_check_played_ov
 struct Anything;
 
 impl Hooks for Anything {
-    async fn reserve(&self, call: Call<'_>) -> Result<Reservation, HookError> {
+    type Payload = Value;
+
+    async fn reserve(&self, call: Call<'_, Value>) -> Result<Reservation, HookError> {
         Ok(match call.payload.get("amount") {
             Some(_) => Reservation::Held,
             None => Reservation::invalid("no amount"),
         })
     }
-    async fn confirm(&self, _: Call<'_>) -> Result<(), HookError> {
+    async fn confirm(&self, _: Call<'_, Value>) -> Result<(), HookError> {
         Ok(())
     }
-    async fn cancel(&self, _: Call<'_>) -> Result<(), HookError> {
+    async fn cancel(&self, _: Call<'_, Value>) -> Result<(), HookError> {
         Ok(())
     }
 }
@@ -177,13 +177,13 @@ fn invalid(e: serde_json::Error) -> Response {
 /// A participant with two bugs a newcomer could write: it never checks signatures, and it
 /// answers a duplicate commit as a new one (`done`, as if it had applied it again).
 async fn serve_broken() -> String {
-    let participant: Broken = Arc::new(SdkParticipant::new(
-        Anything,
-        MemoryStates::default(),
-        MemoryTxLog::default(),
-        SystemClock,
-        SdkConfig::default(),
-    ));
+    let participant: Broken = Arc::new(
+        SdkParticipant::builder(Anything)
+            .states(MemoryStates::default())
+            .log(MemoryTxLog::default())
+            .clock(SystemClock)
+            .build(),
+    );
     let app = Router::new()
         .route(
             "/prepare",

@@ -19,7 +19,8 @@ use aws_lambda_events::apigw::{
 use aws_lambda_events::iam::{IamPolicyEffect, IamPolicyStatement};
 use serde_json::Value;
 use tracing::info;
-use twopc_authorizer::{KeySource, Principal, Refusal, Verifier};
+use twopc_authorizer::{KeySource, Principal, Refusal, Verifier, VerifierConfig};
+use twopc_runtime::config::{Config, ConfigError};
 use twopc_runtime::telemetry::Metrics;
 
 /// The environment variables this function reads (named once, in `twopc_runtime`).
@@ -27,6 +28,30 @@ pub use twopc_runtime::config::var;
 
 /// How long a connection admitted by the shared token lasts (API Gateway closes any at 2 h).
 pub const SHARED_TOKEN_SECS: u64 = 7_200;
+
+/// The issuer's verifier the authorizer's configuration (`Role::WsAuthorizer`) describes,
+/// `None` when no JWKS URL is set; a URL or an algorithm that cannot be used is refused naming
+/// its variable.
+pub fn verifier(config: &Config) -> Result<Option<Verifier<jwks::HttpsJwks>>, ConfigError> {
+    let Some(jwt) = config.ws.as_ref().and_then(|ws| ws.jwt.as_ref()) else {
+        return Ok(None);
+    };
+    let mut verifier = VerifierConfig::new(&jwt.issuer, &jwt.audience);
+    if let Some(names) = &jwt.algorithms {
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        verifier = verifier
+            .with_algorithms(&names)
+            .map_err(|problem| ConfigError::Invalid {
+                var: var::WS_ALGORITHMS,
+                problem: format!("{problem}; a comma-separated list such as RS256,ES256"),
+            })?;
+    }
+    let keys = jwks::HttpsJwks::new(&jwt.jwks_url).map_err(|problem| ConfigError::Invalid {
+        var: var::WS_JWKS_URL,
+        problem: format!("{problem}; the issuer's https JWKS URL"),
+    })?;
+    Ok(Some(Verifier::new(verifier, keys)))
+}
 
 /// What the authorizer trusts.
 pub struct App<K> {

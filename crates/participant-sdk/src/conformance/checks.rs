@@ -44,7 +44,7 @@ pub async fn an_invalid_request_is_a_no_vote_that_holds_nothing<P: UnderTest>(ki
     }
     let a = kit.send_abort(&tx).await;
     assert!(a.acknowledged(), "the abort of a refused prepare: {a:?}");
-    kit.expect(&tx, 0, 0, [1, 0, 0], "after the refusal and its abort")
+    kit.expect_refused(&tx, "after the refusal and its abort")
         .await;
 
     let mut empty = kit.begin().await;

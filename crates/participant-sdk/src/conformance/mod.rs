@@ -371,6 +371,23 @@ impl<P: UnderTest> Kit<P> {
         }
     }
 
+    /// Asserts that a refused transaction left nothing: no hold, nothing applied, `confirm` and
+    /// `cancel` never called, and `reserve` at most once (not at all when the SDK refused a
+    /// payload that does not read as the service's type before any hook).
+    pub async fn expect_refused(&self, tx: &Tx, when: &str) {
+        let Some(e) = self.subject.effects(tx).await else {
+            return;
+        };
+        assert_eq!((e.held, e.applied), (0, 0), "held, applied {when}");
+        if let Some([reserve, confirm, cancel]) = e.calls {
+            assert!(
+                reserve <= 1 && (confirm, cancel) == (0, 0),
+                "reserve, confirm, cancel calls {when}: {:?}",
+                [reserve, confirm, cancel]
+            );
+        }
+    }
+
     fn arm(&self, step: Step, fail: Fail) {
         self.subject.faults().arm(step, fail);
     }

@@ -15,7 +15,7 @@ use twopc_core::ports::{Clock, ManualClock, SystemClock};
 
 use super::{Atomicity, Effects, Entry, Failure, Faults, Step, Tx, UnderTest, payload_entry};
 use crate::hooks::{Call, HookError, Hooks, Reservation};
-use crate::participant::{Error, Resolved, SdkConfig, SdkParticipant};
+use crate::participant::{Error, Resolved, SdkParticipant};
 use crate::store::{MemoryStates, StateStore};
 
 /// What an SDK participant is made of for the kit.
@@ -74,7 +74,7 @@ impl<H: Hooks> Counted<H> {
     async fn around<T>(
         &self,
         hook: Hook,
-        call: Call<'_>,
+        call: Call<'_, H::Payload>,
         inner: impl Future<Output = Result<T, HookError>>,
         done: impl FnOnce(&T, &mut Tally),
     ) -> Result<T, HookError> {
@@ -96,13 +96,15 @@ impl<H: Hooks> Counted<H> {
 }
 
 impl<H: Hooks> Hooks for Counted<H> {
-    async fn reserve(&self, call: Call<'_>) -> Result<Reservation, HookError> {
+    type Payload = H::Payload;
+
+    async fn reserve(&self, call: Call<'_, H::Payload>) -> Result<Reservation, HookError> {
         let held = |r: &Reservation, t: &mut Tally| t.held += u32::from(*r == Reservation::Held);
         let inner = self.inner.reserve(call);
         self.around(Hook::Reserve, call, inner, held).await
     }
 
-    async fn confirm(&self, call: Call<'_>) -> Result<(), HookError> {
+    async fn confirm(&self, call: Call<'_, H::Payload>) -> Result<(), HookError> {
         let applied = |_: &(), t: &mut Tally| {
             t.applied += 1;
             t.held = 0;
@@ -111,7 +113,7 @@ impl<H: Hooks> Hooks for Counted<H> {
         self.around(Hook::Confirm, call, inner, applied).await
     }
 
-    async fn cancel(&self, call: Call<'_>) -> Result<(), HookError> {
+    async fn cancel(&self, call: Call<'_, H::Payload>) -> Result<(), HookError> {
         let released = |_: &(), t: &mut Tally| t.held = 0;
         let inner = self.inner.cancel(call);
         self.around(Hook::Cancel, call, inner, released).await
@@ -125,7 +127,6 @@ pub struct Sdk<H, S = MemoryStates> {
     faults: Arc<Faults>,
     log: MemoryTxLog,
     clock: ManualClock,
-    config: SdkConfig,
     valid: Value,
     invalid: Value,
 }
@@ -141,21 +142,17 @@ impl<H: Hooks, S: StateStore> From<Subject<H, S>> for Sdk<H, S> {
         };
         let log = MemoryTxLog::default();
         let clock = ManualClock::new(SystemClock.now_ms());
-        let config = SdkConfig::default();
-        let participant = SdkParticipant::new(
-            hooks,
-            subject.store,
-            log.clone(),
-            clock.clone(),
-            config.clone(),
-        );
+        let participant = SdkParticipant::builder(hooks)
+            .states(subject.store)
+            .log(log.clone())
+            .clock(clock.clone())
+            .build();
         Sdk {
             participant,
             tallies,
             faults,
             log,
             clock,
-            config,
             valid: subject.valid,
             invalid: subject.invalid,
         }
@@ -203,7 +200,7 @@ impl<H: Hooks, S: StateStore> UnderTest for Sdk<H, S> {
 
     fn atomicity(&self) -> Atomicity {
         Atomicity::Claimed {
-            claim_ms: self.config.claim_ms,
+            claim_ms: self.participant.claim_ms(),
         }
     }
 

@@ -11,7 +11,7 @@ use twopc_core::ports::SystemClock;
 use twopc_dynamo::connections::DynamoConnections;
 use twopc_dynamo::tables::ensure_table;
 use twopc_dynamo::txlog::DynamoTxLog;
-use twopc_participant_sdk::{DynamoStates, SdkConfig, SdkParticipant};
+use twopc_participant_sdk::{DynamoStates, SdkParticipant};
 use twopc_runtime::config::{Config, Role};
 use twopc_runtime::telemetry::Metrics;
 use twopc_runtime::{Clients, LiveParticipant, LiveSweeper};
@@ -99,7 +99,11 @@ impl Stack {
         let issuer = twopc_authorizer::local::LocalIssuer::load_or_create(&args.data_dir)
             .map_err(ServeError::SigningKey)?;
         let gateway = Arc::new(Gateway::new(
-            DynamoConnections::new(clients.dynamodb.clone(), demo.connections_table(), 7_200),
+            DynamoConnections::new(
+                clients.dynamodb.clone(),
+                demo.connections_table(),
+                twopc_runtime::config::CONNECTION_TTL_SECS,
+            ),
             issuer,
             args.ws_token.clone(),
         ));
@@ -107,13 +111,13 @@ impl Stack {
         let streams =
             streams::start(args, &demo, &clients.dynamodb, endpoint, url, completer).await?;
         let cards = CardGateway::default();
-        let payments = SdkParticipant::new(
-            cards.clone(),
-            DynamoStates::new(clients.dynamodb.clone(), demo.table(PAYMENTS)),
-            twopc_runtime::tx_log(&config, &clients),
-            SystemClock,
-            SdkConfig::default(),
-        );
+        let payments = SdkParticipant::builder(cards.clone())
+            .states(DynamoStates::new(
+                clients.dynamodb.clone(),
+                demo.table(PAYMENTS),
+            ))
+            .log(twopc_runtime::tx_log(&config, &clients))
+            .build();
         Ok(Stack {
             payments,
             cards,

@@ -125,7 +125,11 @@ pub async fn start(
             "removed temporary lake files a crash left (their rows are redelivered)"
         );
     }
-    let subscriptions = DynamoConnections::new(client.clone(), demo.connections_table(), 7_200);
+    let subscriptions = DynamoConnections::new(
+        client.clone(),
+        demo.connections_table(),
+        twopc_runtime::config::CONNECTION_TTL_SECS,
+    );
     let push = twopc_fanout::poll::local_push(url).await;
     let processor = Arc::new(Processor::new(tables, lake.clone(), subscriptions, push));
     let checkpoint_file = args.data_dir.join(format!(

@@ -11,7 +11,7 @@ use tracing::{Instrument, error, info};
 use twopc_core::message::ParticipantCall;
 
 use crate::errors::ErrorKind;
-use crate::telemetry::tx_span;
+use crate::logs::tx_span;
 
 /// A call that was not answered, classified.
 #[derive(Debug, thiserror::Error)]
