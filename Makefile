@@ -147,8 +147,7 @@ ddb-stop: ## Stop the DynamoDB Local that ddb-start started
 	@$(DDB) stop
 
 watch: tools ## Serve the functions with cargo lambda watch on 127.0.0.1:9000 (LAMBDA_PORT), against DynamoDB Local (started if needed)
-	@url=$$(if [ -f .tools/ddb/pid ] && kill -0 "$$(cat .tools/ddb/pid)" 2>/dev/null; \
-	  then cat .tools/ddb/endpoint; else $(DDB) start; fi); \
+	@url=$$($(DDB) status 2>/dev/null || $(DDB) start); \
 	echo "DynamoDB Local: $$url (make ddb-stop stops it)" >&2; \
 	cargo run --quiet --locked -p twopc-runtime --example local_tables -- "$$url" "$(WATCH_PREFIX)"; \
 	echo "functions on http://127.0.0.1:$(LAMBDA_PORT): make invoke-coordinator | invoke-participant | invoke-sweeper" >&2; \
