@@ -1,9 +1,12 @@
 //! Logs and metrics.
 //!
 //! Logs are JSON lines (CloudWatch Logs Insights reads their fields), one per event, carrying
-//! the fields of the innermost span: handlers open a [`tx_span`] so every line of a
-//! transaction's work carries its `txId`. CloudWatch stamps each line, so the lines carry no
-//! time of their own.
+//! the fields of the innermost span under `span` (handlers open a [`tx_span`] so every line of a
+//! transaction's work carries `span.txId`) and of every span it is in under `spans`, outermost
+//! first. In Lambda the outermost is the runtime's own invocation span (`lambda_runtime`'s
+//! `TracingLayer`: `requestId` and, when X-Ray is on, `xrayTraceId`), so every line written
+//! while an invocation is handled carries `spans.0.xrayTraceId`: a log line leads to its trace.
+//! CloudWatch stamps each line, so the lines carry no time of their own.
 //!
 //! Metrics are CloudWatch embedded-metric-format (EMF) lines: plain JSON objects on stdout that
 //! CloudWatch turns into metrics, with no agent, no API call and no extra crate. The format is
@@ -42,12 +45,25 @@ pub const OWN_CRATES: &[&str] = &[
 /// `warn`. template.yaml's `LogFilter` default is the same text.
 pub const DEFAULT_LOG_FILTER: &str = "warn,twopc_core=info,twopc_dynamo=info,twopc_runtime=info,twopc_fanout=info,coordinator=info,participant=info,sweeper=info,stream_processor=info,connections=info";
 
+/// The module of `lambda_runtime` that opens each invocation's span (`Lambda runtime invoke`,
+/// at `info`, with `requestId` and `xrayTraceId`); it writes no log lines. A filter that leaves
+/// it out (any filter at `warn`, as the default) never creates that span, and the lines lose the
+/// trace id: [`log_filter`] always lets it through.
+pub const INVOCATION_SPAN_DIRECTIVE: &str = "lambda_runtime::layers::trace=info";
+
 /// The filter directives from `RUST_LOG` (or [`DEFAULT_LOG_FILTER`] when it is unset or blank)
-/// and Lambda's application log level (`AWS_LAMBDA_LOG_LEVEL`). Lambda's level, when set and
-/// valid, replaces whatever `RUST_LOG` says about [`OWN_CRATES`]: an operator who turns a
-/// function to DEBUG in the console sees its debug lines, while `RUST_LOG` keeps governing the
-/// other crates.
+/// and Lambda's application log level (`AWS_LAMBDA_LOG_LEVEL`), then
+/// [`INVOCATION_SPAN_DIRECTIVE`]. Lambda's level, when set and valid, replaces whatever
+/// `RUST_LOG` says about [`OWN_CRATES`]: an operator who turns a function to DEBUG in the console
+/// sees its debug lines, while `RUST_LOG` keeps governing the other crates.
 pub fn log_filter(rust_log: Option<&str>, lambda_level: Option<&str>) -> String {
+    format!(
+        "{},{INVOCATION_SPAN_DIRECTIVE}",
+        level_filter(rust_log, lambda_level)
+    )
+}
+
+fn level_filter(rust_log: Option<&str>, lambda_level: Option<&str>) -> String {
     let base = rust_log
         .map(str::trim)
         .filter(|f| !f.is_empty())
@@ -89,17 +105,34 @@ pub fn init_tracing() {
     let rust_log = std::env::var(var::LOG).ok();
     let lambda_level = std::env::var(var::LAMBDA_LOG_LEVEL).ok();
     let filter = EnvFilter::try_new(log_filter(rust_log.as_deref(), lambda_level.as_deref()))
-        .unwrap_or_else(|_| EnvFilter::new(DEFAULT_LOG_FILTER));
+        .unwrap_or_else(|_| EnvFilter::new(log_filter(None, None)));
     // Err only if a subscriber is already installed (tests): keep that one.
-    let _ = tracing_subscriber::fmt()
+    let _ = subscriber(filter, std::io::stdout).try_init();
+}
+
+/// The log subscriber: JSON lines, the event's fields at the top, the innermost span's under
+/// `span`, every span's under `spans` (outermost first), no target, no time.
+fn subscriber<W>(
+    filter: EnvFilter,
+    writer: W,
+) -> tracing_subscriber::fmt::SubscriberBuilder<
+    tracing_subscriber::fmt::format::JsonFields,
+    tracing_subscriber::fmt::format::Format<tracing_subscriber::fmt::format::Json, ()>,
+    EnvFilter,
+    W,
+>
+where
+    W: for<'w> tracing_subscriber::fmt::MakeWriter<'w> + Send + Sync + 'static,
+{
+    tracing_subscriber::fmt()
         .json()
         .with_env_filter(filter)
         .flatten_event(true)
         .with_current_span(true)
-        .with_span_list(false)
+        .with_span_list(true)
         .with_target(false)
         .without_time()
-        .try_init();
+        .with_writer(writer)
 }
 
 /// The span of one transaction's work: every log line inside it carries `txId`. Pass `None`
@@ -422,16 +455,21 @@ mod tests {
 
     #[test]
     fn rust_log_alone_is_the_filter_and_blank_means_the_default() {
-        assert_eq!(log_filter(Some("debug"), None), "debug");
-        assert_eq!(log_filter(Some("  "), None), DEFAULT_LOG_FILTER);
-        assert_eq!(log_filter(None, None), DEFAULT_LOG_FILTER);
+        assert_eq!(level_filter(Some("debug"), None), "debug");
+        assert_eq!(level_filter(Some("  "), None), DEFAULT_LOG_FILTER);
+        assert_eq!(level_filter(None, None), DEFAULT_LOG_FILTER);
         // An unknown Lambda level changes nothing.
-        assert_eq!(log_filter(Some("debug"), Some("LOUD")), "debug");
+        assert_eq!(level_filter(Some("debug"), Some("LOUD")), "debug");
+        // The invocation span always passes, last (so the most specific for its module).
+        assert_eq!(
+            log_filter(Some("debug"), None),
+            format!("debug,{INVOCATION_SPAN_DIRECTIVE}")
+        );
     }
 
     #[test]
     fn lambdas_log_level_sets_the_own_crates_and_keeps_the_other_directives() {
-        let f = log_filter(
+        let f = level_filter(
             Some("warn,aws_sdk_dynamodb=debug,twopc_core=info,sweeper::handler=trace"),
             Some("DEBUG"),
         );
@@ -441,8 +479,95 @@ mod tests {
             assert!(directives.contains(&format!("{c}=debug").as_str()), "{f}");
         }
         assert!(!f.contains("=info") && !f.contains("=trace"), "{f}");
-        assert!(log_filter(None, Some("fatal")).ends_with("connections=error"));
+        assert!(level_filter(None, Some("fatal")).ends_with("connections=error"));
         assert!(EnvFilter::try_new(f).is_ok());
+    }
+
+    /// A log destination in memory.
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Captured {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().expect("buffer").extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Captured {
+        fn lines(&self) -> Vec<Value> {
+            let bytes = self.0.lock().expect("buffer").clone();
+            String::from_utf8(bytes)
+                .expect("utf-8")
+                .lines()
+                .map(|l| serde_json::from_str(l).expect("a JSON line"))
+                .collect()
+        }
+    }
+
+    /// One invocation through `lambda_runtime`'s own `TracingLayer` (what `lambda_runtime::run`
+    /// wraps every handler in), logged by our subscriber with the default filter: every line,
+    /// outside our spans and inside a transaction's, carries the invocation's X-Ray trace id.
+    #[tokio::test]
+    async fn every_line_of_an_invocation_carries_its_xray_trace_id() {
+        use lambda_runtime::tower::{Layer, Service, ServiceExt};
+        use lambda_runtime::{Context, LambdaInvocation, layers::TracingLayer};
+        use tracing::Instrument;
+
+        let out = Captured::default();
+        let sink = out.clone();
+        let logs = subscriber(EnvFilter::new(log_filter(None, None)), move || sink.clone());
+        let _default = tracing::subscriber::set_default(logs.finish());
+        let trace = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1";
+        let tx = TxId::random();
+        let mut ctx = Context::default();
+        ctx.request_id = "8476a536-e9f4-11e8-9739-2dfe598c3fcd".into();
+        ctx.xray_trace_id = Some(trace.into());
+
+        let handler = lambda_runtime::service_fn(|invocation: LambdaInvocation| {
+            let tx = tx.clone();
+            async move {
+                tracing::info!("before the transaction is known");
+                async { tracing::warn!(attempt = 1, "inside the transaction") }
+                    .instrument(tx_span(Some(&tx), &invocation.context.request_id))
+                    .await;
+                tracing::error!("after it");
+                Ok::<(), lambda_runtime::Error>(())
+            }
+        });
+        let invocation = LambdaInvocation {
+            parts: hyper::Response::new(()).into_parts().0,
+            body: bytes::Bytes::new(),
+            context: ctx.clone(),
+        };
+        TracingLayer::new()
+            .layer(handler)
+            .ready()
+            .await
+            .expect("ready")
+            .call(invocation)
+            .await
+            .expect("invocation");
+        tracing::info!("between invocations");
+
+        let lines = out.lines();
+        assert_eq!(lines.len(), 4, "{lines:?}");
+        for line in &lines[..3] {
+            assert_eq!(line["spans"][0]["xrayTraceId"], trace, "{line}");
+            assert_eq!(line["spans"][0]["requestId"], ctx.request_id.as_str(), "{line}");
+        }
+        assert_eq!(lines[1]["message"], "inside the transaction");
+        assert_eq!(lines[1]["span"]["txId"], tx.as_str(), "{}", lines[1]);
+        assert_eq!(lines[1]["attempt"], 1);
+        assert_eq!(lines[3]["message"], "between invocations");
+        assert!(
+            lines[3].get("spans").is_none_or(|s| s.as_array().is_some_and(Vec::is_empty)),
+            "no invocation, no trace id: {}",
+            lines[3]
+        );
     }
 
     #[test]
