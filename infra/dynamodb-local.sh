@@ -74,7 +74,8 @@ start() { # [persist dir] -> prints endpoint
   d=$(jar_dir)
   command -v flock >/dev/null || die "flock not found: install util-linux (Debian: apt-get install -y util-linux)"
   mkdir -p "$state_dir"
-  if running; then
+  # A holder killed a moment ago may still be tearing down (a JVM's threads exit one by one).
+  if running && ! released_within 20; then
     die "already running (pid $(cat "$state_dir/pid" 2>/dev/null || echo unknown), $(cat "$state_dir/endpoint" 2>/dev/null || echo starting)) with state in $state_dir; stop it first: $0 stop"
   fi
   rm -f "$state_dir/pid" "$state_dir/endpoint" # left by an instance that was killed

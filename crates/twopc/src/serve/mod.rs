@@ -294,7 +294,7 @@ fn banner(url: &str, endpoint: &str, args: &ServeArgs) {
         r#"
 dynamo-2pc local stack
   HTTP API      {url}   (POST /transactions, GET /transactions/{{txId}})
-  DynamoDB      {endpoint}   (tables {prefix}transactions, {prefix}accounts, {prefix}inventory, {prefix}payments)
+  DynamoDB      {endpoint}   (tables {prefix}transactions, {prefix}accounts, {prefix}wallets, {prefix}inventory, {prefix}payments)
   payments      {url}/services/payments   (a custom participant; GET .../authorisations)
 {custom}  live page     {url}/   (WebSocket {ws}/ws)
   sweeper       every {sweep} ms
