@@ -557,14 +557,20 @@ mod tests {
         assert_eq!(lines.len(), 4, "{lines:?}");
         for line in &lines[..3] {
             assert_eq!(line["spans"][0]["xrayTraceId"], trace, "{line}");
-            assert_eq!(line["spans"][0]["requestId"], ctx.request_id.as_str(), "{line}");
+            assert_eq!(
+                line["spans"][0]["requestId"],
+                ctx.request_id.as_str(),
+                "{line}"
+            );
         }
         assert_eq!(lines[1]["message"], "inside the transaction");
         assert_eq!(lines[1]["span"]["txId"], tx.as_str(), "{}", lines[1]);
         assert_eq!(lines[1]["attempt"], 1);
         assert_eq!(lines[3]["message"], "between invocations");
         assert!(
-            lines[3].get("spans").is_none_or(|s| s.as_array().is_some_and(Vec::is_empty)),
+            lines[3]
+                .get("spans")
+                .is_none_or(|s| s.as_array().is_some_and(Vec::is_empty)),
             "no invocation, no trace id: {}",
             lines[3]
         );

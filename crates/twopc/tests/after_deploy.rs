@@ -42,9 +42,15 @@ fn text(out: &Output) -> String {
 }
 
 async fn balance(url: &str, service: &str, id: &str) -> String {
-    let (status, body) = call(url, "GET", &format!("/local/items/{service}/{id}"), None, None)
-        .await
-        .expect("item");
+    let (status, body) = call(
+        url,
+        "GET",
+        &format!("/local/items/{service}/{id}"),
+        None,
+        None,
+    )
+    .await
+    .expect("item");
     assert_eq!(status, 200, "{body}");
     body["item"]["balance"].to_string()
 }

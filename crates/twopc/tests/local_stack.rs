@@ -481,9 +481,15 @@ async fn kill(args: &[&str]) {
 async fn balances(url: &str) -> (Value, Value) {
     let mut out = vec![];
     for id in ["alice", "bob"] {
-        let (status, body) = call(url, "GET", &format!("/local/items/accounts/{id}"), None, None)
-            .await
-            .expect("item");
+        let (status, body) = call(
+            url,
+            "GET",
+            &format!("/local/items/accounts/{id}"),
+            None,
+            None,
+        )
+        .await
+        .expect("item");
         assert_eq!(status, 200, "{body}");
         out.push(body["item"]["balance"].clone());
     }
@@ -545,7 +551,7 @@ async fn serve_killed_with_sigkill_restarts_at_once_with_its_data() {
     let data = temp_dir("sigkill");
     let port = free_port();
     let url = format!("http://127.0.0.1:{port}");
-    let mut first = spawn_serve(&data, port).await;
+    let first = spawn_serve(&data, port).await;
     let (status, body) = call(
         &url,
         "POST",
@@ -591,7 +597,7 @@ async fn serve_killed_with_sigkill_restarts_at_once_with_its_data() {
         matches!(process_state(ddb_pid), Some(s) if s != 'Z'),
         "DynamoDB Local outlives a killed serve"
     );
-    let mut second = spawn_serve(&data, port).await;
+    let second = spawn_serve(&data, port).await;
     check(url.clone(), tx.clone(), before.clone()).await;
     assert!(
         matches!(process_state(ddb_pid), None | Some('Z')),
