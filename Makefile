@@ -10,10 +10,15 @@ TEST_RUNNER := $(shell cargo nextest --version >/dev/null 2>&1 && echo "cargo ne
 # Python tools, pinned, in a virtualenv under .tools/: the SAM CLI (with cfn-lint),
 # cargo-lambda (with zig, its cross-linker for arm64), moto (Firehose and S3 for the data-lake
 # tests), DuckDB (make lake) and the OpenAPI validators (docs/openapi.json and what it describes:
-# tests/openapi/validate.py; moto[server] already depends on them: pinned here because we call them).
+# tests/openapi/validate.py; moto[server] already depends on them: pinned here because we call them)
+# and websockets (infra/after-deploy.py's WebSocket subscriber; boto3 comes with the SAM CLI).
 VENV := .tools/venv
 PY_TOOLS := aws-sam-cli==1.170.0 cargo-lambda==1.9.2 moto[server]==5.1.18 duckdb==1.4.2 \
-  openapi-spec-validator==0.9.0 openapi-schema-validator==0.9.0
+  openapi-spec-validator==0.9.0 openapi-schema-validator==0.9.0 websockets==17.4
+# Schemathesis (make fuzz-api: a property-based fuzzer of docs/openapi.json against the local
+# stack) in a virtualenv of its own: its jsonschema and hypothesis pins are its own business.
+FUZZ_VENV := .tools/schemathesis
+FUZZ_TOOLS := schemathesis==4.32.5
 # checkov (make validate's security and best-practice checks) in a virtualenv of its own: it
 # pins boto3, botocore and packaging below what the SAM CLI needs.
 CHECKOV_VENV := .tools/checkov
@@ -63,6 +68,31 @@ py-tools: ## Install the SAM CLI, cfn-lint, cargo-lambda, moto, DuckDB (.tools/v
 	  $(PARTICIPANT_VENV)/bin/pip install --quiet --disable-pip-version-check -r $(PARTICIPANT_REQS); \
 	  cp $(PARTICIPANT_REQS) $(PARTICIPANT_VENV)/.pins; \
 	fi
+
+fuzz-tools: ## Install Schemathesis (pinned) into .tools/schemathesis; skipped when present
+	@if [ "$$(cat $(FUZZ_VENV)/.pins 2>/dev/null)" != "$(FUZZ_TOOLS)" ] || ! $(FUZZ_VENV)/bin/pip --version >/dev/null 2>&1; then \
+	  echo "installing $(FUZZ_TOOLS) into $(FUZZ_VENV)" >&2; \
+	  python3 -m venv --clear $(FUZZ_VENV); \
+	  $(FUZZ_VENV)/bin/pip install --quiet --disable-pip-version-check $(FUZZ_TOOLS); \
+	  echo "$(FUZZ_TOOLS)" > $(FUZZ_VENV)/.pins; \
+	fi
+
+# make fuzz-api: `twopc serve` as make run starts it (in memory, a free port, a data folder of its
+# own), Schemathesis on docs/openapi.json against it with every check but ignored_auth (the local
+# stack has no authorisation), FUZZ_EXAMPLES generated cases per operation (default 50; a few
+# minutes on 2 cores), then SIGINT to the stack. Any failure, schema error or 5xx fails it; the
+# JUnit report is in target/schemathesis/. FUZZ_ARGS passes options to schemathesis run.
+.PHONY: fuzz-tools fuzz-api
+fuzz-api: ddb-tools fuzz-tools ## Fuzz the local stack's API from docs/openapi.json (Schemathesis, every check, no 5xx)
+	cargo build --locked -p twopc
+	python3 tests/openapi/fuzz.py -- $(FUZZ_ARGS)
+
+# make after-deploy STACK=name [WS_TOKEN=...]: infra/after-deploy.py against a deployed stack
+# (docs/deploy.md, "Check a deploy"); LOCAL=http://127.0.0.1:3000 runs it against make run's stack.
+.PHONY: after-deploy
+after-deploy: py-tools ## After sam deploy: seed, transfer, status, WebSocket push, data-lake object (STACK=name WS_TOKEN=..., or LOCAL=url)
+	cargo build --locked -p twopc
+	$(VENV)/bin/python infra/after-deploy.py $(if $(LOCAL),--local $(LOCAL),$(STACK)) $(if $(WS_TOKEN),--ws-token "$(WS_TOKEN)")
 
 build: py-tools ## Build every Lambda function of template.yaml for arm64 (release, cargo lambda + zig) into target/lambda/<fn>/bootstrap
 	$(WITH_VENV) cargo lambda build --release --arm64 --locked $(addprefix -p ,$(FUNCTIONS))
@@ -147,8 +177,7 @@ ddb-stop: ## Stop the DynamoDB Local that ddb-start started
 	@$(DDB) stop
 
 watch: tools ## Serve the functions with cargo lambda watch on 127.0.0.1:9000 (LAMBDA_PORT), against DynamoDB Local (started if needed)
-	@url=$$(if [ -f .tools/ddb/pid ] && kill -0 "$$(cat .tools/ddb/pid)" 2>/dev/null; \
-	  then cat .tools/ddb/endpoint; else $(DDB) start; fi); \
+	@url=$$($(DDB) status 2>/dev/null || $(DDB) start); \
 	echo "DynamoDB Local: $$url (make ddb-stop stops it)" >&2; \
 	cargo run --quiet --locked -p twopc-runtime --example local_tables -- "$$url" "$(WATCH_PREFIX)"; \
 	echo "functions on http://127.0.0.1:$(LAMBDA_PORT): make invoke-coordinator | invoke-participant | invoke-sweeper" >&2; \

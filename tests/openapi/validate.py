@@ -280,6 +280,8 @@ def curl_request(argv):
         elif not word.startswith("-"):
             url = word
     path = re.sub(r"^(https?://[^/]+|\$API)", "", url or "")
+    # A placeholder the reader fills in (`/transactions/<txId>`) stands for a real id.
+    path = re.sub(r"<[A-Za-z]+>", "0b6f6c1e-3f0e-4c3a-9a53-1f2d3c4b5a69", path)
     return method or ("POST" if data is not None else "GET"), path, headers, data
 
 

@@ -2,7 +2,8 @@
 //!
 //! Logs are JSON lines, set up by `twopc_function::logs` (shared with services on the
 //! participant SDK) and re-exported here: handlers open a [`tx_span`] so every line of a
-//! transaction's work carries its `txId`.
+//! transaction's work carries its `txId`, and every line written during an invocation carries
+//! the invocation's X-Ray trace id (`spans.0.xrayTraceId`).
 //!
 //! Metrics are CloudWatch embedded-metric-format (EMF) lines: plain JSON objects on stdout that
 //! CloudWatch turns into metrics, with no agent, no API call and no extra crate. The format is
@@ -19,7 +20,8 @@ use twopc_core::record::{TxRecord, Vote};
 use twopc_core::sweeper::SweepReport;
 
 pub use twopc_function::logs::{
-    DEFAULT_LOG_FILTER, OWN_CRATES, init_tracing, log_filter, record_tx, tx_span,
+    DEFAULT_LOG_FILTER, INVOCATION_SPAN_DIRECTIVE, OWN_CRATES, init_tracing, log_filter, record_tx,
+    subscriber, tx_span,
 };
 
 /// A metric's unit, as CloudWatch names it.
@@ -312,6 +314,100 @@ mod tests {
             retry_after: None,
             recovery_asked: None,
         })
+    }
+
+    /// A log destination in memory.
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Captured {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().expect("buffer").extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Captured {
+        fn lines(&self) -> Vec<Value> {
+            let bytes = self.0.lock().expect("buffer").clone();
+            String::from_utf8(bytes)
+                .expect("utf-8")
+                .lines()
+                .map(|l| serde_json::from_str(l).expect("a JSON line"))
+                .collect()
+        }
+    }
+
+    /// One invocation through `lambda_runtime`'s own `TracingLayer` (what `lambda_runtime::run`
+    /// wraps every handler in), logged by our subscriber with the default filter: every line,
+    /// outside our spans and inside a transaction's, carries the invocation's X-Ray trace id.
+    #[tokio::test]
+    async fn every_line_of_an_invocation_carries_its_xray_trace_id() {
+        use lambda_runtime::tower::{Layer, Service, ServiceExt};
+        use lambda_runtime::{Context, LambdaInvocation, layers::TracingLayer};
+        use tracing::Instrument;
+        use tracing_subscriber::EnvFilter;
+
+        let out = Captured::default();
+        let sink = out.clone();
+        let logs = subscriber(EnvFilter::new(log_filter(None, None)), move || sink.clone());
+        let _default = tracing::subscriber::set_default(logs.finish());
+        let trace = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1";
+        let tx = TxId::random();
+        let mut ctx = Context::default();
+        ctx.request_id = "8476a536-e9f4-11e8-9739-2dfe598c3fcd".into();
+        ctx.xray_trace_id = Some(trace.into());
+
+        let handler = lambda_runtime::service_fn(|invocation: LambdaInvocation| {
+            let tx = tx.clone();
+            async move {
+                tracing::info!("before the transaction is known");
+                async { tracing::warn!(attempt = 1, "inside the transaction") }
+                    .instrument(tx_span(Some(&tx), &invocation.context.request_id))
+                    .await;
+                tracing::error!("after it");
+                Ok::<(), lambda_runtime::Error>(())
+            }
+        });
+        let invocation = LambdaInvocation {
+            parts: hyper::Response::new(()).into_parts().0,
+            body: bytes::Bytes::new(),
+            context: ctx.clone(),
+        };
+        TracingLayer::new()
+            .layer(handler)
+            .ready()
+            .await
+            .expect("ready")
+            .call(invocation)
+            .await
+            .expect("invocation");
+        tracing::info!("between invocations");
+
+        let lines = out.lines();
+        assert_eq!(lines.len(), 4, "{lines:?}");
+        for line in &lines[..3] {
+            assert_eq!(line["spans"][0]["xrayTraceId"], trace, "{line}");
+            assert_eq!(
+                line["spans"][0]["requestId"],
+                ctx.request_id.as_str(),
+                "{line}"
+            );
+        }
+        assert_eq!(lines[1]["message"], "inside the transaction");
+        assert_eq!(lines[1]["span"]["txId"], tx.as_str(), "{}", lines[1]);
+        assert_eq!(lines[1]["attempt"], 1);
+        assert_eq!(lines[3]["message"], "between invocations");
+        assert!(
+            lines[3]
+                .get("spans")
+                .is_none_or(|s| s.as_array().is_some_and(Vec::is_empty)),
+            "no invocation, no trace id: {}",
+            lines[3]
+        );
     }
 
     #[test]

@@ -452,3 +452,180 @@ async fn every_refusal_of_the_local_gateway_is_json_with_a_stable_code() {
     assert_eq!(written, 0, "a refused request writes nothing");
     assert!(interrupt(serve).await.success());
 }
+
+/// The state letter of `/proc/<pid>/stat` (`Z` for a zombie), or `None` once the pid is gone.
+fn process_state(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // "pid (comm) S ...": the state follows the last ')' (comm may hold parentheses).
+    stat.rsplit_once(')')?.1.trim_start().chars().next()
+}
+
+fn recorded_pid(file: &Path) -> u32 {
+    std::fs::read_to_string(file)
+        .unwrap_or_else(|e| panic!("{}: {e}", file.display()))
+        .trim()
+        .parse()
+        .expect("pid")
+}
+
+async fn kill(args: &[&str]) {
+    let status = Command::new("kill")
+        .args(args)
+        .status()
+        .await
+        .expect("kill");
+    assert!(status.success(), "kill {args:?}");
+}
+
+/// Alice's and bob's items as the local stack shows them.
+async fn balances(url: &str) -> (Value, Value) {
+    let mut out = vec![];
+    for id in ["alice", "bob"] {
+        let (status, body) = call(
+            url,
+            "GET",
+            &format!("/local/items/accounts/{id}"),
+            None,
+            None,
+        )
+        .await
+        .expect("item");
+        assert_eq!(status, 200, "{body}");
+        out.push(body["item"]["balance"].clone());
+    }
+    (out[0].clone(), out[1].clone())
+}
+
+/// `twopc serve` as a plain child in a process group of its own (as make's recipe runs it), ready
+/// once the API answers. A std child: nothing reaps it unless the test waits for it.
+async fn spawn_serve(data: &Path, port: u16) -> std::process::Child {
+    use std::os::unix::process::CommandExt;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_twopc"))
+        .args(["serve", "--port", &port.to_string(), "--data-dir"])
+        .arg(data)
+        .arg("--lake-dir")
+        .arg(data.join("lake"))
+        .env("RUST_LOG", "warn")
+        .env_remove("TWOPC_DYNAMODB_ENDPOINT")
+        .env_remove("TWOPC_DATA_DIR")
+        .stdout(std::process::Stdio::null())
+        .process_group(0)
+        .spawn()
+        .expect("spawn twopc serve");
+    let url = format!("http://127.0.0.1:{port}");
+    let until = Instant::now() + Duration::from_secs(90);
+    loop {
+        let probe = call(&url, "GET", "/transactions?status=pending", None, None).await;
+        if matches!(probe, Ok((200, _))) {
+            return child;
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("twopc serve exited before it was ready ({status}); its errors are above");
+        }
+        assert!(Instant::now() < until, "twopc serve did not become ready");
+        tokio::time::sleep(Duration::from_millis(100)).await; // polling a starting process
+    }
+}
+
+/// Waits until `pid` no longer runs: gone, or a zombie.
+async fn dead(pid: u32) {
+    let until = Instant::now() + Duration::from_secs(10);
+    while !matches!(process_state(pid), None | Some('Z')) {
+        assert!(Instant::now() < until, "pid {pid} still runs after SIGKILL");
+        tokio::time::sleep(Duration::from_millis(20)).await; // the kernel tearing it down
+    }
+}
+
+/// `make run` killed with SIGKILL, as a terminal closing or an OOM killer would, and started
+/// again at once on the same data folder, with the committed transaction and balances intact:
+/// 1. `twopc serve` alone: its DynamoDB Local lives on as an orphan holding the database, and
+///    the next start stops it;
+/// 2. the whole process group (serve and DynamoDB Local).
+///
+/// Each time the killed serve is left a zombie under its pid, as where its parent died too and
+/// PID 1 does not reap orphans (a container without an init): here the test is its parent and
+/// does not reap it until the end, so the case is the same on any machine. A pid-based check
+/// refused these restarts ("already running").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_killed_with_sigkill_restarts_at_once_with_its_data() {
+    let data = temp_dir("sigkill");
+    let port = free_port();
+    let url = format!("http://127.0.0.1:{port}");
+    let first = spawn_serve(&data, port).await;
+    let (status, body) = call(
+        &url,
+        "POST",
+        "/transactions",
+        None,
+        Some(transfer("alice", "bob", 7, 5_000)),
+    )
+    .await
+    .expect("commit");
+    assert_eq!(status, 200, "{body}");
+    let tx = body["txId"].as_str().expect("txId").to_owned();
+    // Committed is answered before it is applied (staged): wait until it is finished.
+    let until = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, body) = call(&url, "GET", &format!("/transactions/{tx}"), None, None)
+            .await
+            .expect("status");
+        if body["status"] == "COMMITTED" {
+            break;
+        }
+        assert!(Instant::now() < until, "not finished in 30 s: {body}");
+        tokio::time::sleep(Duration::from_millis(50)).await; // polling the record
+    }
+    let before = balances(&url).await;
+    let check = |url: String, tx: String, before: (Value, Value)| async move {
+        let (status, body) = call(&url, "GET", &format!("/transactions/{tx}"), None, None)
+            .await
+            .expect("status");
+        assert_eq!(
+            (status, body["status"].as_str()),
+            (200, Some("COMMITTED")),
+            "{body}"
+        );
+        assert_eq!(balances(&url).await, before, "balances kept");
+    };
+
+    // 1. serve alone: a zombie; its DynamoDB Local runs on.
+    let ddb_pid = recorded_pid(&data.join("dynamodb.pid"));
+    kill(&["-KILL", &first.id().to_string()]).await;
+    dead(first.id()).await;
+    assert_eq!(process_state(first.id()), Some('Z'), "unreaped: a zombie");
+    assert!(
+        matches!(process_state(ddb_pid), Some(s) if s != 'Z'),
+        "DynamoDB Local outlives a killed serve"
+    );
+    let second = spawn_serve(&data, port).await;
+    check(url.clone(), tx.clone(), before.clone()).await;
+    assert!(
+        matches!(process_state(ddb_pid), None | Some('Z')),
+        "the orphaned DynamoDB Local was stopped"
+    );
+
+    // 2. The whole process group: serve (a zombie again) and its DynamoDB Local.
+    let ddb_pid = recorded_pid(&data.join("dynamodb.pid"));
+    kill(&["-KILL", "--", &format!("-{}", second.id())]).await;
+    dead(second.id()).await;
+    dead(ddb_pid).await;
+    assert_eq!(process_state(second.id()), Some('Z'), "unreaped: a zombie");
+    let mut third = spawn_serve(&data, port).await;
+    check(url.clone(), tx.clone(), before.clone()).await;
+
+    // A clean stop still works.
+    kill(&["-INT", &third.id().to_string()]).await;
+    let until = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = third.try_wait().expect("wait") {
+            break status;
+        }
+        assert!(Instant::now() < until, "serve did not stop after SIGINT");
+        tokio::time::sleep(Duration::from_millis(50)).await; // polling a std child's exit
+    };
+    assert!(status.success(), "{status}");
+    for mut zombie in [first, second] {
+        zombie.wait().expect("reap");
+    }
+    let _ = std::fs::remove_dir_all(&data);
+}

@@ -25,7 +25,7 @@ pub struct Demo {
 }
 
 /// The services the demo names itself: an `--http-participant` may not take these names.
-pub const DEMO_SERVICES: [&str; 3] = ["accounts", "inventory", PAYMENTS];
+pub const DEMO_SERVICES: [&str; 4] = ["accounts", "wallets", "inventory", PAYMENTS];
 
 /// The custom participant of the demo.
 pub const PAYMENTS: &str = "payments";
@@ -74,11 +74,13 @@ impl Demo {
         format!("{}{service}", self.prefix)
     }
 
-    /// The services: the tables reached through the `direct` transport, `payments` over
-    /// `http` at [`PAYMENTS_PATH`].
+    /// The services: the tables reached through the `direct` transport (`accounts`, `wallets`,
+    /// `inventory`), `payments` over `http` at [`PAYMENTS_PATH`].
     pub fn services(&self) -> BTreeMap<String, ServiceConfig> {
         let mut services: BTreeMap<String, ServiceConfig> =
-            [("accounts", "id"), ("inventory", "sku")]
+            // `wallets` starts empty: it is the deployed stack's second table service
+            // (template.yaml), which `twopc seed` and docs/deploy.md's checks write to.
+            [("accounts", "id"), ("wallets", "id"), ("inventory", "sku")]
                 .into_iter()
                 .map(|(name, key)| {
                     (
@@ -202,7 +204,7 @@ mod tests {
         )
         .expect("the demo's variables are a valid coordinator configuration");
         assert_eq!(config.services, demo.services());
-        assert_eq!(config.lock_tables.len(), 2);
+        assert_eq!(config.lock_tables.len(), 3);
         assert_eq!(config.transactions_table, "p-transactions");
         assert_eq!(
             config.services[PAYMENTS].target,

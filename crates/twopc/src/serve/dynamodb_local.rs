@@ -1,19 +1,26 @@
 //! DynamoDB Local as a child of `twopc serve`: found where `make tools` installs it, started on
 //! a free loopback port (persisted under the data folder, or in memory), waited for, stopped.
 //!
-//! Its pid is written beside the data, so a `twopc serve` that was killed (SIGKILL leaves the JVM
-//! running and holding the database files) has its orphan stopped by the next start. Its output
-//! goes to `dynamodb-local.log` in the same folder: when it exits at start, the error quotes it.
+//! A `twopc serve` that was killed leaves the JVM running and holding the database files; the next
+//! start stops that orphan. Which JVM is alive is told by an advisory lock, not by its pid: the
+//! JVM holds `dynamodb.lock` for its whole life (the locked file is its standard input, so the
+//! kernel releases the lock only when the JVM dies), and its pid, written beside it, is only read
+//! while the lock is held. A pid alone would lie: after a `kill -9` where PID 1 does not reap
+//! orphans, the dead JVM lingers as a zombie under the same pid. Its output goes to
+//! `dynamodb-local.log` in the same folder: when it exits at start, the error quotes it.
 //!
 //! Every path handed to the JVM is absolute: it runs in the state folder (where it writes its
 //! own metadata), so a relative `-dbPath` would resolve against that folder, not ours.
 
+use std::fs::{File, TryLockError};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use tokio::process::{Child, Command};
+
+use super::pidfile::{open_lock, recorded_pid};
 
 /// Why DynamoDB Local could not be started.
 #[derive(Debug, thiserror::Error)]
@@ -47,6 +54,16 @@ pub enum LocalError {
         cause: &'static str,
         /// Its last lines.
         tail: String,
+    },
+    /// Another DynamoDB Local holds the data folder's lock and could not be stopped.
+    #[error(
+        "another DynamoDB Local holds {} and did not stop: stop it (`fuser -v {}` names it), or pass another --data-dir",
+        lock.display(),
+        lock.display()
+    )]
+    Held {
+        /// The lock file.
+        lock: PathBuf,
     },
     /// It did not accept connections in time.
     #[error("DynamoDB Local did not accept connections within 60 s{tail}")]
@@ -112,29 +129,67 @@ fn free_port() -> std::io::Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
-/// Whether a process with this pid exists.
-pub fn alive(pid: u32) -> bool {
-    Path::new(&format!("/proc/{pid}")).exists()
-}
-
-/// Sends SIGTERM (then SIGKILL after `grace`) to a process that is not our child.
-pub async fn terminate(pid: u32, grace: Duration) {
+/// Sends a signal with `kill(1)` (the workspace forbids `unsafe`, and std only sends SIGKILL).
+async fn signal(pid: u32, signal: &str) {
     let _ = Command::new("kill")
-        .arg("-TERM")
+        .arg(format!("-{signal}"))
         .arg(pid.to_string())
+        .stderr(Stdio::null())
         .status()
         .await;
+}
+
+/// Takes `lock`, waiting up to `grace` for its holder to die.
+async fn lock_within(lock: &File, grace: Duration) -> std::io::Result<bool> {
     let until = Instant::now() + grace;
-    while alive(pid) && Instant::now() < until {
-        tokio::time::sleep(Duration::from_millis(50)).await; // polling a foreign process's exit
+    loop {
+        match lock.try_lock() {
+            Ok(()) => return Ok(true),
+            Err(TryLockError::WouldBlock) if Instant::now() < until => {
+                // Polling another process's exit: std has no lock wait with a deadline.
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(TryLockError::WouldBlock) => return Ok(false),
+            Err(TryLockError::Error(e)) => return Err(e),
+        }
     }
-    if alive(pid) {
-        let _ = Command::new("kill")
-            .arg("-KILL")
-            .arg(pid.to_string())
-            .status()
-            .await;
+}
+
+/// Takes DynamoDB Local's lock in `state_dir`, first stopping (SIGTERM, then SIGKILL) the orphan
+/// of a killed `twopc serve` that still holds it.
+async fn take_lock(lock_path: &Path, pid_file: &Path) -> Result<File, LocalError> {
+    let lock = open_lock(lock_path).map_err(io(lock_path))?;
+    if lock_within(&lock, Duration::ZERO)
+        .await
+        .map_err(io(lock_path))?
+    {
+        return Ok(lock);
     }
+    let Some(pid) = recorded_pid(pid_file) else {
+        return Err(LocalError::Held {
+            lock: lock_path.to_path_buf(),
+        });
+    };
+    eprintln!(
+        "  stopping DynamoDB Local (pid {pid}) left running by a previous twopc serve that was killed"
+    );
+    signal(pid, "TERM").await;
+    if lock_within(&lock, Duration::from_secs(5))
+        .await
+        .map_err(io(lock_path))?
+    {
+        return Ok(lock);
+    }
+    signal(pid, "KILL").await;
+    if lock_within(&lock, Duration::from_secs(5))
+        .await
+        .map_err(io(lock_path))?
+    {
+        return Ok(lock);
+    }
+    Err(LocalError::Held {
+        lock: lock_path.to_path_buf(),
+    })
 }
 
 impl DynamoDbLocal {
@@ -148,16 +203,8 @@ impl DynamoDbLocal {
         let absolute = |p: &Path| std::path::absolute(p).map_err(io(p));
         let state_dir = absolute(state_dir)?;
         let pid_file = state_dir.join("dynamodb.pid");
-        if let Some(pid) = std::fs::read_to_string(&pid_file)
-            .ok()
-            .and_then(|s| s.trim().parse::<u32>().ok())
-            && alive(pid)
-        {
-            eprintln!(
-                "  stopping DynamoDB Local (pid {pid}) left running by a previous twopc serve that was killed"
-            );
-            terminate(pid, Duration::from_secs(5)).await;
-        }
+        let lock_path = state_dir.join("dynamodb.lock");
+        let lock = take_lock(&lock_path, &pid_file).await?;
         let port = free_port().map_err(io(Path::new("127.0.0.1:0")))?;
         let mut cmd = Command::new("java");
         cmd.arg(format!(
@@ -182,8 +229,11 @@ impl DynamoDbLocal {
         let log = state_dir.join(LOG_FILE);
         let out = std::fs::File::create(&log).map_err(io(&log))?;
         let err = out.try_clone().map_err(io(&log))?;
+        // The JVM's standard input is the locked file (the same open file description, which
+        // carries the lock): the lock lives as long as the JVM, even if this process is killed.
+        // DynamoDB Local never reads its input.
         cmd.current_dir(&state_dir)
-            .stdin(Stdio::null())
+            .stdin(Stdio::from(lock))
             .stdout(out)
             .stderr(err)
             .kill_on_drop(true);
@@ -230,10 +280,16 @@ impl DynamoDbLocal {
         }
     }
 
-    /// Stops it (SIGTERM, then SIGKILL) and forgets its pid.
+    /// Stops it (SIGTERM, then SIGKILL after 5 s) and forgets its pid.
     pub async fn stop(mut self) {
         if let Some(pid) = self.child.id() {
-            terminate(pid, Duration::from_secs(5)).await;
+            signal(pid, "TERM").await;
+            if tokio::time::timeout(Duration::from_secs(5), self.child.wait())
+                .await
+                .is_err()
+            {
+                let _ = self.child.start_kill();
+            }
         }
         let _ = self.child.wait().await;
         let _ = std::fs::remove_file(&self.pid_file);

@@ -1,6 +1,6 @@
 //! `twopc serve`: the whole system on one machine, against DynamoDB Local.
 //!
-//! - [`pidfile`]: one `twopc serve` per data folder;
+//! - [`pidfile`]: one `twopc serve` per data folder (an advisory lock held while it runs);
 //! - [`dynamodb_local`]: DynamoDB Local as a child process (persisted under the data folder, or
 //!   in memory), unless `--dynamodb-endpoint` names one;
 //! - [`stack`]: the parts, wired once: the demo's configuration ([`demo`]), tables, seed, the
@@ -145,15 +145,18 @@ fn read_secret(path: &std::path::Path) -> Result<String, ServeError> {
 pub enum ServeError {
     /// Another `twopc serve` holds the data folder.
     #[error(
-        "twopc serve is already running with data folder {} (pid {pid}{}); stop it (Ctrl-C in its terminal, or `kill {pid}`), or pass another --data-dir",
+        "twopc serve is already running with data folder {} ({}{}): it holds {}; stop it (Ctrl-C in its terminal, or {}), or pass another --data-dir",
         data_dir.display(),
-        if url.is_empty() { String::new() } else { format!(", {url}") }
+        pid.map_or_else(|| "pid not recorded yet".to_owned(), |p| format!("pid {p}")),
+        if url.is_empty() { String::new() } else { format!(", {url}") },
+        data_dir.join("serve.lock").display(),
+        pid.map_or_else(|| "kill the process holding the lock".to_owned(), |p| format!("`kill {p}`"))
     )]
     AlreadyRunning {
         /// The folder.
         data_dir: PathBuf,
-        /// The other process.
-        pid: u32,
+        /// The other process, as it recorded itself.
+        pid: Option<u32>,
         /// Where it serves.
         url: String,
     },
@@ -293,7 +296,7 @@ fn banner(url: &str, endpoint: &str, args: &ServeArgs) {
         r#"
 dynamo-2pc local stack
   HTTP API      {url}   (POST /transactions, GET /transactions/{{txId}})
-  DynamoDB      {endpoint}   (tables {prefix}transactions, {prefix}accounts, {prefix}inventory, {prefix}payments)
+  DynamoDB      {endpoint}   (tables {prefix}transactions, {prefix}accounts, {prefix}wallets, {prefix}inventory, {prefix}payments)
   payments      {url}/services/payments   (a custom participant; GET .../authorisations)
 {custom}  live page     {url}/   (WebSocket {ws}/ws)
   sweeper       every {sweep} ms
