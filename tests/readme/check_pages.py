@@ -7,7 +7,8 @@ reader:
 
 - every fenced block a reader would run (```console, ```sh, and the shells smoke.py does not
   run: bash, shell, zsh) is in a page the smoke visits, in a language it runs, with at least one
-  command it would find; a block it skips says why (`<!-- smoke: skip (why) -->`);
+  command it would find; a block it skips says why (`<!-- smoke: skip (why) -->`), and an sh
+  block, which shows no output, says whether it is run (`run-only (why)`) or skipped;
 - every smoke marker is followed by a block (a marker above prose is a mistake);
 - every relative link of those pages names a file that exists, and an anchor (`#...`) one of
   the headings of the page it points into;
@@ -88,6 +89,11 @@ def check_blocks(page, problems):
                     problems.append(f"{page}:{n}: say why in parentheses: <!-- smoke: {block.mode} (why) -->")
                 elif block.mode == "skip" and not block.why:
                     problems.append(f"{page}:{n}: a skipped block must say why: <!-- smoke: skip (why) -->")
+                elif lang == "sh" and block.why == smoke.SH_DEFAULT_WHY:
+                    problems.append(
+                        f"{page}:{n}: an sh block shows no output: say whether the smoke runs it, "
+                        "<!-- smoke: run-only (why) --> or <!-- smoke: skip (why) --> (or show it as ```console)"
+                    )
             continue
         if m and fenced:
             fenced = False

@@ -90,6 +90,8 @@ PAGE_ORDER = (
 )
 # Fenced blocks that are examples to run: console (`$ ` commands and their output) and sh.
 EXAMPLE_LANGS = ("console", "sh")
+# An sh block shows no output to compare; unmarked, it is run (check_pages.py asks for a marker).
+SH_DEFAULT_WHY = "(an sh block shows no output)"
 MARKER = re.compile(r"\s*<!--\s*smoke:\s*(skip|run-only)\b\s*(.*?)\s*-->")
 
 
@@ -145,7 +147,7 @@ def console_blocks(root, page):
         if m:
             directive = (m.group(1), m.group(2))
         elif line.strip() == "```sh":
-            mode, why = directive or ("run-only", "(an sh block shows no output)")
+            mode, why = directive or ("run-only", SH_DEFAULT_WHY)
             block = Block(page, "sh", i + 1, mode, why)
             i += 1
             while i < len(lines) and lines[i].strip() != "```":
