@@ -112,13 +112,14 @@ test: tools browser-tools ## Validate template.yaml, then run every test (unit +
 	cargo build --workspace --tests --bins --locked
 	$(DDB) run $(TEST_RUNNER) --workspace --locked
 
-# make smoke: the README as a new user runs it, in a fresh clone of HEAD (tests/readme/smoke.py;
-# SMOKE_ARGS="--rev COMMIT" tests another commit, "--keep" keeps the clone). Builds from scratch.
-smoke: browser-tools ## Run the README's commands in a fresh clone: make run, the examples, Ctrl-C, restart, --in-memory
+# make smoke: the README and docs/ as a new user runs them, in a fresh clone of HEAD
+# (tests/readme/smoke.py; SMOKE_ARGS="--rev COMMIT" tests another commit, "--keep" keeps the
+# clone). Builds from scratch.
+smoke: browser-tools ## Run the examples of the README and docs/ in a fresh clone: make run, the examples, Ctrl-C, restart, --in-memory
 	python3 tests/readme/smoke.py $(SMOKE_ARGS)
 
 # make sam-local: every function of template.yaml in Lambda's own container (sam local) against
-# DynamoDB Local, x86_64 debug builds (infra/sam-local.py): the README's sam local lines as
+# DynamoDB Local, x86_64 debug builds (infra/sam-local.py): docs/deploy.md's sam local lines as
 # written, each function with its events/ samples, one transaction committed and one aborted
 # through sam local start-api and start-lambda. Starts dockerd (root) and imports a base image
 # from Debian packages when missing; where Docker cannot run it prints SKIPPED and why.
@@ -127,12 +128,14 @@ sam-local: py-tools ddb-tools ## Run every function in Lambda's container (sam l
 	python3 infra/sam-local.py test
 
 # checkov: every check passes or is skipped in template.yaml with its reason (Metadata: checkov:
-# skip:); --skip-download keeps it offline (it would fetch guideline links).
-validate: py-tools ## Check offline: template.yaml (sam validate --lint, cfn-lint, checkov), docs/openapi.json, docs/participant-openapi.json and their examples
+# skip:); --skip-download keeps it offline (it would fetch guideline links). check_pages.py: every
+# example of the README and docs/ is one make smoke runs or skips with a reason; links resolve.
+validate: py-tools ## Check offline: template.yaml (sam validate --lint, cfn-lint, checkov), docs/openapi.json, docs/participant-openapi.json and their examples, the pages' examples and links
 	$(WITH_VENV) sam validate --lint --region us-east-1 --template template.yaml
 	$(WITH_VENV) cfn-lint template.yaml
 	$(CHECKOV_VENV)/bin/checkov --file template.yaml --framework cloudformation --skip-download --compact --quiet
 	$(VENV)/bin/python tests/openapi/validate.py
+	python3 tests/readme/check_pages.py
 
 check: ## Formatting and lints, as CI runs them
 	cargo fmt --all -- --check

@@ -5,7 +5,7 @@
                                       # x86_64 debug build in .aws-sam/local, DynamoDB Local on
                                       # the Docker bridge (172.17.0.1:8765) with tables and items
     python3 infra/sam-local.py down   # stops DynamoDB Local (a dockerd `up` started keeps running)
-    python3 infra/sam-local.py test   # make sam-local: up, the README's `sam local` lines as
+    python3 infra/sam-local.py test   # make sam-local: up, docs/deploy.md's `sam local` lines as
                                       # written, every function with its events/ samples, one
                                       # transaction committed and one aborted through
                                       # `sam local start-lambda` + `sam local start-api`, down
@@ -294,39 +294,43 @@ def with_tx(event, tx):
     return str(f)
 
 
+# The page that shows the `sam local` lines (docs/deploy.md, "In Lambda's container").
+DOC_PAGE = "docs/deploy.md"
+
+
 def readme_lines():
-    """The README's `sam local` lines: the ```sh block after `<!-- sam-local: run by make
-    sam-local -->`, one command a line."""
-    text = (ROOT / "README.md").read_text()
+    """The documented `sam local` lines: the ```sh block after `<!-- sam-local: run by make
+    sam-local -->` in DOC_PAGE, one command a line."""
+    text = (ROOT / DOC_PAGE).read_text()
     m = re.search(r"<!-- sam-local: run by make sam-local -->\s*```sh\n(.*?)```", text, re.S)
     if not m:
-        raise Failure("README.md has no block marked <!-- sam-local: run by make sam-local -->")
+        raise Failure(f"{DOC_PAGE} has no block marked <!-- sam-local: run by make sam-local -->")
     return [l for l in m.group(1).splitlines() if l.strip()]
 
 
 def check_readme():
-    """Runs the README's lines as written, in bash from the repository's root, with the SAM CLI
-    of .tools/venv on PATH (as the README's deploy section has it); judges each `sam local
-    invoke` by its answer."""
-    say("the README's sam local lines, as written:")
+    """Runs the documented lines as written, in bash from the repository's root, with the SAM
+    CLI of .tools/venv on PATH (as docs/deploy.md has it); judges each `sam local invoke` by its
+    answer."""
+    say(f"{DOC_PAGE}'s sam local lines, as written:")
     env = {**SAM_ENV, "PATH": f"{ROOT / '.tools' / 'venv' / 'bin'}:{os.environ['PATH']}"}
     for line in readme_lines():
         t = time.monotonic()
         p = subprocess.run(["bash", "-c", line], cwd=ROOT, env=env, text=True,
                            capture_output=True, timeout=600)
         if p.returncode != 0:
-            raise Failure(f"README line exited {p.returncode}: {line}\n{p.stdout}\n{p.stderr}")
+            raise Failure(f"{DOC_PAGE} line exited {p.returncode}: {line}\n{p.stdout}\n{p.stderr}")
         argv = line.split("#")[0].split()
         if argv[:3] == ["sam", "local", "invoke"]:
             lines = [l for l in p.stdout.splitlines() if l.strip()]
             try:
                 answer = json.loads(lines[-1])
             except (IndexError, json.JSONDecodeError):
-                raise Failure(f"README line gave no JSON answer: {line}\n{p.stdout}\n{p.stderr}")
+                raise Failure(f"{DOC_PAGE} line gave no JSON answer: {line}\n{p.stdout}\n{p.stderr}")
             if argv[3] != "CoordinatorFunction":
-                raise Failure(f"README line has no judge here: {line}")
+                raise Failure(f"{DOC_PAGE} line has no judge here: {line}")
             expect(answer.get("statusCode") == 200 and body(answer)["outcome"] == "committed",
-                   "the README's transfer did not commit", answer, p.stderr)
+                   "the documented transfer did not commit", answer, p.stderr)
         say(f"  ok ({time.monotonic() - t:.1f} s): {line.split('#')[0].strip()}")
 
 

@@ -7,9 +7,9 @@ existing validators.
   with OpenAPI's dialect and formats), each resolved inside the document by JSON pointer:
   * the document's own examples;
   * the API Gateway events in events/coordinator-*.json (path, Idempotency-Key, body);
-  * the README's requests (curl -d bodies, `twopc submit` bodies, the ```json block under
-    "A transaction") and the JSON answers printed under its curl commands, read from
-    README.md itself;
+  * the requests the README and the other pages show (curl -d bodies, `twopc submit` bodies,
+    the ```json block under "A transaction" in docs/api.md) and the JSON answers printed under
+    their curl commands, read from the pages themselves (every tracked Markdown file);
   * with --answers FILE (- for stdin): answers the real handler gave, as a JSON list of
     {"method", "path", "status", "body"} (crates/coordinator/tests/openapi.rs sends them).
 
@@ -22,6 +22,7 @@ import argparse
 import json
 import re
 import shlex
+import subprocess
 import sys
 from decimal import Decimal
 from pathlib import Path
@@ -199,7 +200,7 @@ def check_events(checker):
         )
 
 
-# -------------------------------------------------------------------- README.md
+# -------------------------------------------------------------------- the pages
 
 
 def blocks(text):
@@ -285,22 +286,39 @@ def curl_request(argv):
     return method or ("POST" if data is not None else "GET"), path, headers, data
 
 
+def pages():
+    """README.md and every other tracked Markdown file (the pages make smoke runs)."""
+    tracked = subprocess.run(
+        ["git", "ls-files", "*.md"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
+    return ["README.md"] + sorted(p for p in tracked if p != "README.md")
+
+
 def check_readme(checker):
-    text = (ROOT / "README.md").read_text()
     found = {"curl": 0, "answers": 0, "submit": 0, "json": 0}
+    for page in pages():
+        check_page(checker, page, found)
+    for kind, n in found.items():
+        if n == 0:
+            checker.fail("README.md, docs/", f"no {kind} example found: have the pages changed shape?")
+    return found
+
+
+def check_page(checker, page, found):
+    text = (ROOT / page).read_text()
     for lang, start, lines, heading in blocks(text):
         if lang == "json" and heading == "A transaction":
             # "POST /transactions            Idempotency-Key: order-42", then the body.
             first = lines[0].split()
             method, path = first[0], first[1]
             headers = dict([" ".join(first[2:]).split(": ", 1)]) if len(first) > 2 else {}
-            checker.request(f"README.md:{start}", method, path, headers, load("\n".join(lines[1:])))
+            checker.request(f"{page}:{start}", method, path, headers, load("\n".join(lines[1:])))
             found["json"] += 1
         if lang not in ("console", "sh"):
             continue
         prompt = "$ " if lang == "console" else ""
         for i, argv, output in commands(lines, prompt):
-            where = f"README.md:{start + i}"
+            where = f"{page}:{start + i}"
             for part in pipelines(argv):
                 if part[:1] == ["curl"]:
                     method, path, headers, data = curl_request(part)
@@ -312,7 +330,7 @@ def check_readme(checker):
                         if line.startswith("{")
                     ]
                     found["answers"] += len(statuses)
-                    # A request the README shows refused need not fit the schema (it may be
+                    # A request a page shows refused need not fit the schema (it may be
                     # refused for what the schema sees, as the coordinator does).
                     if not any(s and int(s) >= 400 for s in statuses):
                         body = None if data is None else load(data)
@@ -323,10 +341,6 @@ def check_readme(checker):
             if len(parts) == 2 and parts[0][:1] == ["echo"] and parts[1][-2:] == ["submit", "-"]:
                 checker.request(where, "POST", "/transactions", {}, load(parts[0][1]))
                 found["submit"] += 1
-    for kind, n in found.items():
-        if n == 0:
-            checker.fail("README.md", f"no {kind} example found: has the README changed shape?")
-    return found
 
 
 # -------------------------------------------------------------------- the participant's document
@@ -378,7 +392,7 @@ def main():
         print(f"openapi: {f}", file=sys.stderr)
     print(
         f"docs/openapi.json: valid OpenAPI {doc['openapi']}; {checker.checked} instances checked "
-        f"(examples, events, README {readme}, {answers} handler answers), "
+        f"(examples, events, pages {readme}, {answers} handler answers), "
         f"{len(checker.failures)} failures"
     )
     pdoc, participant = check_participant_doc()

@@ -1,15 +1,20 @@
 #!/usr/bin/env python3
-"""The README, run as a new user runs it (`make smoke`).
+"""The README and the pages under docs/, run as a new user runs them (`make smoke`).
 
 In a fresh clone of the repository (HEAD, or --rev), with no TWOPC_* or other overrides in the
 environment:
 
 1. `make run` in the background, until the API answers on :3000 (the first run builds);
-2. every ```console block of README.md, in order, in one bash session per block: each `$ `
-   command must exit 0 (unless the next command is `echo $?`, which then shows its status) and
-   print what the README shows under it (transaction ids, v4 or v5, are compared as a
-   placeholder: the CLI sends a fresh idempotency key, from which the id derives). A block preceded by `<!-- smoke: run-only
-   (why) -->` is run but its output is not compared; `<!-- smoke: skip (why) -->` is not run;
+2. every ```console and ```sh block of README.md, then of every other page (`pages`: docs/ in
+   the order of PAGE_ORDER, then every other Markdown file of the repository), in order, in one
+   bash session per block, against the same stack: each `$ ` command of a console block must
+   exit 0 (unless the next command is `echo $?`, which then shows its status) and print what
+   the page shows under it (transaction ids, v4 or v5, are compared as a placeholder: the CLI
+   sends a fresh idempotency key, from which the id derives). Each line of an sh block is a
+   command (a line ending in `\` or inside quotes goes on) that must exit 0; its output is not
+   compared. A block preceded by `<!-- smoke: run-only (why) -->` is run but its output is not
+   compared; `<!-- smoke: skip (why) -->` is not run (tests/readme/check_pages.py, part of
+   `make validate`, fails on a block the smoke would not visit and on a marker without a why);
 3. the live page in headless Chromium (tests/browser/live-page.mjs): a transfer made on the page,
    and the update pushed back over the WebSocket;
 4. Ctrl-C (SIGINT to the process group, as a terminal sends it): make, twopc and DynamoDB Local
@@ -68,7 +73,37 @@ def port_free(port):
             return False
 
 
-# --- README parsing ---------------------------------------------------------------------------
+# --- the pages --------------------------------------------------------------------------------
+
+# The pages whose examples build on one another, in the order they run after README.md (the
+# balances the later ones print depend on the transfers the earlier ones make). Every other
+# Markdown file of the repository follows, in path order.
+PAGE_ORDER = (
+    "docs/api.md",
+    "docs/participants.md",
+    "docs/lake.md",
+    "docs/configuration.md",
+    "docs/deploy.md",
+    "docs/operations.md",
+    "docs/bench.md",
+    "docs/limitations.md",
+)
+# Fenced blocks that are examples to run: console (`$ ` commands and their output) and sh.
+EXAMPLE_LANGS = ("console", "sh")
+# An sh block shows no output to compare; unmarked, it is run (check_pages.py asks for a marker).
+SH_DEFAULT_WHY = "(an sh block shows no output)"
+MARKER = re.compile(r"\s*<!--\s*smoke:\s*(skip|run-only)\b\s*(.*?)\s*-->")
+
+
+def pages(root):
+    """The Markdown files the smoke visits, in the order it visits them: README.md, the pages
+    of PAGE_ORDER, then every other tracked Markdown file (paths relative to root)."""
+    tracked = subprocess.run(
+        ["git", "ls-files", "*.md"], cwd=root, capture_output=True, text=True, check=True
+    ).stdout.split()
+    first = ["README.md", *PAGE_ORDER]
+    return [p for p in first if p in tracked] + sorted(p for p in tracked if p not in first)
+
 
 
 class Command:
@@ -79,37 +114,55 @@ class Command:
 
 
 class Block:
-    def __init__(self, line, mode, why):
+    def __init__(self, page, lang, line, mode, why):
+        self.page = page
+        self.lang = lang
         self.line = line
         self.mode = mode  # compare | run-only | skip
         self.why = why
         self.commands = []
 
 
-def complete(command):
+def complete(command, comments=False):
     """Whether a shell command is complete (no open quote, no trailing backslash)."""
     if command.endswith("\\"):
         return False
     try:
-        shlex.split(command)
+        shlex.split(command, comments=comments)
         return True
     except ValueError:
         return False
 
 
-def console_blocks(readme):
+def console_blocks(root, page):
+    """The example blocks of a page: ```console blocks (compared unless marked) and ```sh
+    blocks (run, never compared: they show no output)."""
     blocks = []
-    lines = readme.read_text().splitlines()
+    lines = (root / page).read_text().splitlines()
     i = 0
     directive = None
     while i < len(lines):
         line = lines[i]
-        m = re.match(r"\s*<!--\s*smoke:\s*(skip|run-only)\b\s*(.*?)\s*-->", line)
+        m = MARKER.match(line)
         if m:
             directive = (m.group(1), m.group(2))
+        elif line.strip() == "```sh":
+            mode, why = directive or ("run-only", SH_DEFAULT_WHY)
+            block = Block(page, "sh", i + 1, mode, why)
+            i += 1
+            while i < len(lines) and lines[i].strip() != "```":
+                if lines[i].strip() and not lines[i].lstrip().startswith("#"):
+                    cmd = Command(lines[i], i + 1)
+                    while not complete(cmd.text, comments=True) and i + 1 < len(lines):
+                        i += 1
+                        cmd.text += "\n" + lines[i]
+                    block.commands.append(cmd)
+                i += 1
+            blocks.append(block)
+            directive = None
         elif line.strip() == "```console":
             mode, why = directive or ("compare", "")
-            block = Block(i + 1, mode, why)
+            block = Block(page, "console", i + 1, mode, why)
             i += 1
             while i < len(lines) and lines[i].strip() != "```":
                 if lines[i].startswith("$ "):
@@ -161,7 +214,7 @@ def run_block(block, clone, env):
             current.append(line)
     if len(results) != len(block.commands):
         raise SmokeFailure(
-            f"README.md:{block.line}: the block stopped after {len(results)} of "
+            f"{block.page}:{block.line}: the block stopped after {len(results)} of "
             f"{len(block.commands)} commands:\n" + "\n".join(current)
         )
     return results
@@ -173,16 +226,16 @@ def check_block(block, results):
         shown_status = n + 1 < len(results) and results[n + 1][0].text.strip() == "echo $?"
         if status != 0 and not shown_status:
             raise SmokeFailure(
-                f"README.md:{cmd.line}: `{first}` exited {status}:\n" + "\n".join(output)
+                f"{block.page}:{cmd.line}: `{first}` exited {status}:\n" + "\n".join(output)
             )
         if block.mode == "compare":
             want, got = normalize(cmd.expected), normalize(output)
             if want != got:
                 raise SmokeFailure(
-                    f"README.md:{cmd.line}: `{first}` printed something else.\n"
-                    f"--- README shows\n" + "\n".join(want) + "\n--- it printed\n" + "\n".join(got)
+                    f"{block.page}:{cmd.line}: `{first}` printed something else.\n"
+                    f"--- {block.page} shows\n" + "\n".join(want) + "\n--- it printed\n" + "\n".join(got)
                 )
-        say(f"  ok  README.md:{cmd.line}  $ {first[:90]}")
+        say(f"  ok  {block.page}:{cmd.line}  $ {first[:90]}")
 
 
 # --- the local stack --------------------------------------------------------------------------
@@ -296,24 +349,25 @@ def twopc(clone, env, *args):
 
 
 def smoke(clone, env, logs):
-    readme = clone / "README.md"
-    text = readme.read_text()
+    # What the pages promise beyond their examples: make run (README.md) and its options
+    # (docs/configuration.md).
     restart_args = 'make run ARGS="--port 3001 --in-memory"'
-    for promised in ("make run", restart_args):
-        if promised not in text:
-            raise SmokeFailure(f"README.md no longer shows `{promised}`: update this test")
+    for page, promised in (("README.md", "make run"), ("docs/configuration.md", restart_args)):
+        if promised not in (clone / page).read_text():
+            raise SmokeFailure(f"{page} no longer shows `{promised}`: update this test")
 
     say("make run (a fresh clone builds first)")
     stack = Stack(clone, env, 3000, "make run", logs / "make-run-1.log")
     stack.wait_ready()
     started = time.monotonic()
-    for block in console_blocks(readme):
-        if block.mode == "skip":
-            say(f"  skip README.md:{block.line} ({block.why})")
-            continue
-        note = f" (output not compared: {block.why.strip('()')})" if block.mode == "run-only" else ""
-        say(f"README.md:{block.line}: {len(block.commands)} command(s){note}")
-        check_block(block, run_block(block, clone, env))
+    for page in pages(clone):
+        for block in console_blocks(clone, page):
+            if block.mode == "skip":
+                say(f"  skip {page}:{block.line} {block.why}")
+                continue
+            note = f" (output not compared: {block.why.strip('()')})" if block.mode == "run-only" else ""
+            say(f"{page}:{block.line}: {len(block.commands)} command(s){note}")
+            check_block(block, run_block(block, clone, env))
 
     say("the live page in headless Chromium")
     shot = logs / "live-page.png"
@@ -347,7 +401,7 @@ def smoke(clone, env, logs):
     if not done.startswith("COMMITTED"):
         raise SmokeFailure(f"transfer on :3001: {done}")
     stack.interrupt()
-    say(f"  ok  in memory on :3001; README checks took {int(time.monotonic() - started)} s")
+    say(f"  ok  in memory on :3001; the pages' checks took {int(time.monotonic() - started)} s")
 
 
 def main():
@@ -358,7 +412,7 @@ def main():
 
     for port in (3000, 3001):
         if not port_free(port):
-            sys.exit(f"smoke: port {port} is in use; the README's commands need it: stop that process")
+            sys.exit(f"smoke: port {port} is in use; the pages' commands need it: stop that process")
     rev = subprocess.run(
         ["git", "rev-parse", "--short", args.rev], cwd=REPO, capture_output=True, text=True, check=True
     ).stdout.strip()

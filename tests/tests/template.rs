@@ -553,7 +553,7 @@ fn every_table_that_holds_state_is_restorable_and_protected_from_deletion() {
         // Not RetainExceptOnCreate: deletion protection would fail a first create's rollback.
         assert_eq!(value(&lines, "DeletionPolicy"), Some("Retain"), "{name}");
     }
-    // The connections table holds subscriptions only (README, "Operations").
+    // The connections table holds subscriptions only (docs/operations.md).
     let connections = block("Resources", "ConnectionsTable");
     assert_eq!(value(&connections, "PointInTimeRecoveryEnabled"), None);
 }

@@ -176,7 +176,7 @@ macro_rules! codes {
 pub(crate) use codes;
 
 codes! {
-    /// The stable `code` of an error answer (README, "A transaction"). Matching on it is the
+    /// The stable `code` of an error answer (docs/api.md, "Errors"). Matching on it is the
     /// supported way to tell refusals apart; [`ErrorCode::Other`] keeps any code this version
     /// does not know.
     ErrorCode {
@@ -310,7 +310,7 @@ mod tests {
     }
 
     /// Every code the client knows, as the API spells it: the list to reconcile with the API's
-    /// own (README "A transaction", the OpenAPI document). `throttled` is the client's name for
+    /// own (docs/api.md, "Errors", and the OpenAPI document). `throttled` is the client's name for
     /// API Gateway's 429, which carries no code.
     #[test]
     fn every_known_code_is_listed_and_reads_back() {

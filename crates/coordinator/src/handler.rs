@@ -1,4 +1,4 @@
-//! The REST handler: routes, request checks, answers (README, "A transaction"). The protocol is the
+//! The REST handler: routes, request checks, answers (docs/api.md). The protocol is the
 //! core's `Coordinator`; the answers' bodies are the core's `api` module, shared with the
 //! local stack.
 //!

@@ -6,7 +6,7 @@
 //! (a deadline passing mid-prepare, a late prepare, a completion cut short). Each answer
 //! (method, path, status, body) then goes to `tests/openapi/validate.py`, which validates it
 //! with openapi-schema-validator against the response the document declares for its operation
-//! and status (and checks the document, the events and the README's examples too).
+//! and status (and checks the document, the events and the examples of the README and docs/ too).
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -1,4 +1,4 @@
-//! The HTTP API's answers (README, "A transaction"), shared by the Lambda and the local stack;
+//! The HTTP API's answers (docs/api.md), shared by the Lambda and the local stack;
 //! [`codes`]: every stable `code` they carry. `docs/openapi.json` describes them.
 
 pub mod codes;

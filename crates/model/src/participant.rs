@@ -32,12 +32,12 @@ pub enum Variant {
     /// on a real item, for a non-creating operation, becomes `Lock` (see [`prepare`]).
     BlindTakeover,
     /// No fence: commit and abort write no entry, prepare checks none, and a commit or abort that
-    /// finds its lock gone assumes it was already done (the source material's "any failed commit
-    /// condition means already committed"). Only the deadline check stands between a late
-    /// prepare and the item. Overrides: [`rules::prepare`] is given no entry and no coverage;
-    /// every answer of [`rules::commit`] without the lock, and [`rules::abort`]'s `FenceOut`,
-    /// become "already done"; the holder's release writes no entry (see [`prepare`],
-    /// [`commit`], [`abort`]).
+    /// finds its lock gone assumes it was already done (the fault "any failed commit condition
+    /// means already committed" of docs/protocol.md, "The pattern it comes from"). Only the
+    /// deadline check stands between a late prepare and the item. Overrides: [`rules::prepare`]
+    /// is given no entry and no coverage; every answer of [`rules::commit`] without the lock, and
+    /// [`rules::abort`]'s `FenceOut`, become "already done"; the holder's release writes no
+    /// entry (see [`prepare`], [`commit`], [`abort`]).
     NoFence,
     /// Fence entries are pruned at any time (and the horizon kept), but prepare does not check
     /// the horizon: pruning then relies on no prepare landing late, which nothing bounds.

@@ -448,7 +448,7 @@ pub async fn status(common: &Common, tx: &str) -> Result<u8, Failure> {
 }
 
 /// The demo items of the deployed stack (`template.yaml`'s services `accounts` and `wallets`),
-/// which the README's deployed examples move money between (curl: alice's account to bob's
+/// which docs/deploy.md's examples move money between (curl: alice's account to bob's
 /// wallet; the CLI: alice's account to bob's).
 const SEED: &[(&str, &str, &str, &str)] = &[
     ("accounts", "alice", "Alice", "200"),

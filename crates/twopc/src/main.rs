@@ -27,7 +27,7 @@ enum Command {
     Serve(serve::ServeArgs),
     /// Submit a transaction from a JSON file (`-` reads standard input).
     Submit {
-        /// The transaction (the shape of `POST /transactions`, README "A transaction").
+        /// The transaction (the shape of `POST /transactions`, docs/api.md, "A transaction").
         file: PathBuf,
         /// Idempotency key (a retry with the same key never applies twice).
         #[arg(long)]

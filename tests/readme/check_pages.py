@@ -1,0 +1,175 @@
+#!/usr/bin/env python3
+"""The pages' examples and links, checked in a second (`make validate`, and so `make test`).
+
+`make smoke` runs the examples of README.md and every other page, but takes ten minutes and a
+fresh build. This checks, without running anything, what would make it miss one or mislead a
+reader:
+
+- every fenced block a reader would run (```console, ```sh, and the shells smoke.py does not
+  run: bash, shell, zsh) is in a page the smoke visits, in a language it runs, with at least one
+  command it would find; a block it skips says why (`<!-- smoke: skip (why) -->`), and an sh
+  block, which shows no output, says whether it is run (`run-only (why)`) or skipped;
+- every smoke marker is followed by a block (a marker above prose is a mistake);
+- every relative link of those pages names a file that exists, and an anchor (`#...`) one of
+  the headings of the page it points into;
+- every citation of a page's section (`docs/protocol.md, "The lock rule"`, `README, "A
+  transaction"`) in the repository's tracked text names a heading or a bold lead-in that page
+  has.
+
+Standard library only; exit status 1 and one line per problem when anything fails.
+"""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+sys.path.insert(0, str(HERE))
+sys.dont_write_bytecode = True  # no __pycache__ beside the tests
+import smoke  # noqa: E402  (the smoke test's own page list and parser: one truth)
+
+SHELL_LANGS = ("bash", "shell", "zsh")
+FENCE = re.compile(r"^\s*```\s*([\w+-]*)")
+# [text](target): not images' sizes, not reference links; inline code is removed first.
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+CODE_SPAN = re.compile(r"`[^`]*`")
+# A page's section cited by name: docs/protocol.md, "The lock rule" / docs/x.md`, "..." /
+# docs/x.md ("...") / README, "..." / README "..." (a Rust string may escape the quotes).
+CITATION = re.compile(
+    r"(README(?:\.md)?|docs/[\w-]+\.md)`?(?:,\s*|\s*\(\s*|\s+)\\?\"([^\"\\\n]{3,80})\\?\""
+)
+
+
+def slug(heading):
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens."""
+    text = CODE_SPAN.sub(lambda m: m.group(0).strip("`"), heading.strip().lower())
+    text = re.sub(r"[^\w\- ]", "", text)
+    return text.replace(" ", "-")
+
+
+def headings(path):
+    """(headings, bold lead-ins) of a Markdown file, outside fenced blocks."""
+    heads, bold, fenced = [], [], False
+    for line in path.read_text().splitlines():
+        if FENCE.match(line):
+            fenced = not fenced
+            continue
+        if fenced:
+            continue
+        if line.startswith("#"):
+            heads.append(line.lstrip("#").strip())
+        bold += re.findall(r"\*\*([^*]+)\*\*", line)
+    return heads, bold
+
+
+def check_blocks(page, problems):
+    """The example blocks of one page, as the smoke would parse them."""
+    lines = (ROOT / page).read_text().splitlines()
+    parsed = {b.line: b for b in smoke.console_blocks(ROOT, page)}
+    fenced, pending_marker = False, None
+    for n, line in enumerate(lines, 1):
+        m = FENCE.match(line)
+        if m and not fenced:
+            fenced = True
+            lang = m.group(1)
+            if pending_marker and lang not in smoke.EXAMPLE_LANGS:
+                problems.append(f"{page}:{pending_marker}: a smoke marker above a ```{lang} block, which the smoke does not run")
+            pending_marker = None
+            if lang in SHELL_LANGS:
+                problems.append(f"{page}:{n}: a ```{lang} block: write it as ```console (with `$ ` and the output) or ```sh so the smoke runs it")
+            elif lang in smoke.EXAMPLE_LANGS:
+                block = parsed.get(n)
+                if block is None:
+                    problems.append(f"{page}:{n}: the smoke's parser does not see this ```{lang} block")
+                elif not block.commands:
+                    problems.append(f"{page}:{n}: no command the smoke would run (a console command starts with `$ `)")
+                elif block.mode in ("skip", "run-only") and block.why and not re.fullmatch(r"\(.+\)", block.why):
+                    problems.append(f"{page}:{n}: say why in parentheses: <!-- smoke: {block.mode} (why) -->")
+                elif block.mode == "skip" and not block.why:
+                    problems.append(f"{page}:{n}: a skipped block must say why: <!-- smoke: skip (why) -->")
+                elif lang == "sh" and block.why == smoke.SH_DEFAULT_WHY:
+                    problems.append(
+                        f"{page}:{n}: an sh block shows no output: say whether the smoke runs it, "
+                        "<!-- smoke: run-only (why) --> or <!-- smoke: skip (why) --> (or show it as ```console)"
+                    )
+            continue
+        if m and fenced:
+            fenced = False
+            continue
+        if fenced:
+            continue
+        if smoke.MARKER.match(line):
+            if pending_marker:
+                problems.append(f"{page}:{pending_marker}: a smoke marker with no block under it")
+            pending_marker = n
+        elif line.strip() and not line.lstrip().startswith("<!--") and pending_marker:
+            problems.append(f"{page}:{pending_marker}: a smoke marker with no block under it")
+            pending_marker = None
+    if pending_marker:
+        problems.append(f"{page}:{pending_marker}: a smoke marker with no block under it")
+
+
+def check_links(page, problems):
+    path = ROOT / page
+    fenced = False
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        if FENCE.match(line):
+            fenced = not fenced
+            continue
+        if fenced:
+            continue
+        for target in LINK.findall(CODE_SPAN.sub("", line)):
+            if re.match(r"[a-z][a-z0-9+.-]*:", target):  # http:, https:, mailto:
+                continue
+            file, _, anchor = target.partition("#")
+            dest = (path.parent / file).resolve() if file else path
+            if not dest.exists():
+                problems.append(f"{page}:{n}: a link to {target}, which does not exist")
+            elif anchor and dest.suffix == ".md":
+                if anchor not in {slug(h) for h in headings(dest)[0]}:
+                    problems.append(f"{page}:{n}: a link to {target}: {dest.name} has no such heading")
+
+
+def check_citations(problems):
+    """Section names cited anywhere in the tracked text exist in the page they name."""
+    files = subprocess.run(
+        ["git", "ls-files", "*.md", "*.rs", "*.py", "*.yaml", "*.toml", "Makefile", "*.mjs", "*.sh"],
+        cwd=ROOT, capture_output=True, text=True, check=True,
+    ).stdout.split()
+    cache = {}
+    for f in files:
+        path = ROOT / f
+        if not path.exists() or path == Path(__file__).resolve():  # its own examples
+            continue
+        for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+            for page, title in CITATION.findall(line):
+                page = "README.md" if page.startswith("README") else page
+                if not (ROOT / page).exists():
+                    problems.append(f"{f}:{n}: cites {page}, which does not exist")
+                    continue
+                heads, bold = cache.setdefault(page, headings(ROOT / page))
+                if not any(h.startswith(title) or title in h for h in heads) and not any(
+                    b.startswith(title) for b in bold
+                ):
+                    problems.append(f'{f}:{n}: cites {page}, "{title}": no such heading there')
+
+
+def main():
+    problems = []
+    visited = smoke.pages(ROOT)
+    for page in visited:
+        check_blocks(page, problems)
+        check_links(page, problems)
+    check_citations(problems)
+    for p in problems:
+        print(f"check_pages: {p}", file=sys.stderr)
+    if problems:
+        sys.exit(1)
+    blocks = sum(len(smoke.console_blocks(ROOT, p)) for p in visited)
+    print(f"check_pages: {len(visited)} pages, {blocks} example blocks, links and citations ok")
+
+
+if __name__ == "__main__":
+    main()
