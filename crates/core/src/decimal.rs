@@ -127,8 +127,8 @@ impl serde::Serialize for Decimal {
 }
 
 /// Read exactly from a JSON number's text (serde_json's `arbitrary_precision` hands it over
-/// whole) or from a string of its digits (`12.50` and `"12.50"` both read `12.50`), never
-/// through a binary float: a format that can only give an `f64` is refused.
+/// whole, or as an `f64` whose shortest form is that text) or from a string of its digits
+/// (`12.50` and `"12.50"` both read `12.50`).
 impl<'de> serde::Deserialize<'de> for Decimal {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Decimal, D::Error> {
         d.deserialize_any(DecimalVisitor)
@@ -170,10 +170,14 @@ impl<'de> serde::de::Visitor<'de> for DecimalVisitor {
         DecimalVisitor::parse(&v.to_string())
     }
 
-    fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<Decimal, E> {
-        Err(E::custom(
-            "a binary floating-point number is not exact; give the number's text",
-        ))
+    /// serde_json (`arbitrary_precision`) hands a number over as an `f64` only when the `f64`'s
+    /// shortest decimal form is the number's text (`9.99`, not `12.50`): then that form is the
+    /// exact text. Anything not finite is no number.
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Decimal, E> {
+        if !v.is_finite() {
+            return Err(E::custom("not a finite number"));
+        }
+        DecimalVisitor::parse(&v.to_string())
     }
 
     /// serde_json (`arbitrary_precision`) hands a number over as a one-entry map holding its
@@ -268,6 +272,15 @@ mod tests {
                 .expect("from a value")
                 .as_str(),
             long
+        );
+        // A number whose shortest f64 form is its text arrives as an f64 from a Value: the
+        // same digits (a payment's `9.99`).
+        let value: serde_json::Value = serde_json::from_str("9.99").expect("json");
+        assert_eq!(
+            serde_json::from_value::<Decimal>(value)
+                .expect("from a value")
+                .as_str(),
+            "9.99"
         );
         for bad in ["true", "\"12,5\"", "\"\"", "1e400", "null", "[1]"] {
             assert!(read(bad).is_err(), "{bad} is not a decimal");
