@@ -14,7 +14,8 @@ reader:
   the headings of the page it points into;
 - every citation of a page's section (`docs/protocol.md, "The lock rule"`, `README, "A
   transaction"`) in the repository's tracked text names a heading or a bold lead-in that page
-  has.
+  has;
+- the README's layout map names every crate under crates/ (`crates/<name>` at a line's start).
 
 Standard library only; exit status 1 and one line per problem when anything fails.
 """
@@ -156,8 +157,18 @@ def check_citations(problems):
                     problems.append(f'{f}:{n}: cites {page}, "{title}": no such heading there')
 
 
+def check_layout(problems):
+    """The README's layout map shows every crate of the workspace."""
+    readme = (ROOT / "README.md").read_text()
+    named = set(re.findall(r"^crates/([\w-]+)", readme, flags=re.M))
+    for crate in sorted(p.name for p in (ROOT / "crates").iterdir() if (p / "Cargo.toml").exists()):
+        if crate not in named:
+            problems.append(f"README.md: the layout map does not name crates/{crate}")
+
+
 def main():
     problems = []
+    check_layout(problems)
     visited = smoke.pages(ROOT)
     for page in visited:
         check_blocks(page, problems)

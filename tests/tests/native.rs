@@ -167,13 +167,19 @@ async fn what_the_store_cannot_commit_alone_is_staged() {
     c.finish(staged.finish.expect("work after the answer"))
         .await
         .expect("finish");
-    // Classic and staged modes never go native.
-    let classic = w
-        .coordinator_in(CommitMode::Staged)
-        .stage(&transfer("alice", "bob", 1), None)
-        .await
-        .expect("stage");
-    assert_eq!(classic.answer.record.status, TxStatus::Staging);
+    // Staged and classic modes never go native.
+    for mode in [CommitMode::Staged, CommitMode::Classic] {
+        let c = w.coordinator_in(mode);
+        let staged = c
+            .stage(&transfer("alice", "bob", 1), None)
+            .await
+            .expect("stage");
+        let went = went_native(&w, &staged).await;
+        if let Some(finish) = staged.finish {
+            c.finish(finish).await.expect("finish");
+        }
+        assert!(!went, "{mode:?} went native");
+    }
 }
 
 #[tokio::test]

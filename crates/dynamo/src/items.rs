@@ -241,12 +241,58 @@ pub(crate) fn prune_clauses(
     }
 }
 
-pub(crate) fn require_clause(e: &mut Expr, name: &str, cond: &Condition) -> String {
+fn require_clause(e: &mut Expr, name: &str, cond: &Condition) -> String {
     let n = e.name(name);
     match cond {
         Condition::Exists => format!("attribute_exists({n})"),
         Condition::NotExists => format!("attribute_not_exists({n})"),
         Condition::Compare(c, v) => format!("{n} {} {}", c.symbol(), e.value(to_attr(v))),
+    }
+}
+
+/// The operation's own conditions, as its prepare checks them: every `add` target absent or a
+/// number (an add to a non-number would fail at commit, after the decision), every `require`
+/// (for a creating operation, those on the key are implied by the create condition, and true
+/// of a placeholder).
+pub(crate) fn op_conditions(e: &mut Expr, key: &Key, op: &Operation) -> Vec<String> {
+    let mut conds = vec![];
+    for name in op.add.keys() {
+        let n = e.name(name);
+        conds.push(format!(
+            "(attribute_not_exists({n}) OR attribute_type({n}, {}))",
+            e.value(AttributeValue::S("N".into()))
+        ));
+    }
+    for (name, cond) in &op.require {
+        if !(op.creates() && key.contains_key(name)) {
+            conds.push(require_clause(e, name, cond));
+        }
+    }
+    conds
+}
+
+/// What applying the operation writes, besides the commit marks: its `set`s, its `put`'s
+/// attributes (the key aside), its `add`s, its `remove`s.
+pub(crate) fn op_effects(
+    e: &mut Expr,
+    key: &Key,
+    op: &Operation,
+    set: &mut Vec<String>,
+    remove: &mut Vec<String>,
+) {
+    let put = op
+        .put
+        .iter()
+        .flatten()
+        .filter(|(n, _)| !key.contains_key(*n));
+    for (name, v) in op.set.iter().chain(put) {
+        set.push(format!("{} = {}", e.name(name), e.value(to_attr(v))));
+    }
+    for (name, d) in &op.add {
+        set.push(add_to(e, name, d));
+    }
+    for name in &op.remove {
+        remove.push(e.name(name));
     }
 }
 
@@ -587,20 +633,7 @@ impl ParticipantStore for DynamoItems {
             "attribute_not_exists({})",
             e.path(&[FENCE, lock.tx_id.as_str()])
         ));
-        for name in op.add.keys() {
-            // An add to a non-number would fail at commit, after the decision: refuse it now.
-            let n = e.name(name);
-            conds.push(format!(
-                "(attribute_not_exists({n}) OR attribute_type({n}, {}))",
-                e.value(AttributeValue::S("N".into()))
-            ));
-        }
-        for (name, cond) in &op.require {
-            if op.creates() && key.contains_key(name) {
-                continue; // implied by the create condition (and true of our own placeholder)
-            }
-            conds.push(require_clause(&mut e, name, cond));
-        }
+        conds.extend(op_conditions(&mut e, key, op));
         let w = Write {
             update: update_expression(&set, &remove),
             condition: conds.join(" AND "),
@@ -652,25 +685,9 @@ impl ParticipantStore for DynamoItems {
             mut remove,
             condition,
         } = release_clauses(&mut e, tx, prune);
-        for (name, v) in &op.set {
-            set.push(format!("{} = {}", e.name(name), e.value(to_attr(v))));
-        }
-        for (name, v) in op
-            .put
-            .iter()
-            .flatten()
-            .filter(|(n, _)| !key.contains_key(*n))
-        {
-            set.push(format!("{} = {}", e.name(name), e.value(to_attr(v))));
-        }
+        op_effects(&mut e, key, op, &mut set, &mut remove);
         if op.creates() {
             remove.push(e.name(PLACEHOLDER));
-        }
-        for (name, d) in &op.add {
-            set.push(add_to(&mut e, name, d));
-        }
-        for name in &op.remove {
-            remove.push(e.name(name));
         }
         set.extend(commit_marks(&mut e, tx));
         set.push(format!(

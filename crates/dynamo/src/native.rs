@@ -9,8 +9,7 @@
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{
-    AttributeValue, CancellationReason, Put, ReturnValuesOnConditionCheckFailure,
-    TransactWriteItem, Update,
+    CancellationReason, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
 };
 use twopc_core::layout::{LOCK, PLACEHOLDER, RESERVATIONS, TOMBSTONE, TX_ID};
 use twopc_core::ports::{
@@ -18,11 +17,10 @@ use twopc_core::ports::{
 };
 use twopc_core::record::TxRecord;
 
-use crate::codec::to_attr;
 use crate::error::{classify, corrupt};
 use crate::expr::{Expr, update_expression};
 use crate::items::{
-    add_to, commit_marks, first_key_name, item_state, key_item, number, require_clause,
+    commit_marks, first_key_name, item_state, key_item, number, op_conditions, op_effects,
 };
 use crate::reservations::names;
 use crate::txlog::{DynamoTxLog, record_from_item};
@@ -117,41 +115,14 @@ fn item_write(w: &NativeWrite<'_>, record: &TxRecord) -> Result<TransactWriteIte
             e.value(number(0))
         ));
     }
+    conds.extend(op_conditions(&mut e, key, op));
+    op_effects(&mut e, key, op, &mut set, &mut remove);
+    // No reservation stands (the condition): the escrow of what it adds to is idle, and would
+    // be stale once the value moves. Gone, the next reservation starts it from the value.
     for name in op.add.keys() {
-        // As at prepare: an add to a non-number is refused.
-        let n = e.name(name);
-        conds.push(format!(
-            "(attribute_not_exists({n}) OR attribute_type({n}, {}))",
-            e.value(AttributeValue::S("N".into()))
-        ));
-    }
-    for (name, cond) in &op.require {
-        if op.creates() && key.contains_key(name) {
-            continue; // implied by the create condition
-        }
-        conds.push(require_clause(&mut e, name, cond));
-    }
-    for (name, v) in &op.set {
-        set.push(format!("{} = {}", e.name(name), e.value(to_attr(v))));
-    }
-    for (name, v) in op
-        .put
-        .iter()
-        .flatten()
-        .filter(|(n, _)| !key.contains_key(*n))
-    {
-        set.push(format!("{} = {}", e.name(name), e.value(to_attr(v))));
-    }
-    for (name, d) in &op.add {
-        set.push(add_to(&mut e, name, d));
-        // No reservation stands (the condition): the escrow is idle, and would be stale once
-        // the value moves. Gone, the next reservation starts it from the value.
         for escrowed in names(name).all() {
             remove.push(e.name(escrowed));
         }
-    }
-    for name in &op.remove {
-        remove.push(e.name(name));
     }
     set.extend(commit_marks(&mut e, &record.tx_id));
     let update = Update::builder()
