@@ -181,11 +181,7 @@ fn lock(tx: &TxId, began: u64, v: Value) -> Lock {
 }
 
 fn entry(outcome: FenceOutcome, began: u64) -> FenceEntry {
-    FenceEntry {
-        outcome,
-        began,
-        expires_at: began + 60_000,
-    }
+    FenceEntry { outcome, began }
 }
 
 fn number(v: Option<&Value>) -> String {

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use twopc_core::api::codes;
 use twopc_core::coordinator::SubmitError;
 use twopc_core::ids::TxId;
-use twopc_core::item::{FenceOutcome, ItemState, Lock};
+use twopc_core::item::{FenceEntry, FenceOutcome, ItemState, Lock};
 use twopc_core::layout;
 use twopc_core::message::{
     CompleteReply, CompleteRequest, InquireReply, InquireRequest, PrepareReply, PrepareRequest,
@@ -404,7 +404,7 @@ async fn commit_retried_after_its_fence_entry_was_pruned_is_done_not_reapplied()
     // prunes T's expired fence entry; then the sweeper re-drives T's commit.
     let c = prepared_on_alice(&w, 1_000, json!({"add": {"balance": -10}})).await;
     assert_eq!(w.commit("accounts", &c).await, CompleteReply::Done);
-    let until = w.item("accounts", "alice").await.expect("alice").fence[&c.tx_id].expires_at;
+    let until = stale_after(&w.item("accounts", "alice").await.expect("alice").fence[&c.tx_id]);
     w.clock.advance(until - w.clock.now_ms() + 1);
     let later = w.transfer("alice", "bob", 1).await;
     assert_eq!(later.status, TxStatus::Committed);
@@ -519,13 +519,18 @@ async fn prepare_after_the_deadline_is_refused() {
     assert_unlocked(&w).await;
 }
 
+/// When a fence entry goes stale under the default configuration.
+fn stale_after(e: &FenceEntry) -> u64 {
+    e.began + ParticipantConfig::default().fence_window_ms
+}
+
 #[tokio::test]
 async fn stale_fence_entries_are_pruned_by_later_commits() {
     let w = World::new().await;
     bank(&w).await;
     let first = w.transfer("alice", "bob", 1).await;
     let alice = w.item("accounts", "alice").await.expect("alice");
-    let until = alice.fence[&first.tx_id].expires_at;
+    let until = stale_after(&alice.fence[&first.tx_id]);
     w.clock.advance(until - w.clock.now_ms() + 1);
     let second = w.transfer("alice", "bob", 1).await;
     assert_eq!(second.status, TxStatus::Committed);

@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use crate::decimal::Decimal;
 use crate::ids::TxId;
+use crate::layout;
 use crate::op::{Bound, Escrowed, Operation};
 
 /// An item's key: attribute name → value (a string or a number).
@@ -31,21 +32,28 @@ pub struct Lock {
     pub coordinator: String,
 }
 
-/// A reservation as stored under `txRes:<txId>`: a lock's fields but the owner (the attribute's
-/// name holds it) and the coordinator (people read it off the record). A hot item carries one per
-/// transaction in flight, and DynamoDB bills every write of the item by its size.
+/// A reservation as stored under `txRes:<id>`: a lock's deadline, begin and operation under
+/// one-letter names, the owner in the attribute's name (its short id) and no coordinator
+/// (people read it off the record). A hot item carries one per transaction in flight, and
+/// DynamoDB bills every write of the item by its size.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
 pub struct StoredReservation {
-    /// The owner's deadline.
+    /// The owner's deadline ([`layout::RESERVATION_EXPIRES`]).
+    #[serde(rename = "x")]
     pub expires_at: u64,
-    /// When the owner began.
+    /// When the owner began ([`layout::RESERVATION_BEGAN`]).
+    #[serde(rename = "b")]
     pub began: u64,
-    /// The pending operation.
+    /// The pending operation ([`layout::LOCK_OP`]).
     pub op: Operation,
 }
 
 impl StoredReservation {
+    /// The attribute a reservation of `tx` is stored under: `txRes:<short id>`.
+    pub fn attribute(tx: &TxId) -> String {
+        layout::prefixed(layout::RESERVATION_PREFIX, &tx.short())
+    }
+
     /// What a reservation of `lock` stores.
     pub fn of(lock: &Lock) -> StoredReservation {
         StoredReservation {
@@ -68,8 +76,7 @@ impl StoredReservation {
 }
 
 /// A transaction's outcome as recorded in an item's fence.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum FenceOutcome {
     /// Committed on this item.
     Committed,
@@ -77,41 +84,70 @@ pub enum FenceOutcome {
     Aborted,
 }
 
-/// One fence entry.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(from = "StoredFenceEntry")]
+/// One fence entry: a transaction that ended on the item, and when it began.
+///
+/// Stored as one number under the transaction's short id ([`FenceEntry::stored`]): about 31
+/// bytes an entry where a map of outcome, begin and expiry under the long id took 71. When an
+/// entry goes stale is not stored: it is a fixed window after its `began`
+/// ([`FenceEntry::is_stale`]), which the participant's configuration sets past the largest
+/// transaction timeout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FenceEntry {
     /// The outcome.
-    #[serde(rename = "o")]
     pub outcome: FenceOutcome,
     /// When the transaction began (epoch ms): removing the entry raises the item's horizon to
     /// at least this.
-    #[serde(rename = "b")]
     pub began: u64,
-    /// When the entry is stale (epoch ms): a later write removes it unless the fence has room.
-    #[serde(rename = "x")]
-    pub expires_at: u64,
 }
 
-/// A fence entry as stored: entries written before the horizon existed have no `b`. Their
-/// `x` (at least their deadline, so later than their begin) stands in: removing such an entry
-/// then raises the horizon at least as far as needed, never less (safe; at worst a live
-/// transaction's prepare is refused for a while after the upgrade).
-#[derive(Deserialize)]
-struct StoredFenceEntry {
-    o: FenceOutcome,
-    b: Option<u64>,
-    x: u64,
-}
-
-impl From<StoredFenceEntry> for FenceEntry {
-    fn from(e: StoredFenceEntry) -> Self {
-        FenceEntry {
-            outcome: e.o,
-            began: e.b.unwrap_or(e.x),
-            expires_at: e.x,
+impl FenceEntry {
+    /// The number stored for the entry: `began`, negated if the transaction aborted. (A `began`
+    /// of 0, which no record has, is stored as 1 so the sign can carry the outcome: the horizon
+    /// the entry may raise is then 1 ms later, which refuses more, never less.)
+    pub fn stored(&self) -> String {
+        let began = self.began.max(1);
+        match self.outcome {
+            FenceOutcome::Committed => began.to_string(),
+            FenceOutcome::Aborted => format!("-{began}"),
         }
     }
+
+    /// Reads [`FenceEntry::stored`]'s number back (`None`: not a whole, non-zero number).
+    pub fn from_stored(v: &Value) -> Option<FenceEntry> {
+        let n = v.as_i64()?;
+        let outcome = match n.signum() {
+            1 => FenceOutcome::Committed,
+            -1 => FenceOutcome::Aborted,
+            _ => return None,
+        };
+        Some(FenceEntry {
+            outcome,
+            began: n.unsigned_abs(),
+        })
+    }
+
+    /// Stale at `now`: more than `window` ms after its transaction began. A stale entry goes at
+    /// the next pruning write (the horizon rising over it) whether or not the fence has room.
+    pub fn is_stale(&self, now: u64, window: u64) -> bool {
+        self.began.saturating_add(window) < now
+    }
+}
+
+/// Reads a stored fence (`txFence`: short id → [`FenceEntry::stored`]), saying what is wrong
+/// with it otherwise. A fence of an earlier format (long ids, entries as maps) is refused, not
+/// converted: its entries' conditions would be checked under names this version never writes.
+pub fn fence_from_stored(v: &Value) -> Result<BTreeMap<TxId, FenceEntry>, String> {
+    let map = v.as_object().ok_or_else(|| format!("not a map: {v}"))?;
+    map.iter()
+        .map(|(k, e)| {
+            let tx = TxId::from_short(k).map_err(|_| {
+                format!("entry {k:?} is not a 22-character transaction id (a fence written by an earlier version: drain the table's transactions and remove its items' txFence, or start from empty data)")
+            })?;
+            let entry = FenceEntry::from_stored(e)
+                .ok_or_else(|| format!("entry {k:?} is not a non-zero whole number: {e}"))?;
+            Ok((tx, entry))
+        })
+        .collect()
 }
 
 /// A participant item as the protocol sees it.
@@ -302,7 +338,7 @@ mod tests {
             .keys()
             .map(String::as_str)
             .collect();
-        assert_eq!(keys, ["began", "expiresAt", "op"]);
+        assert_eq!(keys, ["b", "op", "x"]);
         let back: StoredReservation = serde_json::from_value(stored).expect("back");
         assert_eq!(
             back.into_lock(lock.tx_id.clone()),
@@ -314,17 +350,60 @@ mod tests {
     }
 
     #[test]
-    fn a_fence_entry_without_its_begin_takes_its_expiry_as_an_upper_bound() {
-        let old: FenceEntry =
-            serde_json::from_str(r#"{"o": "committed", "x": 1700000125000}"#).expect("old entry");
-        assert_eq!(old.began, 1_700_000_125_000);
-        let new = FenceEntry {
+    fn a_fence_entry_is_its_began_negated_when_aborted_and_reads_back() {
+        for outcome in [FenceOutcome::Committed, FenceOutcome::Aborted] {
+            let e = FenceEntry {
+                outcome,
+                began: 1_700_000_000_000,
+            };
+            let n: Value = serde_json::from_str(&e.stored()).expect("a number");
+            assert_eq!(FenceEntry::from_stored(&n), Some(e));
+        }
+        let aborted = FenceEntry {
             outcome: FenceOutcome::Aborted,
             began: 1_700_000_000_000,
-            expires_at: 1_700_000_015_000,
         };
-        let back: FenceEntry =
-            serde_json::from_str(&serde_json::to_string(&new).expect("ser")).expect("de");
-        assert_eq!(back, new);
+        assert_eq!(aborted.stored(), "-1700000000000");
+        // began 0 keeps its sign by rising to 1 (refusing more, never less).
+        let zero = FenceEntry {
+            outcome: FenceOutcome::Aborted,
+            began: 0,
+        };
+        assert_eq!(zero.stored(), "-1");
+        for bad in ["0", "1.5", "\"committed\"", "{}"] {
+            let v: Value = serde_json::from_str(bad).expect("json");
+            assert_eq!(FenceEntry::from_stored(&v), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_fence_entry_goes_stale_its_window_after_its_transaction_began() {
+        let e = FenceEntry {
+            outcome: FenceOutcome::Committed,
+            began: 1_000,
+        };
+        assert!(!e.is_stale(71_000, 70_000));
+        assert!(e.is_stale(71_001, 70_000));
+        assert!(!e.is_stale(u64::MAX, u64::MAX), "no overflow");
+    }
+
+    #[test]
+    fn a_stored_fence_reads_back_and_an_earlier_format_is_refused_saying_so() {
+        let tx = TxId::random();
+        let stored = serde_json::json!({ tx.short(): -5 });
+        let fence = fence_from_stored(&stored).expect("fence");
+        assert_eq!(
+            fence[&tx],
+            FenceEntry {
+                outcome: FenceOutcome::Aborted,
+                began: 5
+            }
+        );
+        let old = serde_json::json!({ tx.as_str(): {"o": "aborted", "b": 5, "x": 9} });
+        let e = fence_from_stored(&old).expect_err("long ids");
+        assert!(e.contains("earlier version"), "{e}");
+        let e = fence_from_stored(&serde_json::json!({ tx.short(): {"o": "aborted"} }))
+            .expect_err("map entries");
+        assert!(e.contains("whole number"), "{e}");
     }
 }

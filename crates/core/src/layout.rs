@@ -5,16 +5,19 @@
 //! crate (it depends on the core). Where serde derives spell a name (the lock, a fence entry,
 //! the record), a test below pins the derive to the constant.
 //!
-//! An item, besides its business attributes:
+//! An item, besides its business attributes (`<id>` is a transaction id's 22-character form,
+//! [`TxId::short`](crate::ids::TxId::short): DynamoDB bills every byte of every write, and a hot
+//! item carries dozens of these):
 //!
 //! ```text
 //! lock            {txId, expiresAt, began, op, coordinator}   while a transaction holds it
 //! lockShard, lockExpiresAt                                    the sparse lock-expiry index
-//! txFence         {<txId>: {o: committed|aborted, b: began, x: stale after}}
+//! txFence         {<id>: began}   began (epoch ms) of a transaction ended here, negative if it aborted
 //! txFenceHorizon  every transaction whose entry was removed began at or before it
 //! txVersion, lastTx                                           bumped by each commit
 //! txPlaceholder   on an item a creating prepare holds         (readers: absent)
 //! txTombstone     on what a committed delete or an aborted create leaves (readers: absent)
+//! txRes:<id>      {x: expires at, b: began, op}               a reservation standing
 //! ```
 
 /// The lock a prepared transaction holds (a map: [`LOCK_TX`], [`LOCK_EXPIRES`], ...).
@@ -33,18 +36,9 @@ pub const LOCK_COORDINATOR: &str = "coordinator";
 pub const LOCK_SHARD: &str = "lockShard";
 /// Present only while the item is locked: the sort key of the lock-expiry index.
 pub const LOCK_EXPIRES_AT: &str = "lockExpiresAt";
-/// Recent outcomes on the item: transaction id → entry ([`ENTRY_OUTCOME`], ...).
+/// Recent outcomes on the item: a map from each transaction's short id to one number, the
+/// transaction's `began`, negated if it aborted ([`FenceEntry::stored`](crate::item::FenceEntry::stored)).
 pub const FENCE: &str = "txFence";
-/// A fence entry's outcome: [`COMMITTED`] or [`ABORTED`].
-pub const ENTRY_OUTCOME: &str = "o";
-/// A fence entry's transaction began then (epoch ms).
-pub const ENTRY_BEGAN: &str = "b";
-/// A fence entry is stale after then (epoch ms).
-pub const ENTRY_STALE: &str = "x";
-/// The outcome of a transaction committed on the item.
-pub const COMMITTED: &str = "committed";
-/// The outcome of a transaction aborted on the item.
-pub const ABORTED: &str = "aborted";
 /// The fence horizon (epoch ms; absent = 0).
 pub const HORIZON: &str = "txFenceHorizon";
 /// Commits applied to the item.
@@ -56,8 +50,13 @@ pub const PLACEHOLDER: &str = "txPlaceholder";
 /// Marks a tombstone.
 pub const TOMBSTONE: &str = "txTombstone";
 
-/// A reservation of transaction `<txId>` (a map like [`LOCK`]'s): `txRes:<txId>`.
+/// A reservation of transaction `<id>` (its short id): `txRes:<id>`, a map of
+/// [`RESERVATION_EXPIRES`], [`RESERVATION_BEGAN`] and [`LOCK_OP`].
 pub const RESERVATION_PREFIX: &str = "txRes:";
+/// A reservation's deadline (epoch ms), as the lock's [`LOCK_EXPIRES`].
+pub const RESERVATION_EXPIRES: &str = "x";
+/// When a reservation's owner began (epoch ms), as the lock's [`LOCK_BEGAN`].
+pub const RESERVATION_BEGAN: &str = "b";
 /// Reservations standing on the item (a number; 0 or absent: none).
 pub const RESERVATIONS: &str = "txResN";
 /// New reservations are refused until then (epoch ms): an exclusive operation waits.
@@ -159,7 +158,7 @@ mod tests {
 
     use super::*;
     use crate::ids::TxId;
-    use crate::item::{FenceEntry, FenceOutcome, Lock};
+    use crate::item::{Lock, StoredReservation};
     use crate::op::Operation;
     use crate::record::TxRecord;
     use crate::status::TxStatus;
@@ -185,20 +184,10 @@ mod tests {
             keys(&serde_json::to_value(&lock).expect("lock")),
             [LOCK_TX, LOCK_EXPIRES, LOCK_BEGAN, LOCK_OP, LOCK_COORDINATOR].into()
         );
-        let entry = FenceEntry {
-            outcome: FenceOutcome::Committed,
-            began: 1,
-            expires_at: 2,
-        };
-        let entry = serde_json::to_value(entry).expect("entry");
+        let reservation = serde_json::to_value(StoredReservation::of(&lock)).expect("res");
         assert_eq!(
-            keys(&entry),
-            [ENTRY_OUTCOME, ENTRY_BEGAN, ENTRY_STALE].into()
-        );
-        assert_eq!(entry[ENTRY_OUTCOME], json!(COMMITTED));
-        assert_eq!(
-            serde_json::to_value(FenceOutcome::Aborted).expect("outcome"),
-            json!(ABORTED)
+            keys(&reservation),
+            [RESERVATION_EXPIRES, RESERVATION_BEGAN, LOCK_OP].into()
         );
         let mut record = TxRecord::never_began(&TxId::random(), 1);
         record.attempts = 1;

@@ -35,15 +35,17 @@ use crate::status::TxStatus;
 /// trade item size against refusing a live transaction's slow prepare.
 #[derive(Clone, Debug)]
 pub struct ParticipantConfig {
-    /// How long past its transaction's deadline a fence entry is kept when the fence has room
-    /// for it. Sized to the clock skew between coordinators and participants: a prepare can
-    /// only be refused by the horizon a stale entry raised if its transaction began before one
-    /// whose deadline plus this margin had passed.
-    pub fence_margin_ms: u64,
-    /// Most entries a fence keeps after a commit or abort that prunes (a lock-free abort may add
-    /// one past it until the next). Bounds the item's size: an entry takes ~90 bytes, so the
-    /// default costs at most ~3 KB. A prepare is refused by the horizon only if more than this
-    /// many transactions that began after its own ended on the item before it landed.
+    /// How long after its transaction began a fence entry is kept when the fence has room for
+    /// it ([`FenceEntry::is_stale`]). At least the largest transaction timeout plus the clock
+    /// skew between coordinators and participants: a prepare can only be refused by the horizon
+    /// a stale entry raised if its transaction began before one that began this long ago. The
+    /// default is the largest timeout the coordinator accepts by default (60 s) plus 10 s.
+    pub fence_window_ms: u64,
+    /// Most entries a fence keeps after a commit or abort that prunes (writes that do not prune
+    /// may add entries past it until the next that does). Bounds the item's size: an entry takes
+    /// ~31 bytes, so the default fence costs ~0.75 KB and a hot item stays within one write unit.
+    /// A prepare is refused by the horizon only if more than about this many transactions that
+    /// began after its own ended on the item before it landed.
     pub fence_capacity: usize,
     /// How many rounds of settling other holders one prepare goes through before it gives up
     /// with `conflict`.
@@ -61,8 +63,8 @@ pub struct ParticipantConfig {
 impl Default for ParticipantConfig {
     fn default() -> Self {
         ParticipantConfig {
-            fence_margin_ms: 10_000,
-            fence_capacity: 32,
+            fence_window_ms: 70_000,
+            fence_capacity: 24,
             max_resolutions: 3,
             reservation_pause_ms: 1_000,
             max_reservations: 32,
@@ -164,6 +166,7 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
                             horizon,
                             &req.tx_id,
                             now,
+                            self.config.fence_window_ms,
                             self.config.fence_capacity,
                         ),
                     });
@@ -346,7 +349,6 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
         let entry = FenceEntry {
             outcome: FenceOutcome::Aborted,
             began: req.began,
-            expires_at: self.clock.now_ms().max(req.deadline) + self.config.fence_margin_ms,
         };
         // The fencing write first: on an item that holds nothing of the transaction, the
         // common case, it is the only request; refused, its item says why.
@@ -499,7 +501,6 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
             entry: FenceEntry {
                 outcome,
                 began: req.began,
-                expires_at: self.clock.now_ms().max(req.deadline) + self.config.fence_margin_ms,
             },
             prune: req.prune.as_ref(),
         }
@@ -844,7 +845,6 @@ mod tests {
             FenceEntry {
                 outcome: FenceOutcome::Committed,
                 began: 1,
-                expires_at: 10,
             },
         );
         let r = classify_refusal(

@@ -776,7 +776,8 @@ pub fn native_write(seen: Seen, creates: bool) -> NativeStep {
 }
 
 /// What the holder's commit or abort prunes from the fence it found when its prepare took the
-/// item: every stale entry (past its `expires_at`), and, once more than `capacity - 1` others
+/// item: every stale entry (more than `window` ms after its transaction began,
+/// [`FenceEntry::is_stale`]), and, once more than `capacity - 1` others
 /// are fresh, the oldest (by `began`) down to three quarters of that, leaving room for its own.
 /// Pruning in batches means the releases that follow on a hot item need not prune at all, so
 /// they do not race each other's horizon (a release whose planned horizon was overtaken is made
@@ -787,6 +788,7 @@ pub fn plan_prune(
     horizon: u64,
     holder: &TxId,
     now: u64,
+    window: u64,
     capacity: usize,
 ) -> Option<Prune> {
     let mut others: Vec<(&TxId, &FenceEntry)> =
@@ -794,11 +796,14 @@ pub fn plan_prune(
     // Newest first: those are the ones whose prepares may still be in flight.
     others.sort_by(|a, b| b.1.began.cmp(&a.1.began).then_with(|| a.0.cmp(b.0)));
     let room = capacity.saturating_sub(1);
-    let fresh = others.iter().filter(|(_, e)| e.expires_at >= now).count();
+    let fresh = others
+        .iter()
+        .filter(|(_, e)| !e.is_stale(now, window))
+        .count();
     let keep = if fresh > room { room - room / 4 } else { room };
     let (mut kept, mut ids, mut new_horizon) = (0, vec![], horizon);
     for (id, e) in others {
-        if e.expires_at < now || kept >= keep {
+        if e.is_stale(now, window) || kept >= keep {
             ids.push(id.clone());
             new_horizon = new_horizon.max(e.began);
         } else {
@@ -918,18 +923,17 @@ mod tests {
         );
     }
 
-    fn fence(entries: &[(u64, u64)]) -> (Vec<TxId>, BTreeMap<TxId, FenceEntry>) {
-        let ids: Vec<TxId> = entries.iter().map(|_| TxId::random()).collect();
+    fn fence(began: &[u64]) -> (Vec<TxId>, BTreeMap<TxId, FenceEntry>) {
+        let ids: Vec<TxId> = began.iter().map(|_| TxId::random()).collect();
         let map = ids
             .iter()
-            .zip(entries)
-            .map(|(id, &(began, expires_at))| {
+            .zip(began)
+            .map(|(id, &began)| {
                 (
                     id.clone(),
                     FenceEntry {
                         outcome: FenceOutcome::Committed,
                         began,
-                        expires_at,
                     },
                 )
             })
@@ -939,37 +943,40 @@ mod tests {
 
     #[test]
     fn prune_removes_stale_entries_and_raises_the_horizon_to_the_latest_removed() {
-        // (began, expires_at); now = 100
-        let (ids, f) = fence(&[(10, 50), (30, 99), (40, 200), (20, 300)]);
+        // now = 100, window = 75: an entry that began before 25 is stale.
+        let (ids, f) = fence(&[10, 30, 40, 20]);
         let me = TxId::random();
-        let p = plan_prune(&f, 5, &me, 100, 32).expect("something to prune");
-        let mut want = vec![ids[0].clone(), ids[1].clone()];
+        let p = plan_prune(&f, 5, &me, 100, 75, 32).expect("something to prune");
+        let mut want = vec![ids[0].clone(), ids[3].clone()];
         want.sort();
         let mut got = p.ids.clone();
         got.sort();
         assert_eq!(got, want);
-        assert_eq!(p.horizon, 30, "the latest began among removed entries");
+        assert_eq!(p.horizon, 20, "the latest began among removed entries");
         // Nothing stale, room enough: nothing to do.
-        assert_eq!(plan_prune(&f, 5, &me, 0, 32), None);
+        assert_eq!(plan_prune(&f, 5, &me, 0, 75, 32), None);
         // A horizon already above the removed entries stays.
-        assert_eq!(plan_prune(&f, 77, &me, 100, 32).expect("prune").horizon, 77);
+        assert_eq!(
+            plan_prune(&f, 77, &me, 100, 75, 32).expect("prune").horizon,
+            77
+        );
     }
 
     #[test]
     fn prune_keeps_the_newest_entries_within_capacity_and_never_its_own() {
-        let (ids, mut f) = fence(&[(10, 500), (40, 500), (20, 500), (30, 500)]);
+        let (ids, mut f) = fence(&[10, 40, 20, 30]);
         let me = TxId::random();
         f.insert(
             me.clone(),
             FenceEntry {
                 outcome: FenceOutcome::Aborted,
                 began: 1,
-                expires_at: 0,
             },
         );
         // Capacity 3: room for two others besides the holder's own entry (a fence this small
-        // is pruned to its room: a quarter of two is none).
-        let p = plan_prune(&f, 0, &me, 100, 3).expect("over capacity");
+        // is pruned to its room: a quarter of two is none). The holder's own entry is stale
+        // (began 1, window 50), and stays all the same; the others are fresh.
+        let p = plan_prune(&f, 0, &me, 55, 50, 3).expect("over capacity");
         let mut got = p.ids.clone();
         got.sort();
         let mut want = vec![ids[0].clone(), ids[2].clone()]; // began 10 and 20
@@ -982,10 +989,10 @@ mod tests {
     #[test]
     fn a_full_fence_is_pruned_to_three_quarters_so_the_next_releases_need_not_prune() {
         // Capacity 9: room for 8 others. 9 fresh others: over, so down to 6 (the newest).
-        let entries: Vec<(u64, u64)> = (1..=9).map(|b| (b * 10, 500)).collect();
-        let (ids, f) = fence(&entries);
+        let began: Vec<u64> = (1..=9).map(|b| b * 10).collect();
+        let (ids, f) = fence(&began);
         let me = TxId::random();
-        let p = plan_prune(&f, 0, &me, 100, 9).expect("over capacity");
+        let p = plan_prune(&f, 0, &me, 100, 500, 9).expect("over capacity");
         let mut got = p.ids.clone();
         got.sort();
         let mut want = ids[..3].to_vec(); // began 10, 20, 30
@@ -993,8 +1000,8 @@ mod tests {
         assert_eq!(got, want);
         assert_eq!(p.horizon, 30);
         // At the room exactly, nothing is pruned: the next releases add entries freely.
-        let (_, eight) = fence(&entries[..8]);
-        assert_eq!(plan_prune(&eight, 0, &me, 100, 9), None);
+        let (_, eight) = fence(&began[..8]);
+        assert_eq!(plan_prune(&eight, 0, &me, 100, 500, 9), None);
     }
 
     const REAL: Seen = Seen {

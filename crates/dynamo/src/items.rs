@@ -10,13 +10,14 @@ use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditi
 use serde_json::Value;
 use twopc_core::decimal::Decimal;
 use twopc_core::ids::TxId;
-use twopc_core::item::{Escrow, FenceEntry, FenceOutcome, ItemState, Key, Lock, StoredReservation};
+use twopc_core::item::{
+    Escrow, FenceEntry, FenceOutcome, ItemState, Key, Lock, StoredReservation, fence_from_stored,
+};
 use twopc_core::layout::{
-    ABORTED, COMMITTED, ENTRY_BEGAN, ENTRY_OUTCOME, ENTRY_STALE, ESCROW_CEILING_PREFIX,
-    ESCROW_CEILINGS_PREFIX, ESCROW_COUNT_PREFIX, ESCROW_FLOOR_PREFIX, ESCROW_FLOORS_PREFIX,
-    ESCROW_HIGH_PREFIX, ESCROW_LOW_PREFIX, FENCE, HORIZON, ITEM_VISIBLE_ATTRIBUTES, LAST_TX, LOCK,
-    LOCK_EXPIRES_AT, LOCK_SHARD, LOCK_TX, PAUSED_UNTIL, PLACEHOLDER, RESERVATION_PREFIX,
-    RESERVATIONS, TOMBSTONE, VERSION, is_protocol_attribute, prefixed,
+    ESCROW_CEILING_PREFIX, ESCROW_CEILINGS_PREFIX, ESCROW_COUNT_PREFIX, ESCROW_FLOOR_PREFIX,
+    ESCROW_FLOORS_PREFIX, ESCROW_HIGH_PREFIX, ESCROW_LOW_PREFIX, FENCE, HORIZON,
+    ITEM_VISIBLE_ATTRIBUTES, LAST_TX, LOCK, LOCK_EXPIRES_AT, LOCK_SHARD, LOCK_TX, PAUSED_UNTIL,
+    PLACEHOLDER, RESERVATION_PREFIX, RESERVATIONS, TOMBSTONE, VERSION, is_protocol_attribute,
 };
 use twopc_core::message::Prune;
 use twopc_core::op::{Bound, Condition, Mode, Operation};
@@ -51,8 +52,7 @@ pub fn item_state(item: &Item) -> Result<ItemState, PortError> {
         None => None,
     };
     let fence = match attrs.remove(FENCE) {
-        Some(v) => serde_json::from_value::<BTreeMap<TxId, FenceEntry>>(v)
-            .map_err(|e| bad(format!("{FENCE}: {e}")))?,
+        Some(v) => fence_from_stored(&v).map_err(|e| bad(format!("{FENCE}: {e}")))?,
         None => BTreeMap::new(),
     };
     let horizon = match attrs.remove(HORIZON) {
@@ -71,7 +71,7 @@ pub fn item_state(item: &Item) -> Result<ItemState, PortError> {
     };
     for (name, v) in &attrs {
         if let Some(tx) = name.strip_prefix(RESERVATION_PREFIX) {
-            let id = TxId::parse(tx).map_err(|e| bad(format!("reservation {tx}: {e}")))?;
+            let id = TxId::from_short(tx).map_err(|e| bad(format!("reservation {tx}: {e}")))?;
             let r: StoredReservation = serde_json::from_value(v.clone())
                 .map_err(|e| bad(format!("reservation {tx}: {e}")))?;
             reservations.insert(id.clone(), r.into_lock(id));
@@ -167,25 +167,19 @@ pub(crate) fn first_key_name(key: &Key) -> &str {
     key.keys().next().map_or("", String::as_str)
 }
 
+/// A fence entry's stored number ([`FenceEntry::stored`]).
 pub(crate) fn entry(e: &FenceEntry) -> AttributeValue {
-    let o = match e.outcome {
-        FenceOutcome::Committed => COMMITTED,
-        FenceOutcome::Aborted => ABORTED,
-    };
-    AttributeValue::M(
-        [
-            (ENTRY_OUTCOME.to_owned(), AttributeValue::S(o.into())),
-            (
-                ENTRY_BEGAN.to_owned(),
-                AttributeValue::N(e.began.to_string()),
-            ),
-            (
-                ENTRY_STALE.to_owned(),
-                AttributeValue::N(e.expires_at.to_string()),
-            ),
-        ]
-        .into(),
-    )
+    AttributeValue::N(e.stored())
+}
+
+/// `txFence.<tx's short id>`: where `tx`'s fence entry is.
+pub(crate) fn fence_path(e: &mut Expr, tx: &TxId) -> String {
+    e.path(&[FENCE, &tx.short()])
+}
+
+/// `txRes:<tx's short id>`: where `tx`'s reservation is ([`StoredReservation::attribute`]).
+pub(crate) fn reservation_name(e: &mut Expr, tx: &TxId) -> String {
+    e.name(&StoredReservation::attribute(tx))
 }
 
 pub(crate) fn number(n: u64) -> AttributeValue {
@@ -228,7 +222,7 @@ pub(crate) fn prune_clauses(
     let (mut set, mut remove, mut condition) = (vec![], vec![], condition);
     if let Some(p) = prune {
         for id in p.ids.iter().filter(|id| *id != tx) {
-            remove.push(e.path(&[FENCE, id.as_str()]));
+            remove.push(fence_path(e, id));
         }
         let (h, v) = (e.name(HORIZON), e.value(number(p.horizon)));
         set.push(format!("{h} = {v}"));
@@ -390,7 +384,7 @@ impl DynamoItems {
             if let Some(f) = fence {
                 set.push(format!(
                     "{} = {}",
-                    e.path(&[FENCE, tx.as_str()]),
+                    fence_path(&mut e, &tx),
                     e.value(entry(f))
                 ));
             }
@@ -465,7 +459,7 @@ impl DynamoItems {
                 horizon = horizon.max(p.horizon);
             }
             let read_size = state.fence.len();
-            entries.insert(tx.to_string(), entry(fence));
+            entries.insert(tx.short(), entry(fence));
             let version = match item.get(VERSION) {
                 Some(AttributeValue::N(n)) => n
                     .parse::<u64>()
@@ -631,7 +625,7 @@ impl ParticipantStore for DynamoItems {
         }
         conds.push(format!(
             "attribute_not_exists({})",
-            e.path(&[FENCE, lock.tx_id.as_str()])
+            fence_path(&mut e, &lock.tx_id)
         ));
         conds.extend(op_conditions(&mut e, key, op));
         let w = Write {
@@ -692,7 +686,7 @@ impl ParticipantStore for DynamoItems {
         set.extend(commit_marks(&mut e, tx));
         set.push(format!(
             "{} = {}",
-            e.path(&[FENCE, tx.as_str()]),
+            fence_path(&mut e, &tx),
             e.value(entry(&fence))
         ));
         let w = Write {
@@ -791,9 +785,9 @@ impl ParticipantStore for DynamoItems {
             let lock = e.name(LOCK);
             let lock_tx = e.path(&[LOCK, LOCK_TX]);
             let txv = e.value(AttributeValue::S(tx.to_string()));
-            let path = e.path(&[FENCE, tx.as_str()]);
+            let path = fence_path(&mut e, &tx);
             let began = e.value(number(fence.began));
-            let res = e.name(&prefixed(RESERVATION_PREFIX, tx.as_str()));
+            let res = reservation_name(&mut e, tx);
             // Exists, not ours (lock or reservation), not fenced yet (no entry, horizon below
             // its begin).
             let base = format!(
@@ -810,7 +804,7 @@ impl ParticipantStore for DynamoItems {
                 Shape::Create => (
                     format!(
                         "{map} = {}",
-                        e.value(AttributeValue::M([(tx.to_string(), entry(&fence))].into()))
+                        e.value(AttributeValue::M([(tx.short(), entry(&fence))].into()))
                     ),
                     format!("{base} AND attribute_not_exists({map})"),
                 ),
@@ -864,7 +858,7 @@ impl ParticipantStore for DynamoItems {
             e.name(TOMBSTONE),
             e.value(AttributeValue::Bool(true)),
             e.name(FENCE),
-            e.value(AttributeValue::M([(tx.to_string(), entry(&fence))].into())),
+            e.value(AttributeValue::M([(tx.short(), entry(&fence))].into())),
         );
         let w = Write {
             update,
@@ -899,7 +893,6 @@ impl ParticipantStore for DynamoItems {
                 entry: FenceEntry {
                     outcome: FenceOutcome::Aborted,
                     began: 0,
-                    expires_at: 0,
                 },
                 prune: None,
             };

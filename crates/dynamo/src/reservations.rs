@@ -17,8 +17,7 @@ use twopc_core::item::{Key, Lock, StoredReservation};
 use twopc_core::layout::{
     ESCROW_CEILING_PREFIX, ESCROW_CEILINGS_PREFIX, ESCROW_COUNT_PREFIX, ESCROW_FLOOR_PREFIX,
     ESCROW_FLOORS_PREFIX, ESCROW_HIGH_PREFIX, ESCROW_LOW_PREFIX, FENCE, HORIZON, LOCK,
-    LOCK_EXPIRES_AT, LOCK_SHARD, PAUSED_UNTIL, PLACEHOLDER, RESERVATION_PREFIX, RESERVATIONS,
-    TOMBSTONE, prefixed,
+    LOCK_EXPIRES_AT, LOCK_SHARD, PAUSED_UNTIL, PLACEHOLDER, RESERVATIONS, TOMBSTONE, prefixed,
 };
 use twopc_core::op::Escrowed;
 use twopc_core::ports::{CompleteWrite, Completion, PortError, PrepareWrite};
@@ -27,8 +26,8 @@ use crate::codec::to_attr;
 use crate::error::corrupt;
 use crate::expr::{Expr, update_with_add};
 use crate::items::{
-    DynamoItems, Outcome, Write, add_to, commit_marks, entry, first_key_name, item_state, number,
-    prune_clauses,
+    DynamoItems, Outcome, Write, add_to, commit_marks, entry, fence_path, first_key_name,
+    item_state, number, prune_clauses, reservation_name,
 };
 use crate::tables::shard_of;
 
@@ -193,7 +192,7 @@ impl DynamoItems {
             message: "the operation does not commute: it must lock".into(),
         })?;
         let mut e = Expr::new();
-        let res = e.name(&prefixed(RESERVATION_PREFIX, lock.tx_id.as_str()));
+        let res = reservation_name(&mut e, &lock.tx_id);
         let lock_value = serde_json::to_value(StoredReservation::of(lock))
             .map_err(|err| corrupt("encoding a reservation", err.to_string()))?;
         let (k, ph, tomb, lk) = (
@@ -210,10 +209,7 @@ impl DynamoItems {
                 "attribute_exists({k}) AND attribute_not_exists({ph}) AND attribute_not_exists({tomb})"
             ),
             format!("attribute_not_exists({lk}) AND attribute_not_exists({res})"),
-            format!(
-                "attribute_not_exists({})",
-                e.path(&[FENCE, lock.tx_id.as_str()])
-            ),
+            format!("attribute_not_exists({})", fence_path(&mut e, &lock.tx_id)),
             format!("(attribute_not_exists({horizon}) OR {horizon} < {began})"),
             format!("(attribute_not_exists({pause}) OR {pause} <= {now_v})"),
             format!(
@@ -288,7 +284,7 @@ impl DynamoItems {
         let ctx = || format!("releasing the reservation of {} in {table}", c.tx);
         let escrowed = c.op.escrow().unwrap_or_default();
         let mut e = Expr::new();
-        let res = e.name(&prefixed(RESERVATION_PREFIX, c.tx.as_str()));
+        let res = reservation_name(&mut e, c.tx);
         let pruning = prune_clauses(&mut e, c.tx, c.prune, format!("attribute_exists({res})"));
         let (mut set, mut remove, condition) = (pruning.set, pruning.remove, pruning.condition);
         remove.push(res);
@@ -320,7 +316,7 @@ impl DynamoItems {
         if give != Give::Drop {
             set.push(format!(
                 "{} = {}",
-                e.path(&[FENCE, c.tx.as_str()]),
+                fence_path(&mut e, c.tx),
                 e.value(entry(&c.entry))
             ));
         }

@@ -40,7 +40,7 @@ pub const SWEEP_MAX_LOCKS: &str = "TWOPC_SWEEP_MAX_LOCKS";
 /// How many transactions one sweep drives at once.
 pub const SWEEP_CONCURRENCY: &str = "TWOPC_SWEEP_CONCURRENCY";
 /// Most entries an item's fence keeps after a pruning write (participant logic: every
-/// function that runs it). Default 32; at least 1. Liveness only, see
+/// function that runs it). Default 24; at least 1. Liveness only, see
 /// `ParticipantConfig::fence_capacity`.
 pub const FENCE_CAPACITY: &str = "TWOPC_FENCE_CAPACITY";
 /// `ParticipantConfig::max_reservations`.
@@ -50,8 +50,9 @@ pub const MAX_RESERVATIONS: &str = "TWOPC_MAX_RESERVATIONS";
 /// written with the prepares, answered after one round, finished after the answer) or
 /// `classic` (begin, prepare, decide, complete, finalize, then answer). Coordinator.
 pub const COMMIT_MODE: &str = "TWOPC_COMMIT_MODE";
-/// How long past its deadline a fence entry is kept when the fence has room, in ms.
-/// Default 10000. Liveness only, see `ParticipantConfig::fence_margin_ms`.
+/// How long past the largest timeout (`TWOPC_MAX_TIMEOUT_MS`) after its transaction began a
+/// fence entry is kept when the fence has room, in ms. Default 10000. Liveness only, see
+/// `ParticipantConfig::fence_window_ms` (the two together).
 pub const FENCE_MARGIN_MS: &str = "TWOPC_FENCE_MARGIN_MS";
 /// The CloudWatch namespace of the EMF metrics.
 pub const METRICS_NAMESPACE: &str = "TWOPC_METRICS_NAMESPACE";

@@ -175,6 +175,9 @@ pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default request body limit (64 KiB): a transaction of 32 participants fits many times over.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 64 * 1024;
 pub use twopc_function::env::MIN_SIGNING_SECRET_BYTES;
+/// Default fence margin (ms): how long past the largest timeout a fence entry stays fresh
+/// (`ParticipantConfig::fence_window_ms` is the two together), for clock skew.
+pub const DEFAULT_FENCE_MARGIN_MS: u64 = 10_000;
 /// How long a WebSocket connection's entry is kept (s): API Gateway closes a connection after
 /// two hours.
 pub const CONNECTION_TTL_SECS: u64 = 7_200;
@@ -282,8 +285,9 @@ impl Config {
         let participant_defaults = ParticipantConfig::default();
         let participant = ParticipantConfig {
             fence_capacity: env.number(var::FENCE_CAPACITY, participant_defaults.fence_capacity)?,
-            fence_margin_ms: env
-                .number(var::FENCE_MARGIN_MS, participant_defaults.fence_margin_ms)?,
+            // An entry stays fresh for the largest timeout a transaction may have, plus the margin.
+            fence_window_ms: max_timeout_ms
+                .saturating_add(env.number(var::FENCE_MARGIN_MS, DEFAULT_FENCE_MARGIN_MS)?),
             max_reservations: env
                 .number(var::MAX_RESERVATIONS, participant_defaults.max_reservations)?,
             ..participant_defaults
@@ -769,8 +773,9 @@ mod tests {
         assert_eq!(c.participant.fence_capacity, 8);
         assert_eq!(c.participant.max_reservations, 5);
         assert_eq!(
-            c.participant.fence_margin_ms,
-            ParticipantConfig::default().fence_margin_ms
+            c.participant.fence_window_ms,
+            ParticipantConfig::default().fence_window_ms,
+            "the largest timeout (60 s) plus the margin (10 s)"
         );
         let e = Config::from_lookup(
             Role::Participant,
