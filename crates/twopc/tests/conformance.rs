@@ -10,7 +10,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::Bytes;
@@ -18,7 +18,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use common::{call, free_port, start_on_shared, temp_dir};
+use common::{call, free_port, ready, start_on_shared, temp_dir};
 use serde_json::{Value, json};
 use tokio::process::{Child, Command};
 use twopc_core::ids::TxId;
@@ -322,22 +322,20 @@ async fn start_python(secret: &Path, table: &str) -> Python {
         .kill_on_drop(true)
         .spawn()
         .expect("start the Python participant");
-    let url = format!("http://127.0.0.1:{port}");
-    let mut py = Python { _child: child, url };
-    let until = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Ok((200, _)) = call(&py.url, "GET", "/members/alice", None, None).await {
-            return py;
-        }
-        if let Ok(Some(status)) = py._child.try_wait() {
-            panic!("the Python participant exited ({status}); its errors are above");
-        }
-        assert!(
-            Instant::now() < until,
-            "the Python participant did not start"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await; // polling a starting process
-    }
+    let mut py = Python {
+        _child: child,
+        url: format!("http://127.0.0.1:{port}"),
+    };
+    ready(
+        &py.url,
+        "/members/alice",
+        200,
+        "the Python participant",
+        Duration::from_secs(60),
+        || py._child.try_wait().ok().flatten(),
+    )
+    .await;
+    py
 }
 
 async fn points(py: &Python, member: &str) -> Value {

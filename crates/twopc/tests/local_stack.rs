@@ -7,7 +7,7 @@ mod common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{call, free_port, interrupt, start, temp_dir, transfer};
+use common::{call, free_port, interrupt, ready, serve_command, start, temp_dir, transfer};
 use serde_json::{Value, json};
 use tokio::process::Command;
 use twopc_core::ids::TxId;
@@ -269,13 +269,9 @@ async fn serve_runs_its_own_dynamodb_local_persists_data_and_refuses_a_second_st
     let tx = body["txId"].as_str().expect("txId").to_owned();
 
     // A second serve on the same data folder says so and stops.
-    let second = Command::new(env!("CARGO_BIN_EXE_twopc"))
-        .env_remove("TWOPC_DYNAMODB_ENDPOINT")
-        .args(["serve", "--port", &free_port().to_string(), "--data-dir"])
-        .arg(&data)
-        .output()
-        .await
-        .expect("second");
+    let mut second = serve_command(free_port());
+    second.arg("--data-dir").arg(&data);
+    let second = Command::from(second).output().await.expect("second");
     assert_eq!(second.status.code(), Some(2));
     assert!(
         String::from_utf8_lossy(&second.stderr).contains("already running"),
@@ -500,31 +496,24 @@ async fn balances(url: &str) -> (Value, Value) {
 /// once the API answers. A std child: nothing reaps it unless the test waits for it.
 async fn spawn_serve(data: &Path, port: u16) -> std::process::Child {
     use std::os::unix::process::CommandExt;
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_twopc"))
-        .args(["serve", "--port", &port.to_string(), "--data-dir"])
+    let mut child = serve_command(port)
+        .arg("--data-dir")
         .arg(data)
         .arg("--lake-dir")
         .arg(data.join("lake"))
-        .env("RUST_LOG", "warn")
-        .env_remove("TWOPC_DYNAMODB_ENDPOINT")
-        .env_remove("TWOPC_DATA_DIR")
-        .stdout(std::process::Stdio::null())
         .process_group(0)
         .spawn()
         .expect("spawn twopc serve");
-    let url = format!("http://127.0.0.1:{port}");
-    let until = Instant::now() + Duration::from_secs(90);
-    loop {
-        let probe = call(&url, "GET", "/transactions?status=pending", None, None).await;
-        if matches!(probe, Ok((200, _))) {
-            return child;
-        }
-        if let Ok(Some(status)) = child.try_wait() {
-            panic!("twopc serve exited before it was ready ({status}); its errors are above");
-        }
-        assert!(Instant::now() < until, "twopc serve did not become ready");
-        tokio::time::sleep(Duration::from_millis(100)).await; // polling a starting process
-    }
+    ready(
+        &format!("http://127.0.0.1:{port}"),
+        "/transactions?status=pending",
+        200,
+        "twopc serve",
+        Duration::from_secs(90),
+        || child.try_wait().ok().flatten(),
+    )
+    .await;
+    child
 }
 
 /// Waits until `pid` no longer runs: gone, or a zombie.

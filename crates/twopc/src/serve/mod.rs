@@ -208,7 +208,11 @@ pub enum ServeError {
     Seed(PortError),
     /// A table's stream could not be found.
     #[error("reading the tables' streams: {0}")]
-    Streams(String),
+    Streams(#[from] twopc_fanout::poll::PollError),
+    /// The stream poller has no checkpoint file to save its positions in (serve always names
+    /// one: a bug).
+    #[error("reading the tables' streams: no checkpoint file")]
+    NoCheckpointFile,
     /// The HTTP server stopped.
     #[error("HTTP server failed: {0}")]
     Server(std::io::Error),

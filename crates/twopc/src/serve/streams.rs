@@ -143,7 +143,7 @@ pub async fn start(
     );
     let checkpoints = poller
         .defer_checkpoints()
-        .ok_or_else(|| ServeError::Streams("no checkpoint file".into()))?;
+        .ok_or(ServeError::NoCheckpointFile)?;
     let (stop, stopping) = tokio::sync::watch::channel(false);
     let task = tokio::spawn(poller.run(
         Duration::from_millis(args.stream_poll_ms.max(10)),

@@ -33,12 +33,49 @@ pub struct Serve {
     pub url: String,
 }
 
-pub async fn start(data_dir: &Path, port: u16, extra: &[&str]) -> Serve {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_twopc"));
+/// `twopc serve --port PORT` with what the tests control taken from the environment (they say
+/// which DynamoDB and which folders with flags), its logs at `warn`; callers add the rest.
+pub fn serve_command(port: u16) -> std::process::Command {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_twopc"));
     cmd.arg("serve")
         .arg("--port")
         .arg(port.to_string())
-        .arg("--data-dir")
+        .env("RUST_LOG", "warn")
+        .env_remove("TWOPC_DYNAMODB_ENDPOINT")
+        .env_remove("TWOPC_DATA_DIR")
+        .env_remove("TWOPC_LAKE_DIR")
+        .stdout(Stdio::null());
+    cmd
+}
+
+/// Waits until a GET of `path` on `url` answers `status`, polling (a starting process signals
+/// nothing else); panics if `exited` reports the process gone first, or after `limit`.
+pub async fn ready(
+    url: &str,
+    path: &str,
+    status: u16,
+    what: &str,
+    limit: Duration,
+    mut exited: impl FnMut() -> Option<std::process::ExitStatus>,
+) {
+    let until = Instant::now() + limit;
+    loop {
+        if let Ok((answered, _)) = call(url, "GET", path, None, None).await
+            && answered == status
+        {
+            return;
+        }
+        if let Some(code) = exited() {
+            panic!("{what} exited before it was ready ({code}); its errors are above");
+        }
+        assert!(Instant::now() < until, "{what} did not become ready");
+        tokio::time::sleep(Duration::from_millis(100)).await; // polling a starting process
+    }
+}
+
+pub async fn start(data_dir: &Path, port: u16, extra: &[&str]) -> Serve {
+    let mut cmd = serve_command(port);
+    cmd.arg("--data-dir")
         .arg(data_dir)
         .arg("--sweep-interval-ms")
         .arg("200")
@@ -65,21 +102,15 @@ pub async fn start_on_shared(name: &str, extra: &[&str]) -> (Serve, PathBuf) {
 /// data and lake folders), as `make run` runs it. `cwd` must lie inside the repository, so the
 /// DynamoDB Local install in `.tools/` is found by searching upward.
 pub async fn start_with_defaults(cwd: &Path, port: u16) -> Serve {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_twopc"));
-    cmd.current_dir(cwd)
-        .arg("serve")
-        .arg("--port")
-        .arg(port.to_string());
+    let mut cmd = serve_command(port);
+    cmd.current_dir(cwd);
     launch(cmd, port).await
 }
 
-async fn launch(mut cmd: Command, port: u16) -> Serve {
-    let child = cmd
-        .env("RUST_LOG", "warn")
-        .env_remove("TWOPC_DYNAMODB_ENDPOINT") // tests say which DynamoDB with flags
-        .env_remove("TWOPC_DATA_DIR")
-        .env_remove("TWOPC_LAKE_DIR")
-        .stdout(Stdio::null())
+/// Starts `cmd` (a [`serve_command`]) and waits until its API answers (a GET of an unknown
+/// transaction: 404).
+async fn launch(cmd: std::process::Command, port: u16) -> Serve {
+    let child = Command::from(cmd)
         .kill_on_drop(true)
         .spawn()
         .expect("spawn twopc serve");
@@ -87,26 +118,17 @@ async fn launch(mut cmd: Command, port: u16) -> Serve {
         child,
         url: format!("http://127.0.0.1:{port}"),
     };
-    // Ready when the API answers (a GET of an unknown transaction: 404).
-    let until = Instant::now() + Duration::from_secs(90);
-    loop {
-        if let Ok((404, _)) = call(
-            &serve.url,
-            "GET",
-            &format!("/transactions/{}", TxId::random()),
-            None,
-            None,
-        )
-        .await
-        {
-            return serve;
-        }
-        if let Ok(Some(status)) = serve.child.try_wait() {
-            panic!("twopc serve exited before it was ready ({status}); its errors are above");
-        }
-        assert!(Instant::now() < until, "twopc serve did not become ready");
-        tokio::time::sleep(Duration::from_millis(100)).await; // polling a starting process
-    }
+    let unknown = format!("/transactions/{}", TxId::random());
+    ready(
+        &serve.url,
+        &unknown,
+        404,
+        "twopc serve",
+        Duration::from_secs(90),
+        || serve.child.try_wait().ok().flatten(),
+    )
+    .await;
+    serve
 }
 
 /// A request with raw bytes and headers: the status, the body as JSON (`Null` if it is not)
