@@ -87,9 +87,9 @@ fn tally(k: u64, participants: u64) -> Tally {
     let transfers = 200 + figure(k, 110, 300);
     let aborted = [
         figure(k, 111, 3) - 1,
-        u64::from(k % 7 == 0),
+        u64::from(k.is_multiple_of(7)),
         0,
-        u64::from(k % 11 == 0),
+        u64::from(k.is_multiple_of(11)),
     ];
     let never: u64 = aborted.iter().sum::<u64>() / 2;
     let committed = transfers - never;
@@ -102,8 +102,8 @@ fn tally(k: u64, participants: u64) -> Tally {
         aborted_attempts: aborted,
         votes: Votes {
             reserved: (committed * participants) as u32,
-            exclusive: u32::from(k % 5 == 0),
-            fenced: u32::from(k % 13 == 0),
+            exclusive: u32::from(k.is_multiple_of(5)),
+            fenced: u32::from(k.is_multiple_of(13)),
         },
         net: 0,
         writes: committed * participants,
