@@ -15,12 +15,13 @@ use crate::counter::{RequestCounter, Requests};
 use crate::inject::Injection;
 use crate::inject::connector::{Injected, Injector};
 use crate::load::{self, Sample};
+use crate::runner::Bench;
 use crate::stats::{self, Latency};
 use crate::systems::{Driver, Outcome, System, Wiring};
 use crate::tables::Audit;
 use crate::timing::Holds;
 use crate::workload::Workload;
-use crate::{Bench, BenchError, Tally};
+use crate::{BenchError, Tally};
 
 /// Chunks a cell's transfers are run in, a progress line after each.
 const CHUNKS: usize = 4;
@@ -169,12 +170,7 @@ impl Bench<'_> {
         injector: &Injector,
     ) -> Result<InjectedCell, BenchError> {
         self.ensure_set(system, workload.contention).await?;
-        let tables = self
-            .sets
-            .get(&crate::set_of(system, workload.contention))
-            .ok_or_else(|| BenchError::Check("table set missing".into()))?
-            .tables
-            .clone();
+        let tables = self.tables(system, workload.contention)?.clone();
         let holds = Holds::default();
         let driver = Arc::new(Driver::new(
             system,

@@ -1,0 +1,126 @@
+//! How a transfer ended: its [`Outcome`], the [`Votes`] of its attempts, the [`Done`] record
+//! of attempts and aborts, and the [`Answer`] mark of when its client had the answer.
+
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
+
+use twopc_core::op::Mode;
+use twopc_core::record::{TxRecord, Vote, VoteReason};
+
+use super::Reason;
+use crate::counter::RequestCounter;
+
+/// How one transfer ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Applied.
+    Committed,
+    /// Aborted because an item was busy, on every attempt.
+    Conflict,
+    /// Aborted for another reason (a condition failed: not expected with the seeded balances).
+    Refused(String),
+    /// Decided but not finished (a record left `COMMITTING`/`ABORTING`): counts as a failure.
+    Unfinished(String),
+    /// An error.
+    Failed(String),
+}
+
+impl Outcome {
+    /// Why it aborted (`None`: committed, or a failure rather than an abort).
+    pub fn reason(&self) -> Option<Reason> {
+        match self {
+            Outcome::Conflict => Some(Reason::Conflict),
+            Outcome::Refused(code) => Some(Reason::of_code(code)),
+            Outcome::Committed | Outcome::Unfinished(_) | Outcome::Failed(_) => None,
+        }
+    }
+}
+
+/// The votes of a transfer's attempts (coordinator and serial driver; zero for the others).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Votes {
+    /// `yes` votes of participants that reserved their item (commuting operations).
+    pub reserved: u32,
+    /// `yes` votes of participants that locked their item.
+    pub exclusive: u32,
+    /// `no` votes for `fenced`: a live transaction refused by an item's fence or horizon.
+    pub fenced: u32,
+}
+
+impl Votes {
+    /// The votes of an attempt's record.
+    pub(super) fn of(record: &TxRecord) -> Votes {
+        let mut v = Votes::default();
+        for vote in &record.votes {
+            match vote {
+                Vote::Yes {
+                    mode: Mode::Reserved,
+                } => v.reserved += 1,
+                Vote::Yes {
+                    mode: Mode::Exclusive,
+                } => v.exclusive += 1,
+                Vote::No {
+                    reason: VoteReason::Fenced,
+                    ..
+                } => v.fenced += 1,
+                Vote::No { .. } => {}
+            }
+        }
+        v
+    }
+
+    pub(crate) fn add(&mut self, o: Votes) {
+        self.reserved += o.reserved;
+        self.exclusive += o.exclusive;
+        self.fenced += o.fenced;
+    }
+}
+
+/// A transfer's end, how many attempts it took, and why the others aborted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Done {
+    /// The end.
+    pub outcome: Outcome,
+    /// Attempts (transactions) used.
+    pub attempts: u32,
+    /// Attempts that aborted, by [`Reason::index`] (the last one included if it aborted).
+    pub aborted: [u32; Reason::ALL.len()],
+    /// The votes of every attempt.
+    pub votes: Votes,
+    /// When the client had its answer (the last attempt's): at or before the transfer's end.
+    pub answered: Instant,
+    /// Sequential rounds of DynamoDB requests from the transfer's start to its answer, as the
+    /// [`RequestCounter`] counts them (meaningful with one transfer in flight).
+    pub rounds_to_answer: u64,
+}
+
+/// The moment an attempt's client had its answer, and the rounds counted by then: marked once,
+/// by whoever gives the answer (for every system today, the end of the attempt). Clones share
+/// the mark, so one can move into a callback or a task.
+#[derive(Clone, Debug)]
+pub struct Answer {
+    counter: RequestCounter,
+    at: Arc<OnceLock<(Instant, u64)>>,
+}
+
+impl Answer {
+    /// Not marked yet; rounds counted by `counter`.
+    pub(super) fn new(counter: &RequestCounter) -> Answer {
+        Answer {
+            counter: counter.clone(),
+            at: Arc::default(),
+        }
+    }
+
+    /// Notes that the answer was given now (later calls change nothing).
+    pub fn mark(&self) {
+        self.get();
+    }
+
+    /// When the answer was given and the rounds counted by then (now, if not marked yet).
+    pub(super) fn get(&self) -> (Instant, u64) {
+        *self
+            .at
+            .get_or_init(|| (Instant::now(), self.counter.snapshot().rounds))
+    }
+}
