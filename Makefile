@@ -114,7 +114,8 @@ test: tools browser-tools ## Validate template.yaml, then run every test (unit +
 
 # make smoke: the README and docs/ as a new user runs them, in a fresh clone of HEAD
 # (tests/readme/smoke.py; SMOKE_ARGS="--rev COMMIT" tests another commit, "--keep" keeps the
-# clone). Builds from scratch.
+# clone, "--here" runs in this checkout if it is as fresh as a clone, as CI's is). A clone builds
+# from scratch.
 smoke: browser-tools ## Run the examples of the README and docs/ in a fresh clone: make run, the examples, Ctrl-C, restart, --in-memory
 	python3 tests/readme/smoke.py $(SMOKE_ARGS)
 

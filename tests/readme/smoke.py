@@ -25,16 +25,13 @@ environment:
 Any failure stops the run with the failing command, its output and the log of `make run`; the
 clone is kept for a look (its path is printed). Standard library only.
 
-The clone compiles every crate of the workspace from its own sources. What it may reuse, unless
---cold, is the compiled *dependencies* (crates.io crates) of this checkout's target/debug,
-hard-linked into the clone's target/ before the first `make run` (`seed_dependencies`): a new
-user's machine has built them once too, for another checkout or an earlier `make run`, and CI
-would otherwise spend most of its time compiling the AWS SDK a second time. The workspace's own
-crates are never seeded, so the clone's build proves its sources build.
+--here runs all of it in this checkout instead of a clone, for CI, whose checkout is itself a
+fresh clone: it refuses unless git reports nothing changed or untracked and there is no .twopc/
+data, so the pages meet exactly what a new user's clone holds, except that `make run` finds the
+build `make test` made (a second full build was most of CI's time).
 """
 
 import argparse
-import json
 import os
 import re
 import shlex
@@ -70,62 +67,6 @@ def clean_env():
     variables from a parent make, no AWS settings."""
     drop = ("TWOPC_", "AWS_", "MAKE", "MFLAGS", "CARGO_TARGET_DIR", "RUST_LOG")
     return {k: v for k, v in os.environ.items() if not k.startswith(drop)}
-
-
-def workspace_crates(root):
-    """The file-name stems of the workspace's own crates and targets (`twopc_core`,
-    `stream_processor`, test binaries such as `contract`, ...)."""
-    meta = subprocess.run(
-        ["cargo", "metadata", "--no-deps", "--format-version", "1", "--offline"],
-        cwd=root, capture_output=True, text=True, check=True,
-    ).stdout
-    names = set()
-    for p in json.loads(meta)["packages"]:
-        names.add(p["name"])
-        names.update(t["name"] for t in p["targets"])
-    return {n.replace("-", "_") for n in names}
-
-
-def seed_dependencies(repo, clone):
-    """Hard-links the compiled dependencies of repo/target/debug into clone/target/debug:
-    deps/, build/ and .fingerprint/ entries of every crate but the workspace's own (and
-    nothing else: no incremental caches, no lock file, no final binaries). Returns how many
-    files it linked (0: nothing to seed, or another file system)."""
-    src = repo / "target" / "debug"
-    if not src.is_dir():
-        return 0
-    own = workspace_crates(repo)
-
-    def crate_of(name):
-        # deps/libfoo_bar-0123abcd.rlib, build/foo-bar-0123abcd, .fingerprint/foo-bar-0123abcd
-        stem = name.split(".", 1)[0].removeprefix("lib")
-        return stem.rsplit("-", 1)[0].replace("-", "_")
-
-    linked = 0
-    for sub in ("deps", "build", ".fingerprint"):
-        if not (src / sub).is_dir():
-            continue
-        for entry in os.scandir(src / sub):
-            if crate_of(entry.name) in own:
-                continue
-            dst = clone / "target" / "debug" / sub / entry.name
-            try:
-                if entry.is_dir(follow_symlinks=False):
-                    for dirpath, _, files in os.walk(entry.path):
-                        out = dst / os.path.relpath(dirpath, entry.path)
-                        out.mkdir(parents=True, exist_ok=True)
-                        for f in files:
-                            os.link(os.path.join(dirpath, f), out / f)
-                            linked += 1
-                else:
-                    dst.parent.mkdir(parents=True, exist_ok=True)
-                    os.link(entry.path, dst)
-                    linked += 1
-            except OSError as e:  # another file system: build from nothing
-                say(f"not seeding the dependencies ({e}); the first make run compiles them")
-                subprocess.run(["rm", "-rf", str(clone / "target")], check=False)
-                return 0
-    return linked
 
 
 def port_free(port):
@@ -473,9 +414,9 @@ def main():
     ap.add_argument("--rev", default="HEAD", help="the commit to clone (default HEAD)")
     ap.add_argument("--keep", action="store_true", help="keep the clone even when it passes")
     ap.add_argument(
-        "--cold",
+        "--here",
         action="store_true",
-        help="do not reuse this checkout's compiled dependencies: the clone compiles everything",
+        help="run in this checkout (a fresh clone with nothing changed, as CI's is) instead of a new clone",
     )
     args = ap.parse_args()
 
@@ -489,16 +430,24 @@ def main():
     if dirty and args.rev == "HEAD":
         say("note: uncommitted changes are not in a fresh clone; testing the last commit")
     work = Path(tempfile.mkdtemp(prefix="twopc-smoke-"))
-    clone = work / "dynamo-2pc"
     logs = work / "logs"
     logs.mkdir()
-    subprocess.run(["git", "clone", "--quiet", str(REPO), str(clone)], check=True)
-    subprocess.run(["git", "checkout", "--quiet", rev], cwd=clone, check=True)
-    say(f"fresh clone of {rev} in {clone}")
-    if not args.cold:
-        linked = seed_dependencies(REPO, clone)
-        if linked:
-            say(f"reusing this checkout's compiled dependencies ({linked} files linked; --cold to build them too)")
+    if args.here:
+        if args.rev != "HEAD":
+            sys.exit("smoke: --here runs the checkout as it is; --rev needs a clone")
+        if dirty or (REPO / ".twopc").exists():
+            sys.exit(
+                "smoke: --here needs a checkout as fresh as a clone: "
+                + ("git reports changes or untracked files" if dirty else ".twopc/ holds data")
+                + "; run make smoke without --here"
+            )
+        clone = REPO
+        say(f"in this checkout, {rev} (--here)")
+    else:
+        clone = work / "dynamo-2pc"
+        subprocess.run(["git", "clone", "--quiet", str(REPO), str(clone)], check=True)
+        subprocess.run(["git", "checkout", "--quiet", rev], cwd=clone, check=True)
+        say(f"fresh clone of {rev} in {clone}")
     env = clean_env()
     started = time.monotonic()
     try:
@@ -514,6 +463,8 @@ def main():
         print(f"smoke: the clone and the logs are kept in {work}", file=sys.stderr)
         sys.exit(1)
     say(f"PASSED in {int(time.monotonic() - started)} s")
+    if args.here:  # leave the checkout as fresh as it was, so that --here runs again
+        subprocess.run(["rm", "-rf", str(REPO / ".twopc")], check=False)
     if args.keep:
         say(f"kept {work}")
     else:
