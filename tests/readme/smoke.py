@@ -316,12 +316,18 @@ class Stack:
         self.log.close()
 
 
+# Processes that were running before the smoke started (with --here, the shell and make that
+# run it have their working folder in the checkout): never the smoke's leftovers.
+BEFORE = set()
+
+
 def leftovers(clone):
-    """Processes started from the clone: their command line or working folder is inside it."""
+    """Processes the smoke started from the clone: their command line or working folder is
+    inside it, and they were not running before the smoke began (`BEFORE`)."""
     found = []
     clone = str(clone)
     for pid in os.listdir("/proc"):
-        if not pid.isdigit() or int(pid) == os.getpid():
+        if not pid.isdigit() or int(pid) == os.getpid() or int(pid) in BEFORE:
             continue
         try:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
@@ -448,6 +454,7 @@ def main():
         subprocess.run(["git", "clone", "--quiet", str(REPO), str(clone)], check=True)
         subprocess.run(["git", "checkout", "--quiet", rev], cwd=clone, check=True)
         say(f"fresh clone of {rev} in {clone}")
+    BEFORE.update(int(p) for p in os.listdir("/proc") if p.isdigit())
     env = clean_env()
     started = time.monotonic()
     try:
