@@ -16,7 +16,7 @@ use futures::future::join_all;
 use serde_json::Value;
 use tracing::{debug, error, info, warn};
 
-use crate::api::codes;
+use crate::codes;
 use crate::fault::{FaultPoint, Faults, NoFaults};
 use crate::ids::TxId;
 use crate::item::Lock;

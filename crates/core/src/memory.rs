@@ -27,7 +27,7 @@ use crate::ports::{
 };
 use crate::record::{TxRecord, Vote};
 use crate::request::KeySchema;
-use crate::rules::{self, AbortStep, FenceOut, NativeStep, PrepareStep, Seen};
+use crate::rules::{self, AbortStep, EscrowSeen, FenceOut, NativeStep, PrepareStep, Seen};
 use crate::status::TxStatus;
 
 /// Participant items in memory, any number of tables. Clones share the items.
@@ -143,7 +143,7 @@ fn key_id(key: &Key) -> String {
 /// The item as a step of `tx` sees it at `now` (holders' expiry does not matter to admission;
 /// a pause of reservations does).
 fn seen(item: Option<&ItemState>, tx: &TxId, began: u64, now: u64) -> Seen {
-    item.map_or(Seen::ABSENT, |i| i.seen_by(tx, began, now))
+    item.map_or(Seen::ABSENT, |i| Seen::of(i, tx, began, now))
 }
 
 /// DynamoDB's comparison of an attribute with a value: numbers numerically, strings by their
@@ -309,8 +309,7 @@ fn give_back(item: &mut ItemState, op: &Operation, applied: bool) {
 fn escrow_admits(item: &ItemState, op: &Operation) -> bool {
     op.escrow().is_some_and(|escrowed| {
         escrowed.iter().all(|(name, e)| {
-            item.escrow_seen(name, e)
-                .is_some_and(|seen| rules::escrow(seen).is_ok())
+            EscrowSeen::of(item, name, e).is_some_and(|seen| rules::escrow(seen).is_ok())
         })
     })
 }

@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
-use crate::api::codes::{self, Code};
+use crate::codes::{self, Code};
 use crate::decimal::Decimal;
 use crate::layout::ITEM_PROTOCOL_ATTRIBUTES;
 

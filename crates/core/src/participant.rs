@@ -14,7 +14,8 @@ use crate::decimal::Decimal;
 use crate::ids::TxId;
 use crate::item::{Escrow, FenceEntry, FenceOutcome, ItemState, Key, Lock};
 use crate::message::{
-    CompleteReply, CompleteRequest, InquireReply, InquireRequest, PrepareReply, PrepareRequest,
+    CompleteReply, CompleteRequest, InquireReply, InquireRequest, Inquiry, PrepareReply,
+    PrepareRequest,
 };
 use crate::op::{Condition, Mode};
 use crate::ports::{
@@ -23,7 +24,7 @@ use crate::ports::{
 };
 use crate::record::{Vote, VoteReason};
 use crate::rules::{
-    self, AbortStep, CommitStep, EscrowRefusal, Inquiry, InquiryStep, Others, PrepareRefusal,
+    self, AbortStep, CommitStep, EscrowRefusal, EscrowSeen, InquiryStep, Others, PrepareRefusal,
     PrepareStep, Reply, Resolution, Seen, Shape, Violation,
 };
 use crate::status::TxStatus;
@@ -336,7 +337,7 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
         let answer = |inquiry| Ok(InquireReply { inquiry });
         let seen = |item: Option<&ItemState>| {
             item.map_or(Seen::ABSENT, |i| {
-                i.seen_by(&req.tx_id, req.began, self.clock.now_ms())
+                Seen::of(i, &req.tx_id, req.began, self.clock.now_ms())
             })
         };
         if !req.prevent {
@@ -509,7 +510,7 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
     /// The item as `req`'s commit or abort finds it.
     fn seen(&self, item: Option<&ItemState>, req: &CompleteRequest) -> Seen {
         item.map_or(Seen::ABSENT, |i| {
-            i.seen_by(&req.tx_id, req.began, self.clock.now_ms())
+            Seen::of(i, &req.tx_id, req.began, self.clock.now_ms())
         })
     }
 }
@@ -602,7 +603,7 @@ pub fn classify_refusal(
     now: u64,
     full: impl Fn(&ItemState) -> bool,
 ) -> Refusal {
-    let seen = item.map_or(Seen::ABSENT, |i| i.seen_by(&lock.tx_id, lock.began, now));
+    let seen = item.map_or(Seen::ABSENT, |i| Seen::of(i, &lock.tx_id, lock.began, now));
     let mode = lock.op.mode();
     let step = match mode {
         Mode::Exclusive => rules::prepare(seen, lock.op.creates()),
@@ -616,7 +617,7 @@ pub fn classify_refusal(
 /// would get; where the protocol holds the item, [`Refusal::Held`] (the transaction takes the
 /// protocol path).
 pub fn classify_native_refusal(item: Option<&ItemState>, lock: &Lock, now: u64) -> Refusal {
-    let seen = item.map_or(Seen::ABSENT, |i| i.seen_by(&lock.tx_id, lock.began, now));
+    let seen = item.map_or(Seen::ABSENT, |i| Seen::of(i, &lock.tx_id, lock.began, now));
     let step = match rules::native_write(seen, lock.op.creates()) {
         rules::NativeStep::Apply => PrepareStep::Lock,
         rules::NativeStep::Refuse(r) => PrepareStep::Refuse(r),
@@ -774,7 +775,7 @@ fn escrow_refusal(item: Option<&ItemState>, lock: &Lock, seen: Seen, expired: &[
     };
     let conflict = |m: String| Refusal::Vote(VoteReason::Conflict, m);
     for (name, e) in &escrowed {
-        let Some(escrow) = found.escrow_seen(name, e) else {
+        let Some(escrow) = EscrowSeen::of(found, name, e) else {
             return business_refusal(item, lock); // not a number
         };
         let standing = found.escrow.get(name).filter(|s| s.count > 0);
@@ -784,7 +785,7 @@ fn escrow_refusal(item: Option<&ItemState>, lock: &Lock, seen: Seen, expired: &[
             Err(EscrowRefusal::Stale) => {
                 let stale = escrowed
                     .iter()
-                    .filter(|(n, e)| found.escrow_seen(n, e).is_some_and(|s| s.stale))
+                    .filter(|(n, e)| EscrowSeen::of(found, n, e).is_some_and(|s| s.stale))
                     .map(|(n, _)| n.clone())
                     .collect();
                 return Refusal::Stale(stale);

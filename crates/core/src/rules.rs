@@ -22,10 +22,16 @@
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
+use crate::decimal::Decimal;
 use crate::ids::TxId;
-use crate::item::{FenceEntry, FenceOutcome};
+use crate::item::{Escrow, FenceEntry, FenceOutcome, ItemState};
 use crate::message::Prune;
+use crate::op::{Bound, Escrowed};
 use crate::status::{Decision, TxStatus};
+
+/// What an inquiry found (the answer on the wire, which [`inquire`] and [`staged_decision`]
+/// decide by).
+pub use crate::message::Inquiry;
 
 /// What an item is, to the protocol.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -103,6 +109,45 @@ impl Seen {
     /// Whether the transaction holds the item, by lock or by reservation.
     pub fn held_by_me(self) -> bool {
         self.holder == Holder::Me || self.reserved_by_me
+    }
+
+    /// What the rules read of `item` for transaction `tx` (which began at `began`) at time
+    /// `now` (no item: [`Seen::ABSENT`]).
+    pub fn of(item: &ItemState, tx: &TxId, began: u64, now: u64) -> Seen {
+        Seen {
+            shape: if item.placeholder {
+                Shape::Placeholder
+            } else if item.tombstone {
+                Shape::Tombstone
+            } else {
+                Shape::Real
+            },
+            holder: match &item.lock {
+                None => Holder::Nobody,
+                Some(l) if &l.tx_id == tx => Holder::Me,
+                Some(l) => Holder::Other {
+                    expired: now > l.expires_at,
+                },
+            },
+            entry: item.fence.get(tx).map(|e| e.outcome),
+            covered: began <= item.horizon,
+            reserved_by_me: item.reservations.contains_key(tx),
+            reserved_by_others: {
+                let others = item.reservations.iter().filter(|(id, _)| *id != tx);
+                let mut expired = false;
+                let mut any = false;
+                for (_, r) in others {
+                    any = true;
+                    expired |= now > r.expires_at;
+                }
+                match (any, expired) {
+                    (false, _) => Others::None,
+                    (true, false) => Others::Live,
+                    (true, true) => Others::Expired,
+                }
+            },
+            paused: now < item.paused_until,
+        }
     }
 }
 
@@ -271,6 +316,45 @@ pub struct EscrowSeen {
     pub floor: Keeps,
     /// The ceiling.
     pub ceiling: Keeps,
+}
+
+impl EscrowSeen {
+    /// Reserved attribute `name` of `item` as a reservation of `e` finds it: what [`escrow`]
+    /// reads (`None`: the attribute holds something other than a number). An absent attribute
+    /// counts as 0; with nothing standing, the extremes are the value.
+    pub fn of(item: &ItemState, name: &str, e: &Escrowed) -> Option<EscrowSeen> {
+        let value = match item.attributes.get(name) {
+            None => Decimal::zero(),
+            Some(v) if v.is_number() => Decimal::parse(&v.to_string()).ok()?,
+            Some(_) => return None,
+        };
+        let escrow = item.escrow.get(name);
+        let standing = escrow.filter(|s| s.count > 0);
+        let (lowest, highest) = standing.map_or((&value, &value), |s| (&s.low, &s.high));
+        let vs = |x: &Decimal, bound: &Option<Bound>| bound.as_ref().map(|b| x.cmp_value(&b.value));
+        let strict = |bound: &Option<Bound>| bound.as_ref().is_some_and(|b| b.strict);
+        let same = |a: &&Bound, b: &&Bound| a.same(b);
+        Some(EscrowSeen {
+            stale: escrow.is_some_and(|s| s.is_stale(&value)),
+            change: e.delta.cmp_value(&Decimal::zero()),
+            strict_lower: strict(&e.lower),
+            strict_upper: strict(&e.upper),
+            value_vs_lower: vs(&value, &e.lower),
+            value_vs_upper: vs(&value, &e.upper),
+            lowest_vs_lower: vs(lowest, &e.lower),
+            highest_vs_upper: vs(highest, &e.upper),
+            floor: Keeps::of(
+                e.floor.as_ref(),
+                escrow.and_then(Escrow::standing_floor),
+                same,
+            ),
+            ceiling: Keeps::of(
+                e.ceiling.as_ref(),
+                escrow.and_then(Escrow::standing_ceiling),
+                same,
+            ),
+        })
+    }
 }
 
 /// Why a reservation's bounds refuse it.
@@ -561,24 +645,6 @@ pub fn recovery(status: TxStatus, deadline_passed: bool) -> Recovery {
 /// recovery, which changes nothing twice (every step is a compare-and-swap).
 pub fn completer_recovers(asked_before: bool, status: TxStatus, asked: bool) -> bool {
     status == TxStatus::Staging && asked && !asked_before
-}
-
-/// What an inquiry found of a `STAGING` transaction on one item (on the wire, the answer to
-/// an `inquire` call: `{"inquiry": "held"}`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Inquiry {
-    /// The transaction holds the item (lock or reservation). Stable while its record is
-    /// `STAGING`: only a commit or abort releases a hold, and both follow a decided record.
-    Held,
-    /// The transaction can never take the item: its `aborted` entry, or a horizon covering it.
-    /// Final: an entry leaves the fence only under a horizon that covers it, the horizon never
-    /// drops, and tombstones are never removed.
-    Prevented,
-    /// The transaction committed here: its record is already decided (re-read it).
-    Committed,
-    /// Neither (a read-only inquiry): its prepare may still land.
-    Open,
 }
 
 /// What an inquiry does on an item as found.

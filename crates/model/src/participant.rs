@@ -11,9 +11,10 @@
 //! written, and documented, where it applies.
 
 use twopc_core::item::FenceOutcome;
+use twopc_core::message::Inquiry;
 use twopc_core::rules::{
-    self, AbortStep, CommitStep, Inquiry, InquiryStep, NativeStep, Others, PrepareRefusal,
-    PrepareStep, Reply, Shape,
+    self, AbortStep, CommitStep, InquiryStep, NativeStep, Others, PrepareRefusal, PrepareStep,
+    Reply, Shape,
 };
 use twopc_core::status::Decision;
 
@@ -174,7 +175,7 @@ pub fn upkeep_applies<const TXS: usize>(
 }
 
 /// The one reserved attribute of `tx`'s commuting `ops[tx]` as its reservation finds `item`:
-/// what `ItemState::escrow_seen` gives `rules::escrow` in `crates/core`. The extremes are the
+/// what `rules::EscrowSeen::of` gives `rules::escrow` in `crates/core`. The extremes are the
 /// value moved by every standing reservation's debits (the lowest; no operation of the model
 /// has an upper bound, so the highest is not needed); the standing floor is the one their operations keep (all keep 0 or none in the model's
 /// operations). [`Variant::CommittedBound`] checks the bound against the value instead.

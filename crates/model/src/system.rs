@@ -6,9 +6,9 @@
 
 use stateright::{Model, Property};
 use twopc_core::item::FenceOutcome;
+use twopc_core::message::Inquiry;
 use twopc_core::rules::{
-    self, AfterLostSwap, Inquiry, NativeStep, PrepareStep, Recovery, Resolution, Shape,
-    StagedDecision,
+    self, AfterLostSwap, NativeStep, PrepareStep, Recovery, Resolution, Shape, StagedDecision,
 };
 use twopc_core::status::{Decision, TxStatus};
 
