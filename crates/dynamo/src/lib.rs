@@ -10,17 +10,26 @@
 //! - [`connections`]: WebSocket subscriptions by topic.
 //! - [`codec`]: JSON ↔ attribute values with exact numbers; [`expr`]: placeholders for every
 //!   name and value; [`error`]: SDK errors classified into what the caller can do.
+//!
+//! Inside, from the ground up: `state` reads an item into the protocol's view; `clauses` spells
+//! the expression clauses every participant write shares; `write` is the one conditional
+//! `UpdateItem` and consistent read; `release` (a lock holder's release, a committed delete)
+//! and `reservations` (escrow) are the writes [`items`] and [`native`] are made of.
 #![warn(missing_docs)]
 
+mod clauses;
 pub mod codec;
 pub mod connections;
 pub mod error;
 pub mod expr;
 pub mod items;
 pub mod native;
+mod release;
 mod reservations;
+mod state;
 pub mod tables;
 pub mod txlog;
+mod write;
 
 pub use items::DynamoItems;
 pub use native::DynamoNative;
