@@ -6,6 +6,7 @@
 //!   `UpdateItem`/`DeleteItem` per protocol step, lock, fence and placeholder.
 //! - [`native`]: native transactions ([`twopc_core::ports::NativeStore`]): the record and
 //!   every item in one `TransactWriteItems`.
+//! - [`pending`]: the one query of the sharded `pending-by-deadline` index.
 //! - [`tables`]: table definitions (keys, indexes, streams, TTL) and idempotent creation.
 //! - [`connections`]: WebSocket subscriptions by topic.
 //! - [`codec`]: JSON ↔ attribute values with exact numbers; [`expr`]: placeholders for every
@@ -24,6 +25,7 @@ pub mod error;
 pub mod expr;
 pub mod items;
 pub mod native;
+pub mod pending;
 mod release;
 mod reservations;
 mod state;
