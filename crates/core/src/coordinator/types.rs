@@ -31,7 +31,7 @@ pub enum CommitMode {
     /// The record written `STAGING` with the prepares; answered once every vote is yes and the
     /// put is acknowledged (one round; an abort two), finished after the answer.
     Staged,
-    /// The default. A transaction the store can commit alone ([`rules::native`]) is one native
+    /// The default. A transaction the store can commit alone ([`rules::native`](crate::rules::native)) is one native
     /// `TransactWriteItems`; any other, or one the protocol holds an item of, is staged.
     #[default]
     Auto,
@@ -125,7 +125,7 @@ impl Submitted {
 }
 
 /// What is left to do after a staged answer: make the commit explicit (or complete the abort),
-/// complete every participant, finalize. Run by [`Coordinator::finish`].
+/// complete every participant, finalize. Run by [`Coordinator::finish`](super::Coordinator::finish).
 #[derive(Debug)]
 #[must_use = "a staged transaction is finished by Coordinator::finish (or, if dropped, by recovery)"]
 pub struct Finish {

@@ -20,7 +20,7 @@ pub enum PrepareRefusal {
     /// Another transaction holds the lock and its deadline has not passed.
     Locked,
     /// Another transaction's lock, or one of its reservations, expired: resolve its owner
-    /// ([`resolve`]), then try again.
+    /// ([`resolve`](super::resolve)), then try again.
     ResolveOwner,
     /// Other transactions' reservations stand: an exclusive operation waits until they drain
     /// (it pauses new reservations meanwhile).

@@ -96,8 +96,8 @@ pub enum Recovery {
     Complete(Decision),
     /// `STAGING` past its deadline: its stager may have answered "committed" from every
     /// participant holding it, so the deadline alone decides nothing. Ask every participant
-    /// to prevent the transaction ([`inquire`] with `prevent`), then decide by
-    /// [`staged_decision`].
+    /// to prevent the transaction ([`inquire`](super::inquire) with `prevent`), then decide by
+    /// [`staged_decision`](super::staged_decision).
     Inquire,
     /// Terminal: nothing to do.
     Ended,

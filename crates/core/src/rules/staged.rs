@@ -13,7 +13,7 @@ pub enum InquiryStep {
     /// Answer without writing.
     Answer(Inquiry),
     /// Prevent the transaction on an item that exists (not held by it, no entry, no covering
-    /// horizon): the lock-free abort's write ([`fence_out`]: an `aborted` entry, or the
+    /// horizon): the lock-free abort's write ([`fence_out`](super::fence_out): an `aborted` entry, or the
     /// horizon raised), then read the answer again.
     Fence,
     /// Prevent it on an absent key: a tombstone carrying its `aborted` entry, written only if

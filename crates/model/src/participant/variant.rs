@@ -11,20 +11,20 @@ pub enum Variant {
     Correct,
     /// A prepare that meets an expired lock overwrites it (a blind conditional write on
     /// `expiresAt < now`) instead of resolving the owner. `docs/protocol.md`, "The lock rule": this loses
-    /// a decided transaction's write. Override of [`rules::prepare`]'s answer: `ResolveOwner`
-    /// on a real item, for a non-creating operation, becomes `Lock` (see [`prepare`]).
+    /// a decided transaction's write. Override of [`rules::prepare`](twopc_core::rules::prepare)'s answer: `ResolveOwner`
+    /// on a real item, for a non-creating operation, becomes `Lock` (see [`prepare`](super::prepare)).
     BlindTakeover,
     /// No fence: commit and abort write no entry, prepare checks none, and a commit or abort that
     /// finds its lock gone assumes it was already done (the fault "any failed commit condition
     /// means already committed" of docs/protocol.md, "The pattern it comes from"). Only the
-    /// deadline check stands between a late prepare and the item. Overrides: [`rules::prepare`]
-    /// is given no entry and no coverage; every answer of [`rules::commit`] without the lock, and
-    /// [`rules::abort`]'s `FenceOut`, become "already done"; the holder's release writes no
-    /// entry (see [`prepare`], [`commit`], [`abort`]).
+    /// deadline check stands between a late prepare and the item. Overrides: [`rules::prepare`](twopc_core::rules::prepare)
+    /// is given no entry and no coverage; every answer of [`rules::commit`](twopc_core::rules::commit) without the lock, and
+    /// [`rules::abort`](twopc_core::rules::abort)'s `FenceOut`, become "already done"; the holder's release writes no
+    /// entry (see [`prepare`](super::prepare), [`commit`](super::commit), [`abort`](super::abort)).
     NoFence,
     /// Fence entries are pruned at any time (and the horizon kept), but prepare does not check
     /// the horizon: pruning then relies on no prepare landing late, which nothing bounds.
-    /// Override: [`rules::prepare`] is given no coverage (commit and abort still read it).
+    /// Override: [`rules::prepare`](twopc_core::rules::prepare) is given no coverage (commit and abort still read it).
     NoHorizon,
     /// The lock holder's pruning release writes the horizon it computed from the fence its
     /// prepare read (the horizon then, raised over the entries it removes) *unconditionally*,
@@ -45,18 +45,18 @@ pub enum Variant {
     /// `attribute_not_exists(key)`), instead of answering "already done" with nothing written.
     /// Closes the orphan lock the correct protocol leaves when the item is created after the
     /// abort and the aborted transaction's prepare lands late (see `docs/model-check.md`). Override of
-    /// [`rules::abort`]'s answer: "already done" on an absent item becomes that write (see
-    /// [`abort`]).
+    /// [`rules::abort`](twopc_core::rules::abort)'s answer: "already done" on an absent item becomes that write (see
+    /// [`abort`](super::abort)).
     AbortBuriesAbsent,
     /// A reservation's bound is checked against the committed value instead of the lowest value
     /// the reservations in flight could leave (`rules::escrow` given `value_vs_lower` for
     /// `lowest_vs_lower`): two debits that each fit the balance, but not together, both reserve
-    /// and both commit. Override of the facts given to the rule (see [`escrow_seen`]).
+    /// and both commit. Override of the facts given to the rule (see [`escrow_seen`](super::escrow_seen)).
     CommittedBound,
     /// An exclusive prepare takes the lock while reservations stand (no `txResN = 0` in its
     /// condition): its bound, checked on the committed value, ignores what the reservations
-    /// will take. Override of [`rules::prepare`]'s answer: `Reserved` becomes `Lock` (see
-    /// [`prepare`]).
+    /// will take. Override of [`rules::prepare`](twopc_core::rules::prepare)'s answer: `Reserved` becomes `Lock` (see
+    /// [`prepare`](super::prepare)).
     LockIgnoresReservations,
     /// Staged commit, broken: recovery treats an overdue `STAGING` record like a `PREPARING`
     /// one and aborts it for its deadline alone (`rules::recovery` answering `DecideAbort`),
@@ -82,12 +82,12 @@ pub enum Variant {
     /// whose entry for the transaction was pruned they hold the item again, for a transaction
     /// that may have committed already. Override: a [`crate::system::Action::Replay`] step
     /// exists (it is none otherwise: the correct replay's put is refused and it sends nothing),
-    /// and the prepare it sends is given no coverage (see [`prepare`]'s `fresh`).
+    /// and the prepare it sends is given no coverage (see [`prepare`](super::prepare)'s `fresh`).
     FreshBeganReplay,
     /// Native transactions, broken: the native write ignores the reservations standing on an
     /// item (no `txResN = 0` in its condition) and applies its debit beside them, its bound
-    /// checked on the committed value alone. Override of [`rules::native_write`]'s facts: no
-    /// other reservation is seen (see [`native_write`]).
+    /// checked on the committed value alone. Override of [`rules::native_write`](twopc_core::rules::native_write)'s facts: no
+    /// other reservation is seen (see [`native_write`](super::native_write)).
     NativeIgnoresReservations,
 }
 

@@ -92,7 +92,7 @@ pub enum Action {
     /// with the upkeep (`Plain`, or `Raise` for a full fence) its prevent write uses.
     Inquire(Tx, Item, bool, Upkeep),
     /// A helper or recoverer decides a `STAGING` record from the latest inquiries
-    /// ([`rules::staged_decision`]): every item held → compare-and-swap `COMMITTING` (then it may
+    /// ([`rules::staged_decision`](twopc_core::rules::staged_decision)): every item held → compare-and-swap `COMMITTING` (then it may
     /// answer "committed"); some item prevented, past the deadline → `ABORTING`.
     RecoverDecide(Tx),
     /// A client's retry of a transaction with an idempotency key (the same id), after its
@@ -103,7 +103,7 @@ pub enum Action {
     Replay(Tx),
     /// Native transaction (`CommitMode::Auto`, configurations with `native`): before its
     /// coordinator did anything, the record's put (`COMMITTED`) and every item's write in one
-    /// all-or-nothing step, each item's write admitted by [`rules::native_write`] and the
+    /// all-or-nothing step, each item's write admitted by [`rules::native_write`](twopc_core::rules::native_write) and the
     /// operation's bound. Where the protocol holds an item, nothing happens (the transaction
     /// takes the protocol path: its `Begin` or `Stage` stays possible); where an item refuses,
     /// the record is put `ABORTED`.
@@ -121,7 +121,7 @@ pub struct TwoPhaseCommit<const TXS: usize, const ITEMS: usize> {
     pub ops: [[Op; ITEMS]; TXS],
     /// Each item's shape in the initial state (unlocked, empty fence, no horizon).
     pub initial: [Shape; ITEMS],
-    /// Each item's number in the initial state ([`ItemState::value`]).
+    /// Each item's number in the initial state ([`ItemState::value`](crate::state::ItemState::value)).
     pub values: [i8; ITEMS],
     /// Whether coordinators run the staged commit (record `STAGING` written with the
     /// prepares) instead of begin-then-prepare.
