@@ -206,7 +206,7 @@ impl ParticipantStore for DynamoItems {
         set.extend(commit_marks(&mut e, tx));
         set.push(format!(
             "{} = {}",
-            fence_path(&mut e, &tx),
+            fence_path(&mut e, tx),
             e.value(entry(&fence))
         ));
         let w = Write {
@@ -304,7 +304,7 @@ impl ParticipantStore for DynamoItems {
             let lock = e.name(LOCK);
             let lock_tx = e.path(&[LOCK, LOCK_TX]);
             let txv = e.value(AttributeValue::S(tx.to_string()));
-            let path = fence_path(&mut e, &tx);
+            let path = fence_path(&mut e, tx);
             let began = e.value(number(fence.began));
             let res = reservation_name(&mut e, tx);
             // Exists, not ours (lock or reservation), not fenced yet (no entry, horizon below

@@ -37,7 +37,7 @@ pub(crate) async fn release(
         if let Some(f) = fence {
             set.push(format!(
                 "{} = {}",
-                fence_path(&mut e, &tx),
+                fence_path(&mut e, tx),
                 e.value(entry(f))
             ));
         }

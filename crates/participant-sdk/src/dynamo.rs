@@ -8,7 +8,7 @@ use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
 use serde_json::Value;
 use twopc_core::ids::TxId;
-use twopc_core::layout::{DEADLINE, EXPIRE_AT, PENDING, REVISION, TX_ID};
+use twopc_core::layout::{EXPIRE_AT, PENDING, REVISION, TX_ID};
 use twopc_core::ports::PortError;
 use twopc_dynamo::codec::{Item, from_item, to_item};
 use twopc_dynamo::error::{classify, corrupt};
