@@ -1,11 +1,12 @@
 //! The HTTP API's answers (docs/api.md), shared by the Lambda and the local stack;
-//! [`codes`]: every stable `code` they carry. `docs/openapi.json` describes them.
+//! [`codes`]: every stable `code` they carry (the ground vocabulary of [`crate::codes`], named
+//! here too as the API's). `docs/openapi.json` describes them.
 
-pub mod codes;
+pub use crate::codes;
 
 use serde_json::{Map, Value, json};
 
-use self::codes::Code;
+use crate::codes::Code;
 use crate::coordinator::{Outcome, SubmitError, Submitted};
 use crate::record::{ParticipantEntry, TxRecord, Vote};
 use crate::request::RequestError;

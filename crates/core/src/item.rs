@@ -9,7 +9,7 @@ use serde_json::Value;
 use crate::decimal::Decimal;
 use crate::ids::TxId;
 use crate::layout;
-use crate::op::{Bound, Escrowed, Operation};
+use crate::op::{Bound, Operation};
 
 /// An item's key: attribute name → value (a string or a number).
 pub type Key = BTreeMap<String, Value>;
@@ -232,88 +232,6 @@ impl Escrow {
     pub fn is_stale(&self, value: &Decimal) -> bool {
         self.count == 0
             && (!self.low.cmp_value(value).is_eq() || !self.high.cmp_value(value).is_eq())
-    }
-}
-
-impl ItemState {
-    /// Reserved attribute `name` as a reservation of `e` finds it: what [`rules::escrow`]
-    /// reads (`None`: the attribute holds something other than a number). An absent attribute
-    /// counts as 0; with nothing standing, the extremes are the value.
-    ///
-    /// [`rules::escrow`]: crate::rules::escrow
-    pub fn escrow_seen(&self, name: &str, e: &Escrowed) -> Option<crate::rules::EscrowSeen> {
-        use crate::rules::{EscrowSeen, Keeps};
-        let value = match self.attributes.get(name) {
-            None => Decimal::zero(),
-            Some(v) if v.is_number() => Decimal::parse(&v.to_string()).ok()?,
-            Some(_) => return None,
-        };
-        let escrow = self.escrow.get(name);
-        let standing = escrow.filter(|s| s.count > 0);
-        let (lowest, highest) = standing.map_or((&value, &value), |s| (&s.low, &s.high));
-        let vs = |x: &Decimal, bound: &Option<Bound>| bound.as_ref().map(|b| x.cmp_value(&b.value));
-        let strict = |bound: &Option<Bound>| bound.as_ref().is_some_and(|b| b.strict);
-        let same = |a: &&Bound, b: &&Bound| a.same(b);
-        Some(EscrowSeen {
-            stale: escrow.is_some_and(|s| s.is_stale(&value)),
-            change: e.delta.cmp_value(&Decimal::zero()),
-            strict_lower: strict(&e.lower),
-            strict_upper: strict(&e.upper),
-            value_vs_lower: vs(&value, &e.lower),
-            value_vs_upper: vs(&value, &e.upper),
-            lowest_vs_lower: vs(lowest, &e.lower),
-            highest_vs_upper: vs(highest, &e.upper),
-            floor: Keeps::of(
-                e.floor.as_ref(),
-                escrow.and_then(Escrow::standing_floor),
-                same,
-            ),
-            ceiling: Keeps::of(
-                e.ceiling.as_ref(),
-                escrow.and_then(Escrow::standing_ceiling),
-                same,
-            ),
-        })
-    }
-
-    /// What the protocol's rules read of this item, for transaction `tx` (which began at
-    /// `began`) at time `now`.
-    pub fn seen_by(&self, tx: &TxId, began: u64, now: u64) -> crate::rules::Seen {
-        use crate::rules::{Holder, Others, Seen, Shape};
-        Seen {
-            shape: if self.placeholder {
-                Shape::Placeholder
-            } else if self.tombstone {
-                Shape::Tombstone
-            } else {
-                Shape::Real
-            },
-            holder: match &self.lock {
-                None => Holder::Nobody,
-                Some(l) if &l.tx_id == tx => Holder::Me,
-                Some(l) => Holder::Other {
-                    expired: now > l.expires_at,
-                },
-            },
-            entry: self.fence.get(tx).map(|e| e.outcome),
-            covered: began <= self.horizon,
-            reserved_by_me: self.reservations.contains_key(tx),
-            reserved_by_others: {
-                let others = self.reservations.iter().filter(|(id, _)| *id != tx);
-                let mut expired = false;
-                let mut any = false;
-                for (_, r) in others {
-                    any = true;
-                    expired |= now > r.expires_at;
-                }
-                match (any, expired) {
-                    (false, _) => Others::None,
-                    (true, false) => Others::Live,
-                    (true, true) => Others::Expired,
-                }
-            },
-            paused: now < self.paused_until,
-        }
     }
 }
 

@@ -15,6 +15,7 @@
 //!   the rules.
 //! - [`coordinator`]: begin, prepare, decide, complete, finalize, and recovery.
 //! - [`direct`]: the in-process transport.
+//! - [`codes`]: every stable `code` an answer or a refusal carries.
 //! - [`api`]: the HTTP API's answers.
 //! - [`sweeper`]: recovery of overdue transactions and orphan locks.
 //! - `memory` (feature `memory`): in-memory stores with DynamoDB's conditional semantics, for
@@ -27,6 +28,7 @@
 #![warn(missing_docs)]
 
 pub mod api;
+pub mod codes;
 pub mod coordinator;
 pub mod decimal;
 pub mod direct;

@@ -10,7 +10,6 @@ use crate::ids::TxId;
 use crate::item::Key;
 use crate::op::Operation;
 use crate::record::{Vote, VoteReason};
-use crate::rules::Inquiry;
 
 /// Prepare, as sent to a participant.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -153,6 +152,24 @@ pub struct InquireRequest {
     /// Prevent the transaction where it does not hold the item.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub prevent: bool,
+}
+
+/// What an inquiry found of a `STAGING` transaction on one item (on the wire, the answer to
+/// an `inquire` call: `{"inquiry": "held"}`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Inquiry {
+    /// The transaction holds the item (lock or reservation). Stable while its record is
+    /// `STAGING`: only a commit or abort releases a hold, and both follow a decided record.
+    Held,
+    /// The transaction can never take the item: its `aborted` entry, or a horizon covering it.
+    /// Final: an entry leaves the fence only under a horizon that covers it, the horizon never
+    /// drops, and tombstones are never removed.
+    Prevented,
+    /// The transaction committed here: its record is already decided (re-read it).
+    Committed,
+    /// Neither (a read-only inquiry): its prepare may still land.
+    Open,
 }
 
 /// A participant's answer to an inquiry.

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::api::codes::{self, Code};
+use crate::codes::{self, Code};
 use crate::ids::TxId;
 use crate::item::Key;
 use crate::op::{Mode, Operation};

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
-use crate::api::codes::{self, Code};
+use crate::codes::{self, Code};
 use crate::decimal::Decimal;
 use crate::ids::TxId;
 use crate::item::Key;

@@ -3,32 +3,29 @@
 //! The item layout is [`twopc_core::layout`]'s; what each write's condition means is the rule
 //! of [`twopc_core::rules`] it spells (`prepare`, `commit`, `abort`, `fence_out`).
 
-use std::collections::BTreeMap;
-
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
-use serde_json::Value;
-use twopc_core::decimal::Decimal;
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 use twopc_core::ids::TxId;
-use twopc_core::item::{
-    Escrow, FenceEntry, FenceOutcome, ItemState, Key, Lock, StoredReservation, fence_from_stored,
-};
+use twopc_core::item::{FenceEntry, FenceOutcome, ItemState, Key, Lock};
 use twopc_core::layout::{
-    ESCROW_CEILING_PREFIX, ESCROW_CEILINGS_PREFIX, ESCROW_COUNT_PREFIX, ESCROW_FLOOR_PREFIX,
-    ESCROW_FLOORS_PREFIX, ESCROW_HIGH_PREFIX, ESCROW_LOW_PREFIX, FENCE, HORIZON,
-    ITEM_VISIBLE_ATTRIBUTES, LAST_TX, LOCK, LOCK_EXPIRES_AT, LOCK_SHARD, LOCK_TX, PAUSED_UNTIL,
-    PLACEHOLDER, RESERVATION_PREFIX, RESERVATIONS, TOMBSTONE, VERSION, is_protocol_attribute,
+    FENCE, HORIZON, LOCK, LOCK_EXPIRES_AT, LOCK_SHARD, LOCK_TX, PAUSED_UNTIL, PLACEHOLDER,
+    RESERVATIONS, TOMBSTONE,
 };
-use twopc_core::message::Prune;
-use twopc_core::op::{Bound, Condition, Mode, Operation};
+use twopc_core::op::{Mode, Operation};
 use twopc_core::ports::{CompleteWrite, Completion, ParticipantStore, PortError, PrepareWrite};
 use twopc_core::request::KeySchema;
 
-use crate::codec::{Item, from_attr, from_item, to_attr, to_item};
+use crate::clauses::{
+    Release, commit_marks, entry, fence_path, first_key_name, number, op_conditions, op_effects,
+    owned_by, release_clauses, reservation_name,
+};
+use crate::codec::{from_attr, to_attr};
 use crate::error::{classify, corrupt};
 use crate::expr::{Expr, update_expression};
-use crate::reservations::Give;
+use crate::release::{self, locked_by};
+use crate::reservations::{self, Give};
 use crate::tables::{INDEX_SHARDS, LOCK_INDEX, shard_of};
+use crate::write::{Outcome, Write, get, refused, write};
 
 /// Participant items in any table, through one DynamoDB client.
 #[derive(Clone, Debug)]
@@ -43,483 +40,7 @@ impl DynamoItems {
     }
 }
 
-/// Reads the protocol's view of an item.
-pub fn item_state(item: &Item) -> Result<ItemState, PortError> {
-    let bad = |why: String| corrupt("reading a participant item", why);
-    let mut attrs = from_item(item).map_err(|e| bad(e.to_string()))?;
-    let lock = match attrs.remove(LOCK) {
-        Some(v) => Some(serde_json::from_value::<Lock>(v).map_err(|e| bad(format!("lock: {e}")))?),
-        None => None,
-    };
-    let fence = match attrs.remove(FENCE) {
-        Some(v) => fence_from_stored(&v).map_err(|e| bad(format!("{FENCE}: {e}")))?,
-        None => BTreeMap::new(),
-    };
-    let horizon = match attrs.remove(HORIZON) {
-        Some(v) => v
-            .as_u64()
-            .ok_or_else(|| bad(format!("{HORIZON} is not a whole number: {v}")))?,
-        None => 0,
-    };
-    let placeholder = attrs.remove(PLACEHOLDER).is_some();
-    let tombstone = attrs.remove(TOMBSTONE).is_some();
-    let paused_until = attrs.get(PAUSED_UNTIL).and_then(Value::as_u64).unwrap_or(0);
-    let mut reservations = BTreeMap::new();
-    let mut escrow: BTreeMap<String, Escrow> = BTreeMap::new();
-    let number = |v: &Value, what: &str| {
-        Decimal::parse(&v.to_string()).map_err(|e| bad(format!("{what}: {e}")))
-    };
-    for (name, v) in &attrs {
-        if let Some(tx) = name.strip_prefix(RESERVATION_PREFIX) {
-            let id = TxId::from_short(tx).map_err(|e| bad(format!("reservation {tx}: {e}")))?;
-            let r: StoredReservation = serde_json::from_value(v.clone())
-                .map_err(|e| bad(format!("reservation {tx}: {e}")))?;
-            reservations.insert(id.clone(), r.into_lock(id));
-            continue;
-        }
-        let field = [
-            ESCROW_COUNT_PREFIX,
-            ESCROW_FLOORS_PREFIX,
-            ESCROW_CEILINGS_PREFIX,
-            ESCROW_LOW_PREFIX,
-            ESCROW_HIGH_PREFIX,
-            ESCROW_FLOOR_PREFIX,
-            ESCROW_CEILING_PREFIX,
-        ]
-        .into_iter()
-        .find_map(|p| name.strip_prefix(p).map(|a| (p, a)));
-        let Some((prefix, attr)) = field else {
-            continue;
-        };
-        let s = escrow
-            .entry(attr.to_owned())
-            .or_insert_with(|| Escrow::at(Decimal::zero()));
-        let count = || {
-            v.as_u64()
-                .ok_or_else(|| bad(format!("{name} is not a count")))
-        };
-        match prefix {
-            ESCROW_COUNT_PREFIX => s.count = count()?,
-            ESCROW_FLOORS_PREFIX => s.floors = count()?,
-            ESCROW_CEILINGS_PREFIX => s.ceilings = count()?,
-            ESCROW_LOW_PREFIX => s.low = number(v, name)?,
-            ESCROW_HIGH_PREFIX => s.high = number(v, name)?,
-            ESCROW_FLOOR_PREFIX => s.floor = Some(stored_bound(v, name)?),
-            _ => s.ceiling = Some(stored_bound(v, name)?),
-        }
-    }
-    attrs.retain(|name, _| {
-        !is_protocol_attribute(name) || ITEM_VISIBLE_ATTRIBUTES.contains(&name.as_str())
-    });
-    Ok(ItemState {
-        lock,
-        fence,
-        horizon,
-        placeholder,
-        tombstone,
-        attributes: attrs.into_iter().collect(),
-        reservations,
-        escrow,
-        paused_until,
-    })
-}
-
-/// `a = a + d`, an absent attribute counting as 0.
-pub(crate) fn add_to(e: &mut Expr, attr: &str, d: &Decimal) -> String {
-    let a = e.name(attr);
-    format!(
-        "{a} = if_not_exists({a}, {}) + {}",
-        e.value(AttributeValue::N("0".into())),
-        e.value(AttributeValue::N(d.to_string()))
-    )
-}
-
-/// What every commit writes beside its operation, for readers and the stream: `txVersion` + 1,
-/// `lastTx`.
-pub(crate) fn commit_marks(e: &mut Expr, tx: &TxId) -> [String; 2] {
-    let ver = e.name(VERSION);
-    [
-        format!(
-            "{ver} = if_not_exists({ver}, {}) + {}",
-            e.value(AttributeValue::N("0".into())),
-            e.value(AttributeValue::N("1".into()))
-        ),
-        format!(
-            "{} = {}",
-            e.name(LAST_TX),
-            e.value(AttributeValue::S(tx.to_string()))
-        ),
-    ]
-}
-
-/// A floor or ceiling as `Bound::stored` spells it.
-fn stored_bound(v: &Value, name: &str) -> Result<Bound, PortError> {
-    v.as_str()
-        .and_then(Bound::parse_stored)
-        .ok_or_else(|| corrupt("reading an item", format!("{name} is not a bound: {v}")))
-}
-
-pub(crate) fn key_item(key: &Key) -> Item {
-    to_item(key)
-}
-
-pub(crate) fn first_key_name(key: &Key) -> &str {
-    key.keys().next().map_or("", String::as_str)
-}
-
-/// A fence entry's stored number ([`FenceEntry::stored`]).
-pub(crate) fn entry(e: &FenceEntry) -> AttributeValue {
-    AttributeValue::N(e.stored())
-}
-
-/// `txFence.<tx's short id>`: where `tx`'s fence entry is.
-pub(crate) fn fence_path(e: &mut Expr, tx: &TxId) -> String {
-    e.path(&[FENCE, &tx.short()])
-}
-
-/// `txRes:<tx's short id>`: where `tx`'s reservation is ([`StoredReservation::attribute`]).
-pub(crate) fn reservation_name(e: &mut Expr, tx: &TxId) -> String {
-    e.name(&StoredReservation::attribute(tx))
-}
-
-pub(crate) fn number(n: u64) -> AttributeValue {
-    AttributeValue::N(n.to_string())
-}
-
-/// `#lock.#txId = :tx`
-pub(crate) fn owned_by(e: &mut Expr, tx: &TxId) -> String {
-    let path = e.path(&[LOCK, LOCK_TX]);
-    format!("{path} = {}", e.value(AttributeValue::S(tx.to_string())))
-}
-
-/// A lock holder's release: `tx` holds the lock; the lock and its index attributes go, and the
-/// fence is pruned with the horizon raised, never lowered (the write is then also conditional
-/// on the horizon being at most the new one: a lock-free abort may have raised it).
-pub(crate) struct Release {
-    pub(crate) set: Vec<String>,
-    pub(crate) remove: Vec<String>,
-    pub(crate) condition: String,
-}
-
-pub(crate) fn release_clauses(e: &mut Expr, tx: &TxId, prune: Option<&Prune>) -> Release {
-    let owned = owned_by(e, tx);
-    let mut release = prune_clauses(e, tx, prune, owned);
-    for name in [LOCK, LOCK_EXPIRES_AT, LOCK_SHARD] {
-        release.remove.push(e.name(name));
-    }
-    release
-}
-
-/// The pruning a holder's release carries out (`prune`): the entries go, the horizon is set,
-/// and the write is conditional on the horizon not being above the planned one, besides
-/// `condition`.
-pub(crate) fn prune_clauses(
-    e: &mut Expr,
-    tx: &TxId,
-    prune: Option<&Prune>,
-    condition: String,
-) -> Release {
-    let (mut set, mut remove, mut condition) = (vec![], vec![], condition);
-    if let Some(p) = prune {
-        for id in p.ids.iter().filter(|id| *id != tx) {
-            remove.push(fence_path(e, id));
-        }
-        let (h, v) = (e.name(HORIZON), e.value(number(p.horizon)));
-        set.push(format!("{h} = {v}"));
-        condition = format!("{condition} AND (attribute_not_exists({h}) OR {h} <= {v})");
-    }
-    Release {
-        set,
-        remove,
-        condition,
-    }
-}
-
-fn require_clause(e: &mut Expr, name: &str, cond: &Condition) -> String {
-    let n = e.name(name);
-    match cond {
-        Condition::Exists => format!("attribute_exists({n})"),
-        Condition::NotExists => format!("attribute_not_exists({n})"),
-        Condition::Compare(c, v) => format!("{n} {} {}", c.symbol(), e.value(to_attr(v))),
-    }
-}
-
-/// The operation's own conditions, as its prepare checks them: every `add` target absent or a
-/// number (an add to a non-number would fail at commit, after the decision), every `require`
-/// (for a creating operation, those on the key are implied by the create condition, and true
-/// of a placeholder).
-pub(crate) fn op_conditions(e: &mut Expr, key: &Key, op: &Operation) -> Vec<String> {
-    let mut conds = vec![];
-    for name in op.add.keys() {
-        let n = e.name(name);
-        conds.push(format!(
-            "(attribute_not_exists({n}) OR attribute_type({n}, {}))",
-            e.value(AttributeValue::S("N".into()))
-        ));
-    }
-    for (name, cond) in &op.require {
-        if !(op.creates() && key.contains_key(name)) {
-            conds.push(require_clause(e, name, cond));
-        }
-    }
-    conds
-}
-
-/// What applying the operation writes, besides the commit marks: its `set`s, its `put`'s
-/// attributes (the key aside), its `add`s, its `remove`s.
-pub(crate) fn op_effects(
-    e: &mut Expr,
-    key: &Key,
-    op: &Operation,
-    set: &mut Vec<String>,
-    remove: &mut Vec<String>,
-) {
-    let put = op
-        .put
-        .iter()
-        .flatten()
-        .filter(|(n, _)| !key.contains_key(*n));
-    for (name, v) in op.set.iter().chain(put) {
-        set.push(format!("{} = {}", e.name(name), e.value(to_attr(v))));
-    }
-    for (name, d) in &op.add {
-        set.push(add_to(e, name, d));
-    }
-    for name in &op.remove {
-        remove.push(e.name(name));
-    }
-}
-
-/// One conditional `UpdateItem`.
-pub(crate) struct Write {
-    pub(crate) update: String,
-    pub(crate) condition: String,
-    pub(crate) returns: ReturnValue,
-}
-
-pub(crate) enum Outcome {
-    Written(Option<Item>),
-    Refused(Option<Item>),
-}
-
-impl DynamoItems {
-    pub(crate) async fn write(
-        &self,
-        table: &str,
-        key: &Key,
-        e: Expr,
-        w: Write,
-        context: impl Fn() -> String,
-    ) -> Result<Outcome, PortError> {
-        let Write {
-            update,
-            condition,
-            returns,
-        } = w;
-        let r = self
-            .client
-            .update_item()
-            .table_name(table)
-            .set_key(Some(key_item(key)))
-            .update_expression(update)
-            .condition_expression(condition)
-            .set_expression_attribute_names(e.names())
-            .set_expression_attribute_values(e.values())
-            .return_values(returns)
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .send()
-            .await;
-        match r {
-            Ok(out) => Ok(Outcome::Written(out.attributes)),
-            Err(err) => match err.as_service_error() {
-                Some(aws_sdk_dynamodb::operation::update_item::UpdateItemError::ConditionalCheckFailedException(c)) => Ok(Outcome::Refused(c.item.clone())),
-                _ => Err(classify(context(), err)),
-            },
-        }
-    }
-
-    /// The raw item (strongly consistent read).
-    pub(crate) async fn get(
-        &self,
-        table: &str,
-        key: &Key,
-        context: impl Fn() -> String,
-    ) -> Result<Option<Item>, PortError> {
-        Ok(self
-            .client
-            .get_item()
-            .table_name(table)
-            .set_key(Some(key_item(key)))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(|err| classify(context(), err))?
-            .item)
-    }
-
-    fn refused(item: Option<Item>) -> Result<CompleteWrite, PortError> {
-        Ok(CompleteWrite::Refused(
-            item.as_ref().map(item_state).transpose()?.map(Box::new),
-        ))
-    }
-
-    /// Releases `tx`'s lock (optionally writing its fence entry, pruning as planned). A real
-    /// item stays; `tx`'s placeholder becomes a tombstone, keeping its fence and horizon.
-    async fn release(
-        &self,
-        table: &str,
-        key: &Key,
-        tx: &TxId,
-        fence: Option<&FenceEntry>,
-        prune: Option<&Prune>,
-    ) -> Result<CompleteWrite, PortError> {
-        let mut placeholder = false;
-        loop {
-            let mut e = Expr::new();
-            let Release {
-                mut set,
-                mut remove,
-                condition,
-            } = release_clauses(&mut e, tx, prune);
-            if let Some(f) = fence {
-                set.push(format!(
-                    "{} = {}",
-                    fence_path(&mut e, &tx),
-                    e.value(entry(f))
-                ));
-            }
-            let ph = e.name(PLACEHOLDER);
-            let condition = if placeholder {
-                remove.push(ph.clone());
-                set.push(format!(
-                    "{} = {}",
-                    e.name(TOMBSTONE),
-                    e.value(AttributeValue::Bool(true))
-                ));
-                format!("{condition} AND attribute_exists({ph})")
-            } else {
-                format!("{condition} AND attribute_not_exists({ph})")
-            };
-            let w = Write {
-                update: update_expression(&set, &remove),
-                condition,
-                returns: ReturnValue::None,
-            };
-            match self
-                .write(table, key, e, w, || {
-                    format!("releasing the lock of {tx} in {table}")
-                })
-                .await?
-            {
-                Outcome::Written(_) => return Ok(CompleteWrite::Done),
-                Outcome::Refused(Some(item)) => {
-                    let state = item_state(&item)?;
-                    let ours = state.lock.as_ref().is_some_and(|l| &l.tx_id == tx);
-                    if ours && state.placeholder != placeholder {
-                        placeholder = state.placeholder;
-                        continue;
-                    }
-                    return Ok(CompleteWrite::Refused(Some(Box::new(state))));
-                }
-                Outcome::Refused(None) => return Ok(CompleteWrite::Refused(None)),
-            }
-        }
-    }
-
-    /// Commits `tx`'s delete: the item becomes a tombstone (key, fence with `tx`'s entry,
-    /// horizon, `txVersion` + 1), so a late prepare of an earlier transaction is still refused.
-    /// Read, then replace conditional on the lock and on the fence being as read (only
-    /// lock-free aborts can change it meanwhile: then read again).
-    async fn bury(
-        &self,
-        table: &str,
-        key: &Key,
-        tx: &TxId,
-        fence: &FenceEntry,
-        prune: Option<&Prune>,
-    ) -> Result<CompleteWrite, PortError> {
-        let ctx = || format!("committing the delete of {tx} in {table}");
-        for _ in 0..4 {
-            let Some(item) = self.get(table, key, ctx).await? else {
-                return Ok(CompleteWrite::Refused(None));
-            };
-            let state = item_state(&item)?;
-            if state.lock.as_ref().is_none_or(|l| &l.tx_id != tx) {
-                return Ok(CompleteWrite::Refused(Some(Box::new(state))));
-            }
-            let mut entries = match item.get(FENCE) {
-                Some(AttributeValue::M(m)) => m.clone(),
-                _ => Default::default(),
-            };
-            let mut horizon = state.horizon;
-            if let Some(p) = prune {
-                for id in &p.ids {
-                    entries.remove(id.as_str());
-                }
-                horizon = horizon.max(p.horizon);
-            }
-            let read_size = state.fence.len();
-            entries.insert(tx.short(), entry(fence));
-            let version = match item.get(VERSION) {
-                Some(AttributeValue::N(n)) => n
-                    .parse::<u64>()
-                    .map_err(|_| corrupt(ctx(), format!("{VERSION} is not a whole number: {n}")))?,
-                _ => 0,
-            };
-            let mut tomb = key_item(key);
-            tomb.insert(TOMBSTONE.into(), AttributeValue::Bool(true));
-            tomb.insert(FENCE.into(), AttributeValue::M(entries));
-            tomb.insert(HORIZON.into(), number(horizon));
-            tomb.insert(VERSION.into(), number(version + 1));
-            tomb.insert(LAST_TX.into(), AttributeValue::S(tx.to_string()));
-            let mut e = Expr::new();
-            let (f, h) = (e.name(FENCE), e.name(HORIZON));
-            let same_fence = if item.contains_key(FENCE) {
-                format!("size({f}) = {}", e.value(number(read_size as u64)))
-            } else {
-                format!("attribute_not_exists({f})")
-            };
-            let same_horizon = if item.contains_key(HORIZON) {
-                format!("{h} = {}", e.value(number(state.horizon)))
-            } else {
-                format!("attribute_not_exists({h})")
-            };
-            let condition = format!(
-                "{} AND {same_fence} AND {same_horizon}",
-                owned_by(&mut e, tx)
-            );
-            let r = self
-                .client
-                .put_item()
-                .table_name(table)
-                .set_item(Some(tomb))
-                .condition_expression(condition)
-                .set_expression_attribute_names(e.names())
-                .set_expression_attribute_values(e.values())
-                .return_values_on_condition_check_failure(
-                    ReturnValuesOnConditionCheckFailure::AllOld,
-                )
-                .send()
-                .await;
-            match r {
-                Ok(_) => return Ok(CompleteWrite::Done),
-                Err(err) => match err.as_service_error() {
-                    Some(aws_sdk_dynamodb::operation::put_item::PutItemError::ConditionalCheckFailedException(_)) => continue,
-                    _ => return Err(classify(ctx(), err)),
-                },
-            }
-        }
-        Err(PortError::Retryable {
-            context: ctx(),
-            source: "the item's fence kept changing under the delete".into(),
-        })
-    }
-}
-
-/// Whether a refused release found the item locked (not reserved) by `tx`.
-fn locked_by(w: &CompleteWrite, tx: &TxId) -> bool {
-    matches!(w, CompleteWrite::Refused(Some(item)) if item.lock.as_ref().is_some_and(|l| &l.tx_id == tx))
-}
+pub use crate::state::{business_view, item_state};
 
 impl DynamoItems {
     /// Points the lock index at the earliest standing reservation of an item found there with
@@ -548,7 +69,7 @@ impl DynamoItems {
             returns: ReturnValue::None,
         };
         // Refused: the item changed meanwhile, and whoever changed it kept the index.
-        self.write(table, key, e, w, || {
+        write(&self.client, table, key, e, w, || {
             format!("reindexing an item of {table}")
         })
         .await
@@ -636,11 +157,10 @@ impl ParticipantStore for DynamoItems {
             // a retried prepare) or anything else.
             returns: ReturnValue::UpdatedOld,
         };
-        match self
-            .write(table, key, e, w, || {
-                format!("preparing {} in {table}", lock.tx_id)
-            })
-            .await?
+        match write(&self.client, table, key, e, w, || {
+            format!("preparing {} in {table}", lock.tx_id)
+        })
+        .await?
         {
             Outcome::Written(attrs) => {
                 let state = item_state(&attrs.unwrap_or_default())?;
@@ -663,7 +183,7 @@ impl ParticipantStore for DynamoItems {
     ) -> Result<CompleteWrite, PortError> {
         let (tx, op, fence, prune) = (c.tx, c.op, c.entry, c.prune);
         if op.mode() == Mode::Reserved {
-            let done = self.release_reservation(table, key, c, Give::Apply).await?;
+            let done = reservations::release(&self.client, table, key, c, Give::Apply).await?;
             if !locked_by(&done, tx) {
                 return Ok(done);
             }
@@ -672,7 +192,7 @@ impl ParticipantStore for DynamoItems {
         let mut e = Expr::new();
         let ctx = || format!("committing {tx} in {table}");
         if op.delete {
-            return self.bury(table, key, tx, &fence, prune).await;
+            return release::bury(&self.client, table, key, tx, &fence, prune).await;
         }
         let Release {
             mut set,
@@ -686,7 +206,7 @@ impl ParticipantStore for DynamoItems {
         set.extend(commit_marks(&mut e, tx));
         set.push(format!(
             "{} = {}",
-            fence_path(&mut e, &tx),
+            fence_path(&mut e, tx),
             e.value(entry(&fence))
         ));
         let w = Write {
@@ -694,9 +214,9 @@ impl ParticipantStore for DynamoItems {
             condition,
             returns: ReturnValue::None,
         };
-        match self.write(table, key, e, w, ctx).await? {
+        match write(&self.client, table, key, e, w, ctx).await? {
             Outcome::Written(_) => Ok(CompleteWrite::Done),
-            Outcome::Refused(item) => Self::refused(item),
+            Outcome::Refused(item) => refused(item),
         }
     }
 
@@ -707,13 +227,12 @@ impl ParticipantStore for DynamoItems {
         c: &Completion<'_>,
     ) -> Result<CompleteWrite, PortError> {
         if c.op.mode() == Mode::Reserved {
-            let done = self.release_reservation(table, key, c, Give::Back).await?;
+            let done = reservations::release(&self.client, table, key, c, Give::Back).await?;
             if !locked_by(&done, c.tx) {
                 return Ok(done);
             }
         }
-        self.release(table, key, c.tx, Some(&c.entry), c.prune)
-            .await
+        release::release(&self.client, table, key, c.tx, Some(&c.entry), c.prune).await
     }
 
     async fn reserve(
@@ -724,7 +243,7 @@ impl ParticipantStore for DynamoItems {
         now: u64,
         most: usize,
     ) -> Result<PrepareWrite, PortError> {
-        self.reserve_item(table, key, lock, now, most).await
+        reservations::reserve(&self.client, table, key, lock, now, most).await
     }
 
     async fn reset_escrow(
@@ -733,7 +252,7 @@ impl ParticipantStore for DynamoItems {
         key: &Key,
         attributes: &[&str],
     ) -> Result<(), PortError> {
-        self.reset_escrow_of(table, key, attributes).await
+        reservations::reset_escrow(&self.client, table, key, attributes).await
     }
 
     async fn pause_reservations(
@@ -753,7 +272,7 @@ impl ParticipantStore for DynamoItems {
             returns: ReturnValue::None,
         };
         // Refused: no item, or paused as long already. Either way, nothing more to do.
-        self.write(table, key, e, w, || {
+        write(&self.client, table, key, e, w, || {
             format!("pausing reservations in {table}")
         })
         .await
@@ -785,7 +304,7 @@ impl ParticipantStore for DynamoItems {
             let lock = e.name(LOCK);
             let lock_tx = e.path(&[LOCK, LOCK_TX]);
             let txv = e.value(AttributeValue::S(tx.to_string()));
-            let path = fence_path(&mut e, &tx);
+            let path = fence_path(&mut e, tx);
             let began = e.value(number(fence.began));
             let res = reservation_name(&mut e, tx);
             // Exists, not ours (lock or reservation), not fenced yet (no entry, horizon below
@@ -815,9 +334,10 @@ impl ParticipantStore for DynamoItems {
                 condition,
                 returns: ReturnValue::None,
             };
-            let (has_map, refused) = match self
-                .write(table, key, e, w, || format!("fencing out {tx} in {table}"))
-                .await?
+            let (has_map, refused) = match write(&self.client, table, key, e, w, || {
+                format!("fencing out {tx} in {table}")
+            })
+            .await?
             {
                 Outcome::Written(_) => return Ok(CompleteWrite::Done),
                 Outcome::Refused(None) => return Ok(CompleteWrite::Refused(None)),
@@ -865,11 +385,10 @@ impl ParticipantStore for DynamoItems {
             condition: format!("attribute_not_exists({k})"),
             returns: ReturnValue::None,
         };
-        match self
-            .write(table, key, e, w, || {
-                format!("preventing {tx} on an absent key in {table}")
-            })
-            .await?
+        match write(&self.client, table, key, e, w, || {
+            format!("preventing {tx} on an absent key in {table}")
+        })
+        .await?
         {
             Outcome::Written(_) => Ok(CompleteWrite::Done),
             Outcome::Refused(None) => Ok(CompleteWrite::Refused(None)),
@@ -896,12 +415,12 @@ impl ParticipantStore for DynamoItems {
                 },
                 prune: None,
             };
-            let done = self.release_reservation(table, key, &c, Give::Drop).await?;
+            let done = reservations::release(&self.client, table, key, &c, Give::Drop).await?;
             if !locked_by(&done, tx) {
                 return Ok(done);
             }
         }
-        self.release(table, key, tx, None, None).await
+        release::release(&self.client, table, key, tx, None, None).await
     }
 
     async fn expired_locks(
@@ -981,16 +500,12 @@ impl ParticipantStore for DynamoItems {
     }
 
     async fn read(&self, table: &str, key: &Key) -> Result<Option<ItemState>, PortError> {
-        self.get(table, key, || format!("reading an item of {table}"))
-            .await?
-            .as_ref()
-            .map(item_state)
-            .transpose()
+        get(&self.client, table, key, || {
+            format!("reading an item of {table}")
+        })
+        .await?
+        .as_ref()
+        .map(item_state)
+        .transpose()
     }
-}
-
-/// The business view of an item: protocol attributes removed; a placeholder or a tombstone
-/// reads as absent.
-pub fn business_view(state: &ItemState) -> Option<BTreeMap<String, Value>> {
-    (!state.placeholder && !state.tombstone).then(|| state.attributes.clone())
 }

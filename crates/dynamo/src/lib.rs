@@ -6,21 +6,32 @@
 //!   `UpdateItem`/`DeleteItem` per protocol step, lock, fence and placeholder.
 //! - [`native`]: native transactions ([`twopc_core::ports::NativeStore`]): the record and
 //!   every item in one `TransactWriteItems`.
+//! - [`pending`]: the one query of the sharded `pending-by-deadline` index.
 //! - [`tables`]: table definitions (keys, indexes, streams, TTL) and idempotent creation.
 //! - [`connections`]: WebSocket subscriptions by topic.
 //! - [`codec`]: JSON ↔ attribute values with exact numbers; [`expr`]: placeholders for every
 //!   name and value; [`error`]: SDK errors classified into what the caller can do.
+//!
+//! Inside, from the ground up: `state` reads an item into the protocol's view; `clauses` spells
+//! the expression clauses every participant write shares; `write` is the one conditional
+//! `UpdateItem` and consistent read; `release` (a lock holder's release, a committed delete)
+//! and `reservations` (escrow) are the writes [`items`] and [`native`] are made of.
 #![warn(missing_docs)]
 
+mod clauses;
 pub mod codec;
 pub mod connections;
 pub mod error;
 pub mod expr;
 pub mod items;
 pub mod native;
+pub mod pending;
+mod release;
 mod reservations;
+mod state;
 pub mod tables;
 pub mod txlog;
+mod write;
 
 pub use items::DynamoItems;
 pub use native::DynamoNative;

@@ -17,12 +17,12 @@ use twopc_core::ports::{
 };
 use twopc_core::record::TxRecord;
 
+use crate::clauses::{
+    commit_marks, first_key_name, key_item, names, number, op_conditions, op_effects,
+};
 use crate::error::{classify, corrupt};
 use crate::expr::{Expr, update_expression};
-use crate::items::{
-    commit_marks, first_key_name, item_state, key_item, number, op_conditions, op_effects,
-};
-use crate::reservations::names;
+use crate::state::item_state;
 use crate::txlog::{DynamoTxLog, record_from_item};
 
 /// Native transactions over the transactions table of `log` and any participant table.

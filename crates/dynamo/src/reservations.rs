@@ -11,25 +11,27 @@
 //! the extremes back at the value), so a reservation and a release are each one write shape,
 //! whatever else stands; an idle escrow out of step with the value (written outside the
 //! protocol) refuses the next reservation until `reset_escrow` removes it.
+use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 use twopc_core::decimal::Decimal;
 use twopc_core::item::{Key, Lock, StoredReservation};
 use twopc_core::layout::{
-    ESCROW_CEILING_PREFIX, ESCROW_CEILINGS_PREFIX, ESCROW_COUNT_PREFIX, ESCROW_FLOOR_PREFIX,
-    ESCROW_FLOORS_PREFIX, ESCROW_HIGH_PREFIX, ESCROW_LOW_PREFIX, FENCE, HORIZON, LOCK,
-    LOCK_EXPIRES_AT, LOCK_SHARD, PAUSED_UNTIL, PLACEHOLDER, RESERVATIONS, TOMBSTONE, prefixed,
+    FENCE, HORIZON, LOCK, LOCK_EXPIRES_AT, LOCK_SHARD, PAUSED_UNTIL, PLACEHOLDER, RESERVATIONS,
+    TOMBSTONE,
 };
 use twopc_core::op::Escrowed;
 use twopc_core::ports::{CompleteWrite, Completion, PortError, PrepareWrite};
 
+use crate::clauses::{
+    add_to, commit_marks, decimal, entry, fence_path, first_key_name, names, number, prune_clauses,
+    reservation_name,
+};
 use crate::codec::to_attr;
 use crate::error::corrupt;
 use crate::expr::{Expr, update_with_add};
-use crate::items::{
-    DynamoItems, Outcome, Write, add_to, commit_marks, entry, fence_path, first_key_name,
-    item_state, number, prune_clauses, reservation_name,
-};
+use crate::state::item_state;
 use crate::tables::shard_of;
+use crate::write::{Outcome, Write, write};
 
 /// What a release of a reservation does with the reserved changes.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -40,49 +42,6 @@ pub(crate) enum Give {
     Back,
     /// A stale duplicate of a committed owner: give them back, no entry.
     Drop,
-}
-
-fn decimal(d: &Decimal) -> AttributeValue {
-    AttributeValue::N(d.to_string())
-}
-
-/// The attribute names of one reserved attribute's escrow (placeholders are made only for the
-/// ones an expression uses: DynamoDB refuses unused ones).
-pub(crate) struct Names {
-    count: String,
-    floors: String,
-    ceilings: String,
-    low: String,
-    high: String,
-    floor: String,
-    ceiling: String,
-}
-
-impl Names {
-    /// Every attribute of the escrow.
-    pub(crate) fn all(&self) -> [&str; 7] {
-        [
-            &self.count,
-            &self.floors,
-            &self.ceilings,
-            &self.low,
-            &self.high,
-            &self.floor,
-            &self.ceiling,
-        ]
-    }
-}
-
-pub(crate) fn names(attr: &str) -> Names {
-    Names {
-        count: prefixed(ESCROW_COUNT_PREFIX, attr),
-        floors: prefixed(ESCROW_FLOORS_PREFIX, attr),
-        ceilings: prefixed(ESCROW_CEILINGS_PREFIX, attr),
-        low: prefixed(ESCROW_LOW_PREFIX, attr),
-        high: prefixed(ESCROW_HIGH_PREFIX, attr),
-        floor: prefixed(ESCROW_FLOOR_PREFIX, attr),
-        ceiling: prefixed(ESCROW_CEILING_PREFIX, attr),
-    }
 }
 
 /// The condition and update of one reserved attribute (`rules::escrow` as expressions): its
@@ -176,211 +135,209 @@ fn reserve_attribute(
     add.push(format!("{count} {one}"));
 }
 
-impl DynamoItems {
-    /// `ParticipantStore::reserve`: one conditional write; refused, a reservation already ours
-    /// answers as reserved.
-    pub(crate) async fn reserve_item(
-        &self,
-        table: &str,
-        key: &Key,
-        lock: &Lock,
-        now: u64,
-        most: usize,
-    ) -> Result<PrepareWrite, PortError> {
-        let escrowed = lock.op.escrow().ok_or_else(|| PortError::Invalid {
-            context: format!("reserving for {} in {table}", lock.tx_id),
-            message: "the operation does not commute: it must lock".into(),
-        })?;
-        let mut e = Expr::new();
-        let res = reservation_name(&mut e, &lock.tx_id);
-        let lock_value = serde_json::to_value(StoredReservation::of(lock))
-            .map_err(|err| corrupt("encoding a reservation", err.to_string()))?;
-        let (k, ph, tomb, lk) = (
-            e.name(first_key_name(key)),
-            e.name(PLACEHOLDER),
-            e.name(TOMBSTONE),
-            e.name(LOCK),
-        );
-        let (fence, horizon, pause) = (e.name(FENCE), e.name(HORIZON), e.name(PAUSED_UNTIL));
-        let began = e.value(number(lock.began));
-        let now_v = e.value(number(now));
-        let mut conds = vec![
-            format!(
-                "attribute_exists({k}) AND attribute_not_exists({ph}) AND attribute_not_exists({tomb})"
-            ),
-            format!("attribute_not_exists({lk}) AND attribute_not_exists({res})"),
-            format!("attribute_not_exists({})", fence_path(&mut e, &lock.tx_id)),
-            format!("(attribute_not_exists({horizon}) OR {horizon} < {began})"),
-            format!("(attribute_not_exists({pause}) OR {pause} <= {now_v})"),
-            format!(
-                "(attribute_not_exists({n}) OR {n} < {})",
-                e.value(number(most as u64)),
-                n = e.name(RESERVATIONS)
-            ),
-        ];
-        let (shard, expires) = (e.name(LOCK_SHARD), e.name(LOCK_EXPIRES_AT));
-        let mut set = vec![
-            format!("{res} = {}", e.value(to_attr(&lock_value))),
-            format!(
-                "{fence} = if_not_exists({fence}, {})",
-                e.value(AttributeValue::M(Default::default()))
-            ),
-            format!(
-                "{horizon} = if_not_exists({horizon}, {})",
-                e.value(number(0))
-            ),
-            format!(
-                "{shard} = if_not_exists({shard}, {})",
-                e.value(AttributeValue::S(shard_of(lock.tx_id.as_str(), "L")))
-            ),
-            format!(
-                "{expires} = if_not_exists({expires}, {})",
-                e.value(number(lock.expires_at))
-            ),
-        ];
-        let one = e.value(AttributeValue::N("1".into()));
-        let mut add = vec![format!("{} {one}", e.name(RESERVATIONS))];
-        for (attr, x) in &escrowed {
-            reserve_attribute(&mut e, attr, x, &mut conds, &mut set, &mut add);
-        }
-        let w = Write {
-            update: update_with_add(&set, &[], &add),
-            condition: conds.join(" AND "),
-            // The fence and horizon as they were.
-            returns: ReturnValue::UpdatedOld,
-        };
-        let ctx = || format!("reserving for {} in {table}", lock.tx_id);
-        let item = match self.write(table, key, e, w, ctx).await? {
-            Outcome::Written(old) => {
-                let state = item_state(&old.unwrap_or_default())?;
-                return Ok(PrepareWrite::Locked {
-                    fence: state.fence,
-                    horizon: state.horizon,
-                });
-            }
-            Outcome::Refused(None) => return Ok(PrepareWrite::Refused(None)),
-            Outcome::Refused(Some(item)) => item_state(&item)?,
-        };
-        if item.reservations.contains_key(&lock.tx_id) {
-            // A retry: the reservation stands already.
+/// `ParticipantStore::reserve`: one conditional write; refused, a reservation already ours
+/// answers as reserved.
+pub(crate) async fn reserve(
+    client: &Client,
+    table: &str,
+    key: &Key,
+    lock: &Lock,
+    now: u64,
+    most: usize,
+) -> Result<PrepareWrite, PortError> {
+    let escrowed = lock.op.escrow().ok_or_else(|| PortError::Invalid {
+        context: format!("reserving for {} in {table}", lock.tx_id),
+        message: "the operation does not commute: it must lock".into(),
+    })?;
+    let mut e = Expr::new();
+    let res = reservation_name(&mut e, &lock.tx_id);
+    let lock_value = serde_json::to_value(StoredReservation::of(lock))
+        .map_err(|err| corrupt("encoding a reservation", err.to_string()))?;
+    let (k, ph, tomb, lk) = (
+        e.name(first_key_name(key)),
+        e.name(PLACEHOLDER),
+        e.name(TOMBSTONE),
+        e.name(LOCK),
+    );
+    let (fence, horizon, pause) = (e.name(FENCE), e.name(HORIZON), e.name(PAUSED_UNTIL));
+    let began = e.value(number(lock.began));
+    let now_v = e.value(number(now));
+    let mut conds = vec![
+        format!(
+            "attribute_exists({k}) AND attribute_not_exists({ph}) AND attribute_not_exists({tomb})"
+        ),
+        format!("attribute_not_exists({lk}) AND attribute_not_exists({res})"),
+        format!("attribute_not_exists({})", fence_path(&mut e, &lock.tx_id)),
+        format!("(attribute_not_exists({horizon}) OR {horizon} < {began})"),
+        format!("(attribute_not_exists({pause}) OR {pause} <= {now_v})"),
+        format!(
+            "(attribute_not_exists({n}) OR {n} < {})",
+            e.value(number(most as u64)),
+            n = e.name(RESERVATIONS)
+        ),
+    ];
+    let (shard, expires) = (e.name(LOCK_SHARD), e.name(LOCK_EXPIRES_AT));
+    let mut set = vec![
+        format!("{res} = {}", e.value(to_attr(&lock_value))),
+        format!(
+            "{fence} = if_not_exists({fence}, {})",
+            e.value(AttributeValue::M(Default::default()))
+        ),
+        format!(
+            "{horizon} = if_not_exists({horizon}, {})",
+            e.value(number(0))
+        ),
+        format!(
+            "{shard} = if_not_exists({shard}, {})",
+            e.value(AttributeValue::S(shard_of(lock.tx_id.as_str(), "L")))
+        ),
+        format!(
+            "{expires} = if_not_exists({expires}, {})",
+            e.value(number(lock.expires_at))
+        ),
+    ];
+    let one = e.value(AttributeValue::N("1".into()));
+    let mut add = vec![format!("{} {one}", e.name(RESERVATIONS))];
+    for (attr, x) in &escrowed {
+        reserve_attribute(&mut e, attr, x, &mut conds, &mut set, &mut add);
+    }
+    let w = Write {
+        update: update_with_add(&set, &[], &add),
+        condition: conds.join(" AND "),
+        // The fence and horizon as they were.
+        returns: ReturnValue::UpdatedOld,
+    };
+    let ctx = || format!("reserving for {} in {table}", lock.tx_id);
+    let item = match write(client, table, key, e, w, ctx).await? {
+        Outcome::Written(old) => {
+            let state = item_state(&old.unwrap_or_default())?;
             return Ok(PrepareWrite::Locked {
-                fence: item.fence,
-                horizon: item.horizon,
+                fence: state.fence,
+                horizon: state.horizon,
             });
         }
-        Ok(PrepareWrite::Refused(Some(Box::new(item))))
+        Outcome::Refused(None) => return Ok(PrepareWrite::Refused(None)),
+        Outcome::Refused(Some(item)) => item_state(&item)?,
+    };
+    if item.reservations.contains_key(&lock.tx_id) {
+        // A retry: the reservation stands already.
+        return Ok(PrepareWrite::Locked {
+            fence: item.fence,
+            horizon: item.horizon,
+        });
     }
+    Ok(PrepareWrite::Refused(Some(Box::new(item))))
+}
 
-    /// Releases `c.tx`'s reservation: applies its changes or gives them back, in one conditional
-    /// write (the reservation must stand), whatever else stands: the escrow moves by this
-    /// reservation's own changes and counts, and is left idle at the value by the last.
-    pub(crate) async fn release_reservation(
-        &self,
-        table: &str,
-        key: &Key,
-        c: &Completion<'_>,
-        give: Give,
-    ) -> Result<CompleteWrite, PortError> {
-        let ctx = || format!("releasing the reservation of {} in {table}", c.tx);
-        let escrowed = c.op.escrow().unwrap_or_default();
-        let mut e = Expr::new();
-        let res = reservation_name(&mut e, c.tx);
-        let pruning = prune_clauses(&mut e, c.tx, c.prune, format!("attribute_exists({res})"));
-        let (mut set, mut remove, condition) = (pruning.set, pruning.remove, pruning.condition);
-        remove.push(res);
-        let minus = e.value(AttributeValue::N("-1".into()));
-        let mut add = vec![format!("{} {minus}", e.name(RESERVATIONS))];
-        for (attr, d) in &c.op.add {
-            let n = names(attr);
-            add.push(format!("{} {minus}", e.name(&n.count)));
-            if let Some(x) = escrowed.get(attr) {
-                if x.floor.is_some() {
-                    add.push(format!("{} {minus}", e.name(&n.floors)));
-                }
-                if x.ceiling.is_some() {
-                    add.push(format!("{} {minus}", e.name(&n.ceilings)));
-                }
+/// Releases `c.tx`'s reservation: applies its changes or gives them back, in one conditional
+/// write (the reservation must stand), whatever else stands: the escrow moves by this
+/// reservation's own changes and counts, and is left idle at the value by the last.
+pub(crate) async fn release(
+    client: &Client,
+    table: &str,
+    key: &Key,
+    c: &Completion<'_>,
+    give: Give,
+) -> Result<CompleteWrite, PortError> {
+    let ctx = || format!("releasing the reservation of {} in {table}", c.tx);
+    let escrowed = c.op.escrow().unwrap_or_default();
+    let mut e = Expr::new();
+    let res = reservation_name(&mut e, c.tx);
+    let pruning = prune_clauses(&mut e, c.tx, c.prune, format!("attribute_exists({res})"));
+    let (mut set, mut remove, condition) = (pruning.set, pruning.remove, pruning.condition);
+    remove.push(res);
+    let minus = e.value(AttributeValue::N("-1".into()));
+    let mut add = vec![format!("{} {minus}", e.name(RESERVATIONS))];
+    for (attr, d) in &c.op.add {
+        let n = names(attr);
+        add.push(format!("{} {minus}", e.name(&n.count)));
+        if let Some(x) = escrowed.get(attr) {
+            if x.floor.is_some() {
+                add.push(format!("{} {minus}", e.name(&n.floors)));
             }
-            if give == Give::Apply {
-                set.push(add_to(&mut e, attr, d));
+            if x.ceiling.is_some() {
+                add.push(format!("{} {minus}", e.name(&n.ceilings)));
             }
-            let (to_low, to_high) = if give == Give::Apply {
-                (d.max_zero(), d.min_zero())
-            } else {
-                (d.min_zero().neg(), d.max_zero().neg())
-            };
-            let (low, high) = (e.name(&n.low), e.name(&n.high));
-            set.push(format!("{low} = {low} + {}", e.value(decimal(&to_low))));
-            set.push(format!("{high} = {high} + {}", e.value(decimal(&to_high))));
-        }
-        if give != Give::Drop {
-            set.push(format!(
-                "{} = {}",
-                fence_path(&mut e, c.tx),
-                e.value(entry(&c.entry))
-            ));
         }
         if give == Give::Apply {
-            set.extend(commit_marks(&mut e, c.tx));
+            set.push(add_to(&mut e, attr, d));
         }
-        let w = Write {
-            update: update_with_add(&set, &remove, &add),
-            condition,
-            returns: ReturnValue::None,
+        let (to_low, to_high) = if give == Give::Apply {
+            (d.max_zero(), d.min_zero())
+        } else {
+            (d.min_zero().neg(), d.max_zero().neg())
         };
-        match self.write(table, key, e, w, ctx).await? {
-            Outcome::Written(_) => Ok(CompleteWrite::Done),
-            Outcome::Refused(None) => Ok(CompleteWrite::Refused(None)),
-            Outcome::Refused(Some(item)) => {
-                Ok(CompleteWrite::Refused(Some(Box::new(item_state(&item)?))))
-            }
+        let (low, high) = (e.name(&n.low), e.name(&n.high));
+        set.push(format!("{low} = {low} + {}", e.value(decimal(&to_low))));
+        set.push(format!("{high} = {high} + {}", e.value(decimal(&to_high))));
+    }
+    if give != Give::Drop {
+        set.push(format!(
+            "{} = {}",
+            fence_path(&mut e, c.tx),
+            e.value(entry(&c.entry))
+        ));
+    }
+    if give == Give::Apply {
+        set.extend(commit_marks(&mut e, c.tx));
+    }
+    let w = Write {
+        update: update_with_add(&set, &remove, &add),
+        condition,
+        returns: ReturnValue::None,
+    };
+    match write(client, table, key, e, w, ctx).await? {
+        Outcome::Written(_) => Ok(CompleteWrite::Done),
+        Outcome::Refused(None) => Ok(CompleteWrite::Refused(None)),
+        Outcome::Refused(Some(item)) => {
+            Ok(CompleteWrite::Refused(Some(Box::new(item_state(&item)?))))
         }
     }
+}
 
-    /// `ParticipantStore::reset_escrow`: one write removing the escrow of each attribute on
-    /// which no reservation stands.
-    pub(crate) async fn reset_escrow_of(
-        &self,
-        table: &str,
-        key: &Key,
-        attributes: &[&str],
-    ) -> Result<(), PortError> {
-        let mut e = Expr::new();
-        let zero = e.value(AttributeValue::N("0".into()));
-        let (mut remove, mut conds) = (vec![], vec![]);
-        for attr in attributes {
-            let n = names(attr);
-            let count = e.name(&n.count);
-            conds.push(format!(
-                "(attribute_not_exists({count}) OR {count} = {zero})"
-            ));
-            remove.push(count);
-            for name in [
-                &n.floors,
-                &n.ceilings,
-                &n.low,
-                &n.high,
-                &n.floor,
-                &n.ceiling,
-            ] {
-                remove.push(e.name(name));
-            }
+/// `ParticipantStore::reset_escrow`: one write removing the escrow of each attribute on
+/// which no reservation stands.
+pub(crate) async fn reset_escrow(
+    client: &Client,
+    table: &str,
+    key: &Key,
+    attributes: &[&str],
+) -> Result<(), PortError> {
+    let mut e = Expr::new();
+    let zero = e.value(AttributeValue::N("0".into()));
+    let (mut remove, mut conds) = (vec![], vec![]);
+    for attr in attributes {
+        let n = names(attr);
+        let count = e.name(&n.count);
+        conds.push(format!(
+            "(attribute_not_exists({count}) OR {count} = {zero})"
+        ));
+        remove.push(count);
+        for name in [
+            &n.floors,
+            &n.ceilings,
+            &n.low,
+            &n.high,
+            &n.floor,
+            &n.ceiling,
+        ] {
+            remove.push(e.name(name));
         }
-        if remove.is_empty() {
-            return Ok(());
-        }
-        let k = e.name(first_key_name(key));
-        conds.push(format!("attribute_exists({k})"));
-        let w = Write {
-            update: format!("REMOVE {}", remove.join(", ")),
-            condition: conds.join(" AND "),
-            returns: ReturnValue::None,
-        };
-        // Refused: a reservation stands again, or the item is gone; either way nothing to do.
-        self.write(table, key, e, w, || {
-            format!("resetting the escrow of an item of {table}")
-        })
-        .await
-        .map(|_| ())
     }
+    if remove.is_empty() {
+        return Ok(());
+    }
+    let k = e.name(first_key_name(key));
+    conds.push(format!("attribute_exists({k})"));
+    let w = Write {
+        update: format!("REMOVE {}", remove.join(", ")),
+        condition: conds.join(" AND "),
+        returns: ReturnValue::None,
+    };
+    // Refused: a reservation stands again, or the item is gone; either way nothing to do.
+    write(client, table, key, e, w, || {
+        format!("resetting the escrow of an item of {table}")
+    })
+    .await
+    .map(|_| ())
 }

@@ -15,7 +15,8 @@ use twopc_core::status::TxStatus;
 use crate::codec::{Item, from_item, to_attr, to_item};
 use crate::error::{classify, corrupt};
 use crate::expr::{Expr, update_expression};
-use crate::tables::{INDEX_SHARDS, PENDING_INDEX, shard_of};
+use crate::pending::{PendingQuery, PendingScan};
+use crate::tables::shard_of;
 
 /// How long terminal records are kept before DynamoDB's TTL removes them (and with them the
 /// idempotency window).
@@ -188,74 +189,36 @@ impl DynamoTxLog {
             return Ok((vec![], false));
         }
         let after = q.after.map(|c| (c.deadline, c.tx_id.clone()));
+        let query = PendingQuery {
+            from: after.as_ref().map(|(from, _)| *from),
+            before: q.deadline_before,
+            ready_at: q.ready_at,
+            deadline_only: false,
+            page: q.limit + 1,
+        };
+        let mut scan = PendingScan::new(&self.client, &self.table, query, WHAT);
         let mut found: Vec<(u64, TxId)> = vec![];
-        for shard in 0..INDEX_SHARDS {
-            let mut taken = 0usize;
-            let mut last_deadline = 0u64;
-            let mut start = None;
-            'pages: loop {
-                let mut e = Expr::new();
-                let pending = format!(
-                    "{} = {}",
-                    e.name(PENDING),
-                    e.value(AttributeValue::S(format!("P{shard}")))
-                );
-                // DynamoDB refuses a placeholder the expression does not use.
-                let deadline = match (&after, q.deadline_before) {
-                    (None, None) => String::new(),
-                    _ => e.name(DEADLINE),
-                };
-                let mut n = |v: u64| e.value(AttributeValue::N(v.to_string()));
-                let kc = match (&after, q.deadline_before) {
-                    (None, None) => pending,
-                    (Some((from, _)), None) => format!("{pending} AND {deadline} >= {}", n(*from)),
-                    (None, Some(before)) => format!("{pending} AND {deadline} < {}", n(before)),
-                    (Some((from, _)), Some(before)) => format!(
-                        "{pending} AND {deadline} BETWEEN {} AND {}",
-                        n(*from),
-                        n(before - 1)
-                    ),
-                };
-                let filter = q.ready_at.map(|now| {
-                    let retry = e.name(RETRY_AFTER);
-                    format!(
-                        "attribute_not_exists({retry}) OR {retry} < {}",
-                        e.value(AttributeValue::N(now.to_string()))
-                    )
-                });
-                let out = self
-                    .client
-                    .query()
-                    .table_name(&self.table)
-                    .index_name(PENDING_INDEX)
-                    .key_condition_expression(kc)
-                    .set_filter_expression(filter)
-                    .set_expression_attribute_names(e.names())
-                    .set_expression_attribute_values(e.values())
-                    .set_exclusive_start_key(start)
-                    .limit((q.limit + 1).clamp(1, 1000) as i32)
-                    .send()
-                    .await
-                    .map_err(|err| classify(WHAT, err))?;
-                for item in out.items() {
-                    let entry = index_entry(item)?;
-                    if after.as_ref().is_some_and(|a| entry <= *a) {
-                        continue;
-                    }
-                    // One more than a page, and the rest of its deadline's ties (the index
-                    // orders ties arbitrarily): this shard's first entries in (deadline, id)
-                    // order are then among those taken.
-                    if taken > q.limit && last_deadline < entry.0 {
-                        break 'pages;
-                    }
-                    last_deadline = entry.0;
-                    found.push(entry);
-                    taken += 1;
+        // Per shard: entries taken, and the deadline of the last.
+        let (mut shard, mut taken, mut last_deadline) = (None, 0usize, 0u64);
+        while let Some((page_shard, items)) = scan.next_page().await? {
+            if shard != Some(page_shard) {
+                (shard, taken, last_deadline) = (Some(page_shard), 0, 0);
+            }
+            for item in &items {
+                let entry = index_entry(item)?;
+                if after.as_ref().is_some_and(|a| entry <= *a) {
+                    continue;
                 }
-                start = out.last_evaluated_key().cloned();
-                if start.is_none() {
+                // One more than a page, and the rest of its deadline's ties (the index
+                // orders ties arbitrarily): this shard's first entries in (deadline, id)
+                // order are then among those taken.
+                if taken > q.limit && last_deadline < entry.0 {
+                    scan.next_shard();
                     break;
                 }
+                last_deadline = entry.0;
+                found.push(entry);
+                taken += 1;
             }
         }
         found.sort();
@@ -430,42 +393,24 @@ impl TxLog for DynamoTxLog {
 
     async fn oldest_pending_deadline(&self) -> Result<Option<u64>, PortError> {
         // The index is sorted by deadline within each shard: the first entry of each, no filter.
+        const WHAT: &str = "querying the oldest pending transaction";
+        let query = PendingQuery {
+            deadline_only: true,
+            page: 1,
+            ..PendingQuery::default()
+        };
+        let mut scan = PendingScan::new(&self.client, &self.table, query, WHAT);
         let mut oldest: Option<u64> = None;
-        for shard in 0..INDEX_SHARDS {
-            let mut e = Expr::new();
-            let kc = format!(
-                "{} = {}",
-                e.name(PENDING),
-                e.value(AttributeValue::S(format!("P{shard}")))
-            );
-            let projection = e.name(DEADLINE);
-            let out = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .index_name(PENDING_INDEX)
-                .key_condition_expression(kc)
-                .projection_expression(projection)
-                .set_expression_attribute_names(e.names())
-                .set_expression_attribute_values(e.values())
-                .scan_index_forward(true)
-                .limit(1)
-                .send()
-                .await
-                .map_err(|err| classify("querying the oldest pending transaction", err))?;
-            for item in out.items() {
+        while let Some((_, items)) = scan.next_page().await? {
+            for item in &items {
                 let deadline = match item.get(DEADLINE) {
                     Some(AttributeValue::N(d)) => d.parse::<u64>().ok(),
                     _ => None,
                 }
-                .ok_or_else(|| {
-                    corrupt(
-                        "querying the oldest pending transaction",
-                        "an entry without a deadline",
-                    )
-                })?;
+                .ok_or_else(|| corrupt(WHAT, "an entry without a deadline"))?;
                 oldest = Some(oldest.map_or(deadline, |o| o.min(deadline)));
             }
+            scan.next_shard();
         }
         Ok(oldest)
     }

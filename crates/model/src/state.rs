@@ -9,7 +9,8 @@
 //! ordered like `began`.
 
 use twopc_core::item::FenceOutcome;
-use twopc_core::rules::{Holder, Inquiry, Others, Seen, Shape};
+use twopc_core::message::Inquiry;
+use twopc_core::rules::{Holder, Others, Seen, Shape};
 use twopc_core::status::{Decision, TxStatus};
 
 /// A transaction, by index (`0..TXS`). Every transaction touches every item, with the operation
@@ -195,7 +196,7 @@ impl<const TXS: usize> ItemState<TXS> {
 }
 
 impl<const TXS: usize> ItemState<TXS> {
-    /// The item as `tx`'s step finds it: what the rules read of it (`ItemState::seen_by` in
+    /// The item as `tx`'s step finds it: what the rules read of it (`rules::Seen::of` in
     /// `crates/core`). `deadline_passed[u]`: whether transaction `u`'s deadline, which is its
     /// locks' `expiresAt`, has passed.
     pub fn seen_by(&self, tx: Tx, deadline_passed: &[bool; TXS]) -> Seen {

@@ -8,12 +8,13 @@ use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
 use serde_json::Value;
 use twopc_core::ids::TxId;
-use twopc_core::layout::{DEADLINE, EXPIRE_AT, PENDING, REVISION, TX_ID};
+use twopc_core::layout::{EXPIRE_AT, PENDING, REVISION, TX_ID};
 use twopc_core::ports::PortError;
 use twopc_dynamo::codec::{Item, from_item, to_item};
 use twopc_dynamo::error::{classify, corrupt};
 use twopc_dynamo::expr::Expr;
-use twopc_dynamo::tables::{INDEX_SHARDS, PENDING_INDEX, shard_of};
+use twopc_dynamo::pending::{PendingQuery, PendingScan};
+use twopc_dynamo::tables::shard_of;
 use twopc_dynamo::tables::{TableKind, TableSpec, ensure_table};
 use twopc_dynamo::txlog::DEFAULT_RETENTION_SECS;
 
@@ -152,40 +153,21 @@ impl StateStore for DynamoStates {
         // The index holds keys only: find the ids, then read each state.
         let context = "querying overdue participant states";
         let mut ids = vec![];
-        for shard in 0..INDEX_SHARDS {
-            let mut start = None;
-            loop {
-                let mut e = Expr::new();
-                let kc = format!(
-                    "{} = {} AND {} < {}",
-                    e.name(PENDING),
-                    e.value(AttributeValue::S(format!("P{shard}"))),
-                    e.name(DEADLINE),
-                    e.value(AttributeValue::N(now.to_string()))
-                );
-                let out = self
-                    .client
-                    .query()
-                    .table_name(&self.table)
-                    .index_name(PENDING_INDEX)
-                    .key_condition_expression(kc)
-                    .set_expression_attribute_names(e.names())
-                    .set_expression_attribute_values(e.values())
-                    .set_exclusive_start_key(start)
-                    .limit(limit.clamp(1, 1000) as i32)
-                    .send()
-                    .await
-                    .map_err(|err| classify(context, err))?;
-                for item in out.items() {
-                    let Some(AttributeValue::S(id)) = item.get(TX_ID) else {
-                        return Err(corrupt(context, "an entry without txId"));
-                    };
-                    ids.push(TxId::parse(id).map_err(|e| corrupt(context, e.to_string()))?);
-                }
-                start = out.last_evaluated_key().cloned();
-                if start.is_none() || ids.len() >= limit * (shard as usize + 1) {
-                    break;
-                }
+        let query = PendingQuery {
+            before: Some(now),
+            page: limit,
+            ..PendingQuery::default()
+        };
+        let mut scan = PendingScan::new(&self.client, &self.table, query, context);
+        while let Some((shard, items)) = scan.next_page().await? {
+            for item in &items {
+                let Some(AttributeValue::S(id)) = item.get(TX_ID) else {
+                    return Err(corrupt(context, "an entry without txId"));
+                };
+                ids.push(TxId::parse(id).map_err(|e| corrupt(context, e.to_string()))?);
+            }
+            if ids.len() >= limit * (shard as usize + 1) {
+                scan.next_shard();
             }
         }
         let mut found = vec![];

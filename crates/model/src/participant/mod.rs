@@ -10,115 +10,19 @@
 //! to a rule, the step a rule answers, or only the effect of a step. Each override is small and
 //! written, and documented, where it applies.
 
+mod variant;
+
+pub use variant::Variant;
+
 use twopc_core::item::FenceOutcome;
+use twopc_core::message::Inquiry;
 use twopc_core::rules::{
-    self, AbortStep, CommitStep, Inquiry, InquiryStep, NativeStep, Others, PrepareRefusal,
-    PrepareStep, Reply, Shape,
+    self, AbortStep, CommitStep, InquiryStep, NativeStep, Others, PrepareRefusal, PrepareStep,
+    Reply, Shape,
 };
 use twopc_core::status::Decision;
 
 use crate::state::{ItemState, Op, Tx};
-
-/// Which protocol the model runs: the real one, one with a known mistake put back in, or one
-/// with a proposed change.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Variant {
-    /// The protocol of `docs/protocol.md` as `crates/core` implements it, with the fence horizon: the
-    /// rules of `twopc_core::rules`, unchanged.
-    Correct,
-    /// A prepare that meets an expired lock overwrites it (a blind conditional write on
-    /// `expiresAt < now`) instead of resolving the owner. `docs/protocol.md`, "The lock rule": this loses
-    /// a decided transaction's write. Override of [`rules::prepare`]'s answer: `ResolveOwner`
-    /// on a real item, for a non-creating operation, becomes `Lock` (see [`prepare`]).
-    BlindTakeover,
-    /// No fence: commit and abort write no entry, prepare checks none, and a commit or abort that
-    /// finds its lock gone assumes it was already done (the fault "any failed commit condition
-    /// means already committed" of docs/protocol.md, "The pattern it comes from"). Only the
-    /// deadline check stands between a late prepare and the item. Overrides: [`rules::prepare`]
-    /// is given no entry and no coverage; every answer of [`rules::commit`] without the lock, and
-    /// [`rules::abort`]'s `FenceOut`, become "already done"; the holder's release writes no
-    /// entry (see [`prepare`], [`commit`], [`abort`]).
-    NoFence,
-    /// Fence entries are pruned at any time (and the horizon kept), but prepare does not check
-    /// the horizon: pruning then relies on no prepare landing late, which nothing bounds.
-    /// Override: [`rules::prepare`] is given no coverage (commit and abort still read it).
-    NoHorizon,
-    /// The lock holder's pruning release writes the horizon it computed from the fence its
-    /// prepare read (the horizon then, raised over the entries it removes) *unconditionally*,
-    /// instead of only if the item's horizon is not above it (`release_clauses` in
-    /// `crates/dynamo`: `horizon <= :h`, else the participant releases without pruning). A
-    /// lock-free abort that raised the horizon meanwhile is undone. Overrides only an effect:
-    /// the prepare that takes the lock records the horizon it read, and the pruning release
-    /// writes the horizon from it (see `release`).
-    StaleHorizon,
-    /// The design before tombstones: a committed delete removes the item entirely (its fence and
-    /// horizon with it), and an aborted create (or a dropped stale lock on a placeholder)
-    /// deletes its placeholder. A retried delete commit that finds no item answers "already
-    /// done" (the commit rule's answer for a delete on an absent item). Overrides only an
-    /// effect: burying removes the item (see `bury`).
-    DeleteRemoves,
-    /// Not a mistake but a proposed change: a lock-free abort that finds no item writes a
-    /// tombstone carrying its `aborted` entry (`fence_aborted` creating the item,
-    /// `attribute_not_exists(key)`), instead of answering "already done" with nothing written.
-    /// Closes the orphan lock the correct protocol leaves when the item is created after the
-    /// abort and the aborted transaction's prepare lands late (see `docs/model-check.md`). Override of
-    /// [`rules::abort`]'s answer: "already done" on an absent item becomes that write (see
-    /// [`abort`]).
-    AbortBuriesAbsent,
-    /// A reservation's bound is checked against the committed value instead of the lowest value
-    /// the reservations in flight could leave (`rules::escrow` given `value_vs_lower` for
-    /// `lowest_vs_lower`): two debits that each fit the balance, but not together, both reserve
-    /// and both commit. Override of the facts given to the rule (see [`escrow_seen`]).
-    CommittedBound,
-    /// An exclusive prepare takes the lock while reservations stand (no `txResN = 0` in its
-    /// condition): its bound, checked on the committed value, ignores what the reservations
-    /// will take. Override of [`rules::prepare`]'s answer: `Reserved` becomes `Lock` (see
-    /// [`prepare`]).
-    LockIgnoresReservations,
-    /// Staged commit, broken: recovery treats an overdue `STAGING` record like a `PREPARING`
-    /// one and aborts it for its deadline alone (`rules::recovery` answering `DecideAbort`),
-    /// although its stager may have answered "committed" from every participant holding it.
-    StagingAbortsAtDeadline,
-    /// Staged commit, broken: the lock rule aborts a `STAGING` owner past its deadline from the
-    /// one item it stands on (`rules::resolve` answering `DecideAbort` for `Recover`).
-    ResolverAbortsStaging,
-    /// Staged commit, broken: an inquiry that finds no item answers "prevented" without writing
-    /// the tombstone (`rules::inquire`'s `Bury` read as nothing to do): a creating prepare of
-    /// the transaction can still land there afterwards.
-    PreventSkipsAbsent,
-    /// Staged commit, broken: the stager answers "committed" from every yes vote before its
-    /// record put is acknowledged (the put may land late, or never).
-    AnswerWithoutStageAck,
-    /// Staged commit, broken: a helper (a replay, a status read) answers "committed" when its
-    /// inquiries find every participant holding the transaction, without first winning the
-    /// compare-and-swap `STAGING → COMMITTING`.
-    HelperAnswersFromHolds,
-    /// A replay, broken: a client's retry of a keyed transaction (same id) sends its prepares
-    /// again with a *fresh* `began` (its own clock) instead of writing its record first and
-    /// finding the first attempt's. Its prepares are not covered by any horizon, so on an item
-    /// whose entry for the transaction was pruned they hold the item again, for a transaction
-    /// that may have committed already. Override: a [`crate::system::Action::Replay`] step
-    /// exists (it is none otherwise: the correct replay's put is refused and it sends nothing),
-    /// and the prepare it sends is given no coverage (see [`prepare`]'s `fresh`).
-    FreshBeganReplay,
-    /// Native transactions, broken: the native write ignores the reservations standing on an
-    /// item (no `txResN = 0` in its condition) and applies its debit beside them, its bound
-    /// checked on the committed value alone. Override of [`rules::native_write`]'s facts: no
-    /// other reservation is seen (see [`native_write`]).
-    NativeIgnoresReservations,
-}
-
-impl Variant {
-    /// Whether items keep a fence (entries and horizon).
-    pub fn fences(self) -> bool {
-        self != Variant::NoFence
-    }
-
-    /// Whether prepare refuses a transaction the horizon covers.
-    pub fn checks_horizon(self) -> bool {
-        !matches!(self, Variant::NoFence | Variant::NoHorizon)
-    }
-}
 
 /// The fence upkeep a write may carry out besides its own effect: a choice the model leaves
 /// open (every choice is a separate step), so that every pruning policy and every fence
@@ -174,7 +78,7 @@ pub fn upkeep_applies<const TXS: usize>(
 }
 
 /// The one reserved attribute of `tx`'s commuting `ops[tx]` as its reservation finds `item`:
-/// what `ItemState::escrow_seen` gives `rules::escrow` in `crates/core`. The extremes are the
+/// what `rules::EscrowSeen::of` gives `rules::escrow` in `crates/core`. The extremes are the
 /// value moved by every standing reservation's debits (the lowest; no operation of the model
 /// has an upper bound, so the highest is not needed); the standing floor is the one their operations keep (all keep 0 or none in the model's
 /// operations). [`Variant::CommittedBound`] checks the bound against the value instead.

@@ -1,0 +1,180 @@
+//! The coordinator's configuration ([`CoordinatorConfig`], [`CommitMode`]) and what it answers:
+//! [`Outcome`], [`Submitted`], [`Staged`], [`Finish`], [`SubmitError`].
+
+use std::collections::BTreeMap;
+
+use crate::ids::TxId;
+use crate::message::Prune;
+use crate::ports::PortError;
+use crate::record::{TxRecord, Vote};
+use crate::request::{Limits, RequestError, ServiceConfig, Wait};
+use crate::status::{Decision, TxStatus};
+
+/// The coordinator's configuration.
+#[derive(Clone, Debug)]
+pub struct CoordinatorConfig {
+    /// Who this coordinator is (logged, written into locks).
+    pub id: String,
+    /// Services by name.
+    pub services: BTreeMap<String, ServiceConfig>,
+    /// Limits and defaults.
+    pub limits: Limits,
+    /// How transactions are committed.
+    pub mode: CommitMode,
+}
+
+/// How the coordinator commits a transaction (`TWOPC_COMMIT_MODE`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum CommitMode {
+    /// Begin, prepare, decide, complete, finalize; answered at the end (five rounds).
+    Classic,
+    /// The record written `STAGING` with the prepares; answered once every vote is yes and the
+    /// put is acknowledged (one round; an abort two), finished after the answer.
+    Staged,
+    /// The default. A transaction the store can commit alone ([`rules::native`](crate::rules::native)) is one native
+    /// `TransactWriteItems`; any other, or one the protocol holds an item of, is staged.
+    #[default]
+    Auto,
+}
+
+impl CommitMode {
+    /// Every mode.
+    pub const ALL: [CommitMode; 3] = [CommitMode::Classic, CommitMode::Staged, CommitMode::Auto];
+
+    /// The configured name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CommitMode::Classic => "classic",
+            CommitMode::Staged => "staged",
+            CommitMode::Auto => "auto",
+        }
+    }
+
+    /// Whether the protocol path stages (`STAGING`, answered after one round).
+    pub fn stages(self) -> bool {
+        self != CommitMode::Classic
+    }
+
+    /// Parses a configured name.
+    pub fn parse(s: &str) -> Option<CommitMode> {
+        CommitMode::ALL.into_iter().find(|m| m.as_str() == s)
+    }
+}
+
+/// What the client is told about a transaction: its outcome as far as the answering
+/// coordinator may tell. A 200 means *decided*; whether every participant applied it is
+/// [`Submitted::applied`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    /// Committed: decided (`COMMITTING`, `COMMITTED`), or implicitly committed and answered by
+    /// its stager.
+    Committed,
+    /// Aborted.
+    Aborted,
+    /// Not decided yet (its coordinator may still be at work, or recovery will end it).
+    Pending,
+}
+
+impl Outcome {
+    /// What a record alone says (anyone but the stager).
+    pub fn of(record: &TxRecord) -> Outcome {
+        Outcome::of_status(record.status)
+    }
+
+    /// What a status alone says.
+    pub fn of_status(status: TxStatus) -> Outcome {
+        match status.decision() {
+            Some(Decision::Commit) => Outcome::Committed,
+            Some(Decision::Abort) => Outcome::Aborted,
+            None => Outcome::Pending,
+        }
+    }
+
+    /// The name in the API's `outcome`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Committed => "committed",
+            Outcome::Aborted => "aborted",
+            Outcome::Pending => "pending",
+        }
+    }
+}
+
+/// A transaction as answered: the record as it stood, and the outcome.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Submitted {
+    /// The record as the answer saw it (the stager's with its votes, before it is written).
+    pub record: TxRecord,
+    /// What the client is told.
+    pub outcome: Outcome,
+}
+
+impl Submitted {
+    /// From a record, by what it says.
+    pub fn of(record: TxRecord) -> Submitted {
+        Submitted {
+            outcome: Outcome::of(&record),
+            record,
+        }
+    }
+
+    /// Whether every participant applied the outcome (the record is terminal).
+    pub fn applied(&self) -> bool {
+        self.record.status.is_terminal()
+    }
+}
+
+/// What is left to do after a staged answer: make the commit explicit (or complete the abort),
+/// complete every participant, finalize. Run by [`Coordinator::finish`](super::Coordinator::finish).
+#[derive(Debug)]
+#[must_use = "a staged transaction is finished by Coordinator::finish (or, if dropped, by recovery)"]
+pub struct Finish {
+    pub(super) record: TxRecord,
+    pub(super) votes: Vec<Vote>,
+    pub(super) prunes: Vec<Option<Prune>>,
+    pub(super) planned: Decision,
+}
+
+impl Finish {
+    /// The transaction.
+    pub fn tx_id(&self) -> &TxId {
+        &self.record.tx_id
+    }
+}
+
+/// A staged answer and the work left after it.
+#[derive(Debug)]
+pub struct Staged {
+    /// What to answer now.
+    pub answer: Submitted,
+    /// What to run after answering (`None`: nothing left, or left to recovery).
+    pub finish: Option<Finish>,
+    /// When the client asked to be answered: with [`Wait::Applied`], run `finish` first.
+    pub wait: Wait,
+}
+
+/// Why `submit` did not produce an outcome.
+#[derive(Debug, thiserror::Error)]
+pub enum SubmitError {
+    /// The request is wrong; nothing was written.
+    #[error(transparent)]
+    Request(#[from] RequestError),
+    /// A store could not be reached; the transaction (if `tx_id` is set) is left for recovery.
+    #[error("transaction store unavailable")]
+    Unavailable {
+        /// The transaction, if its record may exist.
+        tx_id: Option<TxId>,
+        /// Cause.
+        #[source]
+        source: PortError,
+    },
+}
+
+impl From<PortError> for SubmitError {
+    fn from(source: PortError) -> Self {
+        SubmitError::Unavailable {
+            tx_id: None,
+            source,
+        }
+    }
+}

@@ -1,0 +1,126 @@
+//! The record's moves: the lock rule ([`resolve`]), the decision ([`decision`]), what a lost
+//! compare-and-swap found ([`after_lost_decide`], [`after_lost_finalize`]) and recovery
+//! ([`recovery`], [`completer_recovers`]).
+
+use crate::status::{Decision, TxStatus};
+
+/// What a resolver does about an expired lock's owner (`docs/protocol.md`, "The lock rule"): an expired lock
+/// is never free, it only gives the right to settle its owner by the owner's record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Resolution {
+    /// Owner `PREPARING` (or its record missing) and its deadline has not passed: the lock
+    /// stands (`conflict`).
+    OwnerLive,
+    /// Owner record missing and the lock expired: the owner never began. Record it `ABORTED`
+    /// (only if still missing), then abort it here.
+    RecordAborted,
+    /// Owner `PREPARING` past its deadline: compare-and-swap it to `ABORTING`, then follow the
+    /// record as it then is.
+    DecideAbort,
+    /// Owner `COMMITTING`: roll it forward on this item (commit its operation from its lock).
+    RollForward,
+    /// Owner `ABORTING` or `ABORTED`: abort it on this item.
+    AbortHere,
+    /// Owner `COMMITTED`: every participant acknowledged before that was written, so this lock
+    /// is a stale duplicate that slipped past the fence: drop it without applying it.
+    DropStale,
+    /// Owner `STAGING` past its deadline: it may be committed implicitly (every participant
+    /// holding it), so nobody aborts it from one item. Its record is recovered as a whole
+    /// ([`Recovery::Inquire`]: inline where the resolver can reach every participant, else
+    /// by asking for it); the lock stands meanwhile (`conflict`).
+    Recover,
+}
+
+/// The lock rule, from the owner's record (`None`: missing) and whether its deadline passed (a
+/// missing record's deadline is the lock's expiry: a live lock of a missing record is left
+/// alone, as a staged coordinator, which writes its record with its prepares, needs).
+pub fn resolve(owner: Option<TxStatus>, deadline_passed: bool) -> Resolution {
+    match owner {
+        None if deadline_passed => Resolution::RecordAborted,
+        None => Resolution::OwnerLive,
+        Some(TxStatus::Preparing) if deadline_passed => Resolution::DecideAbort,
+        Some(TxStatus::Staging) if deadline_passed => Resolution::Recover,
+        Some(TxStatus::Preparing | TxStatus::Staging) => Resolution::OwnerLive,
+        Some(TxStatus::Committing) => Resolution::RollForward,
+        Some(TxStatus::Aborting | TxStatus::Aborted) => Resolution::AbortHere,
+        Some(TxStatus::Committed) => Resolution::DropStale,
+    }
+}
+
+/// The decision from the votes: commit only if every participant voted yes (a participant that
+/// did not answer counts as a no).
+pub fn decision(mut yes: impl Iterator<Item = bool>) -> Decision {
+    if yes.all(|y| y) {
+        Decision::Commit
+    } else {
+        Decision::Abort
+    }
+}
+
+/// What a coordinator whose decision swap was lost does, from the record as it is now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AfterLostSwap {
+    /// Someone decided first (a resolver or the sweeper, past the deadline): follow the
+    /// recorded decision (which may already be finished).
+    Follow(Decision),
+    /// The record is missing, or still undecided after a failed swap: storage is broken.
+    Fatal,
+}
+
+/// After a lost `PREPARING → COMMITTING | ABORTING` swap.
+pub fn after_lost_decide(found: Option<TxStatus>) -> AfterLostSwap {
+    match found.and_then(TxStatus::decision) {
+        Some(d) => AfterLostSwap::Follow(d),
+        None => AfterLostSwap::Fatal,
+    }
+}
+
+/// After a lost finalize swap (`COMMITTING → COMMITTED`, `ABORTING → ABORTED`): done if someone
+/// else (the sweeper) finalized it the same way, else the record is broken.
+pub fn after_lost_finalize(found: Option<TxStatus>, decision: Decision) -> AfterLostSwap {
+    if found == Some(TxStatus::finishing(decision)) {
+        AfterLostSwap::Follow(decision)
+    } else {
+        AfterLostSwap::Fatal
+    }
+}
+
+/// What recovery (a replay, the sweeper) does with a record, from the record alone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Recovery {
+    /// Undecided and its deadline has not passed: its coordinator may still be at work.
+    Leave,
+    /// Undecided past its deadline: compare-and-swap to `ABORTING`, then complete the abort.
+    DecideAbort,
+    /// Decided, not finished: send the decision to every participant, then finalize.
+    Complete(Decision),
+    /// `STAGING` past its deadline: its stager may have answered "committed" from every
+    /// participant holding it, so the deadline alone decides nothing. Ask every participant
+    /// to prevent the transaction ([`inquire`](super::inquire) with `prevent`), then decide by
+    /// [`staged_decision`](super::staged_decision).
+    Inquire,
+    /// Terminal: nothing to do.
+    Ended,
+}
+
+/// The recovery rule.
+pub fn recovery(status: TxStatus, deadline_passed: bool) -> Recovery {
+    match (status, status.decision()) {
+        (TxStatus::Preparing, _) if deadline_passed => Recovery::DecideAbort,
+        (TxStatus::Staging, _) if deadline_passed => Recovery::Inquire,
+        (TxStatus::Preparing | TxStatus::Staging, _) => Recovery::Leave,
+        (s, _) if s.is_terminal() => Recovery::Ended,
+        (_, Some(d)) => Recovery::Complete(d),
+        (_, None) => Recovery::Leave,
+    }
+}
+
+/// Whether the completer (on the transactions table's stream) recovers a record after a
+/// change: only when the change is a participant's ask (`recoveryAsked` newly set) on a record
+/// still `STAGING`. A participant asks only after the deadline, so the recovery it triggers is
+/// [`Recovery::Inquire`]; every other change is its coordinator's (or a recoverer's) own work
+/// in progress, which the completer must not duplicate. At-least-once delivery repeats a
+/// recovery, which changes nothing twice (every step is a compare-and-swap).
+pub fn completer_recovers(asked_before: bool, status: TxStatus, asked: bool) -> bool {
+    status == TxStatus::Staging && asked && !asked_before
+}

@@ -1,0 +1,73 @@
+//! The staged commit's recovery: what an inquiry finds of a `STAGING` transaction on one item
+//! ([`inquire`]), and what the record does once every participant answered
+//! ([`staged_decision`]).
+
+use crate::item::FenceOutcome;
+use crate::message::Inquiry;
+
+use super::{Seen, Shape};
+
+/// What an inquiry does on an item as found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum InquiryStep {
+    /// Answer without writing.
+    Answer(Inquiry),
+    /// Prevent the transaction on an item that exists (not held by it, no entry, no covering
+    /// horizon): the lock-free abort's write ([`fence_out`](super::fence_out): an `aborted` entry, or the
+    /// horizon raised), then read the answer again.
+    Fence,
+    /// Prevent it on an absent key: a tombstone carrying its `aborted` entry, written only if
+    /// the key is still absent. Without it, the key could be created and the transaction's
+    /// late prepare land after recovery aborted it, while its stager answers "committed".
+    Bury,
+}
+
+/// The inquiry rule: what an inquiry (a recoverer's, with `prevent`; a helper's, without)
+/// finds of the transaction on one item, and the write that prevents it where nothing does yet.
+pub fn inquire(seen: Seen, prevent: bool) -> InquiryStep {
+    let answer = InquiryStep::Answer;
+    if seen.held_by_me() {
+        return answer(Inquiry::Held);
+    }
+    match seen.entry {
+        Some(FenceOutcome::Aborted) => return answer(Inquiry::Prevented),
+        Some(FenceOutcome::Committed) => return answer(Inquiry::Committed),
+        None if seen.covered => return answer(Inquiry::Prevented),
+        None => {}
+    }
+    match (prevent, seen.shape) {
+        (false, _) => answer(Inquiry::Open),
+        (true, Shape::Absent) => InquiryStep::Bury,
+        (true, _) => InquiryStep::Fence,
+    }
+}
+
+/// What recovery of a `STAGING` record does once each participant answered an inquiry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum StagedDecision {
+    /// Some participant is prevented: the transaction can never hold everywhere. Compare-and-
+    /// swap `STAGING → ABORTING`. One prevented participant is enough, so an abort never waits
+    /// for an unreachable one.
+    Abort,
+    /// Every participant holds it (or committed it): compare-and-swap `STAGING → COMMITTING`.
+    Commit,
+    /// Neither yet (an answer missing, or open): leave the record and ask again later.
+    Wait,
+}
+
+/// The staged decision rule, from each participant's answer (`None`: no answer).
+pub fn staged_decision(answers: impl IntoIterator<Item = Option<Inquiry>>) -> StagedDecision {
+    let mut all_held = true;
+    for a in answers {
+        match a {
+            Some(Inquiry::Prevented) => return StagedDecision::Abort,
+            Some(Inquiry::Held | Inquiry::Committed) => {}
+            Some(Inquiry::Open) | None => all_held = false,
+        }
+    }
+    if all_held {
+        StagedDecision::Commit
+    } else {
+        StagedDecision::Wait
+    }
+}

@@ -1,0 +1,221 @@
+//! The clauses every participant write shares, as DynamoDB expressions: where a fence entry or
+//! a reservation is, who owns the lock, a holder's release and its pruning, an operation's own
+//! conditions and effects, the commit marks, and the names of a reserved attribute's escrow.
+//! The items, the reservations and the native transactions spell their writes with these.
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use twopc_core::decimal::Decimal;
+use twopc_core::ids::TxId;
+use twopc_core::item::{FenceEntry, Key, StoredReservation};
+use twopc_core::layout::{
+    ESCROW_CEILING_PREFIX, ESCROW_CEILINGS_PREFIX, ESCROW_COUNT_PREFIX, ESCROW_FLOOR_PREFIX,
+    ESCROW_FLOORS_PREFIX, ESCROW_HIGH_PREFIX, ESCROW_LOW_PREFIX, FENCE, HORIZON, LAST_TX, LOCK,
+    LOCK_EXPIRES_AT, LOCK_SHARD, LOCK_TX, VERSION, prefixed,
+};
+use twopc_core::message::Prune;
+use twopc_core::op::{Condition, Operation};
+
+use crate::codec::{Item, to_attr, to_item};
+use crate::expr::Expr;
+
+/// `a = a + d`, an absent attribute counting as 0.
+pub(crate) fn add_to(e: &mut Expr, attr: &str, d: &Decimal) -> String {
+    let a = e.name(attr);
+    format!(
+        "{a} = if_not_exists({a}, {}) + {}",
+        e.value(AttributeValue::N("0".into())),
+        e.value(AttributeValue::N(d.to_string()))
+    )
+}
+
+/// What every commit writes beside its operation, for readers and the stream: `txVersion` + 1,
+/// `lastTx`.
+pub(crate) fn commit_marks(e: &mut Expr, tx: &TxId) -> [String; 2] {
+    let ver = e.name(VERSION);
+    [
+        format!(
+            "{ver} = if_not_exists({ver}, {}) + {}",
+            e.value(AttributeValue::N("0".into())),
+            e.value(AttributeValue::N("1".into()))
+        ),
+        format!(
+            "{} = {}",
+            e.name(LAST_TX),
+            e.value(AttributeValue::S(tx.to_string()))
+        ),
+    ]
+}
+
+pub(crate) fn key_item(key: &Key) -> Item {
+    to_item(key)
+}
+
+pub(crate) fn first_key_name(key: &Key) -> &str {
+    key.keys().next().map_or("", String::as_str)
+}
+
+/// A fence entry's stored number ([`FenceEntry::stored`]).
+pub(crate) fn entry(e: &FenceEntry) -> AttributeValue {
+    AttributeValue::N(e.stored())
+}
+
+/// `txFence.<tx's short id>`: where `tx`'s fence entry is.
+pub(crate) fn fence_path(e: &mut Expr, tx: &TxId) -> String {
+    e.path(&[FENCE, &tx.short()])
+}
+
+/// `txRes:<tx's short id>`: where `tx`'s reservation is ([`StoredReservation::attribute`]).
+pub(crate) fn reservation_name(e: &mut Expr, tx: &TxId) -> String {
+    e.name(&StoredReservation::attribute(tx))
+}
+
+pub(crate) fn number(n: u64) -> AttributeValue {
+    AttributeValue::N(n.to_string())
+}
+
+/// `#lock.#txId = :tx`
+pub(crate) fn owned_by(e: &mut Expr, tx: &TxId) -> String {
+    let path = e.path(&[LOCK, LOCK_TX]);
+    format!("{path} = {}", e.value(AttributeValue::S(tx.to_string())))
+}
+
+/// A lock holder's release: `tx` holds the lock; the lock and its index attributes go, and the
+/// fence is pruned with the horizon raised, never lowered (the write is then also conditional
+/// on the horizon being at most the new one: a lock-free abort may have raised it).
+pub(crate) struct Release {
+    pub(crate) set: Vec<String>,
+    pub(crate) remove: Vec<String>,
+    pub(crate) condition: String,
+}
+
+pub(crate) fn release_clauses(e: &mut Expr, tx: &TxId, prune: Option<&Prune>) -> Release {
+    let owned = owned_by(e, tx);
+    let mut release = prune_clauses(e, tx, prune, owned);
+    for name in [LOCK, LOCK_EXPIRES_AT, LOCK_SHARD] {
+        release.remove.push(e.name(name));
+    }
+    release
+}
+
+/// The pruning a holder's release carries out (`prune`): the entries go, the horizon is set,
+/// and the write is conditional on the horizon not being above the planned one, besides
+/// `condition`.
+pub(crate) fn prune_clauses(
+    e: &mut Expr,
+    tx: &TxId,
+    prune: Option<&Prune>,
+    condition: String,
+) -> Release {
+    let (mut set, mut remove, mut condition) = (vec![], vec![], condition);
+    if let Some(p) = prune {
+        for id in p.ids.iter().filter(|id| *id != tx) {
+            remove.push(fence_path(e, id));
+        }
+        let (h, v) = (e.name(HORIZON), e.value(number(p.horizon)));
+        set.push(format!("{h} = {v}"));
+        condition = format!("{condition} AND (attribute_not_exists({h}) OR {h} <= {v})");
+    }
+    Release {
+        set,
+        remove,
+        condition,
+    }
+}
+
+fn require_clause(e: &mut Expr, name: &str, cond: &Condition) -> String {
+    let n = e.name(name);
+    match cond {
+        Condition::Exists => format!("attribute_exists({n})"),
+        Condition::NotExists => format!("attribute_not_exists({n})"),
+        Condition::Compare(c, v) => format!("{n} {} {}", c.symbol(), e.value(to_attr(v))),
+    }
+}
+
+/// The operation's own conditions, as its prepare checks them: every `add` target absent or a
+/// number (an add to a non-number would fail at commit, after the decision), every `require`
+/// (for a creating operation, those on the key are implied by the create condition, and true
+/// of a placeholder).
+pub(crate) fn op_conditions(e: &mut Expr, key: &Key, op: &Operation) -> Vec<String> {
+    let mut conds = vec![];
+    for name in op.add.keys() {
+        let n = e.name(name);
+        conds.push(format!(
+            "(attribute_not_exists({n}) OR attribute_type({n}, {}))",
+            e.value(AttributeValue::S("N".into()))
+        ));
+    }
+    for (name, cond) in &op.require {
+        if !(op.creates() && key.contains_key(name)) {
+            conds.push(require_clause(e, name, cond));
+        }
+    }
+    conds
+}
+
+/// What applying the operation writes, besides the commit marks: its `set`s, its `put`'s
+/// attributes (the key aside), its `add`s, its `remove`s.
+pub(crate) fn op_effects(
+    e: &mut Expr,
+    key: &Key,
+    op: &Operation,
+    set: &mut Vec<String>,
+    remove: &mut Vec<String>,
+) {
+    let put = op
+        .put
+        .iter()
+        .flatten()
+        .filter(|(n, _)| !key.contains_key(*n));
+    for (name, v) in op.set.iter().chain(put) {
+        set.push(format!("{} = {}", e.name(name), e.value(to_attr(v))));
+    }
+    for (name, d) in &op.add {
+        set.push(add_to(e, name, d));
+    }
+    for name in &op.remove {
+        remove.push(e.name(name));
+    }
+}
+
+pub(crate) fn decimal(d: &Decimal) -> AttributeValue {
+    AttributeValue::N(d.to_string())
+}
+
+/// The attribute names of one reserved attribute's escrow (placeholders are made only for the
+/// ones an expression uses: DynamoDB refuses unused ones).
+pub(crate) struct Names {
+    pub(crate) count: String,
+    pub(crate) floors: String,
+    pub(crate) ceilings: String,
+    pub(crate) low: String,
+    pub(crate) high: String,
+    pub(crate) floor: String,
+    pub(crate) ceiling: String,
+}
+
+impl Names {
+    /// Every attribute of the escrow.
+    pub(crate) fn all(&self) -> [&str; 7] {
+        [
+            &self.count,
+            &self.floors,
+            &self.ceilings,
+            &self.low,
+            &self.high,
+            &self.floor,
+            &self.ceiling,
+        ]
+    }
+}
+
+pub(crate) fn names(attr: &str) -> Names {
+    Names {
+        count: prefixed(ESCROW_COUNT_PREFIX, attr),
+        floors: prefixed(ESCROW_FLOORS_PREFIX, attr),
+        ceilings: prefixed(ESCROW_CEILINGS_PREFIX, attr),
+        low: prefixed(ESCROW_LOW_PREFIX, attr),
+        high: prefixed(ESCROW_HIGH_PREFIX, attr),
+        floor: prefixed(ESCROW_FLOOR_PREFIX, attr),
+        ceiling: prefixed(ESCROW_CEILING_PREFIX, attr),
+    }
+}

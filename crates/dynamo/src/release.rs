@@ -1,0 +1,170 @@
+//! A lock holder's release: the lock goes (with its fence entry, the fence pruned as planned),
+//! a placeholder becomes a tombstone; a committed delete leaves a tombstone keeping the fence
+//! and horizon.
+
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
+use twopc_core::ids::TxId;
+use twopc_core::item::{FenceEntry, Key};
+use twopc_core::layout::{FENCE, HORIZON, LAST_TX, PLACEHOLDER, TOMBSTONE, VERSION};
+use twopc_core::message::Prune;
+use twopc_core::ports::{CompleteWrite, PortError};
+
+use crate::clauses::{Release, entry, fence_path, key_item, number, owned_by, release_clauses};
+use crate::error::{classify, corrupt};
+use crate::expr::{Expr, update_expression};
+use crate::state::item_state;
+use crate::write::{Outcome, Write, get, write};
+
+/// Releases `tx`'s lock (optionally writing its fence entry, pruning as planned). A real
+/// item stays; `tx`'s placeholder becomes a tombstone, keeping its fence and horizon.
+pub(crate) async fn release(
+    client: &Client,
+    table: &str,
+    key: &Key,
+    tx: &TxId,
+    fence: Option<&FenceEntry>,
+    prune: Option<&Prune>,
+) -> Result<CompleteWrite, PortError> {
+    let mut placeholder = false;
+    loop {
+        let mut e = Expr::new();
+        let Release {
+            mut set,
+            mut remove,
+            condition,
+        } = release_clauses(&mut e, tx, prune);
+        if let Some(f) = fence {
+            set.push(format!(
+                "{} = {}",
+                fence_path(&mut e, tx),
+                e.value(entry(f))
+            ));
+        }
+        let ph = e.name(PLACEHOLDER);
+        let condition = if placeholder {
+            remove.push(ph.clone());
+            set.push(format!(
+                "{} = {}",
+                e.name(TOMBSTONE),
+                e.value(AttributeValue::Bool(true))
+            ));
+            format!("{condition} AND attribute_exists({ph})")
+        } else {
+            format!("{condition} AND attribute_not_exists({ph})")
+        };
+        let w = Write {
+            update: update_expression(&set, &remove),
+            condition,
+            returns: ReturnValue::None,
+        };
+        match write(client, table, key, e, w, || {
+            format!("releasing the lock of {tx} in {table}")
+        })
+        .await?
+        {
+            Outcome::Written(_) => return Ok(CompleteWrite::Done),
+            Outcome::Refused(Some(item)) => {
+                let state = item_state(&item)?;
+                let ours = state.lock.as_ref().is_some_and(|l| &l.tx_id == tx);
+                if ours && state.placeholder != placeholder {
+                    placeholder = state.placeholder;
+                    continue;
+                }
+                return Ok(CompleteWrite::Refused(Some(Box::new(state))));
+            }
+            Outcome::Refused(None) => return Ok(CompleteWrite::Refused(None)),
+        }
+    }
+}
+
+/// Commits `tx`'s delete: the item becomes a tombstone (key, fence with `tx`'s entry,
+/// horizon, `txVersion` + 1), so a late prepare of an earlier transaction is still refused.
+/// Read, then replace conditional on the lock and on the fence being as read (only
+/// lock-free aborts can change it meanwhile: then read again).
+pub(crate) async fn bury(
+    client: &Client,
+    table: &str,
+    key: &Key,
+    tx: &TxId,
+    fence: &FenceEntry,
+    prune: Option<&Prune>,
+) -> Result<CompleteWrite, PortError> {
+    let ctx = || format!("committing the delete of {tx} in {table}");
+    for _ in 0..4 {
+        let Some(item) = get(client, table, key, ctx).await? else {
+            return Ok(CompleteWrite::Refused(None));
+        };
+        let state = item_state(&item)?;
+        if state.lock.as_ref().is_none_or(|l| &l.tx_id != tx) {
+            return Ok(CompleteWrite::Refused(Some(Box::new(state))));
+        }
+        let mut entries = match item.get(FENCE) {
+            Some(AttributeValue::M(m)) => m.clone(),
+            _ => Default::default(),
+        };
+        let mut horizon = state.horizon;
+        if let Some(p) = prune {
+            for id in &p.ids {
+                entries.remove(id.as_str());
+            }
+            horizon = horizon.max(p.horizon);
+        }
+        let read_size = state.fence.len();
+        entries.insert(tx.short(), entry(fence));
+        let version = match item.get(VERSION) {
+            Some(AttributeValue::N(n)) => n
+                .parse::<u64>()
+                .map_err(|_| corrupt(ctx(), format!("{VERSION} is not a whole number: {n}")))?,
+            _ => 0,
+        };
+        let mut tomb = key_item(key);
+        tomb.insert(TOMBSTONE.into(), AttributeValue::Bool(true));
+        tomb.insert(FENCE.into(), AttributeValue::M(entries));
+        tomb.insert(HORIZON.into(), number(horizon));
+        tomb.insert(VERSION.into(), number(version + 1));
+        tomb.insert(LAST_TX.into(), AttributeValue::S(tx.to_string()));
+        let mut e = Expr::new();
+        let (f, h) = (e.name(FENCE), e.name(HORIZON));
+        let same_fence = if item.contains_key(FENCE) {
+            format!("size({f}) = {}", e.value(number(read_size as u64)))
+        } else {
+            format!("attribute_not_exists({f})")
+        };
+        let same_horizon = if item.contains_key(HORIZON) {
+            format!("{h} = {}", e.value(number(state.horizon)))
+        } else {
+            format!("attribute_not_exists({h})")
+        };
+        let condition = format!(
+            "{} AND {same_fence} AND {same_horizon}",
+            owned_by(&mut e, tx)
+        );
+        let r = client
+            .put_item()
+            .table_name(table)
+            .set_item(Some(tomb))
+            .condition_expression(condition)
+            .set_expression_attribute_names(e.names())
+            .set_expression_attribute_values(e.values())
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match r {
+            Ok(_) => return Ok(CompleteWrite::Done),
+            Err(err) => match err.as_service_error() {
+                Some(aws_sdk_dynamodb::operation::put_item::PutItemError::ConditionalCheckFailedException(_)) => continue,
+                _ => return Err(classify(ctx(), err)),
+            },
+        }
+    }
+    Err(PortError::Retryable {
+        context: ctx(),
+        source: "the item's fence kept changing under the delete".into(),
+    })
+}
+
+/// Whether a refused release found the item locked (not reserved) by `tx`.
+pub(crate) fn locked_by(w: &CompleteWrite, tx: &TxId) -> bool {
+    matches!(w, CompleteWrite::Refused(Some(item)) if item.lock.as_ref().is_some_and(|l| &l.tx_id == tx))
+}

@@ -1,0 +1,104 @@
+//! Which protocol the model runs ([`Variant`]): the shipped one, or one with a known mistake put
+//! back in (or a proposed change), each overriding one rule or one write's effect, so that the
+//! checker shows the property a mistake breaks.
+
+/// Which protocol the model runs: the real one, one with a known mistake put back in, or one
+/// with a proposed change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Variant {
+    /// The protocol of `docs/protocol.md` as `crates/core` implements it, with the fence horizon: the
+    /// rules of `twopc_core::rules`, unchanged.
+    Correct,
+    /// A prepare that meets an expired lock overwrites it (a blind conditional write on
+    /// `expiresAt < now`) instead of resolving the owner. `docs/protocol.md`, "The lock rule": this loses
+    /// a decided transaction's write. Override of [`rules::prepare`](twopc_core::rules::prepare)'s answer: `ResolveOwner`
+    /// on a real item, for a non-creating operation, becomes `Lock` (see [`prepare`](super::prepare)).
+    BlindTakeover,
+    /// No fence: commit and abort write no entry, prepare checks none, and a commit or abort that
+    /// finds its lock gone assumes it was already done (the fault "any failed commit condition
+    /// means already committed" of docs/protocol.md, "The pattern it comes from"). Only the
+    /// deadline check stands between a late prepare and the item. Overrides: [`rules::prepare`](twopc_core::rules::prepare)
+    /// is given no entry and no coverage; every answer of [`rules::commit`](twopc_core::rules::commit) without the lock, and
+    /// [`rules::abort`](twopc_core::rules::abort)'s `FenceOut`, become "already done"; the holder's release writes no
+    /// entry (see [`prepare`](super::prepare), [`commit`](super::commit), [`abort`](super::abort)).
+    NoFence,
+    /// Fence entries are pruned at any time (and the horizon kept), but prepare does not check
+    /// the horizon: pruning then relies on no prepare landing late, which nothing bounds.
+    /// Override: [`rules::prepare`](twopc_core::rules::prepare) is given no coverage (commit and abort still read it).
+    NoHorizon,
+    /// The lock holder's pruning release writes the horizon it computed from the fence its
+    /// prepare read (the horizon then, raised over the entries it removes) *unconditionally*,
+    /// instead of only if the item's horizon is not above it (`release_clauses` in
+    /// `crates/dynamo`: `horizon <= :h`, else the participant releases without pruning). A
+    /// lock-free abort that raised the horizon meanwhile is undone. Overrides only an effect:
+    /// the prepare that takes the lock records the horizon it read, and the pruning release
+    /// writes the horizon from it (see `release`).
+    StaleHorizon,
+    /// The design before tombstones: a committed delete removes the item entirely (its fence and
+    /// horizon with it), and an aborted create (or a dropped stale lock on a placeholder)
+    /// deletes its placeholder. A retried delete commit that finds no item answers "already
+    /// done" (the commit rule's answer for a delete on an absent item). Overrides only an
+    /// effect: burying removes the item (see `bury`).
+    DeleteRemoves,
+    /// Not a mistake but a proposed change: a lock-free abort that finds no item writes a
+    /// tombstone carrying its `aborted` entry (`fence_aborted` creating the item,
+    /// `attribute_not_exists(key)`), instead of answering "already done" with nothing written.
+    /// Closes the orphan lock the correct protocol leaves when the item is created after the
+    /// abort and the aborted transaction's prepare lands late (see `docs/model-check.md`). Override of
+    /// [`rules::abort`](twopc_core::rules::abort)'s answer: "already done" on an absent item becomes that write (see
+    /// [`abort`](super::abort)).
+    AbortBuriesAbsent,
+    /// A reservation's bound is checked against the committed value instead of the lowest value
+    /// the reservations in flight could leave (`rules::escrow` given `value_vs_lower` for
+    /// `lowest_vs_lower`): two debits that each fit the balance, but not together, both reserve
+    /// and both commit. Override of the facts given to the rule (see [`escrow_seen`](super::escrow_seen)).
+    CommittedBound,
+    /// An exclusive prepare takes the lock while reservations stand (no `txResN = 0` in its
+    /// condition): its bound, checked on the committed value, ignores what the reservations
+    /// will take. Override of [`rules::prepare`](twopc_core::rules::prepare)'s answer: `Reserved` becomes `Lock` (see
+    /// [`prepare`](super::prepare)).
+    LockIgnoresReservations,
+    /// Staged commit, broken: recovery treats an overdue `STAGING` record like a `PREPARING`
+    /// one and aborts it for its deadline alone (`rules::recovery` answering `DecideAbort`),
+    /// although its stager may have answered "committed" from every participant holding it.
+    StagingAbortsAtDeadline,
+    /// Staged commit, broken: the lock rule aborts a `STAGING` owner past its deadline from the
+    /// one item it stands on (`rules::resolve` answering `DecideAbort` for `Recover`).
+    ResolverAbortsStaging,
+    /// Staged commit, broken: an inquiry that finds no item answers "prevented" without writing
+    /// the tombstone (`rules::inquire`'s `Bury` read as nothing to do): a creating prepare of
+    /// the transaction can still land there afterwards.
+    PreventSkipsAbsent,
+    /// Staged commit, broken: the stager answers "committed" from every yes vote before its
+    /// record put is acknowledged (the put may land late, or never).
+    AnswerWithoutStageAck,
+    /// Staged commit, broken: a helper (a replay, a status read) answers "committed" when its
+    /// inquiries find every participant holding the transaction, without first winning the
+    /// compare-and-swap `STAGING → COMMITTING`.
+    HelperAnswersFromHolds,
+    /// A replay, broken: a client's retry of a keyed transaction (same id) sends its prepares
+    /// again with a *fresh* `began` (its own clock) instead of writing its record first and
+    /// finding the first attempt's. Its prepares are not covered by any horizon, so on an item
+    /// whose entry for the transaction was pruned they hold the item again, for a transaction
+    /// that may have committed already. Override: a [`crate::system::Action::Replay`] step
+    /// exists (it is none otherwise: the correct replay's put is refused and it sends nothing),
+    /// and the prepare it sends is given no coverage (see [`prepare`](super::prepare)'s `fresh`).
+    FreshBeganReplay,
+    /// Native transactions, broken: the native write ignores the reservations standing on an
+    /// item (no `txResN = 0` in its condition) and applies its debit beside them, its bound
+    /// checked on the committed value alone. Override of [`rules::native_write`](twopc_core::rules::native_write)'s facts: no
+    /// other reservation is seen (see [`native_write`](super::native_write)).
+    NativeIgnoresReservations,
+}
+
+impl Variant {
+    /// Whether items keep a fence (entries and horizon).
+    pub fn fences(self) -> bool {
+        self != Variant::NoFence
+    }
+
+    /// Whether prepare refuses a transaction the horizon covers.
+    pub fn checks_horizon(self) -> bool {
+        !matches!(self, Variant::NoFence | Variant::NoHorizon)
+    }
+}

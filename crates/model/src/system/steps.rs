@@ -1,0 +1,394 @@
+//! What each action does to the state, one method a kind of step: the coordinator's
+//! prepares, completes and finalize, a native commit, a replay, a resolver, the sweeper, the
+//! staged commit's answer, inquiries and recovery. [`TwoPhaseCommit::step`] dispatches here.
+
+use twopc_core::message::Inquiry;
+use twopc_core::rules::{
+    self, AfterLostSwap, NativeStep, PrepareStep, Recovery, Resolution, StagedDecision,
+};
+use twopc_core::status::{Decision, TxStatus};
+
+use crate::participant::{self, Upkeep, Variant};
+use crate::state::{Coordinator, Item, Op, State, Tx};
+
+use super::{
+    Action, TwoPhaseCommit, begin, crash, decide, deliver_stage, expire, overdue_recovery,
+    send_completes, send_prepares, swap,
+};
+
+impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
+    pub(super) fn step_only(&self, state: State<TXS, ITEMS>, action: Action) -> State<TXS, ITEMS> {
+        match action {
+            Action::Begin(t) if !self.staged => begin(state, t),
+            Action::Begin(_) => state,
+            Action::SendPrepares(t) => send_prepares(state, t),
+            Action::Decide(t, d) => decide(state, t, d),
+            Action::Stage(t) => self.stage(state, t),
+            Action::DeliverStage(t) => deliver_stage(state, t),
+            Action::Answer(t) => self.answer(state, t),
+            Action::Inquire(t, i, prevent, u) => self.inquire(state, t, i, prevent, u),
+            Action::RecoverDecide(t) => self.recover_decide(state, t),
+            Action::Replay(t) => self.replay(state, t),
+            Action::Native(t) => self.native_commit(state, t),
+            Action::SendCompletes(t) => send_completes(state, t),
+            Action::Finalize(t) => self.finalize(state, t),
+            Action::Crash(t) => crash(state, t),
+            Action::DeliverPrepare(t, i) => self.deliver_prepare(state, t, i),
+            Action::DeliverComplete(t, i, u) => self.deliver_complete(state, t, i, u),
+            Action::Expire(t) => expire(state, t),
+            Action::Resolve(i, t, u) => self.resolve(state, i, t, u),
+            Action::SweepAbort(t) => self.sweep_abort(state, t),
+            Action::SweepComplete(t, i, u) => self.sweep_complete(state, t, i, u),
+            Action::SweepFinalize(t) => self.sweep_finalize(state, t),
+        }
+    }
+
+    /// Whether every item is finished for `tx` under `decision`.
+    fn all_finished(&self, state: &State<TXS, ITEMS>, tx: Tx, decision: Decision) -> bool {
+        let deadlines = state.deadlines_passed();
+        Self::items().all(|i| {
+            participant::finished(
+                self.variant,
+                *state.item(i),
+                tx,
+                self.op(tx, i),
+                decision,
+                &deadlines,
+            )
+        })
+    }
+
+    /// Runs commit or abort of `tx` on `item` and records an answer that is not acknowledged
+    /// (a violation). An upkeep that does not apply makes it no step (the `Plain` one is the
+    /// step).
+    fn complete_on(
+        &self,
+        mut state: State<TXS, ITEMS>,
+        tx: Tx,
+        item: Item,
+        decision: Decision,
+        upkeep: Upkeep,
+    ) -> State<TXS, ITEMS> {
+        let deadlines = state.deadlines_passed();
+        let found = *state.item(item);
+        if !participant::upkeep_applies(self.variant, &found, tx, decision, upkeep, &deadlines) {
+            return state;
+        }
+        let op = self.op(tx, item);
+        let (after, reply) =
+            participant::complete(self.variant, found, tx, op, decision, upkeep, &deadlines);
+        *state.item_mut(item) = after;
+        if !reply.acknowledged() {
+            state.violation_reported = true;
+        }
+        state
+    }
+
+    /// Once every item is finished, the finalize swap; a lost one follows
+    /// [`rules::after_lost_finalize`].
+    fn finalize(&self, mut state: State<TXS, ITEMS>, t: Tx) -> State<TXS, ITEMS> {
+        let Coordinator::Completing(d) = state.tx(t).coordinator else {
+            return state;
+        };
+        if !self.all_finished(&state, t, d) {
+            return state;
+        }
+        let tx = state.tx_mut(t);
+        tx.coordinator = match swap(tx.record, TxStatus::deciding(d), TxStatus::finishing(d)) {
+            Ok(status) => {
+                tx.record = Some(status);
+                Coordinator::Finished
+            }
+            Err(found) => match rules::after_lost_finalize(found, d) {
+                // The sweeper finalized first: same outcome.
+                AfterLostSwap::Follow(_) => Coordinator::Finished,
+                // `Fatal` in `Coordinator::complete`: the coordinator stops.
+                AfterLostSwap::Fatal => Coordinator::Crashed,
+            },
+        };
+        state
+    }
+
+    fn deliver_prepare(&self, mut state: State<TXS, ITEMS>, t: Tx, i: Item) -> State<TXS, ITEMS> {
+        if !state.tx(t).prepares_in_flight {
+            return state; // never sent in time
+        }
+        let deadlines = state.deadlines_passed();
+        let ops = self.column(i);
+        let fresh = state.tx(t).replayed;
+        let (after, step) =
+            participant::prepare(self.variant, *state.item(i), t, &ops, &deadlines, fresh);
+        *state.item_mut(i) = after;
+        // A yes vote is the rule's `Lock`; any refusal is a no.
+        if let (
+            PrepareStep::Lock,
+            Coordinator::Preparing { yes } | Coordinator::Staging { yes, .. },
+        ) = (step, &mut state.tx_mut(t).coordinator)
+        {
+            yes[i.ix()] = true;
+        }
+        state
+    }
+
+    /// [`Action::Native`]: eligible by [`rules::native`] (every item a table reached direct;
+    /// no delete), from an idle coordinator and no record; all or nothing.
+    fn native_commit(&self, mut state: State<TXS, ITEMS>, t: Tx) -> State<TXS, ITEMS> {
+        if !self.native
+            || state.tx(t).coordinator != Coordinator::Idle
+            || state.tx(t).record.is_some()
+        {
+            return state;
+        }
+        let facts = Self::items().map(|i| rules::NativeFacts {
+            table: true,
+            direct: true,
+            hot: false,
+            deletes: self.op(t, i) == Op::Delete,
+        });
+        if rules::native(facts, 0).is_err() {
+            return state;
+        }
+        let deadlines = state.deadlines_passed();
+        let steps = Self::items().map(|i| {
+            participant::native_write(self.variant, state.item(i), t, self.op(t, i), &deadlines)
+        });
+        let (mut apply, mut protocol) = (true, false);
+        for step in steps {
+            apply &= step == NativeStep::Apply;
+            protocol |= step == NativeStep::Protocol;
+        }
+        if protocol {
+            return state; // gives way: the protocol path is next
+        }
+        if apply {
+            for i in Self::items() {
+                *state.item_mut(i) = participant::native_apply(*state.item(i), t, self.op(t, i));
+            }
+        }
+        let tx = state.tx_mut(t);
+        tx.record = Some(if apply {
+            TxStatus::Committed
+        } else {
+            TxStatus::Aborted
+        });
+        tx.coordinator = Coordinator::Finished;
+        tx.answered_commit |= apply;
+        tx.answered_abort |= !apply;
+        state
+    }
+
+    /// [`Action::Replay`]: only [`Variant::FreshBeganReplay`]'s replay sends anything (every
+    /// prepare again, deliverable from now on with a fresh `began`), and only once the record
+    /// exists (before, the replay is the first attempt's twin: its put races the first one's).
+    fn replay(&self, mut state: State<TXS, ITEMS>, t: Tx) -> State<TXS, ITEMS> {
+        let tx = state.tx_mut(t);
+        if self.variant == Variant::FreshBeganReplay && tx.record.is_some() && !tx.replayed {
+            tx.replayed = true;
+            tx.prepares_in_flight = true;
+        }
+        state
+    }
+
+    fn deliver_complete(
+        &self,
+        state: State<TXS, ITEMS>,
+        t: Tx,
+        i: Item,
+        upkeep: Upkeep,
+    ) -> State<TXS, ITEMS> {
+        match state.tx(t).completes_in_flight {
+            Some(d) => self.complete_on(state, t, i, d, upkeep),
+            None => state,
+        }
+    }
+
+    /// A resolver settles `owner`'s lock or reservation on item `i` by [`rules::resolve`] from
+    /// the owner's record, one write. Past the owner's deadline anyone may (a newcomer's
+    /// prepare, or the sweeper walking the lock-expiry index); before it, only a newcomer whose
+    /// prepare met the owner, and only if the owner already decided (`OwnerLive` otherwise): the
+    /// model lets any other transaction's prepare in flight be that newcomer.
+    fn resolve(
+        &self,
+        mut state: State<TXS, ITEMS>,
+        i: Item,
+        owner: Tx,
+        upkeep: Upkeep,
+    ) -> State<TXS, ITEMS> {
+        if !state.item(i).held_by(owner) {
+            return state;
+        }
+        let deadline_passed = state.tx(owner).deadline_passed();
+        let newcomer = Self::txs().any(|u| u != owner && state.tx(u).prepares_in_flight);
+        if !deadline_passed && !newcomer {
+            return state;
+        }
+        match rules::resolve(state.tx(owner).record, deadline_passed) {
+            // Undecided and live: the lock or reservation stands (a newcomer votes conflict).
+            Resolution::OwnerLive => {}
+            // ResolverAbortsStaging: abort the STAGING owner from this item's point of view.
+            Resolution::Recover if self.variant == Variant::ResolverAbortsStaging => {
+                state.tx_mut(owner).record = Some(TxStatus::Aborting);
+            }
+            // STAGING past its deadline: its recovery (`Inquire`, `RecoverDecide`) is the
+            // recoverer's; the hold stands meanwhile.
+            Resolution::Recover => {}
+            // `create_aborted`; the lock goes by `AbortHere` next round.
+            Resolution::RecordAborted => state.tx_mut(owner).record = Some(TxStatus::Aborted),
+            // The compare-and-swap `PREPARING → ABORTING` (the read folded into the write).
+            Resolution::DecideAbort => state.tx_mut(owner).record = Some(TxStatus::Aborting),
+            Resolution::RollForward => {
+                return self.complete_on(state, owner, i, Decision::Commit, upkeep);
+            }
+            Resolution::AbortHere => {
+                return self.complete_on(state, owner, i, Decision::Abort, upkeep);
+            }
+            Resolution::DropStale => {
+                *state.item_mut(i) =
+                    participant::drop_stale_lock(self.variant, *state.item(i), owner);
+            }
+        }
+        state
+    }
+
+    /// The sweeper's [`Recovery::Complete`] on one item.
+    fn sweep_complete(
+        &self,
+        state: State<TXS, ITEMS>,
+        t: Tx,
+        i: Item,
+        upkeep: Upkeep,
+    ) -> State<TXS, ITEMS> {
+        match overdue_recovery(&state, t) {
+            Some(Recovery::Complete(d)) => self.complete_on(state, t, i, d, upkeep),
+            _ => state,
+        }
+    }
+
+    /// The sweeper's [`Recovery::Complete`], its finalize once every item is finished (the
+    /// swap always wins: the record is decided and not terminal).
+    fn sweep_finalize(&self, mut state: State<TXS, ITEMS>, t: Tx) -> State<TXS, ITEMS> {
+        let Some(Recovery::Complete(d)) = overdue_recovery(&state, t) else {
+            return state;
+        };
+        if self.all_finished(&state, t, d) {
+            state.tx_mut(t).record = Some(TxStatus::finishing(d));
+        }
+        state
+    }
+
+    /// The sweeper's [`Recovery::DecideAbort`]: the swap `PREPARING → ABORTING` (which wins:
+    /// the record is `PREPARING`); its completion is `SweepComplete`.
+    /// [`Variant::StagingAbortsAtDeadline`] does the same to an overdue `STAGING` record.
+    fn sweep_abort(&self, mut state: State<TXS, ITEMS>, t: Tx) -> State<TXS, ITEMS> {
+        let from = match overdue_recovery(&state, t) {
+            Some(Recovery::DecideAbort) => TxStatus::Preparing,
+            Some(Recovery::Inquire) if self.variant == Variant::StagingAbortsAtDeadline => {
+                TxStatus::Staging
+            }
+            _ => return state,
+        };
+        let tx = state.tx_mut(t);
+        if let Ok(status) = swap(tx.record, from, TxStatus::Aborting) {
+            tx.record = Some(status);
+        }
+        state
+    }
+
+    /// The staged coordinator's first round: the record put and every prepare, sent at once.
+    fn stage(&self, mut state: State<TXS, ITEMS>, t: Tx) -> State<TXS, ITEMS> {
+        let tx = state.tx_mut(t);
+        if !self.staged || tx.coordinator != Coordinator::Idle {
+            return state;
+        }
+        tx.coordinator = Coordinator::Staging {
+            yes: [false; ITEMS],
+            acked: false,
+            answered: false,
+        };
+        tx.staged = true;
+        tx.prepares_in_flight = !tx.deadline_passed();
+        state
+    }
+
+    /// The stager's early answer: "committed", from its acknowledged put and every yes vote
+    /// ([`Variant::AnswerWithoutStageAck`]: without waiting for the put).
+    fn answer(&self, mut state: State<TXS, ITEMS>, t: Tx) -> State<TXS, ITEMS> {
+        let tx = state.tx_mut(t);
+        let Coordinator::Staging {
+            yes,
+            acked,
+            answered: false,
+        } = tx.coordinator
+        else {
+            return state;
+        };
+        let acked = acked || self.variant == Variant::AnswerWithoutStageAck;
+        if acked && rules::decision(yes.into_iter()) == Decision::Commit {
+            tx.coordinator = Coordinator::Staging {
+                yes,
+                acked: true,
+                answered: true,
+            };
+            tx.answered_commit = true;
+        }
+        state
+    }
+
+    /// One inquiry ([`participant::inquire`]) about staged `t` on item `i`, its answer kept for
+    /// [`Self::recover_decide`]. A prevent needs the deadline passed (recoverers only).
+    fn inquire(
+        &self,
+        mut state: State<TXS, ITEMS>,
+        t: Tx,
+        i: Item,
+        prevent: bool,
+        upkeep: Upkeep,
+    ) -> State<TXS, ITEMS> {
+        let tx = state.tx(t);
+        if tx.record != Some(TxStatus::Staging) || (prevent && !tx.deadline_passed()) {
+            return state;
+        }
+        let deadlines = state.deadlines_passed();
+        let found = *state.item(i);
+        if !participant::inquiry_upkeep_applies(&found, t, upkeep, &deadlines) {
+            return state;
+        }
+        let (after, answer) =
+            participant::inquire(self.variant, found, t, prevent, upkeep, &deadlines);
+        *state.item_mut(i) = after;
+        let tx = state.tx_mut(t);
+        // `Open` (a read-only inquiry found neither) decides nothing: as good as not asked.
+        tx.inquiry[i.ix()] = (answer != Inquiry::Open).then_some(answer);
+        if answer == Inquiry::Prevented {
+            tx.prevented[i.ix()] = true;
+        }
+        state
+    }
+
+    /// A helper's or recoverer's decision on a `STAGING` record, by [`rules::staged_decision`]
+    /// from the latest inquiries. Commit: the compare-and-swap, then the answer
+    /// ([`Variant::HelperAnswersFromHolds`]: the answer first). Abort: only past the deadline.
+    fn recover_decide(&self, mut state: State<TXS, ITEMS>, t: Tx) -> State<TXS, ITEMS> {
+        let tx = state.tx_mut(t);
+        if tx.record != Some(TxStatus::Staging) {
+            return state;
+        }
+        match rules::staged_decision(tx.inquiry) {
+            StagedDecision::Wait => {}
+            StagedDecision::Commit
+                if self.variant == Variant::HelperAnswersFromHolds && !tx.answered_commit =>
+            {
+                tx.answered_commit = true;
+            }
+            StagedDecision::Commit => {
+                tx.record = Some(TxStatus::Committing);
+                tx.answered_commit = true;
+            }
+            StagedDecision::Abort if tx.deadline_passed() => {
+                tx.record = Some(TxStatus::Aborting);
+            }
+            StagedDecision::Abort => {}
+        }
+        state
+    }
+}
