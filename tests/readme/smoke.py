@@ -27,7 +27,7 @@ clone is kept for a look (its path is printed). Standard library only.
 
 --here runs all of it in this checkout instead of a clone, for CI, whose checkout is itself a
 fresh clone: it refuses unless git reports nothing changed or untracked and there is no .twopc/
-data, so the pages meet exactly what a new user's clone holds, except that `make run` finds the
+or data-lake/, so the pages meet exactly what a new user's clone holds, except that `make run` finds the
 build `make test` made (a second full build was most of CI's time).
 """
 
@@ -316,6 +316,10 @@ class Stack:
         self.log.close()
 
 
+# What `make run` keeps in a checkout (ignored by git): its data and the data lake's files. A
+# fresh clone has neither; --here refuses a checkout that has them.
+LOCAL_STATE = (".twopc", "data-lake")
+
 # Processes that were running before the smoke started (with --here, the shell and make that
 # run it have their working folder in the checkout): never the smoke's leftovers.
 BEFORE = set()
@@ -441,10 +445,11 @@ def main():
     if args.here:
         if args.rev != "HEAD":
             sys.exit("smoke: --here runs the checkout as it is; --rev needs a clone")
-        if dirty or (REPO / ".twopc").exists():
+        state = [d for d in LOCAL_STATE if (REPO / d).exists()]
+        if dirty or state:
             sys.exit(
                 "smoke: --here needs a checkout as fresh as a clone: "
-                + ("git reports changes or untracked files" if dirty else ".twopc/ holds data")
+                + ("git reports changes or untracked files" if dirty else f"{', '.join(state)} hold data")
                 + "; run make smoke without --here"
             )
         clone = REPO
@@ -471,7 +476,7 @@ def main():
         sys.exit(1)
     say(f"PASSED in {int(time.monotonic() - started)} s")
     if args.here:  # leave the checkout as fresh as it was, so that --here runs again
-        subprocess.run(["rm", "-rf", str(REPO / ".twopc")], check=False)
+        subprocess.run(["rm", "-rf", *(str(REPO / d) for d in LOCAL_STATE)], check=False)
     if args.keep:
         say(f"kept {work}")
     else:
