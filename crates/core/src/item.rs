@@ -133,6 +133,15 @@ impl FenceEntry {
     }
 }
 
+/// Reads a transaction's short id as an item names it (a fence key, a reservation's attribute),
+/// saying what is wrong otherwise: a long id is the earlier format, refused, not converted (its
+/// conditions would be checked under names this version never writes).
+pub fn stored_id(text: &str) -> Result<TxId, String> {
+    TxId::from_short(text).map_err(|_| {
+        format!("{text:?} is not a 22-character transaction id (written by an earlier version? drain the table's transactions and remove its items' txFence and txRes: attributes, or start from empty data)")
+    })
+}
+
 /// Reads a stored fence (`txFence`: short id → [`FenceEntry::stored`]), saying what is wrong
 /// with it otherwise. A fence of an earlier format (long ids, entries as maps) is refused, not
 /// converted: its entries' conditions would be checked under names this version never writes.
@@ -140,9 +149,7 @@ pub fn fence_from_stored(v: &Value) -> Result<BTreeMap<TxId, FenceEntry>, String
     let map = v.as_object().ok_or_else(|| format!("not a map: {v}"))?;
     map.iter()
         .map(|(k, e)| {
-            let tx = TxId::from_short(k).map_err(|_| {
-                format!("entry {k:?} is not a 22-character transaction id (a fence written by an earlier version: drain the table's transactions and remove its items' txFence, or start from empty data)")
-            })?;
+            let tx = stored_id(k).map_err(|e| format!("entry {e}"))?;
             let entry = FenceEntry::from_stored(e)
                 .ok_or_else(|| format!("entry {k:?} is not a non-zero whole number: {e}"))?;
             Ok((tx, entry))
@@ -320,6 +327,9 @@ mod tests {
         let old = serde_json::json!({ tx.as_str(): {"o": "aborted", "b": 5, "x": 9} });
         let e = fence_from_stored(&old).expect_err("long ids");
         assert!(e.contains("earlier version"), "{e}");
+        let e = stored_id(tx.as_str()).expect_err("a long id");
+        assert!(e.contains("earlier version"), "{e}");
+        assert_eq!(stored_id(&tx.short()), Ok(tx.clone()));
         let e = fence_from_stored(&serde_json::json!({ tx.short(): {"o": "aborted"} }))
             .expect_err("map entries");
         assert!(e.contains("whole number"), "{e}");

@@ -5,8 +5,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 use twopc_core::decimal::Decimal;
-use twopc_core::ids::TxId;
-use twopc_core::item::{Escrow, ItemState, Lock, StoredReservation, fence_from_stored};
+use twopc_core::item::{Escrow, ItemState, Lock, StoredReservation, fence_from_stored, stored_id};
 use twopc_core::layout::{
     ESCROW_CEILING_PREFIX, ESCROW_CEILINGS_PREFIX, ESCROW_COUNT_PREFIX, ESCROW_FLOOR_PREFIX,
     ESCROW_FLOORS_PREFIX, ESCROW_HIGH_PREFIX, ESCROW_LOW_PREFIX, FENCE, HORIZON,
@@ -47,7 +46,7 @@ pub fn item_state(item: &Item) -> Result<ItemState, PortError> {
     };
     for (name, v) in &attrs {
         if let Some(tx) = name.strip_prefix(RESERVATION_PREFIX) {
-            let id = TxId::from_short(tx).map_err(|e| bad(format!("reservation {tx}: {e}")))?;
+            let id = stored_id(tx).map_err(|e| bad(format!("reservation {e}")))?;
             let r: StoredReservation = serde_json::from_value(v.clone())
                 .map_err(|e| bad(format!("reservation {tx}: {e}")))?;
             reservations.insert(id.clone(), r.into_lock(id));

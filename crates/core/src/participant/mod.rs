@@ -46,7 +46,8 @@ pub struct ParticipantConfig {
     pub fence_window_ms: u64,
     /// Most entries a fence keeps after a commit or abort that prunes (writes that do not prune
     /// may add entries past it until the next that does). Bounds the item's size: an entry takes
-    /// ~31 bytes, so the default fence costs ~0.75 KB and a hot item stays within one write unit.
+    /// ~31 bytes, so the default fence costs ~0.75 KB and a hot item at capacity stays within one write
+    /// unit (releases in flight may add entries past it until the next pruning write).
     /// A prepare is refused by the horizon only if more than about this many transactions that
     /// began after its own ended on the item before it landed.
     pub fence_capacity: usize,
