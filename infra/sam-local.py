@@ -5,7 +5,9 @@
                                       # x86_64 debug build in .aws-sam/local, DynamoDB Local on
                                       # the Docker bridge (172.17.0.1:8765) with tables and items
     python3 infra/sam-local.py down   # stops DynamoDB Local (a dockerd `up` started keeps running)
-    python3 infra/sam-local.py test   # make sam-local: up, docs/deploy.md's `sam local` lines as
+    python3 infra/sam-local.py test   # make sam-local: the base image built under a throwaway
+                                      # tag (the path a new machine takes), up, docs/deploy.md's
+                                      # `sam local` lines as
                                       # written, every function with its events/ samples, one
                                       # transaction committed and one aborted through
                                       # `sam local start-lambda` + `sam local start-api`, down
@@ -69,8 +71,8 @@ def say(msg):
     print(f"sam-local: {msg}", flush=True)
 
 
-def run(cmd, check=True, **kw):
-    p = subprocess.run(cmd, cwd=ROOT, text=True, capture_output=True, **kw)
+def run(cmd, check=True, cwd=ROOT, **kw):
+    p = subprocess.run(cmd, cwd=cwd, text=True, capture_output=True, **kw)
     if check and p.returncode != 0:
         raise Failure(f"{' '.join(map(str, cmd))} exited {p.returncode}\n{p.stdout}\n{p.stderr}")
     return p
@@ -169,12 +171,21 @@ def gateway():
 def ensure_image():
     if run(["docker", "image", "inspect", IMAGE], check=False).returncode == 0:
         return
-    say(f"building {IMAGE} from Debian packages (libc6, libgcc-s1, busybox-static)")
+    build_image(IMAGE)
+
+
+def build_image(tag):
+    """Lambda's base image made from Debian packages, imported as `tag`."""
+    say(f"building {tag} from Debian packages (libc6, libgcc-s1, busybox-static)")
     with tempfile.TemporaryDirectory() as rootfs, tempfile.TemporaryDirectory() as debs:
         r = Path(rootfs)
         for d in ("tmp", "opt", "var/task", "var/runtime", "etc/ssl/certs"):
             (r / d).mkdir(parents=True, exist_ok=True)
-        run(["apt-get", "download", "libc6", "libgcc-s1", "busybox-static"], cwd=debs)
+        download = ["apt-get", "download", "libc6", "libgcc-s1", "busybox-static"]
+        if run(download, check=False, cwd=debs).returncode != 0:
+            # A new machine may have no package lists yet.
+            run(["apt-get", "update", "-qq"])
+            run(download, cwd=debs)
         for deb in Path(debs).glob("*.deb"):
             run(["dpkg-deb", "-x", str(deb), rootfs])
         busybox = r / "bin" / "busybox"
@@ -183,11 +194,30 @@ def ensure_image():
                 (r / "bin" / applet).symlink_to("busybox")
         shutil.copy("/etc/ssl/certs/ca-certificates.crt", r / "etc/ssl/certs/")
         tar = subprocess.Popen(["tar", "-C", rootfs, "-c", "."], stdout=subprocess.PIPE)
-        imp = subprocess.run(["docker", "import", "-", IMAGE], stdin=tar.stdout,
+        imp = subprocess.run(["docker", "import", "-", tag], stdin=tar.stdout,
                              capture_output=True, text=True)
         tar.wait()
         if imp.returncode != 0:
             raise Failure(f"docker import failed: {imp.stderr}")
+
+
+def check_image_build():
+    """The path a new machine takes to its base image, run on every machine: built under a
+    throwaway tag, a shell started in it, removed. (`ensure_image` skips the build where the
+    image exists, so without this a break in it shows only on a machine that has never built
+    it.)"""
+    t = time.monotonic()
+    tag = f"twopc-sam-local-image-check:{uuid.uuid4().hex[:12]}"
+    try:
+        build_image(tag)
+        p = run(["docker", "run", "--rm", "--network", "none", tag, "/bin/sh", "-c",
+                 "test -x /lib64/ld-linux-x86-64.so.2 && echo ok"], check=False)
+        if p.returncode != 0 or p.stdout.strip() != "ok":
+            raise Failure(f"the base image built under {tag} does not run a shell with the "
+                          f"loader: exit {p.returncode}\n{p.stdout}\n{p.stderr}")
+    finally:
+        run(["docker", "image", "rm", "-f", tag], check=False)
+    say(f"the base image builds from Debian packages and runs ({time.monotonic() - t:.1f} s)")
 
 
 # --- the build and DynamoDB Local ---------------------------------------------------------------
@@ -576,6 +606,7 @@ def test():
         say(f"SKIPPED: {e}")
         return 0
     try:
+        check_image_build()
         check_readme()
         up()
         t = time.monotonic()
