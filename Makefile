@@ -131,10 +131,11 @@ sam-local: py-tools ddb-tools ## Run every function in Lambda's container (sam l
 # checkov: every check passes or is skipped in template.yaml with its reason (Metadata: checkov:
 # skip:); --skip-download keeps it offline (it would fetch guideline links). check_pages.py: every
 # example of the README and docs/ is one make smoke runs or skips with a reason; links resolve.
-validate: py-tools ## Check offline: template.yaml (sam validate --lint, cfn-lint, checkov), docs/openapi.json, docs/participant-openapi.json and their examples, the pages' examples and links
+validate: py-tools ## Check offline: template.yaml (sam validate --lint, cfn-lint, checkov, SAM's translation), docs/openapi.json, docs/participant-openapi.json and their examples, the pages' examples and links
 	$(WITH_VENV) sam validate --lint --region us-east-1 --template template.yaml
 	$(WITH_VENV) cfn-lint template.yaml
 	$(CHECKOV_VENV)/bin/checkov --file template.yaml --framework cloudformation --skip-download --compact --quiet
+	$(VENV)/bin/python tests/template/translate.py
 	$(VENV)/bin/python tests/openapi/validate.py
 	python3 tests/readme/check_pages.py
 

@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""template.yaml as CloudFormation receives it: SAM's own translator (samtranslator, the library
+`sam validate` and `sam deploy` run) turns the template into plain CloudFormation, and this
+checks what the translation makes of it, where a reading of the template alone would miss it:
+
+- the REST API has exactly one stage, the one the template names (without `OpenApiVersion`,
+  SAM's deployment adds a stage named "Stage" with no throttling and no access log);
+- no method's integration carries credentials: API Gateway invokes the coordinator under the
+  resource-based permission SAM adds (`InvokeRole: NONE`), not with the caller's credentials
+  (SAM's default, CALLER_CREDENTIALS, turns a caller allowed only execute-api:Invoke into a
+  5xx), and every route of the coordinator has that permission.
+
+Offline: the code locations are replaced by an S3 URI as `sam package` would, and the managed
+policies SAM attaches are named here instead of being looked up in IAM. Run by `make validate`
+(and so `make test`) with the pinned packages of .tools/venv. Exit status 1, one line per
+finding, when anything is wrong.
+"""
+
+import os
+import sys
+from pathlib import Path
+
+from samtranslator.translator.transform import transform
+from samtranslator.yaml_helper import yaml_parse
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class ManagedPolicies:
+    """The managed policies the template's functions get from SAM (Tracing: Active, the
+    default execution role), by name, so the translation needs no IAM call."""
+
+    def load(self):
+        return {
+            "AWSXrayWriteOnlyAccess": "arn:aws:iam::aws:policy/AWSXrayWriteOnlyAccess",
+            "AWSLambdaBasicExecutionRole":
+                "arn:aws:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole",
+        }
+
+
+def translated():
+    template = yaml_parse((ROOT / "template.yaml").read_text())
+    for resource in template["Resources"].values():
+        if resource["Type"] == "AWS::Serverless::Function":
+            resource["Properties"]["CodeUri"] = "s3://bucket/key"
+    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+    return transform(template, {}, ManagedPolicies())["Resources"]
+
+
+def of_type(resources, kind):
+    return {k: v for k, v in resources.items() if v["Type"] == kind}
+
+
+def check(resources):
+    problems = []
+    stages = of_type(resources, "AWS::ApiGateway::Stage")
+    if len(stages) != 1:
+        problems.append(f"the REST API has {len(stages)} AWS::ApiGateway::Stage resources, not 1")
+    for name, deployment in of_type(resources, "AWS::ApiGateway::Deployment").items():
+        if "StageName" in deployment["Properties"]:
+            problems.append(
+                f"{name} creates a stage of its own ({deployment['Properties']['StageName']!r}): "
+                "a second stage without throttling or access logs (set OpenApiVersion)")
+    routes = 0
+    for api_name, api in of_type(resources, "AWS::ApiGateway::RestApi").items():
+        for path, methods in api["Properties"]["Body"]["paths"].items():
+            for method, op in methods.items():
+                integration = op.get("x-amazon-apigateway-integration", {})
+                routes += 1
+                if "credentials" in integration:
+                    problems.append(
+                        f"{api_name} {method.upper()} {path}: the integration invokes with "
+                        f"credentials {integration['credentials']!r} (set Auth: InvokeRole: NONE)")
+    permissions = [
+        p for p in of_type(resources, "AWS::Lambda::Permission").values()
+        if p["Properties"]["FunctionName"] == {"Ref": "CoordinatorFunction"}
+        and p["Properties"]["Principal"] == "apigateway.amazonaws.com"
+    ]
+    if routes == 0:
+        problems.append("the translation has no REST routes")
+    if len(permissions) != routes:
+        problems.append(f"{routes} REST routes but {len(permissions)} permissions for API Gateway "
+                        "to invoke the coordinator")
+    return problems
+
+
+def main():
+    problems = check(translated())
+    for p in problems:
+        print(f"template.yaml (as SAM translates it): {p}", file=sys.stderr)
+    if not problems:
+        print("template.yaml as SAM translates it: one REST stage; API Gateway invokes the "
+              "coordinator under its own permission")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
