@@ -8,7 +8,9 @@ checks what the translation makes of it, where a reading of the template alone w
 - no method's integration carries credentials: API Gateway invokes the coordinator under the
   resource-based permission SAM adds (`InvokeRole: NONE`), not with the caller's credentials
   (SAM's default, CALLER_CREDENTIALS, turns a caller allowed only execute-api:Invoke into a
-  5xx), and every route of the coordinator has that permission.
+  5xx), and every route of the coordinator has that permission;
+- the names analysts type in Athena (the Glue database) are plain identifiers for the default
+  stack name (samconfig.toml's), so no query needs quoting.
 
 Offline: the code locations are replaced by an S3 URI as `sam package` would, and the managed
 policies SAM attaches are named here instead of being looked up in IAM. Run by `make validate`
@@ -17,7 +19,9 @@ finding, when anything is wrong.
 """
 
 import os
+import re
 import sys
+import tomllib
 from pathlib import Path
 
 from samtranslator.translator.transform import transform
@@ -51,8 +55,36 @@ def of_type(resources, kind):
     return {k: v for k, v in resources.items() if v["Type"] == kind}
 
 
+def evaluate(value, stack):
+    """The few intrinsic functions the checked names use, for a stack named `stack`."""
+    if isinstance(value, str):
+        return value
+    (fn, arg), = value.items()
+    if fn == "Ref" and arg == "AWS::StackName":
+        return stack
+    if fn == "Fn::Join":
+        parts = evaluate(arg[1], stack) if isinstance(arg[1], dict) else arg[1]
+        return arg[0].join(evaluate(v, stack) for v in parts)
+    if fn == "Fn::Split":
+        return evaluate(arg[1], stack).split(arg[0])
+    if fn == "Fn::Sub" and isinstance(arg, str):
+        return arg.replace("${AWS::StackName}", stack)
+    raise ValueError(f"cannot evaluate {value!r} here")
+
+
+def default_stack():
+    config = tomllib.loads((ROOT / "samconfig.toml").read_text())
+    return config["default"]["global"]["parameters"]["stack_name"]
+
+
 def check(resources):
     problems = []
+    stack = default_stack()
+    for name, db in of_type(resources, "AWS::Glue::Database").items():
+        db_name = evaluate(db["Properties"]["DatabaseInput"]["Name"], stack)
+        if not re.fullmatch(r"[a-z_][a-z0-9_]*", db_name):
+            problems.append(f"{name} is named {db_name!r} for the stack {stack!r}: Athena "
+                            "queries would have to quote it")
     stages = of_type(resources, "AWS::ApiGateway::Stage")
     if len(stages) != 1:
         problems.append(f"the REST API has {len(stages)} AWS::ApiGateway::Stage resources, not 1")

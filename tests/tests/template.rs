@@ -1006,3 +1006,26 @@ fn every_function_can_be_pointed_at_local_emulators_and_built_for_x86_64() {
     assert_eq!(value(&parameter, "Default"), Some("arm64"));
     assert_eq!(value(&parameter, "AllowedValues"), Some("[arm64, x86_64]"));
 }
+
+/// `sam build` never deploys a stale binary: SAM's build cache keys each function on its
+/// `CodeUri` folder (`crates/<function>`), so a change to a library crate alone (core, dynamo,
+/// runtime) would leave every function "cached". Each build is cargo's, whose own cache is
+/// exact.
+#[test]
+fn sam_build_does_not_use_its_folder_keyed_cache() {
+    let config = include_str!("../../samconfig.toml");
+    let build: Vec<&str> = config
+        .lines()
+        .skip_while(|l| l.trim() != "[default.build.parameters]")
+        .skip(1)
+        .take_while(|l| !l.starts_with('['))
+        .filter(|l| is_content(l))
+        .collect();
+    let setting = |name: &str| {
+        build.iter().find_map(|l| {
+            let (k, v) = l.split_once('=')?;
+            (k.trim() == name).then(|| v.trim())
+        })
+    };
+    assert_eq!(setting("cached"), Some("false"), "samconfig.toml: {build:?}");
+}
