@@ -9,6 +9,9 @@ checks what the translation makes of it, where a reading of the template alone w
   resource-based permission SAM adds (`InvokeRole: NONE`), not with the caller's credentials
   (SAM's default, CALLER_CREDENTIALS, turns a caller allowed only execute-api:Invoke into a
   5xx), and every route of the coordinator has that permission;
+- API Gateway's account setting is not made right after its logging role is created (IAM's
+  propagation delay rolls a first deploy back): it waits for the lake's delivery stream, which
+  takes about a minute, and does not wait for its own role only;
 - the names analysts type in Athena (the Glue database) are plain identifiers for the default
   stack name (samconfig.toml's), so no query needs quoting.
 
@@ -80,6 +83,14 @@ def default_stack():
 def check(resources):
     problems = []
     stack = default_stack()
+    for name, account in of_type(resources, "AWS::ApiGateway::Account").items():
+        waits = account.get("DependsOn", [])
+        waits = [waits] if isinstance(waits, str) else waits
+        slow = [w for w in waits
+                if resources.get(w, {}).get("Type") == "AWS::KinesisFirehose::DeliveryStream"]
+        if not slow:
+            problems.append(f"{name} is set as soon as its role exists (DependsOn {waits}): "
+                            "IAM may not have propagated the role yet")
     for name, db in of_type(resources, "AWS::Glue::Database").items():
         db_name = evaluate(db["Properties"]["DatabaseInput"]["Name"], stack)
         if not re.fullmatch(r"[a-z_][a-z0-9_]*", db_name):
