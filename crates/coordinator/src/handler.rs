@@ -63,6 +63,43 @@ impl App {
     }
 }
 
+/// A payload that is not an API Gateway REST proxy request (a console test event, a direct
+/// `aws lambda invoke`): the invocation fails with this, as a Lambda function error.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the coordinator answers API Gateway REST proxy requests (events/coordinator-post-transaction.json is one); this payload is not one: {0}"
+)]
+pub struct NotAnApiRequest(#[source] serde_json::Error);
+
+impl From<NotAnApiRequest> for lambda_runtime::Diagnostic {
+    fn from(e: NotAnApiRequest) -> Self {
+        lambda_runtime::Diagnostic {
+            error_type: "NotAnApiRequest".to_owned(),
+            error_message: e.to_string(),
+        }
+    }
+}
+
+/// Handles one invocation, whatever its payload: an API Gateway request is [`handle`]d; any
+/// other payload fails the invocation at once, saying why, and still tells the after-answer
+/// extension that nothing is left (else the invocation would run to its timeout).
+pub async fn invoke(
+    app: &App,
+    event: LambdaEvent<Value>,
+) -> Result<ApiGatewayProxyResponse, NotAnApiRequest> {
+    let (payload, ctx) = event.into_parts();
+    match serde_json::from_value::<ApiGatewayProxyRequest>(payload) {
+        Ok(req) => Ok(handle(app, LambdaEvent::new(req, ctx))
+            .await
+            .unwrap_or_else(|never| match never {})),
+        Err(e) => {
+            app.after_answer.invocation(&ctx.request_id).hand_over(None);
+            warn!(request_id = %ctx.request_id, error = %e, "not an API Gateway request");
+            Err(NotAnApiRequest(e))
+        }
+    }
+}
+
 /// Handles one API Gateway request.
 pub async fn handle(
     app: &App,
@@ -70,6 +107,8 @@ pub async fn handle(
 ) -> Result<ApiGatewayProxyResponse, Infallible> {
     let started = Instant::now();
     let (req, ctx) = event.into_parts();
+    // Exactly one hand-over per invocation, even if what follows panics (the guard's drop).
+    let invocation = app.after_answer.invocation(&ctx.request_id);
     let span = tx_span(None, &ctx.request_id);
     // The participants' invocations join the API request's trace.
     let (answer, allow, after) = twopc_runtime::trace::within(
@@ -77,9 +116,7 @@ pub async fn handle(
         route(app, &req, &span).instrument(span.clone()),
     )
     .await;
-    // Exactly once per invocation, with or without work: the Lambda extension waits for it.
-    app.after_answer
-        .hand_over(after.map(|work| -> Work { Box::pin(work.instrument(span.clone())) }));
+    invocation.hand_over(after.map(|work| -> Work { Box::pin(work.instrument(span.clone())) }));
     span.in_scope(|| {
         info!(
             method = %req.http_method,
@@ -618,7 +655,7 @@ mod tests {
         app: App,
     ) -> (
         App,
-        tokio::sync::mpsc::UnboundedReceiver<Option<crate::after::Work>>,
+        tokio::sync::mpsc::UnboundedReceiver<crate::after::HandOver>,
     ) {
         let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
         (app.with_after_answer(AfterAnswer::Lambda(sender)), receiver)
@@ -626,9 +663,9 @@ mod tests {
 
     /// Runs what the last invocation handed over (the extension's job); true if there was work.
     async fn after_answer(
-        handed: &mut tokio::sync::mpsc::UnboundedReceiver<Option<crate::after::Work>>,
+        handed: &mut tokio::sync::mpsc::UnboundedReceiver<crate::after::HandOver>,
     ) -> bool {
-        match handed.recv().await.expect("one message per invocation") {
+        match handed.recv().await.expect("one message per invocation").1 {
             Some(work) => {
                 work.await;
                 true
@@ -846,5 +883,33 @@ mod tests {
             (409, Some("idempotency_key_reused")),
             "{body}"
         );
+    }
+
+    #[tokio::test]
+    async fn a_payload_that_is_not_an_api_request_fails_at_once_and_releases_the_extension() {
+        let (app, mut handed) = with_extension(offline_app().await);
+        let mut ctx = Context::default();
+        ctx.request_id = "console-test".to_owned();
+        let err = invoke(&app, LambdaEvent::new(json!({"key1": "value1"}), ctx))
+            .await
+            .expect_err("not an API Gateway request");
+        assert!(err.to_string().contains("API Gateway"), "{err}");
+        let (request_id, work) = handed.try_recv().expect("the hand-over was sent");
+        assert_eq!(request_id, "console-test");
+        assert!(work.is_none());
+    }
+
+    #[tokio::test]
+    async fn an_api_request_given_as_json_is_handled_and_handed_over_once() {
+        let (app, mut handed) = with_extension(offline_app().await);
+        let mut ctx = Context::default();
+        ctx.request_id = "r-404".to_owned();
+        let payload = serde_json::to_value(get("not-a-uuid")).expect("JSON");
+        let r = invoke(&app, LambdaEvent::new(payload, ctx))
+            .await
+            .expect("an API Gateway answer");
+        assert_eq!(r.status_code, 400);
+        assert_eq!(handed.try_recv().expect("the hand-over").0, "r-404");
+        assert!(handed.try_recv().is_err(), "exactly one hand-over");
     }
 }

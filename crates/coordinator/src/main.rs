@@ -29,7 +29,7 @@ async fn main() -> Result<(), Error> {
     .with_after_answer(after);
     let app = &app;
     tokio::try_join!(
-        run(service_fn(move |event| handler::handle(app, event))),
+        run(service_fn(move |event| handler::invoke(app, event))),
         extension
     )?;
     Ok(())
