@@ -42,12 +42,72 @@ pub async fn handle(
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    Ok(twopc_fanout::connections::handle(&app.store, &event.payload, now).await)
+    let answer = twopc_fanout::connections::handle(&app.store, &event.payload, now).await;
+    // The SubscribeRefusals alarm's metric.
+    if let Some(code) = refusal_code(&answer) {
+        app.metrics.subscribe_refused(&code);
+    }
+    Ok(answer)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use twopc_dynamo::tables::{TableKind, TableSpec, ensure_table};
+
+    fn sample(text: &str) -> ApiGatewayWebsocketProxyRequest {
+        serde_json::from_str(text).expect("sample parses")
+    }
+
+    #[tokio::test]
+    async fn a_refused_subscription_is_counted_for_the_alarm_and_an_admitted_one_is_not() {
+        let client = twopc_dynamo::client(Some(&twopc_tests::endpoint())).await;
+        let table = format!("connections-{}", uuid::Uuid::new_v4());
+        let spec = TableSpec {
+            name: table.clone(),
+            kind: TableKind::Connections,
+        };
+        ensure_table(&client, &spec).await.expect("table");
+        let app = App {
+            store: DynamoConnections::new(client, &table, 7_200),
+            metrics: Metrics::in_memory("connections"),
+        };
+        // Alice's token grants accounts/alice only (the sample connect event).
+        let mut connect = sample(include_str!("../../../events/connections-connect.json"));
+        let exp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("clock")
+            .as_secs()
+            + 3_600;
+        connect
+            .request_context
+            .authorizer
+            .fields
+            .insert("exp".to_owned(), exp.into());
+        let answered = |r: Result<ApiGatewayProxyResponse, Infallible>| match r {
+            Ok(r) => r,
+            Err(never) => match never {},
+        };
+        let r = answered(handle(&app, LambdaEvent::new(connect, Default::default())).await);
+        assert_eq!(r.status_code, 200, "{:?}", r.body);
+
+        let admitted = sample(include_str!("../../../events/connections-subscribe.json"));
+        let r = answered(handle(&app, LambdaEvent::new(admitted, Default::default())).await);
+        assert_eq!(refusal_code(&r), None, "{:?}", r.body);
+        assert!(app.metrics.lines().is_empty(), "{:?}", app.metrics.lines());
+
+        let mut bobs = sample(include_str!("../../../events/connections-subscribe.json"));
+        bobs.body = Some(
+            r#"{"action": "subscribe", "entities": [{"participant": "accounts", "key": {"id": "bob"}}], "all": false}"#
+                .to_owned(),
+        );
+        let r = answered(handle(&app, LambdaEvent::new(bobs, Default::default())).await);
+        assert_eq!(refusal_code(&r).as_deref(), Some("topic_forbidden"));
+        let lines = app.metrics.lines();
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert_eq!(lines[0]["SubscribeRefused"], 1, "{}", lines[0]);
+        assert_eq!(lines[0]["Code"], "topic_forbidden", "{}", lines[0]);
+    }
 
     #[test]
     fn only_authorization_refusals_are_counted() {
