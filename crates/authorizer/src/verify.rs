@@ -50,7 +50,8 @@ impl KeySource for JwkSet {
 pub struct VerifierConfig {
     /// The `iss` every token must carry (the OIDC issuer URL).
     pub issuer: String,
-    /// A value `aud` must be or contain (an app client id, or an API's name).
+    /// A value `aud` must be or contain (an app client id, or an API's name); or, for an access
+    /// token without `aud` (Amazon Cognito's), its `client_id`.
     pub audience: String,
     /// The accepted signature algorithms (never `none`, never HMAC).
     algorithms: Vec<Algorithm>,
@@ -196,14 +197,7 @@ impl<K: KeySource> Verifier<K> {
         if claims.get("iss").and_then(Value::as_str) != Some(self.config.issuer.as_str()) {
             return Err(Refusal::Issuer);
         }
-        let audience_ok = match claims.get("aud") {
-            Some(Value::String(a)) => *a == self.config.audience,
-            Some(Value::Array(list)) => list
-                .iter()
-                .any(|a| a.as_str() == Some(&self.config.audience)),
-            _ => false,
-        };
-        if !audience_ok {
+        if !self.for_our_audience(claims) {
             return Err(Refusal::Audience);
         }
         let exp = claims
@@ -234,6 +228,22 @@ impl<K: KeySource> Verifier<K> {
             exp,
             grants: Grants::from_claim(claims.get(CLAIM))?,
         })
+    }
+
+    /// Whether the token is meant for us: its `aud` is or contains the audience; or, having
+    /// no `aud` at all, it is an OAuth access token (`token_use` "access") issued to the
+    /// audience as a client (`client_id`): Amazon Cognito's access tokens name their app
+    /// client so, and carry no `aud`. A token with an `aud` is judged by it alone.
+    fn for_our_audience(&self, claims: &Value) -> bool {
+        let ours = |v: &Value| v.as_str() == Some(self.config.audience.as_str());
+        match claims.get("aud") {
+            Some(Value::Array(list)) => list.iter().any(ours),
+            Some(aud) => ours(aud),
+            None => {
+                claims.get("token_use").and_then(Value::as_str) == Some("access")
+                    && claims.get("client_id").is_some_and(ours)
+            }
+        }
     }
 
     /// The key `kid`, fetching the set on first use and again (once per cooldown) when `kid`

@@ -244,6 +244,39 @@ async fn another_issuer_or_audience_is_refused() {
     );
 }
 
+/// Amazon Cognito's access tokens carry no `aud`: they name the app client in `client_id`.
+#[tokio::test]
+async fn an_access_token_issued_to_the_audience_as_its_client_is_admitted() {
+    let issuer = LocalIssuer::ephemeral().expect("key");
+    let keys = Keys::of(&issuer);
+    let access = with(
+        with(without(claims(), "aud"), "token_use", json!("access")),
+        "client_id",
+        json!(local::AUDIENCE),
+    );
+    let t = issuer.sign(&access).expect("sign");
+    let v = Verifier::new(local::config(), &keys);
+    assert_eq!(
+        v.verify(Some(&t), NOW).await.expect("admitted").sub,
+        "alice"
+    );
+    for refused in [
+        with(access.clone(), "client_id", json!("another-app")),
+        without(access.clone(), "client_id"),
+        // An ID token names its client in aud; client_id alone does not stand in for it.
+        with(access.clone(), "token_use", json!("id")),
+        // With an aud, the aud alone decides.
+        with(access.clone(), "aud", json!("another-app")),
+    ] {
+        let t = issuer.sign(&refused).expect("sign");
+        assert_eq!(
+            refusal(&keys, Some(&t)).await,
+            codes::TOKEN_AUDIENCE,
+            "{refused}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn missing_or_mistyped_claims_are_token_claims() {
     let issuer = LocalIssuer::ephemeral().expect("key");
