@@ -1027,5 +1027,9 @@ fn sam_build_does_not_use_its_folder_keyed_cache() {
             (k.trim() == name).then(|| v.trim())
         })
     };
-    assert_eq!(setting("cached"), Some("false"), "samconfig.toml: {build:?}");
+    assert_eq!(
+        setting("cached"),
+        Some("false"),
+        "samconfig.toml: {build:?}"
+    );
 }
