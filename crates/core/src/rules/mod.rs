@@ -18,10 +18,12 @@
 //! | [`inquire`], [`staged_decision`] | the staged commit's recovery: is a participant held, or prevented? |
 //! | [`plan_prune`] | which fence entries the lock holder's release removes, and the new horizon |
 //! | [`native`], [`native_write`] | whether a transaction is committed as one native `TransactWriteItems`, and what its write does on an item as found |
+//! | [`stages`] | whether a protocol transaction is staged (one round) or classic (five) in the default mode |
 
 mod admit;
 mod decide;
 mod native;
+mod path;
 mod release;
 mod staged;
 
@@ -35,6 +37,7 @@ pub use decide::{
 pub use native::{
     NATIVE_MAX_ACTIONS, NATIVE_MAX_BYTES, NativeFacts, NativeStep, NotNative, native, native_write,
 };
+pub use path::{NotStaged, Reach, StageFacts, stages};
 pub use release::{
     AbortStep, CommitStep, FenceOut, Reply, Violation, abort, commit, fence_out, plan_prune,
 };
