@@ -348,6 +348,27 @@ impl World {
     }
 }
 
+/// One actor's clock in a test of skew: `ahead_ms` ahead of the world's clock (behind when
+/// negative), moving with it.
+#[derive(Clone, Debug)]
+pub struct SkewedClock {
+    base: ManualClock,
+    ahead_ms: i64,
+}
+
+impl SkewedClock {
+    /// `ahead_ms` ahead of `base` (behind when negative).
+    pub fn new(base: ManualClock, ahead_ms: i64) -> Self {
+        SkewedClock { base, ahead_ms }
+    }
+}
+
+impl Clock for SkewedClock {
+    fn now_ms(&self) -> u64 {
+        self.base.now_ms().saturating_add_signed(self.ahead_ms)
+    }
+}
+
 /// `{"id": id}`.
 pub fn key(id: &str) -> Key {
     [("id".to_owned(), json!(id))].into()
