@@ -398,7 +398,9 @@ pub fn op(v: Value) -> twopc_core::op::Operation {
     twopc_core::op::Operation::from_json("op", &v).expect("valid op")
 }
 
-/// A prepare of `o` on `accounts`-style item `id` by `tx`, which began 5 s before `deadline`.
+/// A prepare of `o` on `accounts`-style item `id` by `tx`, which began 5 s before `deadline`
+/// (a deadline more than 15 s ahead of the participant's clock is a `began` past its margin:
+/// refused `clockSkew`).
 pub fn prepare_req(tx: &TxId, deadline: u64, id: &str, o: Value) -> PrepareRequest {
     PrepareRequest {
         tx_id: tx.clone(),

@@ -110,7 +110,11 @@ mod tests {
 
     #[test]
     fn a_service_that_opts_in_is_staged_whatever_it_is() {
-        for (table, reach) in [(false, Reach::Http), (false, Reach::Lambda), (true, Reach::Http)] {
+        for (table, reach) in [
+            (false, Reach::Http),
+            (false, Reach::Lambda),
+            (true, Reach::Http),
+        ] {
             let opted = StageFacts {
                 table,
                 reach,
