@@ -40,10 +40,10 @@ use twopc_core::ports::{ManualClock, Transport, TransportError};
 use twopc_core::record::{Target, TxRecord, Vote, VoteReason};
 use twopc_core::status::TxStatus;
 use twopc_core::sweeper::SweepConfig;
+use twopc_dynamo::DynamoNative;
 use twopc_participant_sdk::state::{Phase, TxState};
 use twopc_participant_sdk::{Resolved, StateStore};
 use twopc_tests::fees::{self, FEES, FeesService, Hold, HookDeath, MAX_FEE, Route, Tally};
-use twopc_dynamo::DynamoNative;
 use twopc_tests::{CrashAt, SkewedClock, World};
 
 const TIMEOUT_MS: u64 = 1_000;
@@ -365,6 +365,9 @@ struct Seen {
     expired: usize,
     /// The `fenced` votes by their coordinator's clock offset (ms ahead of the participants').
     fenced_by_offset: BTreeMap<i64, usize>,
+    /// No votes of a transaction that began further ahead of the participant's clock than the
+    /// margin (`clockSkew`).
+    clock_skew: usize,
     /// Transfers with a fee; of those, committed (the fee charged) and declined by `fees`.
     fees: usize,
     fees_charged: usize,
@@ -471,8 +474,8 @@ async fn run(bank: Bank) -> Seen {
                     prepares: AtomicUsize::new(0),
                 };
                 let crash = Arc::new(CrashAt::new(plan.crash));
-                let coordinator = coordinator(w, fees, chaos, bank, plan.offset)
-                    .with_faults(crash.clone());
+                let coordinator =
+                    coordinator(w, fees, chaos, bank, plan.offset).with_faults(crash.clone());
                 let result = crash
                     .run(coordinator.submit(&body(&plan, bank.timeout_ms), Some(&plan.key)))
                     .await;
@@ -659,6 +662,10 @@ async fn run(bank: Bank) -> Seen {
                     reason: VoteReason::Expired,
                     ..
                 } => seen.expired += 1,
+                Vote::No {
+                    reason: VoteReason::ClockSkew,
+                    ..
+                } => seen.clock_skew += 1,
                 Vote::No { .. } => {}
             }
         }
@@ -839,10 +846,8 @@ fn coordinator(
         }
     }
     let clock = SkewedClock::new(w.clock.clone(), offset);
-    Coordinator::new(w.log.clone(), chaos, clock, config).with_native(Arc::new(DynamoNative::new(
-        w.client.clone(),
-        w.log.clone(),
-    )))
+    Coordinator::new(w.log.clone(), chaos, clock, config)
+        .with_native(Arc::new(DynamoNative::new(w.client.clone(), w.log.clone())))
 }
 
 /// How many overdue states the fee service's sweep resolves alone, before each coordinator sweep.
