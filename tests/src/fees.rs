@@ -358,7 +358,12 @@ impl FeesService {
         transport: T,
         mode: twopc_core::coordinator::CommitMode,
     ) -> Coordinator<DynamoTxLog, T, ManualClock> {
-        Coordinator::new(w.log.clone(), transport, w.clock.clone(), self.config_in(w, mode))
+        Coordinator::new(
+            w.log.clone(),
+            transport,
+            w.clock.clone(),
+            self.config_in(w, mode),
+        )
     }
 
     /// The world's coordinator configuration with this service, committing in `mode`.
