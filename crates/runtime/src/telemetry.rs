@@ -181,7 +181,8 @@ impl Metrics {
     }
 
     /// A recovery pass that ran: transactions it drove to their end (`Recovered`), those it
-    /// could not (`Unfinished`, retried later), how long the oldest transaction still pending
+    /// could not (`Unfinished`, retried later; `StagingUnfinished` of them `STAGING`, waiting
+    /// on a participant's answer: the blocked-staging alarm's metric), how long the oldest transaction still pending
     /// has been past its deadline (`OldestOverdue`, when it could be read: the stuck-transaction
     /// alarm's metric), how long the pass took; and `SweepFailed` 0.
     pub fn sweep(&self, report: &SweepReport, latency_ms: u64) {
@@ -189,6 +190,11 @@ impl Metrics {
         let mut metrics = vec![
             ("Recovered", Unit::Count, recovered),
             ("Unfinished", Unit::Count, report.failed as u64),
+            (
+                "StagingUnfinished",
+                Unit::Count,
+                report.staging_unfinished as u64,
+            ),
             ("SweepFailed", Unit::Count, 0),
             ("SweepLatency", Unit::Milliseconds, latency_ms),
         ];
@@ -494,6 +500,7 @@ mod tests {
             aborted: 2,
             rolled_forward: 1,
             failed: 1,
+            staging_unfinished: 1,
             oldest_overdue_ms: Some(90_000),
             ..SweepReport::default()
         };
@@ -506,10 +513,12 @@ mod tests {
                 &lines[0]["Recovered"],
                 &lines[0]["Unfinished"],
                 &lines[0]["OldestOverdue"],
-                &lines[0]["SweepFailed"]
+                &lines[0]["SweepFailed"],
+                &lines[0]["StagingUnfinished"],
             ),
-            (&json!(3), &json!(1), &json!(90_000), &json!(0))
+            (&json!(3), &json!(1), &json!(90_000), &json!(0), &json!(1))
         );
+        assert_eq!(lines[1]["StagingUnfinished"], 0, "reported on every pass");
         assert!(
             lines[1].get("OldestOverdue").is_none(),
             "not read: not sent"
