@@ -376,3 +376,48 @@ async fn the_sweeper_finishes_a_decided_commit_from_the_record_alone() {
     assert_eq!(reply, twopc_core::message::CompleteReply::AlreadyDone);
     assert_eq!(b.balance("alice").await, "90");
 }
+
+#[tokio::test]
+async fn a_coordinator_whose_clock_runs_past_the_margin_is_refused_and_leaves_no_trace() {
+    // The bank's participants on its clock; a coordinator whose clock is 30 s ahead of it (the
+    // margin is 10 s).
+    let b = bank();
+    let ahead = ManualClock::new(b.clock.now_ms() + 30_000);
+    let coordinator = Coordinator::new(
+        b.log.clone(),
+        DirectTransport::new(b.participant.clone()),
+        ahead,
+        b.coordinator.config().clone(),
+    );
+    let record = coordinator
+        .submit(&transfer("alice", "bob", "10"), None)
+        .await
+        .expect("submit");
+    assert_eq!(record.status, TxStatus::Aborted);
+    assert!(
+        record.votes.iter().all(|v| matches!(
+            v,
+            Vote::No {
+                reason: VoteReason::ClockSkew,
+                ..
+            }
+        )),
+        "{:?}",
+        record.votes
+    );
+    // Nothing held, nothing fenced, no horizon: the next transaction on time commits.
+    for id in ["alice", "bob"] {
+        let item = b
+            .items
+            .read(TABLE, &key(id))
+            .await
+            .expect("read")
+            .expect("item");
+        assert!(item.lock.is_none() && item.reservations.is_empty() && item.fence.is_empty());
+        assert_eq!(item.horizon, 0);
+    }
+    assert_eq!(
+        b.transfer("alice", "bob", "10").await.status,
+        TxStatus::Committed
+    );
+}
