@@ -7,10 +7,10 @@
     python3 infra/sam-local.py down   # stops DynamoDB Local (a dockerd `up` started keeps running)
     python3 infra/sam-local.py test   # make sam-local: the base image built under a throwaway
                                       # tag (the path a new machine takes), up, docs/deploy.md's
-                                      # `sam local` lines as
-                                      # written, every function with its events/ samples, one
-                                      # transaction committed and one aborted through
-                                      # `sam local start-lambda` + `sam local start-api`, down
+                                      # `sam local` lines as written, every function with its
+                                      # events/ samples, one transaction committed and one
+                                      # aborted through `sam local start-lambda` + `sam local
+                                      # start-api`, down
 
 How it runs here (no registry can be reached): SAM builds its local image FROM
 public.ecr.aws/lambda/provided:al2023-x86_64 and ships the runtime interface emulator itself, so
