@@ -161,11 +161,13 @@ pub struct ItemState<const TXS: usize> {
     /// (`Participant::prepare` writes `min(now + pause, deadline)`); the model keeps it exactly
     /// that long, and a later pause by the same transaction changes nothing.
     pub paused_by: [bool; TXS],
-    /// Applications of each transaction's operation (the business effect, `txVersion`). An
-    /// observer's record, not an attribute: it survives the item's removal
-    /// ([`crate::participant::Variant::DeleteRemoves`]), so a second application after a
-    /// removal and re-creation is still counted.
-    pub applied: [Applied; TXS],
+    /// For each transaction holding the item (by lock or reservation), the name (its request's
+    /// spelling of the key, [`Item`] as a name) whose operation its hold carries: the
+    /// operation the lock stores (`Lock::op`), which a resolver rolling it forward applies.
+    /// `None` where the transaction holds nothing. Where every transaction names each item
+    /// once it is always that item, so it costs no states; it tells the two operations apart
+    /// where one transaction names an item twice ([`crate::system::Twice`]).
+    pub held_for: [Option<Item>; TXS],
 }
 
 impl<const TXS: usize> ItemState<TXS> {
@@ -190,7 +192,7 @@ impl<const TXS: usize> ItemState<TXS> {
             value: 0,
             reserved: [false; TXS],
             paused_by: [false; TXS],
-            applied: [Applied::Never; TXS],
+            held_for: [None; TXS],
         }
     }
 }
@@ -331,6 +333,12 @@ pub struct TxState<const ITEMS: usize> {
     /// [`crate::participant::Variant::FreshBeganReplay`] only (always false otherwise): a replay
     /// sent the prepares again, with a fresh `began`.
     pub replayed: bool,
+    /// Ghost: applications of the operation of each of its names (the business effect,
+    /// `txVersion`). An observer's record, not an attribute: it survives the item's removal
+    /// ([`crate::participant::Variant::DeleteRemoves`]), so a second application after a
+    /// removal and re-creation is still counted; and it is kept per name, so that where one
+    /// transaction names an item twice each operation is counted on its own.
+    pub applied: [Applied; ITEMS],
 }
 
 impl<const ITEMS: usize> TxState<ITEMS> {
@@ -348,6 +356,7 @@ impl<const ITEMS: usize> TxState<ITEMS> {
             answered_commit: false,
             answered_abort: false,
             replayed: false,
+            applied: [Applied::Never; ITEMS],
         }
     }
 
