@@ -151,6 +151,9 @@ fn run(variant: Variant) -> &'static Run {
         | Variant::OwnHoldComparesPart => {
             panic!("{variant:?} changes nothing unless one item is named twice")
         }
+        Variant::RecoveryIgnoresDeadline => {
+            panic!("{variant:?} is checked in the clock configurations")
+        }
     };
     cell.get_or_init(|| check(variant))
 }
@@ -453,9 +456,6 @@ fn kind<const TXS: usize, const ITEMS: usize>(
         Action::DeliverPrepare(t, n) => deliver_prepare_kind(model, state, t, n),
         Action::DeliverComplete(_, _, _) => "deliver commit/abort",
         Action::Expire(_) => "time passes",
-        Action::SweepAbort(t) if !state.tx(t).deadline_passed() => {
-            "the sweeper aborts a record before its deadline"
-        }
         Action::Resolve(_, o, _) if !state.tx(o).deadline_passed() => {
             "a newcomer settles a live owner that already decided"
         }
@@ -512,20 +512,11 @@ fn staged_kind<const TXS: usize, const ITEMS: usize>(
         {
             "a prevent buries an absent key"
         }
-        Action::Inquire(t, _, true, _) if !state.tx(t).deadline_passed() => {
-            "a recoverer inquires (prevent) before the deadline"
-        }
         Action::Inquire(t, n, _, _) if held_under_another_name(model, state, t, n) => {
             "an inquiry meets its own hold under its other name"
         }
         Action::Inquire(_, _, true, _) => "a recoverer inquires (prevent)",
         Action::Inquire(_, _, false, _) => "a helper inquires (read only)",
-        Action::RecoverDecide(t)
-            if !state.tx(t).deadline_passed()
-                && model.step(*state, action).tx(t).record == Some(TxStatus::Aborting) =>
-        {
-            "recovery aborts a STAGING record before its deadline"
-        }
         Action::RecoverDecide(_) => "a helper or recoverer decides a STAGING record",
         _ => unreachable!("not a staged commit's step: {action:?}"),
     }
@@ -2337,4 +2328,84 @@ fn the_same_operation_under_two_names_is_lost_unless_the_hold_records_its_part()
         false,
     );
     assert_eq!(explored.unique_states, OWN_HOLD_COMPARES_PART_STAGED_STATES);
+}
+
+// ---- clocks: recovery acting whatever its clock says -------------------------------------------
+
+/// Unique states of recovery ignoring the deadline: the classic 2 x 2.
+const RECOVERY_IGNORES_DEADLINE_2X2_STATES: usize = 105_429;
+/// The staged 2 x 2.
+const RECOVERY_IGNORES_DEADLINE_STAGED_2X2_STATES: usize = 359_691;
+/// The staged create 2 x 2 (`T0` puts item 0 and updates item 1, `T1` deletes and updates).
+const RECOVERY_IGNORES_DEADLINE_STAGED_CREATE_2X2_STATES: usize = 287_205;
+/// The staged transfers both ways between two hot items.
+const RECOVERY_IGNORES_DEADLINE_STAGED_TRANSFERS_STATES: usize = 280_588;
+
+#[test]
+fn recovery_that_ignores_the_deadline_keeps_every_property() {
+    let v = Variant::RecoveryIgnoresDeadline;
+    let classic = explore(TwoByTwo::new(v));
+    assert!(classic.failures.is_empty(), "{:?}", classic.failures);
+    assert_eq!(classic.unique_states, RECOVERY_IGNORES_DEADLINE_2X2_STATES);
+    let staged = explore(staged_2x2(v));
+    assert_only_orphans_of_recorded_aborts("early recovery, staged 2x2", &staged, false);
+    assert_eq!(
+        staged.examples,
+        &staged_examples() | &BTreeSet::from([ALL_CAN_COMMIT])
+    );
+    assert_eq!(
+        staged.unique_states,
+        RECOVERY_IGNORES_DEADLINE_STAGED_2X2_STATES
+    );
+    let creates = explore(create_2x2(v).staged());
+    assert_only_orphans_of_recorded_aborts("early recovery, staged create", &creates, true);
+    assert_eq!(
+        creates.unique_states,
+        RECOVERY_IGNORES_DEADLINE_STAGED_CREATE_2X2_STATES
+    );
+    let transfers = explore(opposite_transfers(v).staged());
+    assert_only_orphans_of_recorded_aborts("early recovery, transfers", &transfers, false);
+    assert_eq!(
+        transfers.unique_states,
+        RECOVERY_IGNORES_DEADLINE_STAGED_TRANSFERS_STATES
+    );
+}
+
+#[test]
+fn recovery_that_ignores_the_deadline_prevents_and_aborts_early() {
+    // T0 stages, its put lands, its prepare lands on item 0 only; before its deadline a
+    // recoverer prevents it on item 1 and aborts it. Correct: neither is a step yet.
+    let script = [
+        Action::Stage(T0),
+        Action::DeliverStage(T0),
+        Action::DeliverPrepare(T0, I0),
+    ];
+    let early = [
+        Action::Inquire(T0, Item(1), true, PLAIN),
+        Action::Inquire(T0, I0, true, PLAIN),
+        Action::RecoverDecide(T0),
+    ];
+    let correct = staged_2x2(Variant::Correct);
+    let before = *replay(&correct, &script).last().expect("states");
+    assert_eq!(correct.next_state(&before, early[0]), None);
+    let model = staged_2x2(Variant::RecoveryIgnoresDeadline);
+    let states = replay(&model, &[&script[..], &early].concat());
+    let end = states.last().expect("states");
+    assert!(!end.tx(T0).deadline_passed());
+    assert_eq!(end.tx(T0).record, Some(TxStatus::Aborting));
+    assert_eq!(end.item(Item(1)).fence[0], Some(FenceOutcome::Aborted));
+    // T0's prepare on item 1, still in flight, can never land: no commit answer is possible.
+    assert_eq!(
+        model.next_state(end, Action::DeliverPrepare(T0, Item(1))),
+        None
+    );
+    assert!(states.iter().all(|s| broken(&model, s).is_empty()));
+    // And the sweeper aborts a PREPARING record before its deadline.
+    let classic = TwoByTwo::new(Variant::RecoveryIgnoresDeadline);
+    let begun = replay(&classic, &[Action::Begin(T0), Action::SweepAbort(T0)]);
+    let end = begun.last().expect("states");
+    assert_eq!(
+        (end.tx(T0).record, end.tx(T0).deadline_passed()),
+        (Some(TxStatus::Aborting), false)
+    );
 }

@@ -107,12 +107,26 @@ pub enum Variant {
     /// identical, which comparing operations cannot tell from a retry. Override of the fact
     /// given to [`own_hold_with_another_operation`](super::own_hold_with_another_operation).
     OwnHoldComparesPart,
+    /// Clocks (issue 35), a proposed change: recovery acts whatever its clock says. A
+    /// recoverer's prevent (an inquiry with `prevent`) and its abort of a `STAGING` record, and
+    /// the sweeper's recovery of a record (an abort of a `PREPARING` one included), take place
+    /// before the transaction's deadline as well as after: a completer acting on a fresh
+    /// recovery ask, or a sweeper, whose clock runs ahead of the stager's. Override: the
+    /// deadline guards of [`crate::system::Action::Inquire`],
+    /// [`crate::system::Action::RecoverDecide`] and the sweeper's steps are dropped.
+    RecoveryIgnoresDeadline,
 }
 
 impl Variant {
     /// Whether items keep a fence (entries and horizon).
     pub fn fences(self) -> bool {
         self != Variant::NoFence
+    }
+
+    /// Whether recovery (prevents, aborts of `STAGING` records, the sweeper) waits for the
+    /// transaction's deadline.
+    pub fn recovery_waits_for_deadline(self) -> bool {
+        self != Variant::RecoveryIgnoresDeadline
     }
 
     /// Whether prepare refuses a transaction the horizon covers.

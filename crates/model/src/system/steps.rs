@@ -295,7 +295,7 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
         i: Item,
         upkeep: Upkeep,
     ) -> State<TXS, ITEMS> {
-        match overdue_recovery(&state, t) {
+        match overdue_recovery(&state, t, self.variant) {
             Some(Recovery::Complete(d)) => self.complete_on(state, t, i, d, upkeep),
             _ => state,
         }
@@ -304,7 +304,7 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
     /// The sweeper's [`Recovery::Complete`], its finalize once every item is finished (the
     /// swap always wins: the record is decided and not terminal).
     fn sweep_finalize(&self, mut state: State<TXS, ITEMS>, t: Tx) -> State<TXS, ITEMS> {
-        let Some(Recovery::Complete(d)) = overdue_recovery(&state, t) else {
+        let Some(Recovery::Complete(d)) = overdue_recovery(&state, t, self.variant) else {
             return state;
         };
         if self.all_finished(&state, t, d) {
@@ -317,7 +317,7 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
     /// the record is `PREPARING`); its completion is `SweepComplete`.
     /// [`Variant::StagingAbortsAtDeadline`] does the same to an overdue `STAGING` record.
     fn sweep_abort(&self, mut state: State<TXS, ITEMS>, t: Tx) -> State<TXS, ITEMS> {
-        let from = match overdue_recovery(&state, t) {
+        let from = match overdue_recovery(&state, t, self.variant) {
             Some(Recovery::DecideAbort) => TxStatus::Preparing,
             Some(Recovery::Inquire) if self.variant == Variant::StagingAbortsAtDeadline => {
                 TxStatus::Staging
@@ -372,7 +372,8 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
     }
 
     /// One inquiry ([`participant::inquire`]) about staged `t` under its name `n`, its answer
-    /// kept for [`Self::recover_decide`]. A prevent needs the deadline passed (recoverers only).
+    /// kept for [`Self::recover_decide`]. A prevent needs the deadline passed (recoverers only),
+    /// but with [`Variant::RecoveryIgnoresDeadline`].
     fn inquire(
         &self,
         mut state: State<TXS, ITEMS>,
@@ -382,7 +383,8 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
         upkeep: Upkeep,
     ) -> State<TXS, ITEMS> {
         let tx = state.tx(t);
-        if tx.record != Some(TxStatus::Staging) || (prevent && !tx.deadline_passed()) {
+        let early = !tx.deadline_passed() && self.variant.recovery_waits_for_deadline();
+        if tx.record != Some(TxStatus::Staging) || (prevent && early) {
             return state;
         }
         let deadlines = state.deadlines_passed();
@@ -405,7 +407,8 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
 
     /// A helper's or recoverer's decision on a `STAGING` record, by [`rules::staged_decision`]
     /// from the latest inquiries. Commit: the compare-and-swap, then the answer
-    /// ([`Variant::HelperAnswersFromHolds`]: the answer first). Abort: only past the deadline.
+    /// ([`Variant::HelperAnswersFromHolds`]: the answer first). Abort: only past the deadline
+    /// (any time with [`Variant::RecoveryIgnoresDeadline`]).
     fn recover_decide(&self, mut state: State<TXS, ITEMS>, t: Tx) -> State<TXS, ITEMS> {
         let tx = state.tx_mut(t);
         if tx.record != Some(TxStatus::Staging) {
@@ -422,7 +425,9 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
                 tx.record = Some(TxStatus::Committing);
                 tx.answered_commit = true;
             }
-            StagedDecision::Abort if tx.deadline_passed() => {
+            StagedDecision::Abort
+                if tx.deadline_passed() || !self.variant.recovery_waits_for_deadline() =>
+            {
                 tx.record = Some(TxStatus::Aborting);
             }
             StagedDecision::Abort => {}
