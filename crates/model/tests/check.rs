@@ -2330,6 +2330,113 @@ fn the_same_operation_under_two_names_is_lost_unless_the_hold_records_its_part()
     assert_eq!(explored.unique_states, OWN_HOLD_COMPARES_PART_STAGED_STATES);
 }
 
+// ---- a native put onto a tombstone beside a staged transaction ---------------------------------
+
+/// Unique states: `T0` deletes the item (staged: a delete is never native), `T1` puts it,
+/// trying native first.
+const NATIVE_PUT_AFTER_DELETE_STATES: usize = 10_073;
+/// Unique states: the item a tombstone, `T0` and `T1` put it, each trying native first.
+const NATIVE_PUT_BESIDE_STAGED_PUT_STATES: usize = 12_781;
+/// Unique states: `T0` deletes, `T1` and `T2` put, each trying native first (ignored test).
+const NATIVE_PUT_DELETE_PUT_PUT_STATES: usize = 1_060_546;
+
+/// `ops` on one item that starts `initial`, staged, each transaction trying native first.
+fn native_beside_staged<const TXS: usize>(
+    ops: [[Op; 1]; TXS],
+    initial: Shape,
+) -> TwoPhaseCommit<TXS, 1> {
+    TwoPhaseCommit::with_ops(Variant::Correct, ops, [initial])
+        .staged()
+        .native()
+}
+
+const NATIVE_ON_TOMBSTONE: &str =
+    "a native put lands on a tombstone while another transaction's prepare is in flight";
+
+#[test]
+fn a_native_put_onto_a_deleted_items_tombstone_keeps_every_property() {
+    // T0's delete commits and leaves a tombstone with its entry; T1's native put lands on it
+    // while T0's prepares may still be delivered: the entry stays and refuses them.
+    let model = native_beside_staged([[Op::Delete], [Op::Put]], Shape::Real);
+    let explored = explore(model);
+    eprintln!("native put after delete: {} states", explored.unique_states);
+    assert_only_orphans_of_recorded_aborts("native put after delete", &explored, false);
+    assert!(explored.examples.is_superset(&BTreeSet::from([
+        DELETE_LEAVES_A_TOMBSTONE,
+        PUT_CREATES_AN_ITEM,
+        ALL_CAN_COMMIT
+    ])));
+    let walk = walk(model);
+    assert!(walk.cycle.is_none());
+    assert!(
+        walk.effective.contains(NATIVE_ON_TOMBSTONE),
+        "{:#?}",
+        walk.effective
+    );
+    assert_eq!(explored.unique_states, NATIVE_PUT_AFTER_DELETE_STATES);
+}
+
+#[test]
+fn a_native_put_beside_a_staged_put_on_a_tombstone_keeps_every_property() {
+    let model = native_beside_staged([[Op::Put], [Op::Put]], Shape::Tombstone);
+    let explored = explore(model);
+    eprintln!(
+        "native put beside staged put: {} states",
+        explored.unique_states
+    );
+    assert_only_orphans_of_recorded_aborts("native put beside staged put", &explored, false);
+    assert!(explored.examples.is_superset(&BTreeSet::from([
+        PUT_CREATES_AN_ITEM,
+        LATE_PUT_REFUSED_BY_TOMBSTONE
+    ])));
+    let walk = walk(model);
+    assert!(walk.cycle.is_none());
+    assert!(
+        walk.effective.contains(NATIVE_ON_TOMBSTONE),
+        "{:#?}",
+        walk.effective
+    );
+    assert_eq!(explored.unique_states, NATIVE_PUT_BESIDE_STAGED_PUT_STATES);
+}
+
+#[test]
+fn a_native_put_gives_way_to_a_placeholder_and_its_entry_outlives_the_put() {
+    // T0 stages a put and holds the tombstone as its placeholder: T1's native put gives way.
+    let model = native_beside_staged([[Op::Put], [Op::Put]], Shape::Tombstone);
+    let held = replay(&model, &[Action::Stage(T0), Action::DeliverPrepare(T0, I0)]);
+    let held = held.last().expect("states");
+    assert_eq!(held.item(I0).shape, Shape::Placeholder);
+    assert_eq!(model.next_state(held, Action::Native(T1)), None);
+    // T0 aborts there (a tombstone with its entry), T1's native put lands on it, and T0's
+    // prepare, delivered again, is refused by the entry the native write kept.
+    let script = [
+        Action::Stage(T0),
+        Action::DeliverPrepare(T0, I0),
+        Action::DeliverStage(T0),
+        Action::Decide(T0, Decision::Abort),
+        Action::SendCompletes(T0),
+        Action::DeliverComplete(T0, I0, PLAIN),
+        Action::Native(T1),
+    ];
+    let states = replay(&model, &script);
+    let end = states.last().expect("states");
+    assert_eq!(end.item(I0).shape, Shape::Real);
+    assert_eq!(end.item(I0).fence[0], Some(FenceOutcome::Aborted));
+    assert_eq!(end.tx(T1).record, Some(TxStatus::Committed));
+    assert!(end.tx(T0).prepares_in_flight);
+    assert_eq!(model.next_state(end, Action::DeliverPrepare(T0, I0)), None);
+    assert!(states.iter().all(|s| broken(&model, s).is_empty()));
+}
+
+#[test]
+#[ignore = "1.1 million states: seconds in release; run with `cargo test -p twopc-model --release -- --ignored`"]
+fn a_native_put_between_a_staged_delete_and_a_staged_put_keeps_every_property() {
+    let model = native_beside_staged([[Op::Delete], [Op::Put], [Op::Put]], Shape::Real);
+    let explored = explore(model);
+    assert_only_orphans_of_recorded_aborts("delete, native put, put", &explored, false);
+    assert_eq!(explored.unique_states, NATIVE_PUT_DELETE_PUT_PUT_STATES);
+}
+
 // ---- clocks: recovery acting whatever its clock says -------------------------------------------
 
 /// Unique states of recovery ignoring the deadline: the classic 2 x 2.
