@@ -14,11 +14,14 @@ use twopc_core::rules::{Holder, Others, Seen, Shape};
 use twopc_core::status::{Decision, TxStatus};
 
 /// A transaction, by index (`0..TXS`). Every transaction touches every item, with the operation
-/// the model's configuration gives it there ([`Op`]).
+/// the model's configuration gives it there ([`Op`]); one may name one item twice
+/// ([`crate::system::Twice`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Tx(pub u8);
 
-/// A participant item, by index (`0..ITEMS`).
+/// A participant item, by index (`0..ITEMS`); also a transaction's name for the item of its
+/// index (its request's spelling of the key), which is that item but for
+/// [`crate::system::Twice`]'s second name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Item(pub u8);
 

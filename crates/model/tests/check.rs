@@ -2261,7 +2261,7 @@ fn a_prepare_that_takes_its_own_hold_for_a_retry_commits_with_an_operation_lost(
 }
 
 #[test]
-fn an_inquiry_that_ignores_the_operation_commits_a_refused_prepare() {
+fn an_inquiry_that_ignores_the_operation_commits_with_an_operation_lost() {
     // Classic: no inquiry, so nothing changes; staged: recovery (even a helper's read-only
     // inquiries) finds the hold under both names and commits; one operation is lost.
     let classic = twice_locked_alone(Variant::InquiryIgnoresOperation);

@@ -260,8 +260,9 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
     }
 
     /// Whether `tx`'s hold on the item its name `name` is placed at carries another operation
-    /// than `name`'s: the fact the variant gives [`participant::own_hold_with_another_operation`]
-    /// (`inquiry`: for an inquiry rather than a prepare).
+    /// than `name`'s: the fact the variant gives
+    /// [`crate::participant::own_hold_with_another_operation`] (`inquiry`: for an inquiry
+    /// rather than a prepare).
     pub fn other_op(&self, state: &State<TXS, ITEMS>, tx: Tx, name: Item, inquiry: bool) -> bool {
         let held = state.item(self.at(tx, name)).held_for[tx.ix()];
         let Some(h) = held.filter(|h| *h != name) else {
