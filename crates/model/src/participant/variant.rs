@@ -98,7 +98,8 @@ pub enum Variant {
     OwnHoldIsRetry,
     /// One item named twice, broken: the second line in prepare only. An inquiry that finds the
     /// transaction's own hold answers "held" whatever operation the hold carries, so recovery
-    /// of a `STAGING` record can commit a transaction one of whose prepares was refused.
+    /// of a `STAGING` record can commit a transaction one of whose operations no hold carries
+    /// (its prepare refused, or not landed yet).
     /// Override: inquiries are never told of another operation.
     InquiryIgnoresOperation,
     /// One item named twice, a proposed change: a hold records which of its transaction's
