@@ -6,13 +6,23 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::decimal::Decimal;
+use crate::decimal::{Decimal, canonical_json};
 use crate::ids::TxId;
 use crate::layout;
 use crate::op::{Bound, Operation};
 
 /// An item's key: attribute name → value (a string or a number).
 pub type Key = BTreeMap<String, Value>;
+
+/// The item `key` names, whichever way its numbers are spelled: DynamoDB keeps a number by its
+/// value, so `{"id": 1}`, `{"id": 1.0}` and `{"id": 10e-1}` name one item. Two keys name the
+/// same item iff their canonical forms are equal. Compared, never written: requests and records
+/// keep each key as the client spelled it.
+pub fn canonical_key(key: &Key) -> Key {
+    key.iter()
+        .map(|(name, v)| (name.clone(), canonical_json(v)))
+        .collect()
+}
 
 /// The lock a prepared transaction holds on an item.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

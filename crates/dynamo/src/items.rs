@@ -8,7 +8,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 use twopc_core::ids::TxId;
 use twopc_core::item::{FenceEntry, FenceOutcome, ItemState, Key, Lock};
 use twopc_core::layout::{
-    FENCE, HORIZON, LOCK, LOCK_EXPIRES_AT, LOCK_SHARD, LOCK_TX, PAUSED_UNTIL, PLACEHOLDER,
+    FENCE, HORIZON, LOCK, LOCK_EXPIRES_AT, LOCK_OP, LOCK_SHARD, LOCK_TX, PAUSED_UNTIL, PLACEHOLDER,
     RESERVATIONS, TOMBSTONE,
 };
 use twopc_core::op::{Mode, Operation};
@@ -115,7 +115,15 @@ impl ParticipantStore for DynamoItems {
         ));
         let k = e.name(first_key_name(key));
         let ph = e.name(PLACEHOLDER);
-        let mine = owned_by(&mut e, &lock.tx_id);
+        // Our own lock is a retry only with the same operation (a map compares equal with
+        // its numbers by value, as `Operation::same_as` reads them): one item named twice is
+        // refused here, never overwritten (`rules::prepare`, `OtherOperation`).
+        let mine = format!(
+            "({} AND {} = {})",
+            owned_by(&mut e, &lock.tx_id),
+            e.path(&[LOCK, LOCK_OP]),
+            e.value(to_attr(&op.to_json()))
+        );
         let lock_name = e.name(LOCK);
         let mut conds = vec![];
         let tomb = e.name(TOMBSTONE);

@@ -105,8 +105,10 @@ pub(crate) async fn bury(
         };
         let mut horizon = state.horizon;
         if let Some(p) = prune {
-            for id in &p.ids {
-                entries.remove(id.as_str());
+            // The fence is keyed by short ids (`fence_path`), as every other release removes
+            // the entries it prunes.
+            for id in p.ids.iter().filter(|id| *id != tx) {
+                entries.remove(&id.short());
             }
             horizon = horizon.max(p.horizon);
         }
