@@ -148,7 +148,7 @@ impl FenceEntry {
 /// conditions would be checked under names this version never writes).
 pub fn stored_id(text: &str) -> Result<TxId, String> {
     TxId::from_short(text).map_err(|_| {
-        format!("{text:?} is not a 22-character transaction id (written by an earlier version? drain the table's transactions and remove its items' txFence and txRes: attributes, or start from empty data)")
+        format!("{text:?} is not a 22-character transaction id: the item was written by an earlier version (docs/protocol.md, \"Records\": drain the table's transactions, then on each such item remove txFence and the txRes: attributes and set txFenceHorizon to the time of the upgrade, or start from empty data)")
     })
 }
 

@@ -16,8 +16,8 @@ use twopc_core::ports::{CompleteWrite, Completion, ParticipantStore, PortError, 
 use twopc_core::request::KeySchema;
 
 use crate::clauses::{
-    Release, commit_marks, entry, fence_path, first_key_name, number, op_conditions, op_effects,
-    owned_by, release_clauses, reservation_name,
+    Release, commit_marks, entry, fence_path, first_key_name, format_mark, number, op_conditions,
+    op_effects, owned_by, release_clauses, reservation_name,
 };
 use crate::codec::{from_attr, to_attr};
 use crate::error::{classify, corrupt};
@@ -113,6 +113,7 @@ impl ParticipantStore for DynamoItems {
             "{horizon} = if_not_exists({horizon}, {})",
             e.value(number(0))
         ));
+        set.push(format_mark(&mut e));
         let k = e.name(first_key_name(key));
         let ph = e.name(PLACEHOLDER);
         // Our own lock is a retry only with the same operation (a map compares equal with
@@ -338,7 +339,7 @@ impl ParticipantStore for DynamoItems {
                 Shape::Raise => (format!("{horizon} = {began}"), base),
             };
             let w = Write {
-                update: format!("SET {set}"),
+                update: format!("SET {set}, {}", format_mark(&mut e)),
                 condition,
                 returns: ReturnValue::None,
             };
@@ -382,11 +383,12 @@ impl ParticipantStore for DynamoItems {
         let mut e = Expr::new();
         let k = e.name(first_key_name(key));
         let update = format!(
-            "SET {} = {}, {} = {}",
+            "SET {} = {}, {} = {}, {}",
             e.name(TOMBSTONE),
             e.value(AttributeValue::Bool(true)),
             e.name(FENCE),
             e.value(AttributeValue::M([(tx.short(), entry(&fence))].into())),
+            format_mark(&mut e),
         );
         let w = Write {
             update,

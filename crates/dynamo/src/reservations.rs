@@ -24,8 +24,8 @@ use twopc_core::ports::{CompleteWrite, Completion, PortError, PrepareWrite};
 use twopc_core::rules::{self, PrepareStep, Seen};
 
 use crate::clauses::{
-    add_to, commit_marks, decimal, entry, fence_path, first_key_name, names, number, prune_clauses,
-    reservation_name,
+    add_to, commit_marks, decimal, entry, fence_path, first_key_name, format_mark, names, number,
+    prune_clauses, reservation_name,
 };
 use crate::codec::to_attr;
 use crate::error::corrupt;
@@ -188,6 +188,7 @@ pub(crate) async fn reserve(
             "{horizon} = if_not_exists({horizon}, {})",
             e.value(number(0))
         ),
+        format_mark(&mut e),
         format!(
             "{shard} = if_not_exists({shard}, {})",
             e.value(AttributeValue::S(shard_of(lock.tx_id.as_str(), "L")))
