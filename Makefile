@@ -77,10 +77,11 @@ fuzz-tools: ## Install Schemathesis (pinned) into .tools/schemathesis; skipped w
 	  echo "$(FUZZ_TOOLS)" > $(FUZZ_VENV)/.pins; \
 	fi
 
-# make fuzz-api: `twopc serve` as make run starts it (in memory, a free port, a data folder of its
-# own), Schemathesis on docs/openapi.json against it with every check but ignored_auth (the local
-# stack has no authorisation), FUZZ_EXAMPLES generated cases per operation (default 50; a few
-# minutes on 2 cores), then SIGINT to the stack. Any failure, schema error or 5xx fails it; the
+# make fuzz-api: `twopc serve` as make run starts it (DynamoDB Local persisted, a free port, a data
+# folder of its own), Schemathesis on docs/openapi.json against it with every check but
+# ignored_auth (the local stack has no authorisation), every phase (the stateful one follows the
+# document's links), FUZZ_EXAMPLES generated cases per operation (default 300; about two minutes
+# on 2 cores), then SIGINT to the stack. Any failure, schema error or 5xx fails it; the
 # JUnit report is in target/schemathesis/. FUZZ_ARGS passes options to schemathesis run.
 .PHONY: fuzz-tools fuzz-api
 fuzz-api: ddb-tools fuzz-tools ## Fuzz the local stack's API from docs/openapi.json (Schemathesis, every check, no 5xx)

@@ -231,6 +231,8 @@ impl<const TXS: usize> ItemState<TXS> {
                 }
             },
             paused: (0..TXS).any(|u| self.paused_by[u] && !deadline_passed[u]),
+            // A transaction's prepares here all carry its one operation on the item.
+            other_op: false,
         }
     }
 
