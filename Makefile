@@ -106,11 +106,18 @@ run: ddb-tools ## Start the local stack (twopc serve: HTTP API on :3000, DynamoD
 	./target/debug/twopc serve $(ARGS)
 
 # --bins: the end-to-end tests of the lambda transport serve the functions' own binaries
-# (tests/src/lambda.rs).
-test: tools browser-tools ## Validate template.yaml, then run every test (unit + integration) against a fresh in-memory DynamoDB Local
+# (tests/src/lambda.rs). Every suite runs with TWOPC_RECORD_AWS_CALLS set: each function's AWS
+# requests are recorded (crates/runtime/src/record.rs); then the ignored grants test holds
+# template.yaml's Policies to that record (tests/tests/grants.rs, docs/architecture.md).
+RECORD := $(CURDIR)/target/aws-calls
+RUN_IGNORED := $(if $(findstring nextest,$(TEST_RUNNER)),--run-ignored only,-- --ignored)
+test: tools browser-tools ## Validate template.yaml, then run every test (unit + integration) against a fresh in-memory DynamoDB Local, recording each function's AWS calls, and hold the template's grants to them
 	$(MAKE) --no-print-directory validate
 	cargo build --workspace --tests --bins --locked
-	$(DDB) run $(TEST_RUNNER) --workspace --locked
+	rm -rf $(RECORD)
+	TWOPC_RECORD_AWS_CALLS=$(RECORD) $(DDB) run $(TEST_RUNNER) --workspace --locked
+	TWOPC_RECORD_AWS_CALLS=$(RECORD) $(TEST_RUNNER) --locked -p twopc-tests --test grants \
+	  $(RUN_IGNORED) the_template_grants_every_recorded_call_and_says_why_it_grants_the_rest
 
 # make smoke: the README and docs/ as a new user runs them, in a fresh clone of HEAD
 # (tests/readme/smoke.py; SMOKE_ARGS="--rev COMMIT" tests another commit, "--keep" keeps the
