@@ -27,7 +27,7 @@ use twopc_runtime::telemetry::Metrics;
 use twopc_runtime::{Aws, Clients, LiveCoordinator};
 use twopc_tests::lambda::LocalFunction;
 use twopc_tests::template::{Template, value};
-use twopc_tests::{CrashAt, World, endpoint, prepare_req};
+use twopc_tests::{CrashAt, World, complete_req, endpoint, prepare_req};
 
 const TEMPLATE: Template<'static> = Template::repo();
 /// The function the template's `WalletsParticipantFunction` runs, as `cargo lambda watch`
@@ -244,18 +244,21 @@ async fn puts_deletes_an_abort_and_reservations_go_through_the_wallets_function(
 
 #[tokio::test]
 async fn the_sweeper_rolls_a_decided_commit_forward_and_resolves_an_orphan_lock() {
-    // GIVEN a transfer decided committed whose coordinator died before completing it
+    // GIVEN a transfer and a delete decided committed whose coordinator died before completing
+    // them
     let w = World::new().await;
     bank(&w).await;
     let lambda = wallets_function(&w).await;
     let (coordinator_config, c) = deployed_coordinator(&w, Some(&lambda)).await;
     let crash = Arc::new(CrashAt::new(FaultPoint::AfterDecide));
     let key = format!("deployed-{}", TxId::random());
+    let mut body = to_wallet(10);
+    body["participants"]
+        .as_array_mut()
+        .expect("participants")
+        .push(json!({"participant": "accounts", "key": {"id": "bob"}, "op": {"delete": true}}));
     crash
-        .run(
-            c.with_faults(crash.clone())
-                .submit(&to_wallet(10), Some(&key)),
-        )
+        .run(c.with_faults(crash.clone()).submit(&body, Some(&key)))
         .await
         .expect_err("crashes");
     let decided = TxId::for_idempotency_key(&key);
@@ -317,8 +320,9 @@ async fn the_sweeper_rolls_a_decided_commit_forward_and_resolves_an_orphan_lock(
     );
     let report = sweeper.run().await.expect("a pass");
 
-    // THEN the commit is rolled forward through the function and the coordinator's table, and
-    // the orphan lock's transaction recorded aborted and its lock released
+    // THEN the commit is rolled forward through the function and on the coordinator's table
+    // (the delete's tombstone too), and the orphan lock's transaction recorded aborted and its
+    // lock released
     assert_eq!(
         report.rolled_forward,
         1,
@@ -335,6 +339,7 @@ async fn the_sweeper_rolls_a_decided_commit_forward_and_resolves_an_orphan_lock(
         ),
         (Some("90".to_owned()), Some("10".to_owned()))
     );
+    assert_deleted(&w, "accounts", "bob").await;
     let carol = w.item("wallets", "carol").await.expect("carol");
     assert!(
         carol.lock.is_none() && !carol.attributes.contains_key("note"),
@@ -376,25 +381,38 @@ async fn the_completer_recovers_at_once_what_a_participant_asked_for_and_the_lis
         [&tx]
     );
 
-    // WHEN, past its deadline (what the ask and the completer both wait for, on the functions'
-    // clock), a prepare on alice's account meets its reservation
+    // AND a lock on carol's wallet whose transaction never got a record, as old
+    let transport = twopc_runtime::transport(&coordinator, &Clients::load(&coordinator).await);
+    let function = Target::Lambda {
+        function: PARTICIPANT.to_owned(),
+    };
+    let note = |v: &str| json!({"set": {"note": v}});
+    let orphan = TxId::random();
+    let reply = transport
+        .prepare(
+            &function,
+            &prepare_req(&orphan, record.deadline, "carol", note("orphan")),
+        )
+        .await
+        .expect("prepared");
+    assert!(reply.vote.is_yes(), "{reply:?}");
+
+    // WHEN, past their deadline (what the function and the completer wait for, on their own
+    // clocks), the wallets function prepares bob's wallet, where the transfer's reservation
+    // stands, and carol's, where the orphan lock does
     let wait = (record.deadline + 1).saturating_sub(SystemClock.now_ms());
     tokio::time::sleep(std::time::Duration::from_millis(wait)).await;
-    let asker = Participant::new(
-        DynamoItems::new(w.client.clone()),
-        w.log.clone(),
-        SystemClock,
-        twopc_core::participant::ParticipantConfig::default(),
-    );
-    let other = TxId::random();
     let deadline = SystemClock.now_ms() + 5_000;
-    let reply = asker
+    let other = TxId::random();
+    let reply = transport
         .prepare(
-            &w.accounts,
-            &prepare_req(&other, deadline, "alice", json!({"set": {"owner": "x"}})),
+            &function,
+            &prepare_req(&other, deadline, "bob", json!({"set": {"owner": "x"}})),
         )
         .await
         .expect("prepare");
+    // THEN bob's votes conflict and asks for the transfer's recovery (a participant has no
+    // transport to inquire with)
     assert!(
         matches!(
             reply.vote,
@@ -403,8 +421,28 @@ async fn the_completer_recovers_at_once_what_a_participant_asked_for_and_the_lis
                 ..
             }
         ),
-        "{reply:?}"
+        "{reply:?}\n{}",
+        lambda.log_text()
     );
+    // AND carol's records the orphan's transaction aborted and takes the lock (released again)
+    let third = TxId::random();
+    let reply = transport
+        .prepare(
+            &function,
+            &prepare_req(&third, deadline, "carol", note("third")),
+        )
+        .await
+        .expect("prepare");
+    assert!(reply.vote.is_yes(), "{reply:?}\n{}", lambda.log_text());
+    assert_eq!(status(&w, &orphan).await, TxStatus::Aborted);
+    let released = transport
+        .abort(
+            &function,
+            &complete_req(&third, deadline, "carol", note("third")),
+        )
+        .await
+        .expect("abort");
+    assert_eq!(released, twopc_core::message::CompleteReply::Done);
     let asked = w.log.get(&tx).await.expect("get").expect("record");
     assert!(asked.recovery_asked.is_some(), "{asked:?}");
 

@@ -240,6 +240,9 @@ fn the_stream_processor_reads_every_stream_with_item_failures_reported() {
             .count(),
         3
     );
+    // SAM grants the role sqs:SendMessage on an OnFailure destination only when told its type
+    // (samtranslator's pull event sources): the Policies do not repeat it.
+    assert_eq!(text.matches("Type: SQS").count(), 3, "{text}");
 }
 
 /// A `NAME: !Sub >-` folded value, its `${...}` replaced by `sub`.
