@@ -128,9 +128,11 @@ smoke: browser-tools ## Run the examples of the README and docs/ in a fresh clon
 
 # make sam-local: every function of template.yaml in Lambda's own container (sam local) against
 # DynamoDB Local, x86_64 debug builds (infra/sam-local.py): docs/deploy.md's sam local lines as
-# written, each function with its events/ samples, one transaction committed and one aborted
-# through sam local start-api and start-lambda. Starts dockerd (root) and imports a base image
-# from Debian packages when missing; where Docker cannot run it prints SKIPPED and why.
+# written, each function with its events/ samples, a reservation, an abort, a put and a delete
+# of the wallets service through sam local start-api and start-lambda (each item checked after),
+# then template.yaml's grants held to every AWS call the functions recorded. Starts dockerd
+# (root) and imports a base image from Debian packages when missing; where Docker cannot run it
+# prints SKIPPED and why.
 .PHONY: sam-local
 sam-local: py-tools ddb-tools ## Run every function in Lambda's container (sam local) against DynamoDB Local; SKIPPED, saying why, where Docker cannot run
 	python3 infra/sam-local.py test
