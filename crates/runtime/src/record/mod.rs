@@ -15,7 +15,7 @@
 //! participant function), `…/index/NAME` (an index of it) and
 //! `TWOPC_WEBSOCKET_ENDPOINT/METHOD/@connections` (the management API's connections).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -28,9 +28,12 @@ use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
 use aws_smithy_types::config_bag::ConfigBag;
 use serde::Serialize;
 use serde_json::Value;
-use twopc_core::record::Target;
 
 use crate::config::{Config, Role, var};
+
+mod names;
+
+use names::{LAMBDA, Names, dynamodb_actions};
 
 /// What starts each recorded line on standard error (`TWOPC_RECORD_AWS_CALLS=-`).
 pub const STDERR_PREFIX: &str = "twopc-aws-call ";
@@ -110,57 +113,6 @@ pub struct Call {
     /// The resource's name, when no variable named it (the check refuses such a call).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unnamed: Option<String>,
-}
-
-/// The variables that named each resource of a configuration, by the resource's name.
-#[derive(Clone, Debug, Default)]
-struct Names(BTreeMap<String, BTreeSet<String>>);
-
-/// How `TWOPC_SERVICES` names a table reached `direct`, and a participant function.
-const DIRECT: &str = "TWOPC_SERVICES.direct";
-const LAMBDA: &str = "TWOPC_SERVICES.lambda";
-
-impl Names {
-    fn of(config: &Config) -> Names {
-        let mut names = Names::default();
-        names.add(&config.transactions_table, var::TRANSACTIONS_TABLE);
-        if let Some(table) = &config.participant_table {
-            names.add(table, var::PARTICIPANT_TABLE);
-        }
-        for service in config.services.values() {
-            if let Target::Direct { table } = &service.target {
-                names.add(table, DIRECT);
-            }
-        }
-        for lock in &config.lock_tables {
-            names.add(&lock.table, var::LOCK_TABLES);
-        }
-        if let Some(table) = &config.connections_table {
-            names.add(table, var::CONNECTIONS_TABLE);
-        }
-        if let Some(stream) = &config.stream {
-            names.add(&stream.delivery_stream, var::DELIVERY_STREAM);
-        }
-        names
-    }
-
-    fn add(&mut self, name: &str, by: &str) {
-        if !name.is_empty() {
-            self.0
-                .entry(name.to_owned())
-                .or_default()
-                .insert(by.to_owned());
-        }
-    }
-
-    /// How `name` (with `index`, an index of it) was named; its name when nothing named it.
-    fn resource(&self, name: &str, index: Option<&str>) -> (BTreeSet<String>, Option<String>) {
-        let suffix = index.map(|i| format!("/index/{i}")).unwrap_or_default();
-        match self.0.get(name) {
-            Some(vars) => (vars.iter().map(|v| format!("{v}{suffix}")).collect(), None),
-            None => (BTreeSet::new(), Some(format!("{name}{suffix}"))),
-        }
-    }
 }
 
 /// The interceptor: records each request of a client before it goes on the wire. Clones share
@@ -304,47 +256,6 @@ impl Recorder {
             .open(file)?
             .write_all(lines.as_bytes())?;
         Ok(())
-    }
-}
-
-/// The IAM action (without its prefix), table and index of each write or read of a DynamoDB
-/// request: the items of `TransactWriteItems` each need their own kind's action.
-fn dynamodb_actions(operation: &str, body: &Value) -> Vec<(String, String, Option<String>)> {
-    let table = |v: &Value| v["TableName"].as_str().unwrap_or_default().to_owned();
-    let items = |key: &str| body[key].as_array().cloned().unwrap_or_default();
-    match operation {
-        "TransactWriteItems" => items("TransactItems")
-            .iter()
-            .flat_map(|item| {
-                [
-                    ("Put", "PutItem"),
-                    ("Update", "UpdateItem"),
-                    ("Delete", "DeleteItem"),
-                    ("ConditionCheck", "ConditionCheckItem"),
-                ]
-                .into_iter()
-                .filter(|(kind, _)| item.get(*kind).is_some())
-                .map(|(kind, action)| (action.to_owned(), table(&item[kind]), None))
-            })
-            .collect(),
-        "TransactGetItems" => items("TransactItems")
-            .iter()
-            .map(|item| ("GetItem".to_owned(), table(&item["Get"]), None))
-            .collect(),
-        "BatchWriteItem" | "BatchGetItem" => body["RequestItems"]
-            .as_object()
-            .map(|tables| {
-                tables
-                    .keys()
-                    .map(|t| (operation.to_owned(), t.clone(), None))
-                    .collect()
-            })
-            .unwrap_or_default(),
-        _ => vec![(
-            operation.to_owned(),
-            table(body),
-            body["IndexName"].as_str().map(str::to_owned),
-        )],
     }
 }
 
