@@ -358,6 +358,20 @@ impl FeesService {
         transport: T,
         mode: twopc_core::coordinator::CommitMode,
     ) -> Coordinator<DynamoTxLog, T, ManualClock> {
+        Coordinator::new(
+            w.log.clone(),
+            transport,
+            w.clock.clone(),
+            self.config_in(w, mode),
+        )
+    }
+
+    /// The world's coordinator configuration with this service, committing in `mode`.
+    pub fn config_in(
+        &self,
+        w: &World,
+        mode: twopc_core::coordinator::CommitMode,
+    ) -> twopc_core::coordinator::CoordinatorConfig {
         let mut config = w.coordinator.config().clone();
         config.mode = mode;
         config.services.insert(
@@ -366,7 +380,7 @@ impl FeesService {
                 url: FEES_URL.to_owned(),
             }),
         );
-        Coordinator::new(w.log.clone(), transport, w.clock.clone(), config)
+        config
     }
 
     /// Every state in the table (strongly consistent).

@@ -351,6 +351,27 @@ impl World {
     }
 }
 
+/// One actor's clock in a test of skew: `ahead_ms` ahead of the world's clock (behind when
+/// negative), moving with it.
+#[derive(Clone, Debug)]
+pub struct SkewedClock {
+    base: ManualClock,
+    ahead_ms: i64,
+}
+
+impl SkewedClock {
+    /// `ahead_ms` ahead of `base` (behind when negative).
+    pub fn new(base: ManualClock, ahead_ms: i64) -> Self {
+        SkewedClock { base, ahead_ms }
+    }
+}
+
+impl Clock for SkewedClock {
+    fn now_ms(&self) -> u64 {
+        self.base.now_ms().saturating_add_signed(self.ahead_ms)
+    }
+}
+
 /// `{"id": id}`.
 pub fn key(id: &str) -> Key {
     [("id".to_owned(), json!(id))].into()
@@ -380,7 +401,9 @@ pub fn op(v: Value) -> twopc_core::op::Operation {
     twopc_core::op::Operation::from_json("op", &v).expect("valid op")
 }
 
-/// A prepare of `o` on `accounts`-style item `id` by `tx`, which began 5 s before `deadline`.
+/// A prepare of `o` on `accounts`-style item `id` by `tx`, which began 5 s before `deadline`
+/// (a deadline more than 15 s ahead of the participant's clock is a `began` past its margin:
+/// refused `clockSkew`).
 pub fn prepare_req(tx: &TxId, deadline: u64, id: &str, o: Value) -> PrepareRequest {
     PrepareRequest {
         tx_id: tx.clone(),

@@ -10,9 +10,12 @@
 //! coordinator's. Against the records: every committed transfer's fee was charged exactly once,
 //! every aborted one's released or never held, and every state of the SDK ended.
 //!
-//! Two runs: transfers among 6 accounts on each of two tables, and a hot one among three
-//! accounts of one table, with small balances so that many transfers are unaffordable and
-//! every transfer's reservations stand beside others'.
+//! Runs: transfers among 6 accounts on each of two tables (classic, staged, and the default
+//! mode `auto`, where transfers without a fee commit natively and those with one take the
+//! classic path), and a hot one among three accounts of one table, with small balances so that
+//! many transfers are unaffordable and every transfer's reservations stand beside others'. The
+//! skewed run is the hot one in `auto` with per-coordinator clocks: one seconds behind the
+//! participants', one further ahead than the fence margin; it reports the `fenced` refusals.
 //!
 //! Knobs (environment): `TWOPC_BANK_TRANSFERS` (default 300), `TWOPC_BANK_CONCURRENCY` (16),
 //! `TWOPC_BANK_ACCOUNTS` per table (6; the hot run keeps 3), `TWOPC_BANK_SEED` (random;
@@ -26,7 +29,7 @@ use futures::StreamExt;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
-use twopc_core::coordinator::CommitMode;
+use twopc_core::coordinator::{CommitMode, Coordinator};
 use twopc_core::fault::FaultPoint;
 use twopc_core::ids::TxId;
 use twopc_core::message::{
@@ -37,12 +40,18 @@ use twopc_core::ports::{ManualClock, Transport, TransportError};
 use twopc_core::record::{Target, TxRecord, Vote, VoteReason};
 use twopc_core::status::TxStatus;
 use twopc_core::sweeper::SweepConfig;
+use twopc_dynamo::DynamoNative;
 use twopc_participant_sdk::state::{Phase, TxState};
 use twopc_participant_sdk::{Resolved, StateStore};
 use twopc_tests::fees::{self, FEES, FeesService, Hold, HookDeath, MAX_FEE, Route, Tally};
-use twopc_tests::{CrashAt, World};
+use twopc_tests::{CrashAt, SkewedClock, World};
 
 const TIMEOUT_MS: u64 = 1_000;
+/// The skewed run's coordinators: one this far behind the participants' clock (within its
+/// transactions' timeout, so they are not all refused `expired`)...
+const BEHIND_MS: i64 = 2_000;
+/// ...and one this far ahead (past the fence margin, `TWOPC_FENCE_MARGIN_MS`, 10 s).
+const AHEAD_MS: i64 = 30_000;
 
 /// The accounts of one run and the transfers planned between them.
 #[derive(Clone, Copy, Debug)]
@@ -58,9 +67,16 @@ struct Bank {
     /// ...and a tenth move an amount in this range, more than any balance can be after a few
     /// moves: they abort.
     large: (i64, i64),
-    /// How the coordinators commit (transfers with a fee, to a custom participant, commit the
-    /// classic way in either).
+    /// How the coordinators commit (in `auto`, transfers with a fee, to a custom participant,
+    /// commit the classic way).
     mode: CommitMode,
+    /// Each transfer's timeout.
+    timeout_ms: u64,
+    /// The services are marked hot (never native: they reserve).
+    hot: bool,
+    /// Each transfer's coordinator runs this far ahead of the participants' clock (behind when
+    /// negative): one of these, at random.
+    offsets: &'static [i64],
 }
 
 impl Bank {
@@ -73,6 +89,17 @@ impl Bank {
             usual_max: 400,
             large: (1_500, 5_000),
             mode: CommitMode::Classic,
+            timeout_ms: TIMEOUT_MS,
+            hot: false,
+            offsets: &[0],
+        }
+    }
+
+    /// The spread bank in the default mode: native where it can, classic with a fee.
+    fn auto() -> Bank {
+        Bank {
+            mode: CommitMode::Auto,
+            ..Bank::spread()
         }
     }
 
@@ -94,6 +121,22 @@ impl Bank {
             usual_max: 60,
             large: (150, 400),
             mode: CommitMode::Classic,
+            timeout_ms: TIMEOUT_MS,
+            hot: false,
+            offsets: &[0],
+        }
+    }
+
+    /// The hot bank in `auto` (its service hot: staged, classic with a fee), each transfer's
+    /// coordinator on time, [`BEHIND_MS`] behind or [`AHEAD_MS`] ahead, with timeouts longer
+    /// than the lag.
+    fn skewed() -> Bank {
+        Bank {
+            mode: CommitMode::Auto,
+            timeout_ms: 5_000,
+            hot: true,
+            offsets: &[0, -BEHIND_MS, AHEAD_MS],
+            ..Bank::hot()
         }
     }
 }
@@ -123,6 +166,8 @@ struct Plan {
     fee: Option<i64>,
     /// Where a `fees` hook dies for this transfer.
     hook_death: Option<HookDeath>,
+    /// How far its coordinator's clock runs ahead (behind when negative).
+    offset: i64,
 }
 
 fn account(rng: &mut StdRng, bank: Bank) -> (&'static str, String) {
@@ -172,6 +217,11 @@ fn plans(seed: u64, transfers: u64, bank: Bank) -> Vec<Plan> {
                 .then(|| rng.random_range(1..=MAX_FEE + 10));
             let hook_death = (fee.is_some() && rng.random_bool(0.4))
                 .then(|| deaths[rng.random_range(0..deaths.len())]);
+            // Drawn only when there is a choice, so the other runs' plans stay as they were.
+            let offset = match bank.offsets {
+                [one] => *one,
+                many => many[rng.random_range(0..many.len())],
+            };
             Plan {
                 key: format!("bank-{seed}-{i}"),
                 from,
@@ -190,13 +240,14 @@ fn plans(seed: u64, transfers: u64, bank: Bank) -> Vec<Plan> {
                 jump_before_prepare,
                 fee,
                 hook_death,
+                offset,
             }
         })
         .collect()
 }
 
-fn body(p: &Plan) -> Value {
-    let mut body = json!({"timeoutMs": TIMEOUT_MS, "participants": [
+fn body(p: &Plan, timeout_ms: u64) -> Value {
+    let mut body = json!({"timeoutMs": timeout_ms, "participants": [
         {"participant": p.from.0, "key": {"id": p.from.1}, "op": {"add": {"balance": -p.amount}, "require": {"balance": {"gte": p.amount}}}},
         {"participant": p.to.0, "key": {"id": p.to.1}, "op": {"add": {"balance": p.amount}}}
     ]});
@@ -308,6 +359,15 @@ struct Seen {
     /// No votes for insufficient funds (`condition`) and for contention (`conflict`).
     condition: usize,
     conflict: usize,
+    /// No votes of a transaction that began too early for the item (`fenced`: at or below its
+    /// horizon) or too late for the participant's deadline check (`expired`).
+    fenced: usize,
+    expired: usize,
+    /// The `fenced` votes by their coordinator's clock offset (ms ahead of the participants').
+    fenced_by_offset: BTreeMap<i64, usize>,
+    /// No votes of a transaction that began further ahead of the participant's clock than the
+    /// margin (`clockSkew`).
+    clock_skew: usize,
     /// Transfers with a fee; of those, committed (the fee charged) and declined by `fees`.
     fees: usize,
     fees_charged: usize,
@@ -331,6 +391,26 @@ async fn staged_bank_invariants_hold_under_crashes_after_the_answer_and_while_fi
     assert!(
         seen.committed > 0 && seen.aborted > 0 && seen.crashed > 0,
         "the run must exercise commits, aborts and crashes: {seen:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_bank_invariants_hold_with_native_transfers_beside_classic_ones_with_a_fee() {
+    let seen = run(Bank::auto()).await;
+    assert!(
+        seen.committed > 0 && seen.aborted > 0 && seen.crashed > 0,
+        "the run must exercise commits, aborts and crashes: {seen:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn skewed_bank_invariants_hold_with_coordinators_behind_and_ahead_of_the_participants() {
+    // Clocks cannot break safety (every removed fence entry raises the horizon over its
+    // `began`); what they cost is counted: the `fenced` refusals are printed with the rest.
+    let seen = run(Bank::skewed()).await;
+    assert!(
+        seen.committed > 0 && seen.crashed > 0,
+        "the run must exercise commits and crashes: {seen:?}"
     );
 }
 
@@ -394,11 +474,10 @@ async fn run(bank: Bank) -> Seen {
                     prepares: AtomicUsize::new(0),
                 };
                 let crash = Arc::new(CrashAt::new(plan.crash));
-                let coordinator = fees
-                    .coordinator_in(w, chaos, bank.mode)
-                    .with_faults(crash.clone());
+                let coordinator =
+                    coordinator(w, fees, chaos, bank, plan.offset).with_faults(crash.clone());
                 let result = crash
-                    .run(coordinator.submit(&body(&plan), Some(&plan.key)))
+                    .run(coordinator.submit(&body(&plan, bank.timeout_ms), Some(&plan.key)))
                     .await;
                 counters
                     .faults_fired
@@ -572,6 +651,21 @@ async fn run(bank: Bank) -> Seen {
                     reason: VoteReason::Conflict,
                     ..
                 } => seen.conflict += 1,
+                Vote::No {
+                    reason: VoteReason::Fenced,
+                    ..
+                } => {
+                    seen.fenced += 1;
+                    *seen.fenced_by_offset.entry(plan.offset).or_default() += 1;
+                }
+                Vote::No {
+                    reason: VoteReason::Expired,
+                    ..
+                } => seen.expired += 1,
+                Vote::No {
+                    reason: VoteReason::ClockSkew,
+                    ..
+                } => seen.clock_skew += 1,
                 Vote::No { .. } => {}
             }
         }
@@ -734,6 +828,26 @@ async fn run(bank: Bank) -> Seen {
         counters.fee_sweep_cancelled.load(Ordering::Relaxed),
     );
     seen
+}
+
+/// One transfer's coordinator: the bank's mode (native where `auto` admits it), its services
+/// hot if the bank says so, its clock `offset` ahead of the participants'.
+fn coordinator(
+    w: &World,
+    fees: &FeesService,
+    chaos: Chaos,
+    bank: Bank,
+    offset: i64,
+) -> Coordinator<twopc_dynamo::DynamoTxLog, Chaos, SkewedClock> {
+    let mut config = fees.config_in(w, bank.mode);
+    for service in bank.services {
+        if let Some(s) = config.services.get_mut(*service) {
+            s.hot = bank.hot;
+        }
+    }
+    let clock = SkewedClock::new(w.clock.clone(), offset);
+    Coordinator::new(w.log.clone(), chaos, clock, config)
+        .with_native(Arc::new(DynamoNative::new(w.client.clone(), w.log.clone())))
 }
 
 /// How many overdue states the fee service's sweep resolves alone, before each coordinator sweep.

@@ -197,12 +197,16 @@ async fn an_item_the_protocol_holds_sends_the_transaction_down_the_staged_path()
         .participant
         .prepare(
             &w.accounts,
-            &prepare_req(
-                &other,
-                deadline,
-                "alice",
-                json!({"add": {"balance": -10}, "require": {"balance": {"gte": 10}}}),
-            ),
+            &twopc_core::message::PrepareRequest {
+                // Begun now (within the participant's clock margin), live for a minute.
+                began: w.clock.now_ms(),
+                ..prepare_req(
+                    &other,
+                    deadline,
+                    "alice",
+                    json!({"add": {"balance": -10}, "require": {"balance": {"gte": 10}}}),
+                )
+            },
         )
         .await
         .expect("reserve");

@@ -195,12 +195,16 @@ async fn a_transaction_with_a_refused_prepare_is_never_answered_committed() {
     bank(&w).await;
     // Hold bob's item with a live lock of another transaction: the staged prepare is refused.
     let other = TxId::random();
-    let hold = prepare_req(
-        &other,
-        w.clock.now_ms() + 60_000,
-        "bob",
-        json!({"set": {"memo": "x"}}),
-    );
+    let hold = twopc_core::message::PrepareRequest {
+        // Begun now (within the participant's clock margin), live for a minute.
+        began: w.clock.now_ms(),
+        ..prepare_req(
+            &other,
+            w.clock.now_ms() + 60_000,
+            "bob",
+            json!({"set": {"memo": "x"}}),
+        )
+    };
     assert!(w.prepare("wallets", &hold).await.vote.is_yes());
     let staged = w
         .coordinator_in(CommitMode::Staged)
@@ -281,6 +285,56 @@ async fn a_participant_meeting_an_overdue_staging_hold_asks_and_the_completer_re
         .poll_once(&|e| async move { sweeper::completer::complete(completer, &e).await })
         .await
         .expect("poll");
+    assert_eq!(status(&w, &tx).await, TxStatus::Committed);
+    assert_eq!(balances(&w).await, ("90".into(), "10".into()));
+    assert!(unlocked(&w).await);
+}
+
+#[tokio::test]
+async fn a_fresh_ask_is_acted_on_by_a_completer_whose_clock_lags_behind_the_deadline() {
+    use twopc_core::coordinator::Coordinator;
+    use twopc_fanout::poll::{Poller, local_client, stream_arn};
+    use twopc_tests::SkewedClock;
+    // GIVEN a staged commit answered "committed" whose coordinator died before finishing, and
+    // a participant that met its hold past the deadline (on its own clock) and asked
+    let w = World::new().await;
+    bank(&w).await;
+    let crash = std::sync::Arc::new(CrashAt::new(FaultPoint::AfterAnswer));
+    let dead = w
+        .coordinator_in(CommitMode::Staged)
+        .with_faults(crash.clone());
+    let key = "staged-asked-lagging";
+    crash
+        .run(dead.submit(&transfer("alice", "bob", 10), Some(key)))
+        .await
+        .expect_err("crash");
+    let tx = TxId::for_idempotency_key(key);
+    w.clock.advance(6_000);
+    let deadline = w.clock.now_ms() + 5_000;
+    let other = prepare_req(&TxId::random(), deadline, "alice", json!({"set": {"o": 1}}));
+    assert!(!w.prepare("accounts", &other).await.vote.is_yes());
+    let asked = w.log.get(&tx).await.expect("get").expect("record");
+    assert!(asked.recovery_asked.is_some(), "{asked:?}");
+
+    // WHEN the completer's clock lags 10 s behind: to it, the deadline has not passed
+    let lagging = SkewedClock::new(w.clock.clone(), -10_000);
+    assert!(lagging.now_ms() < asked.deadline);
+    let config = w.coordinator_in(CommitMode::Staged).config().clone();
+    let completer = Coordinator::new(w.log.clone(), w.direct(), lagging, config);
+    let completer = &completer;
+    let arn = stream_arn(&w.client, &w.tx_table).await.expect("stream");
+    let mut poller = Poller::new(
+        local_client(&twopc_tests::endpoint()).await,
+        vec![arn],
+        None,
+    );
+    poller
+        .poll_once(&|e| async move { sweeper::completer::complete(completer, &e).await })
+        .await
+        .expect("poll");
+
+    // THEN it recovers the record at once all the same: every participant holds it, so it
+    // commits, and the holds are released
     assert_eq!(status(&w, &tx).await, TxStatus::Committed);
     assert_eq!(balances(&w).await, ("90".into(), "10".into()));
     assert!(unlocked(&w).await);

@@ -71,6 +71,9 @@ codes! {
     Fenced = "fenced",
     /// A participant did not answer: a new transaction may succeed.
     Unreachable = "unreachable",
+    /// The coordinator's clock ran ahead of a participant's by more than the margin: a new
+    /// transaction (maybe on another coordinator) may succeed.
+    ClockSkew = "clockSkew",
     /// The deadline passed before the transaction was decided: a new one may succeed.
     Aborted = "aborted",
     }
@@ -86,6 +89,7 @@ impl AbortCode {
                 | AbortCode::Expired
                 | AbortCode::Fenced
                 | AbortCode::Unreachable
+                | AbortCode::ClockSkew
                 | AbortCode::Aborted
         )
     }
@@ -227,6 +231,7 @@ mod tests {
                 "expired",
                 "fenced",
                 "unreachable",
+                "clockSkew",
                 "aborted"
             ]
         );

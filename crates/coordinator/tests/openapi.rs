@@ -35,8 +35,12 @@ const GET: &str = include_str!("../../../events/coordinator-get-transaction.json
 
 /// Codes no request can make the handler answer on cue: the core's `api` answers them here
 /// from records in those states (a new code belongs here only for the same reason).
-const ONLY_FROM_RECORDS: [codes::Code; 3] =
-    [codes::VOTE_EXPIRED, codes::VOTE_FENCED, codes::ABORTED];
+const ONLY_FROM_RECORDS: [codes::Code; 4] = [
+    codes::VOTE_EXPIRED,
+    codes::VOTE_FENCED,
+    codes::VOTE_CLOCK_SKEW,
+    codes::ABORTED,
+];
 
 fn event(text: &str) -> ApiGatewayProxyRequest {
     serde_json::from_str(text).expect("an API Gateway REST event")
@@ -174,12 +178,16 @@ async fn every_answer_of_the_coordinator_is_declared_in_the_api_document() {
     w.seed("accounts", "huge", json!({"balance": huge})).await;
     w.seed("wallets", "bob", json!({"balance": 0})).await;
     let holder = TxId::random();
-    let held = prepare_req(
-        &holder,
-        now_ms() + 60_000,
-        "carol",
-        json!({"set": {"note": "held"}}),
-    );
+    let held = twopc_core::message::PrepareRequest {
+        // Begun now (within the participant's clock margin), live for a minute.
+        began: w.clock.now_ms(),
+        ..prepare_req(
+            &holder,
+            now_ms() + 60_000,
+            "carol",
+            json!({"set": {"note": "held"}}),
+        )
+    };
     assert!(
         w.prepare("accounts", &held).await.vote.is_yes(),
         "carol is locked"
@@ -447,6 +455,10 @@ async fn every_answer_of_the_coordinator_is_declared_in_the_api_document() {
         (
             VoteReason::Fenced,
             "this transaction already ended on this item",
+        ),
+        (
+            VoteReason::ClockSkew,
+            "the transaction began 30000 ms ahead of this participant's clock (at most 10000 ms, TWOPC_FENCE_MARGIN_MS): the coordinator's clock runs ahead",
         ),
     ] {
         let no = [Vote::no(reason, message)];

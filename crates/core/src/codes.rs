@@ -108,6 +108,8 @@ codes! {
             "The transaction had already ended at a participant (a late or repeated prepare).";
         VOTE_UNREACHABLE = "unreachable", 409,
             "A participant did not answer (timeout or transport error).";
+        VOTE_CLOCK_SKEW = "clockSkew", 409,
+            "The transaction began further ahead of a participant's clock than TWOPC_FENCE_MARGIN_MS: the coordinator's clock runs ahead; retry.";
         ABORTED = "aborted", 409,
             "The deadline passed before the transaction was decided; no participant voted no.";
     }

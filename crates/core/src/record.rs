@@ -48,11 +48,14 @@ pub enum VoteReason {
     Fenced,
     /// The participant did not answer (timeout, transport error).
     Unreachable,
+    /// The transaction began further ahead of the participant's clock than the fence margin:
+    /// its coordinator's clock runs ahead (`rules::too_far_ahead`).
+    ClockSkew,
 }
 
 impl VoteReason {
     /// Every reason.
-    pub const ALL: [VoteReason; 7] = [
+    pub const ALL: [VoteReason; 8] = [
         VoteReason::Conflict,
         VoteReason::Condition,
         VoteReason::NotFound,
@@ -60,6 +63,7 @@ impl VoteReason {
         VoteReason::Expired,
         VoteReason::Fenced,
         VoteReason::Unreachable,
+        VoteReason::ClockSkew,
     ];
 
     /// The code of the 409 answer a no vote for this reason aborts with (serde's spelling of
@@ -73,6 +77,7 @@ impl VoteReason {
             VoteReason::Expired => codes::VOTE_EXPIRED,
             VoteReason::Fenced => codes::VOTE_FENCED,
             VoteReason::Unreachable => codes::VOTE_UNREACHABLE,
+            VoteReason::ClockSkew => codes::VOTE_CLOCK_SKEW,
         }
     }
 

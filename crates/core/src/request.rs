@@ -92,6 +92,16 @@ pub struct ServiceConfig {
     /// (`CommitMode::Auto`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub hot: bool,
+    /// Its answers are as available as the transaction record (`"highlyAvailable": true`):
+    /// its transactions may be staged in the default mode (`rules::stages`), and one left
+    /// `STAGING` waits for its answer. Without it, a transaction naming a custom participant,
+    /// or a table's reached over HTTP, takes the classic path, aborted at its deadline.
+    #[serde(
+        default,
+        rename = "highlyAvailable",
+        skip_serializing_if = "std::ops::Not::not"
+    )]
+    pub highly_available: bool,
 }
 
 fn is_table(kind: &ServiceKind) -> bool {
@@ -106,6 +116,7 @@ impl ServiceConfig {
             kind: ServiceKind::Table,
             key: Some(key),
             hot: false,
+            highly_available: false,
         }
     }
 
@@ -116,6 +127,7 @@ impl ServiceConfig {
             kind: ServiceKind::Custom,
             key: None,
             hot: false,
+            highly_available: false,
         }
     }
 

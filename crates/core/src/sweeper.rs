@@ -67,6 +67,10 @@ pub struct SweepReport {
     pub failed: usize,
     /// The ids of those.
     pub failed_tx_ids: Vec<TxId>,
+    /// Of those, `STAGING` records: recovery needs every participant's answer, so one that does
+    /// not answer keeps the transaction, and the items it holds elsewhere, undecided (the
+    /// `StagingUnfinished` metric and its alarm).
+    pub staging_unfinished: usize,
     /// Expired locks found through the lock indexes.
     pub expired_locks: usize,
     /// Of those, settled here (owner aborted, rolled forward or stale lock dropped).
@@ -127,9 +131,10 @@ impl<L: TxLog, T: Transport, C: Clock + Clone, S: ParticipantStore> Sweeper<L, T
             .overdue(now, self.config.max_transactions)
             .await?;
         report.found = overdue.len();
-        let results: Vec<(TxId, u32, Result<Driven, PortError>)> = stream::iter(overdue)
+        let results: Vec<(TxId, u32, bool, Result<Driven, PortError>)> = stream::iter(overdue)
             .map(|record| async move {
                 let (id, attempts) = (record.tx_id.clone(), record.attempts);
+                let staging = record.status == TxStatus::Staging;
                 let result = self
                     .coordinator
                     .recover(record)
@@ -139,12 +144,12 @@ impl<L: TxLog, T: Transport, C: Clock + Clone, S: ParticipantStore> Sweeper<L, T
                         TxStatus::Committed => Driven::RolledForward,
                         _ => Driven::Unfinished,
                     });
-                (id, attempts, result)
+                (id, attempts, staging, result)
             })
             .buffer_unordered(self.config.concurrency.max(1))
             .collect()
             .await;
-        for (id, attempts, result) in results {
+        for (id, attempts, staging, result) in results {
             match result {
                 Ok(Driven::Aborted) => report.aborted += 1,
                 Ok(Driven::RolledForward) => report.rolled_forward += 1,
@@ -166,6 +171,10 @@ impl<L: TxLog, T: Transport, C: Clock + Clone, S: ParticipantStore> Sweeper<L, T
                         .await
                     {
                         warn!(tx_id = %id, error = %e, "could not record the failed attempt");
+                    }
+                    if staging {
+                        warn!(tx_id = %id, "STAGING past its deadline, not ended: a participant did not answer its inquiry; its other items stay held until it does");
+                        report.staging_unfinished += 1;
                     }
                     report.failed += 1;
                     report.failed_tx_ids.push(id);

@@ -16,6 +16,8 @@
 //!   dropping a stale lock) as the rules decide, the fence upkeep a write may carry out, and the [`Variant`]s.
 //! - [`system`]: the stateright [`stateright::Model`]: the [`Action`]s (one request, delivery or
 //!   passing of time each), which rule each runs, and the properties.
+//! - [`unanswered`]: a participant that never answers, and what the path rule
+//!   (`rules::stages`) guarantees about it.
 //!
 //! [stateright]: https://docs.rs/stateright
 #![warn(missing_docs)]
@@ -23,6 +25,7 @@
 pub mod participant;
 pub mod state;
 pub mod system;
+pub mod unanswered;
 
 pub use participant::Variant;
 pub use state::State;

@@ -19,7 +19,7 @@ pub struct App {
     pub participant: LiveParticipant,
     /// The table this function serves.
     pub table: String,
-    /// Where protocol violations are counted.
+    /// Where protocol violations and prepares' ages are counted.
     pub metrics: Metrics,
 }
 
@@ -39,7 +39,10 @@ pub async fn handle(app: &App, event: LambdaEvent<Value>) -> Result<Value, CallE
     let answer = |call: ParticipantCall| async move {
         let (p, table) = (&app.participant, &app.table);
         match &call {
-            ParticipantCall::Prepare(r) => p.prepare(table, r).await.map(serde_json::to_value),
+            ParticipantCall::Prepare(r) => {
+                app.metrics.began_age(table, p.age(r.began));
+                p.prepare(table, r).await.map(serde_json::to_value)
+            }
             ParticipantCall::Commit(r) => p.commit(table, r).await.map(|r| app.counted(r)),
             ParticipantCall::Abort(r) => p.abort(table, r).await.map(|r| app.counted(r)),
             ParticipantCall::Inquire(r) => p.inquire(table, r).await.map(serde_json::to_value),

@@ -175,8 +175,9 @@ pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default request body limit (64 KiB): a transaction of 32 participants fits many times over.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 64 * 1024;
 pub use twopc_function::env::MIN_SIGNING_SECRET_BYTES;
-/// Default fence margin (ms): how long past the largest timeout a fence entry stays fresh
-/// (`ParticipantConfig::fence_window_ms` is the two together), for clock skew.
+/// Default fence margin (ms), for clock skew: how long past the largest timeout a fence entry
+/// stays fresh (`ParticipantConfig::fence_window_ms` is the two together), and how far ahead
+/// of a participant's clock a prepare's `began` may lie (`ParticipantConfig::clock_margin_ms`).
 pub const DEFAULT_FENCE_MARGIN_MS: u64 = 10_000;
 /// How long a WebSocket connection's entry is kept (s): API Gateway closes a connection after
 /// two hours.
@@ -283,11 +284,13 @@ impl Config {
         }
         let max_body_bytes = env.number(var::MAX_BODY_BYTES, DEFAULT_MAX_BODY_BYTES)?;
         let participant_defaults = ParticipantConfig::default();
+        let margin_ms = env.number(var::FENCE_MARGIN_MS, DEFAULT_FENCE_MARGIN_MS)?;
         let participant = ParticipantConfig {
             fence_capacity: env.number(var::FENCE_CAPACITY, participant_defaults.fence_capacity)?,
             // An entry stays fresh for the largest timeout a transaction may have, plus the margin.
-            fence_window_ms: max_timeout_ms
-                .saturating_add(env.number(var::FENCE_MARGIN_MS, DEFAULT_FENCE_MARGIN_MS)?),
+            fence_window_ms: max_timeout_ms.saturating_add(margin_ms),
+            // And a prepare may begin at most the margin ahead of the participant's clock.
+            clock_margin_ms: margin_ms,
             max_reservations: env
                 .number(var::MAX_RESERVATIONS, participant_defaults.max_reservations)?,
             ..participant_defaults
@@ -776,6 +779,10 @@ mod tests {
             c.participant.fence_window_ms,
             ParticipantConfig::default().fence_window_ms,
             "the largest timeout (60 s) plus the margin (10 s)"
+        );
+        assert_eq!(
+            c.participant.clock_margin_ms, DEFAULT_FENCE_MARGIN_MS,
+            "and a prepare may begin the margin ahead of the participant's clock"
         );
         let e = Config::from_lookup(
             Role::Participant,

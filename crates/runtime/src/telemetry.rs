@@ -43,13 +43,13 @@ impl Unit {
 }
 
 /// One EMF line: `dimension_sets` name dimensions from `dimensions`; every metric is reported
-/// under each set.
-pub fn emf_line(
+/// under each set. Values are whole numbers (`u64`, or `i64` where a metric may be negative).
+pub fn emf_line<V: Into<Value> + Copy>(
     namespace: &str,
     timestamp_ms: u64,
     dimensions: &[(&str, &str)],
     dimension_sets: &[&[&str]],
-    metrics: &[(&str, Unit, u64)],
+    metrics: &[(&str, Unit, V)],
 ) -> Value {
     let mut line = Map::new();
     line.insert(
@@ -70,7 +70,7 @@ pub fn emf_line(
         line.insert((*name).into(), Value::String((*value).into()));
     }
     for (name, _, value) in metrics {
-        line.insert((*name).into(), Value::from(*value));
+        line.insert((*name).into(), (*value).into());
     }
     Value::Object(line)
 }
@@ -117,7 +117,12 @@ impl Metrics {
         }
     }
 
-    fn emit(&self, dimensions: &[(&str, &str)], sets: &[&[&str]], metrics: &[(&str, Unit, u64)]) {
+    fn emit<V: Into<Value> + Copy>(
+        &self,
+        dimensions: &[(&str, &str)],
+        sets: &[&[&str]],
+        metrics: &[(&str, Unit, V)],
+    ) {
         let line = emf_line(
             &self.namespace,
             SystemClock.now_ms(),
@@ -176,7 +181,8 @@ impl Metrics {
     }
 
     /// A recovery pass that ran: transactions it drove to their end (`Recovered`), those it
-    /// could not (`Unfinished`, retried later), how long the oldest transaction still pending
+    /// could not (`Unfinished`, retried later; `StagingUnfinished` of them `STAGING`, waiting
+    /// on a participant's answer: the blocked-staging alarm's metric), how long the oldest transaction still pending
     /// has been past its deadline (`OldestOverdue`, when it could be read: the stuck-transaction
     /// alarm's metric), how long the pass took; and `SweepFailed` 0.
     pub fn sweep(&self, report: &SweepReport, latency_ms: u64) {
@@ -184,6 +190,11 @@ impl Metrics {
         let mut metrics = vec![
             ("Recovered", Unit::Count, recovered),
             ("Unfinished", Unit::Count, report.failed as u64),
+            (
+                "StagingUnfinished",
+                Unit::Count,
+                report.staging_unfinished as u64,
+            ),
             ("SweepFailed", Unit::Count, 0),
             ("SweepLatency", Unit::Milliseconds, latency_ms),
         ];
@@ -206,6 +217,20 @@ impl Metrics {
                 ("SweepFailed", Unit::Count, 1),
                 ("SweepLatency", Unit::Milliseconds, latency_ms),
             ],
+        );
+    }
+
+    /// A prepare's `BeganAge` on the participant that served it (`table`): `now - began` on the
+    /// participant's clock, in ms (`Participant::age`). Time in flight plus the skew between
+    /// the coordinator's clock and the participant's: its Minimum going negative means a
+    /// coordinator's clock runs ahead (by more than `TWOPC_FENCE_MARGIN_MS`, its prepares are
+    /// refused `clockSkew`); a Maximum far above the prepare latency, one that lags (its
+    /// prepares meet horizons and are refused `fenced`).
+    pub fn began_age(&self, table: &str, age_ms: i64) {
+        self.emit(
+            &[("Function", self.function.as_str()), ("Table", table)],
+            &[&["Function", "Table"]],
+            &[("BeganAge", Unit::Milliseconds, age_ms)],
         );
     }
 
@@ -475,6 +500,7 @@ mod tests {
             aborted: 2,
             rolled_forward: 1,
             failed: 1,
+            staging_unfinished: 1,
             oldest_overdue_ms: Some(90_000),
             ..SweepReport::default()
         };
@@ -487,15 +513,34 @@ mod tests {
                 &lines[0]["Recovered"],
                 &lines[0]["Unfinished"],
                 &lines[0]["OldestOverdue"],
-                &lines[0]["SweepFailed"]
+                &lines[0]["SweepFailed"],
+                &lines[0]["StagingUnfinished"],
             ),
-            (&json!(3), &json!(1), &json!(90_000), &json!(0))
+            (&json!(3), &json!(1), &json!(90_000), &json!(0), &json!(1))
         );
+        assert_eq!(lines[1]["StagingUnfinished"], 0, "reported on every pass");
         assert!(
             lines[1].get("OldestOverdue").is_none(),
             "not read: not sent"
         );
         assert_eq!(lines[2]["SweepFailed"], 1);
+    }
+
+    #[test]
+    fn a_prepare_reports_its_age_per_table_negative_for_a_clock_ahead() {
+        let m = Metrics::in_memory("participant");
+        m.began_age("accounts", 120);
+        m.began_age("accounts", -30_000);
+        let lines = m.lines();
+        assert_eq!(
+            (&lines[0]["BeganAge"], &lines[0]["Table"]),
+            (&json!(120), &json!("accounts"))
+        );
+        assert_eq!(lines[1]["BeganAge"], -30_000);
+        assert_eq!(
+            lines[1]["_aws"]["CloudWatchMetrics"][0]["Dimensions"],
+            json!([["Function", "Table"]])
+        );
     }
 
     #[test]

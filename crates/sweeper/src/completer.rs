@@ -37,7 +37,9 @@ pub async fn complete<L: TxLog, T: Transport, C: Clock>(
     for r in &event.records {
         let Some(record) = asked(r) else { continue };
         let tx_id = record.tx_id.clone();
-        match coordinator.recover(record).await {
+        // Acted on whatever this clock says of the deadline: the participant that asked found
+        // it past on its own (`Coordinator::recover_asked`).
+        match coordinator.recover_asked(record).await {
             Ok(after) => {
                 info!(tx_id = %tx_id, status = %after.status, "completer: recovery asked for by a participant")
             }

@@ -10,6 +10,7 @@
 //! [`Coordinator::finish`]). `docs/protocol.md`, "The staged commit".
 
 mod native;
+mod path;
 mod recover;
 mod types;
 
@@ -146,9 +147,10 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
                 None => info!(tx_id = %tx_id, "the protocol holds an item: staged instead"),
             }
         }
-        // Every participant answers the inquiry a STAGING record's recovery needs: the generic
-        // one over its item, the participant SDK over its phases.
-        let staged = self.config.mode.stages();
+        // Staged only where every participant answers the inquiries a STAGING record's
+        // recovery needs from a highly available log: one that never answers would keep the
+        // transaction, and its other items, undecided (`rules::stages`).
+        let staged = self.stages(&record);
         if staged {
             record.status = TxStatus::Staging;
         }

@@ -1,6 +1,7 @@
 //! Reading a record, and driving one to its end from the record alone: [`Coordinator::recover`]
-//! (replays and the sweeper), [`Coordinator::recover_staged`] (a `STAGING` record, from what its
-//! participants say) and [`Coordinator::status_helping`].
+//! (replays and the sweeper), [`Coordinator::recover_asked`] (the completer),
+//! [`Coordinator::recover_staged`] (a `STAGING` record, from what its participants say) and
+//! [`Coordinator::status_helping`].
 
 use futures::future::join_all;
 use tracing::{info, warn};
@@ -49,8 +50,27 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
     /// deadline is aborted; a decided one is completed and finalized. A live undecided one is
     /// left alone.
     pub async fn recover(&self, record: TxRecord) -> Result<TxRecord, PortError> {
+        let past = self.clock.now_ms() > record.deadline;
+        self.recover_judged(record, past).await
+    }
+
+    /// Recovers a record a participant asked for (`recoveryAsked`, the completer): as past its
+    /// deadline whatever this clock says. The participant judged it past on its own clock, and
+    /// a `STAGING` record's recovery only prevents and decides by what every participant says,
+    /// which is safe at any time; a completer whose clock lags must not drop the ask and leave
+    /// the holds to the sweeper's schedule.
+    pub async fn recover_asked(&self, record: TxRecord) -> Result<TxRecord, PortError> {
+        self.recover_judged(record, true).await
+    }
+
+    /// [`Self::recover`], the deadline judged `deadline_passed`.
+    async fn recover_judged(
+        &self,
+        record: TxRecord,
+        deadline_passed: bool,
+    ) -> Result<TxRecord, PortError> {
         let now = self.clock.now_ms();
-        match rules::recovery(record.status, now > record.deadline) {
+        match rules::recovery(record.status, deadline_passed) {
             Recovery::Leave | Recovery::Ended => Ok(record),
             Recovery::Complete(_) => self.complete(record, &[]).await,
             Recovery::Inquire => self.recover_staged(record, true).await,

@@ -32,7 +32,9 @@ pub enum CommitMode {
     /// put is acknowledged (one round; an abort two), finished after the answer.
     Staged,
     /// The default. A transaction the store can commit alone ([`rules::native`](crate::rules::native)) is one native
-    /// `TransactWriteItems`; any other, or one the protocol holds an item of, is staged.
+    /// `TransactWriteItems`; any other, or one the protocol holds an item of, is staged if
+    /// every participant answers recovery from a highly available log
+    /// ([`rules::stages`](crate::rules::stages)), else classic.
     #[default]
     Auto,
 }
@@ -48,11 +50,6 @@ impl CommitMode {
             CommitMode::Staged => "staged",
             CommitMode::Auto => "auto",
         }
-    }
-
-    /// Whether the protocol path stages (`STAGING`, answered after one round).
-    pub fn stages(self) -> bool {
-        self != CommitMode::Classic
     }
 
     /// Parses a configured name.

@@ -8,6 +8,7 @@
 //! the owner's coordinator's or the sweeper's job (see `docs/architecture.md`), so a participant
 //! needs no transport to other services.
 
+mod clock;
 mod refusal;
 
 pub use refusal::{Refusal, classify_native_refusal, classify_refusal, show_key};
@@ -62,6 +63,10 @@ pub struct ParticipantConfig {
     /// `conflict`. Each is stored on the item (~250 bytes with its operation), and DynamoDB
     /// bills every write of the item by its size (a unit per KB) and caps it at 400 KB.
     pub max_reservations: usize,
+    /// How far ahead of this participant's clock a transaction's `began` may lie (ms,
+    /// `TWOPC_FENCE_MARGIN_MS`): a prepare further ahead is refused (`clockSkew`), so that no
+    /// clock running ahead puts a horizon in the future ([`rules::too_far_ahead`]).
+    pub clock_margin_ms: u64,
 }
 
 impl Default for ParticipantConfig {
@@ -72,6 +77,7 @@ impl Default for ParticipantConfig {
             max_resolutions: 3,
             reservation_pause_ms: 1_000,
             max_reservations: 32,
+            clock_margin_ms: 10_000,
         }
     }
 }
@@ -141,6 +147,9 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
             coordinator: req.coordinator.clone(),
         };
         let no = |reason, msg: String| PrepareReply::no(reason, msg);
+        if let Some(refused) = self.too_far_ahead(req.began) {
+            return Ok(refused);
+        }
         for attempt in 0..=self.config.max_resolutions {
             let now = self.clock.now_ms();
             if now >= req.deadline {
@@ -288,6 +297,10 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
         // prepare (then the lock is most likely someone else's or nobody's, and fencing
         // first saves the release's refused write).
         let mut release = !req.refused;
+        // A transaction from a clock too far ahead is released if it holds the item, never
+        // fenced out (`leaves_unfenced`).
+        let unfenced = self.leaves_unfenced(req.began);
+        release |= unfenced;
         // A prepare may land between our writes; each write settles one such race.
         for _ in 0..6 {
             let write = if release {
@@ -315,6 +328,7 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
                     release = true;
                 }
                 // Someone else's lock, or none: fence the transaction out.
+                AbortStep::FenceOut if unfenced => return Ok(CompleteReply::Done),
                 AbortStep::FenceOut => release = false,
                 AbortStep::Answer(reply) => {
                     return Ok(answer(reply, table, &req.key, &req.tx_id, item.as_deref()));

@@ -117,8 +117,9 @@ pub fn recovery(status: TxStatus, deadline_passed: bool) -> Recovery {
 
 /// Whether the completer (on the transactions table's stream) recovers a record after a
 /// change: only when the change is a participant's ask (`recoveryAsked` newly set) on a record
-/// still `STAGING`. A participant asks only after the deadline, so the recovery it triggers is
-/// [`Recovery::Inquire`]; every other change is its coordinator's (or a recoverer's) own work
+/// still `STAGING`. A participant asks only after the deadline on its own clock, so the
+/// recovery it triggers is [`Recovery::Inquire`] (`recovery(Staging, true)`), whatever the
+/// completer's clock says: preventing is safe at any time; every other change is its coordinator's (or a recoverer's) own work
 /// in progress, which the completer must not duplicate. At-least-once delivery repeats a
 /// recovery, which changes nothing twice (every step is a compare-and-swap).
 pub fn completer_recovers(asked_before: bool, status: TxStatus, asked: bool) -> bool {

@@ -18,16 +18,21 @@
 //! | [`inquire`], [`staged_decision`] | the staged commit's recovery: is a participant held, or prevented? |
 //! | [`plan_prune`] | which fence entries the lock holder's release removes, and the new horizon |
 //! | [`native`], [`native_write`] | whether a transaction is committed as one native `TransactWriteItems`, and what its write does on an item as found |
+//! | [`too_far_ahead`], [`age`] | whether a prepare's `began` is further ahead of the participant's clock than the margin, and its age there |
+//! | [`stages`] | whether a protocol transaction is staged (one round) or classic (five) in the default mode |
 
 mod admit;
+mod clock;
 mod decide;
 mod native;
+mod path;
 mod release;
 mod staged;
 
 pub use admit::{
     EscrowRefusal, EscrowSeen, Keeps, PrepareRefusal, PrepareStep, escrow, prepare, reserve,
 };
+pub use clock::{age, too_far_ahead};
 pub use decide::{
     AfterLostSwap, Recovery, Resolution, after_lost_decide, after_lost_finalize,
     completer_recovers, decision, recovery, resolve,
@@ -35,6 +40,7 @@ pub use decide::{
 pub use native::{
     NATIVE_MAX_ACTIONS, NATIVE_MAX_BYTES, NativeFacts, NativeStep, NotNative, native, native_write,
 };
+pub use path::{NotStaged, Reach, StageFacts, stages};
 pub use release::{
     AbortStep, CommitStep, FenceOut, Reply, Violation, abort, commit, fence_out, plan_prune,
 };

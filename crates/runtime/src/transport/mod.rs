@@ -24,7 +24,9 @@ pub use self::lambda::LambdaTransport;
 
 /// Routes each call to the transport its target names, and counts the protocol violations its
 /// in-process and `http` participants answer ([`Metrics::protocol_violation`]): a participant
-/// function counts its own, so `lambda` answers are not counted twice.
+/// function counts its own, so `lambda` answers are not counted twice. Its in-process
+/// participants' prepares report their age ([`Metrics::began_age`]), as a participant
+/// function's do.
 #[derive(Debug)]
 pub struct DispatchTransport<S, L, C> {
     direct: DirectTransport<S, L, C>,
@@ -48,7 +50,7 @@ impl<S, L, C> DispatchTransport<S, L, C> {
         }
     }
 
-    /// Counts violations in `metrics`.
+    /// Counts violations (and in-process prepares' ages) in `metrics`.
     pub fn with_metrics(mut self, metrics: Metrics) -> Self {
         self.metrics = Some(metrics);
         self
@@ -77,7 +79,12 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Transport for DispatchTransport<S,
         req: &PrepareRequest,
     ) -> Result<PrepareReply, TransportError> {
         match target {
-            Target::Direct { .. } => self.direct.prepare(target, req).await,
+            Target::Direct { table } => {
+                if let Some(m) = &self.metrics {
+                    m.began_age(table, self.direct.participant().age(req.began));
+                }
+                self.direct.prepare(target, req).await
+            }
             Target::Lambda { .. } => self.lambda.prepare(target, req).await,
             Target::Http { .. } => self.http.prepare(target, req).await,
         }
