@@ -77,10 +77,11 @@ fuzz-tools: ## Install Schemathesis (pinned) into .tools/schemathesis; skipped w
 	  echo "$(FUZZ_TOOLS)" > $(FUZZ_VENV)/.pins; \
 	fi
 
-# make fuzz-api: `twopc serve` as make run starts it (in memory, a free port, a data folder of its
-# own), Schemathesis on docs/openapi.json against it with every check but ignored_auth (the local
-# stack has no authorisation), FUZZ_EXAMPLES generated cases per operation (default 50; a few
-# minutes on 2 cores), then SIGINT to the stack. Any failure, schema error or 5xx fails it; the
+# make fuzz-api: `twopc serve` as make run starts it (DynamoDB Local persisted, a free port, a data
+# folder of its own), Schemathesis on docs/openapi.json against it with every check but
+# ignored_auth (the local stack has no authorisation), every phase (the stateful one follows the
+# document's links), FUZZ_EXAMPLES generated cases per operation (default 300; about two minutes
+# on 2 cores), then SIGINT to the stack. Any failure, schema error or 5xx fails it; the
 # JUnit report is in target/schemathesis/. FUZZ_ARGS passes options to schemathesis run.
 .PHONY: fuzz-tools fuzz-api
 fuzz-api: ddb-tools fuzz-tools ## Fuzz the local stack's API from docs/openapi.json (Schemathesis, every check, no 5xx)
@@ -115,11 +116,18 @@ run: ddb-tools ## Start the local stack (twopc serve: HTTP API on :3000, DynamoD
 	./target/debug/twopc serve $(ARGS)
 
 # --bins: the end-to-end tests of the lambda transport serve the functions' own binaries
-# (tests/src/lambda.rs).
-test: tools browser-tools ## Validate template.yaml, then run every test (unit + integration) against a fresh in-memory DynamoDB Local
+# (tests/src/lambda.rs). Every suite runs with TWOPC_RECORD_AWS_CALLS set: each function's AWS
+# requests are recorded (crates/runtime/src/record.rs); then the ignored grants test holds
+# template.yaml's Policies to that record (tests/tests/grants.rs, docs/architecture.md).
+RECORD := $(CURDIR)/target/aws-calls
+RUN_IGNORED := $(if $(findstring nextest,$(TEST_RUNNER)),--run-ignored only,-- --ignored)
+test: tools browser-tools ## Validate template.yaml, then run every test (unit + integration) against a fresh in-memory DynamoDB Local, recording each function's AWS calls, and hold the template's grants to them
 	$(MAKE) --no-print-directory validate
 	cargo build --workspace --tests --bins --locked
-	$(DDB) run $(TEST_RUNNER) --workspace --locked
+	rm -rf $(RECORD)
+	TWOPC_RECORD_AWS_CALLS=$(RECORD) $(DDB) run $(TEST_RUNNER) --workspace --locked
+	TWOPC_RECORD_AWS_CALLS=$(RECORD) $(TEST_RUNNER) --locked -p twopc-tests --test grants \
+	  $(RUN_IGNORED) the_template_grants_every_recorded_call_and_says_why_it_grants_the_rest
 
 # make smoke: the README and docs/ as a new user runs them, in a fresh clone of HEAD
 # (tests/readme/smoke.py; SMOKE_ARGS="--rev COMMIT" tests another commit, "--keep" keeps the
@@ -130,9 +138,11 @@ smoke: browser-tools ## Run the examples of the README and docs/ in a fresh clon
 
 # make sam-local: every function of template.yaml in Lambda's own container (sam local) against
 # DynamoDB Local, x86_64 debug builds (infra/sam-local.py): docs/deploy.md's sam local lines as
-# written, each function with its events/ samples, one transaction committed and one aborted
-# through sam local start-api and start-lambda. Starts dockerd (root) and imports a base image
-# from Debian packages when missing; where Docker cannot run it prints SKIPPED and why.
+# written, each function with its events/ samples, a reservation, an abort, a put and a delete
+# of the wallets service through sam local start-api and start-lambda (each item checked after),
+# then template.yaml's grants held to every AWS call the functions recorded. Starts dockerd
+# (root) and imports a base image from Debian packages when missing; where Docker cannot run it
+# prints SKIPPED and why.
 .PHONY: sam-local
 sam-local: py-tools ddb-tools ## Run every function in Lambda's container (sam local) against DynamoDB Local; SKIPPED, saying why, where Docker cannot run
 	python3 infra/sam-local.py test

@@ -7,10 +7,11 @@
     python3 infra/sam-local.py down   # stops DynamoDB Local (a dockerd `up` started keeps running)
     python3 infra/sam-local.py test   # make sam-local: the base image built under a throwaway
                                       # tag (the path a new machine takes), up, docs/deploy.md's
-                                      # `sam local` lines as
-                                      # written, every function with its events/ samples, one
-                                      # transaction committed and one aborted through
-                                      # `sam local start-lambda` + `sam local start-api`, down
+                                      # `sam local` lines as written, every function with its
+                                      # events/ samples, a reservation, an abort, a put and a
+                                      # delete through `sam local start-api` + `start-lambda`,
+                                      # down; then the template's grants held to every AWS call
+                                      # they made
 
 How it runs here (no registry can be reached): SAM builds its local image FROM
 public.ecr.aws/lambda/provided:al2023-x86_64 and ships the runtime interface emulator itself, so
@@ -19,6 +20,10 @@ that tag, serves with --skip-pull-image. The functions are the debug binaries `c
 makes, as `bootstrap`, in a copy of template.yaml whose CodeUri point at them (what `sam build`
 would produce, without a release cross-build per function). x86_64 only: SAM gives an emulated
 arm64 runtime too little time to answer.
+
+Every function records its AWS calls to standard error (TWOPC_RECORD_AWS_CALLS=-, set in the
+local copy of the template only): collected from each `sam local` output, they are held to
+template.yaml's grants at the end (tests/tests/grants.rs, the sam-local test).
 
 `sam local invoke` exits 0 even when the function fails, so every answer is judged here. Where
 Docker cannot run (no root to start dockerd, no Docker package, not x86_64), `test` says
@@ -57,6 +62,10 @@ MOTO_PORT = 8766  # moto's Firehose and S3: the stream processor's data lake
 VENV = ROOT / ".tools" / "venv" / "bin"
 SAM = [str(VENV / "sam")]
 SAM_ENV = {**os.environ, "SAM_CLI_TELEMETRY": "0"}
+# The lines the functions' recorder writes to standard error (crates/runtime/src/record.rs).
+CALL_PREFIX = "twopc-aws-call "
+CALLS = set()
+RECORDING = {"on": False}  # set by `test`: a plain `up` leaves the functions' logs quiet
 
 
 class Skip(Exception):
@@ -110,7 +119,44 @@ def local_template(fns):
     )
     if n != 1:
         raise Failure("template.yaml: no Architecture parameter defaulting to arm64")
+    if not RECORDING["on"]:
+        return text
+    # Every function records its AWS calls to standard error (`test` only; never in AWS).
+    text, n = re.subn(r'(\n        TWOPC_LAMBDA_ENDPOINT: ""\n)',
+                      r'\1        TWOPC_RECORD_AWS_CALLS: "-"\n', text)
+    if n != 1:
+        raise Failure("template.yaml: no TWOPC_LAMBDA_ENDPOINT in Globals to record beside")
     return text
+
+
+def collect_calls(output):
+    """Keeps the recorded AWS calls of a `sam local` output."""
+    for line in output.splitlines():
+        at = line.find(CALL_PREFIX)
+        if at >= 0:
+            CALLS.add(line[at + len(CALL_PREFIX):].strip())
+
+
+def check_grants():
+    """template.yaml's grants held to every call the functions made here."""
+    # The delete's commit through start-lambda is the participant function's tombstone put: the
+    # call issue 34 found ungranted. Seen here, the record covers the deployed path.
+    calls = [json.loads(c) for c in CALLS]
+    if not any(c["role"] == "participant" and c["action"] == "dynamodb:PutItem" for c in calls):
+        raise Failure("the participant function's PutItem (the delete's tombstone) was not recorded")
+    folder = STATE / "aws-calls"
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    (folder / "sam-local.jsonl").write_text("".join(f"{c}\n" for c in sorted(CALLS)))
+    p = run(["cargo", "test", "--locked", "-p", "twopc-tests", "--test", "grants", "--",
+             "--ignored", "--exact", "the_template_grants_every_call_sam_local_recorded",
+             "--nocapture"],
+            check=False, env={**os.environ, "TWOPC_RECORD_AWS_CALLS": str(folder)})
+    if p.returncode != 0:
+        raise Failure(f"template.yaml does not grant every call the functions made:\n"
+                      f"{p.stdout[-4000:]}\n{p.stderr[-2000:]}")
+    say(f"template.yaml grants every one of the {len(CALLS)} distinct calls recorded")
 
 
 # --- Docker -------------------------------------------------------------------------------------
@@ -288,20 +334,22 @@ def down():
 # --- judging invocations ------------------------------------------------------------------------
 
 
-def invoke(logical, event, env=ENV, cmd=None):
+def invoke(logical, event, env=ENV, cmd=None, function_error=False):
     """Runs one `sam local invoke`; returns (answer, logs). The answer is the last line of
-    stdout, as JSON; anything else is a failure whatever the exit code."""
+    stdout, as JSON; anything else is a failure whatever the exit code, and so is a function
+    error unless `function_error` (the caller judges it)."""
     cmd = cmd or SAM + ["local", "invoke", logical, "-t", str(TEMPLATE.relative_to(ROOT)),
                         "--skip-pull-image", "--env-vars", env, "--event", event]
     t = time.monotonic()
     p = subprocess.run(cmd, cwd=ROOT, env=SAM_ENV, text=True, capture_output=True, timeout=120)
+    collect_calls(p.stderr)
     lines = [l for l in p.stdout.splitlines() if l.strip()]
     try:
         answer = json.loads(lines[-1])
     except (IndexError, json.JSONDecodeError):
         raise Failure(f"{logical} {event}: no JSON answer (exit {p.returncode})\n"
                       f"stdout:\n{p.stdout}\nstderr:\n{p.stderr}")
-    if isinstance(answer, dict) and "errorType" in answer:
+    if isinstance(answer, dict) and "errorType" in answer and not function_error:
         raise Failure(f"{logical} {event}: the function failed: {answer}\n{p.stderr}")
     say(f"  {logical} {Path(event).name}: answered in {time.monotonic() - t:.1f} s")
     return answer, p.stderr
@@ -348,6 +396,7 @@ def check_readme():
         t = time.monotonic()
         p = subprocess.run(["bash", "-c", line], cwd=ROOT, env=env, text=True,
                            capture_output=True, timeout=600)
+        collect_calls(p.stderr)
         if p.returncode != 0:
             raise Failure(f"{DOC_PAGE} line exited {p.returncode}: {line}\n{p.stdout}\n{p.stderr}")
         argv = line.split("#")[0].split()
@@ -384,21 +433,32 @@ def check_every_function(fns):
     expect(a["statusCode"] == 200 and body(a)["status"] == "COMMITTED", "GET: not COMMITTED", a, logs)
     expect(balance("twopc-accounts", "alice") == "0" and balance("twopc-wallets", "bob") == "100",
            "balances after the transfer are not alice 0, bob 100", a)
+    # A payload that is not an API Gateway request (the console's test event): a function error
+    # saying what the function expects, not an invocation held until its timeout by the
+    # after-answer extension waiting for a hand-over that never comes.
+    console = STATE / "console-test-event.json"
+    console.write_text(json.dumps({"key1": "value1", "key2": "value2", "key3": "value3"}))
+    a, logs = invoke("CoordinatorFunction", str(console), function_error=True)
+    expect(a.get("errorType") == "NotAnApiRequest", "a console test event: not NotAnApiRequest",
+           a, logs)
     seen.add("CoordinatorFunction")
-    # Each participant: a prepare and an abort under a fresh id. Alice's 0 cannot pay 100 (no:
-    # condition); bob's 100 can (yes), and the abort releases his lock.
-    for logical, who, vote in (("AccountsParticipantFunction", "alice", "no"),
-                               ("WalletsParticipantFunction", "bob", "yes")):
+    # The participant function: a prepare and an abort under a fresh id, twice. Bob's 100
+    # cannot pay 1000 (no: condition); it can pay the sample's 100 (yes), and the abort
+    # releases his lock.
+    logical = "WalletsParticipantFunction"
+    for who, amount, vote in (("bob", 1000, "no"), ("bob", 100, "yes")):
         fresh = str(uuid.uuid4())
         prepare = json.loads(Path(with_tx("events/participant-prepare.json", fresh)).read_text())
         prepare["request"]["key"] = {"id": who}
-        p = STATE / f"prepare-{who}.json"
+        prepare["request"]["op"] = {"add": {"balance": -amount},
+                                    "require": {"balance": {"gte": amount}}}
+        p = STATE / f"prepare-{who}-{vote}.json"
         p.write_text(json.dumps(prepare))
         a, logs = invoke(logical, str(p))
         expect(a.get("vote") == vote, f"{logical}: prepare voted {a.get('vote')}, not {vote}", a, logs)
         abort = json.loads(Path(with_tx("events/participant-abort.json", fresh)).read_text())
         abort["request"]["key"] = {"id": who}
-        p = STATE / f"abort-{who}.json"
+        p = STATE / f"abort-{who}-{vote}.json"
         p.write_text(json.dumps(abort))
         a, logs = invoke(logical, str(p))
         expect(a == {"result": "done"}, f"{logical}: abort not done", a, logs)
@@ -521,9 +581,14 @@ def http(method, url, data=None, headers=None):
 
 
 def check_transactions():
-    say("one transaction committed and one aborted: start-api (coordinator) -> start-lambda "
-        "(participants):")
-    common = ["-t", str(TEMPLATE.relative_to(ROOT)), "--skip-pull-image", "--env-vars", ENV_LAMBDA]
+    say("a reservation, an abort, a put and a delete: start-api (coordinator) -> start-lambda "
+        "(the wallets participant function):")
+    # Warm containers, started at once: each function's process lives through its
+    # invocations and SAM follows its output from the start (with a container per invocation,
+    # SAM attaches late and loses what the function writes in its first milliseconds: the
+    # recorded calls among it).
+    common = ["-t", str(TEMPLATE.relative_to(ROOT)), "--skip-pull-image", "--env-vars", ENV_LAMBDA,
+              "--warm-containers", "EAGER"]
     logs = {n: open(STATE / f"{n}.log", "w") for n in ("start-lambda", "start-api")}
     procs = []
     try:
@@ -538,34 +603,61 @@ def check_transactions():
         wait_port(LAMBDA_PORT, procs[0], "start-lambda")
         wait_port(API_PORT, procs[1], "start-api")
         api = f"http://127.0.0.1:{API_PORT}/transactions"
-        t = time.monotonic()
-        transfer = {"participants": [
+
+        def post(what, participants, want_status, want_outcome):
+            t = time.monotonic()
+            status, b = http("POST", api, {"participants": participants},
+                             {"Idempotency-Key": f"sam-{uuid.uuid4()}"})
+            expect(status == want_status and b.get("outcome") == want_outcome,
+                   f"{what}: not {want_outcome}", b, tail_logs())
+            # Staged: answered once decided; the coordinator's extension finishes after the
+            # answer, within the same invocation, so the record reads terminal.
+            read, got = http("GET", f"{api}/{b['txId']}")
+            terminal = "COMMITTED" if want_outcome == "committed" else "ABORTED"
+            expect(read == 200 and got["status"] == terminal, f"{what}: GET not {terminal}",
+                   got, tail_logs())
+            say(f"  {what}: {want_outcome} {b['txId']} ({time.monotonic() - t:.1f} s)")
+            return b
+
+        def wallet(key):
+            return ddb_request("GetItem", {"TableName": "twopc-wallets", "Key": {"id": {"S": key}},
+                                           "ConsistentRead": True}).get("Item")
+
+        def held(item):
+            """A lock, or reservations standing (crates/core/src/layout.rs names both)."""
+            return "lock" in item or int(item.get("txResN", {}).get("N", "0")) > 0
+
+        # Bob's wallet (behind its participant function) pays alice's account (the coordinator's
+        # own table): commuting adds, so both reserve.
+        b = post("a transfer, reserving", [
             {"participant": "wallets", "key": {"id": "bob"},
              "op": {"add": {"balance": -40}, "require": {"balance": {"gte": 40}}}},
-            {"participant": "accounts", "key": {"id": "alice"}, "op": {"add": {"balance": 40}}}]}
-        status, b = http("POST", api, transfer, {"Idempotency-Key": f"sam-{uuid.uuid4()}"})
-        expect(status == 200 and b.get("outcome") == "committed", "the transfer did not commit",
-               b, tail_logs())
-        status, got = http("GET", f"{api}/{b['txId']}")
-        expect(status == 200 and got["status"] == "COMMITTED", "GET: not COMMITTED", got)
-        say(f"  committed {b['txId']} ({time.monotonic() - t:.1f} s)")
-        t = time.monotonic()
-        too_much = {"participants": [
-            {"participant": "accounts", "key": {"id": "alice"},
-             "op": {"add": {"balance": -1000}, "require": {"balance": {"gte": 1000}}}},
-            {"participant": "wallets", "key": {"id": "bob"}, "op": {"add": {"balance": 1000}}}]}
-        status, b = http("POST", api, too_much)
-        # Staged: answered once the abort is recorded (ABORTING); the release runs in the
-        # coordinator's extension after the answer, within the same invocation.
-        expect(status == 409 and b.get("outcome") == "aborted",
-               "the overdraft did not abort", b, tail_logs())
-        read, got = http("GET", f"{api}/{b['txId']}")
-        expect(read == 200 and got["status"] == "ABORTED",
-               "GET: not ABORTED (the extension did not release after the answer)", got, tail_logs())
-        say(f"  aborted {b['txId']} with HTTP {status} ({time.monotonic() - t:.1f} s)")
+            {"participant": "accounts", "key": {"id": "alice"}, "op": {"add": {"balance": 40}}}],
+            200, "committed")
+        modes = [p.get("mode") for p in b.get("participants", [])]
+        expect(modes == ["reserved", "reserved"], "the transfer did not reserve", b)
         expect(balance("twopc-accounts", "alice") == "40" and balance("twopc-wallets", "bob") == "60",
-               "balances are not alice 40, bob 60 (the commit applied once, the abort not at all)",
-               b)
+               "balances are not alice 40, bob 60", b)
+        # An overdraft of bob's wallet: its function votes no, nothing moves, nothing is held.
+        b = post("an overdraft", [
+            {"participant": "wallets", "key": {"id": "bob"},
+             "op": {"add": {"balance": -1000}, "require": {"balance": {"gte": 1000}}}},
+            {"participant": "accounts", "key": {"id": "alice"}, "op": {"add": {"balance": 1000}}}],
+            409, "aborted")
+        bob = wallet("bob")
+        expect(balance("twopc-accounts", "alice") == "40" and balance("twopc-wallets", "bob") == "60"
+               and not held(bob), "the abort moved or held something", {"bob": bob})
+        # A put of a new wallet, then its delete: written by the function, a tombstone after.
+        post("a put", [{"participant": "wallets", "key": {"id": "dave"},
+                        "op": {"put": {"balance": 5}}}], 200, "committed")
+        dave = wallet("dave")
+        expect(dave is not None and dave.get("balance", {}).get("N") == "5" and not held(dave),
+               "dave's wallet was not put", {"dave": dave})
+        post("a delete", [{"participant": "wallets", "key": {"id": "dave"},
+                           "op": {"delete": True}}], 200, "committed")
+        dave = wallet("dave")
+        expect(dave is not None and "balance" not in dave and "txTombstone" in dave
+               and not held(dave), "dave's wallet was not deleted", {"dave": dave})
         # twopc seed through the API: the demo items exist already (alice, bob's wallet), so its
         # puts vote condition and nothing is written.
         p = run([str(ROOT / "target/debug/twopc"), "--url", f"http://127.0.0.1:{API_PORT}", "seed"],
@@ -586,6 +678,8 @@ def check_transactions():
                 os.killpg(p.pid, signal.SIGKILL)
         for f in logs.values():
             f.close()
+        for n in logs:
+            collect_calls((STATE / f"{n}.log").read_text(errors="replace"))
         # Containers SAM left (a killed start-* may leave its warm containers behind).
         ids = run(["docker", "ps", "-aq", "--filter", f"ancestor={IMAGE}"], check=False).stdout.split()
         ids += run(["docker", "ps", "-aq", "--filter", "label=sam.cli.container.type"],
@@ -608,6 +702,7 @@ def test():
     try:
         check_image_build()
         check_readme()
+        RECORDING["on"] = True
         up()
         t = time.monotonic()
         check_every_function(functions())
@@ -615,6 +710,7 @@ def test():
         t = time.monotonic()
         check_transactions()
         say(f"transactions done ({time.monotonic() - t:.1f} s)")
+        check_grants()
     finally:
         down()
         if dockerd is not None:  # left as found

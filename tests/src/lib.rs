@@ -3,7 +3,8 @@
 //! transport with a clock the test moves by hand. [`fees`] is a custom participant on the
 //! participant SDK for the crash suites; [`lambda`] serves a function's binary through
 //! `cargo lambda watch`, for the `lambda` transport's end-to-end tests; [`openapi`] checks
-//! answers of the API against its description.
+//! answers of the API against its description; [`template`] reads `template.yaml`, and
+//! [`grants`] holds its grants to the AWS calls the suites recorded.
 
 use std::collections::BTreeMap;
 
@@ -25,8 +26,10 @@ use twopc_dynamo::{DynamoItems, DynamoNative, DynamoTxLog};
 
 pub mod crash;
 pub mod fees;
+pub mod grants;
 pub mod lambda;
 pub mod openapi;
+pub mod template;
 
 pub use crash::CrashAt;
 

@@ -10,12 +10,12 @@ use twopc_core::layout;
 use twopc_core::memory::{MemoryItems, MemoryNative, MemoryTxLog};
 use twopc_core::message::Prune;
 use twopc_core::op::Operation;
-use twopc_core::participant::{Refusal, classify_native_refusal};
+use twopc_core::participant::{Refusal, classify_native_refusal, classify_refusal};
 use twopc_core::ports::{
     CompleteWrite, Completion, Created, NativeItem, NativeOutcome, NativeStore, NativeWrite,
     ParticipantStore, PortError, PrepareWrite, Swapped, TxLog,
 };
-use twopc_core::record::TxRecord;
+use twopc_core::record::{TxRecord, VoteReason};
 use twopc_core::request::KeySchema;
 use twopc_core::status::TxStatus;
 use twopc_dynamo::{DynamoItems, DynamoNative, DynamoTxLog};
@@ -134,6 +134,8 @@ contract!(
     commit_applies_the_operation_exactly_and_releases_the_lock,
     commit_is_refused_without_the_lock_and_a_prune_that_would_lower_the_horizon,
     a_committed_delete_leaves_a_tombstone_with_its_fence,
+    a_committed_delete_prunes_the_fence_as_planned,
+    a_prepare_meeting_its_own_hold_with_another_operation_is_refused_and_changes_nothing,
     abort_releases_and_an_aborted_placeholder_becomes_a_tombstone,
     fence_aborted_adds_an_entry_or_raises_the_horizon_when_full,
     drop_lock_removes_only_its_own_lock_unapplied,
@@ -506,6 +508,115 @@ async fn a_committed_delete_leaves_a_tombstone_with_its_fence<I: ParticipantStor
     assert!(!locked(&prepare(&s, "alice", &update).await));
     let put = lock(&TxId::random(), NOW + 3, json!({"put": {"balance": 9}}));
     assert!(locked(&prepare(&s, "alice", &put).await));
+}
+
+async fn a_committed_delete_prunes_the_fence_as_planned<I: ParticipantStore, L: TxLog>(
+    s: Stores<I, L>,
+) {
+    // GIVEN two committed transactions in the fence, and a delete whose prepare planned to
+    // prune the older one.
+    s.seed("alice", json!({"balance": 1})).await;
+    let old = committed(&s, "alice", NOW, json!({"add": {"balance": 1}})).await;
+    let kept = committed(&s, "alice", NOW + 1, json!({"add": {"balance": 1}})).await;
+    let delete = lock(&TxId::random(), NOW + 2, json!({"delete": true}));
+    assert!(locked(&prepare(&s, "alice", &delete).await));
+    let prune = Prune {
+        ids: vec![old.clone()],
+        horizon: NOW,
+    };
+    // WHEN it commits
+    assert!(matches!(
+        commit(&s, "alice", &delete, Some(&prune))
+            .await
+            .expect("commit"),
+        CompleteWrite::Done
+    ));
+    // THEN the tombstone's fence lost the pruned entry, kept the other and gained the
+    // delete's, and the horizon covers the pruned one.
+    let tomb = read(&s, "alice").await.expect("a tombstone");
+    assert!(tomb.tombstone);
+    assert_eq!(
+        tomb.fence.keys().collect::<std::collections::BTreeSet<_>>(),
+        [&kept, &delete.tx_id].into()
+    );
+    assert_eq!(tomb.horizon, NOW);
+    // A late prepare of the pruned transaction is refused by the horizon.
+    let late = lock(&old, NOW, json!({"put": {"balance": 5}}));
+    assert!(!locked(&prepare(&s, "alice", &late).await));
+}
+
+async fn a_prepare_meeting_its_own_hold_with_another_operation_is_refused_and_changes_nothing<
+    I: ParticipantStore,
+    L: TxLog,
+>(
+    s: Stores<I, L>,
+) {
+    // One item named twice (two spellings of one key) reaches the item as two prepares of one
+    // transaction with different operations: the second is not a retry.
+    s.seed("alice", json!({"balance": 100})).await;
+    let tx = TxId::random();
+    let taken = lock(
+        &tx,
+        NOW,
+        json!({"add": {"balance": -10}, "set": {"memo": "debit"}}),
+    );
+    assert!(locked(&prepare(&s, "alice", &taken).await));
+    let credit = lock(
+        &tx,
+        NOW,
+        json!({"add": {"balance": 10}, "set": {"memo": "credit"}}),
+    );
+    let item = refused_item(prepare(&s, "alice", &credit).await).expect("the item");
+    assert_eq!(
+        item.lock.as_ref().map(|l| &l.op),
+        Some(&taken.op),
+        "the hold keeps its operation"
+    );
+    assert!(matches!(
+        classify_refusal(Some(&item), &credit, NOW, |_| false),
+        Refusal::Vote(VoteReason::Invalid, _)
+    ));
+    // A retry with the same operation, its numbers spelled otherwise, is still a retry.
+    let retry = lock(
+        &tx,
+        NOW,
+        serde_json::from_str(r#"{"add": {"balance": -10.0}, "set": {"memo": "debit"}}"#)
+            .expect("json"),
+    );
+    assert!(locked(&prepare(&s, "alice", &retry).await));
+    let held = read(&s, "alice")
+        .await
+        .and_then(|i| i.lock)
+        .expect("locked");
+    assert!(held.op.same_as(&taken.op), "{:?}", held.op);
+
+    // The same with reservations: a second reservation of the transaction with another change
+    // is refused, never reserved twice or over the first.
+    s.seed("bob", json!({"balance": 100})).await;
+    let tx = TxId::random();
+    let first = debit(&tx, NOW, 10);
+    assert!(locked(&reserve(&s, "bob", &first).await));
+    let other = debit(&tx, NOW, 30);
+    let item = refused_item(reserve(&s, "bob", &other).await).expect("the item");
+    assert_eq!(item.reservations.len(), 1);
+    assert_eq!(item.reservations.get(&tx).map(|r| &r.op), Some(&first.op));
+    assert!(matches!(
+        classify_refusal(Some(&item), &other, NOW, |_| false),
+        Refusal::Vote(VoteReason::Invalid, _)
+    ));
+    assert_eq!(
+        escrow_of(&s, "bob", "balance").await,
+        Some((1, "90".into(), "100".into())),
+        "one reservation escrowed, the first"
+    );
+    // An exclusive prepare of the transaction beside its own reservation is refused too.
+    let exclusive = lock(&tx, NOW, json!({"set": {"memo": "x"}}));
+    let item = refused_item(prepare(&s, "bob", &exclusive).await).expect("the item");
+    assert!(item.lock.is_none());
+    assert!(matches!(
+        classify_refusal(Some(&item), &exclusive, NOW, |_| false),
+        Refusal::Vote(VoteReason::Invalid, _)
+    ));
 }
 
 async fn abort_releases_and_an_aborted_placeholder_becomes_a_tombstone<

@@ -4,12 +4,16 @@
 //! had; a keyed one replays its answer; the stream sees each committed item change once.
 
 use serde_json::{Value, json};
-use twopc_core::coordinator::{CommitMode, Outcome, Staged};
+use twopc_core::api::{self, codes};
+use twopc_core::coordinator::{CommitMode, CoordinatorConfig, Outcome, Staged, SubmitError};
+use twopc_core::decimal::Decimal;
 use twopc_core::ids::TxId;
 use twopc_core::op::Mode;
 use twopc_core::ports::{Clock, TxLog};
-use twopc_core::record::{Vote, VoteReason};
+use twopc_core::record::{Target, Vote, VoteReason};
+use twopc_core::request::{KeyAttribute, KeySchema, KeyType, ServiceConfig};
 use twopc_core::status::TxStatus;
+use twopc_dynamo::tables::{TableKind, TableSpec, ensure_table};
 use twopc_fanout::detect::{Detected, TableRole, Tables, change_of, detect};
 use twopc_fanout::poll::{Poller, local_client, stream_arn};
 use twopc_tests::{World, endpoint, prepare_req, transfer};
@@ -215,6 +219,132 @@ async fn an_item_the_protocol_holds_sends_the_transaction_down_the_staged_path()
         staged.answer.record.votes,
         vec![Vote::yes(Mode::Reserved), Vote::yes(Mode::Reserved)]
     );
+}
+
+/// A `ledger` service over a table of this world keyed by a number, `id`: the coordinator's
+/// configuration with it, and the table's name.
+async fn with_ledger(w: &World) -> (CoordinatorConfig, String) {
+    let table = format!("{}-ledger", w.prefix);
+    let schema = KeySchema {
+        hash: KeyAttribute {
+            name: "id".into(),
+            kind: KeyType::N,
+        },
+        range: None,
+    };
+    let spec = TableSpec {
+        name: table.clone(),
+        kind: TableKind::Participant(schema.clone()),
+    };
+    ensure_table(&w.client, &spec).await.expect("create table");
+    let mut config = w.coordinator.config().clone();
+    config.services.insert(
+        "ledger".into(),
+        ServiceConfig::table(
+            Target::Direct {
+                table: table.clone(),
+            },
+            schema,
+        ),
+    );
+    (config, table)
+}
+
+/// The ledger's item 1, raw (numbers as DynamoDB keeps them).
+async fn ledger_one(w: &World, table: &str) -> Option<Value> {
+    let item = w
+        .client
+        .get_item()
+        .table_name(table)
+        .set_key(Some(twopc_dynamo::codec::to_item(
+            &serde_json::from_str::<serde_json::Map<String, Value>>(r#"{"id": 1}"#).expect("key"),
+        )))
+        .consistent_read(true)
+        .send()
+        .await
+        .expect("get")
+        .item?;
+    Some(Value::Object(
+        twopc_dynamo::codec::from_item(&item).expect("an item"),
+    ))
+}
+
+#[tokio::test]
+async fn one_number_keyed_item_under_two_spellings_is_refused_duplicate_item_on_every_path() {
+    // GIVEN ledger item 1 with 100, and a transfer from {"id": 1} to {"id": 1.0}: one item.
+    let w = World::new().await;
+    let (config, table) = with_ledger(&w).await;
+    let seed: serde_json::Map<String, Value> =
+        serde_json::from_str(r#"{"id": 1, "balance": 100}"#).expect("item");
+    w.client
+        .put_item()
+        .table_name(&table)
+        .set_item(Some(twopc_dynamo::codec::to_item(&seed)))
+        .send()
+        .await
+        .expect("seed");
+    let before = ledger_one(&w, &table).await;
+    for (a, b) in [("1", "1.0"), ("1", "10e-1"), ("1.00", "1")] {
+        let body: Value = serde_json::from_str(&format!(
+            r#"{{"participants": [
+                {{"participant": "ledger", "key": {{"id": {a}}}, "op": {{"add": {{"balance": -10}}, "require": {{"balance": {{"gte": 10}}}}}}}},
+                {{"participant": "ledger", "key": {{"id": {b}}}, "op": {{"add": {{"balance": 10}}}}}}]}}"#
+        ))
+        .expect("json");
+        // WHEN it is submitted natively (auto), staged and in five rounds (classic)
+        for mode in CommitMode::ALL {
+            let c = w.coordinator_with(CoordinatorConfig {
+                mode,
+                ..config.clone()
+            });
+            // THEN it is refused duplicate_item, with or without an idempotency key,
+            for key in [None, Some("two-spellings")] {
+                match c.stage(&body, key).await {
+                    Err(SubmitError::Request(e)) => {
+                        assert_eq!(e.code, codes::DUPLICATE_ITEM, "{mode:?} {a}/{b}: {e}")
+                    }
+                    other => panic!("{mode:?} {a}/{b}: {other:?}"),
+                }
+            }
+        }
+    }
+    // AND nothing was written: no record, the item as it was.
+    assert_eq!(w.tx_count().await, 0);
+    assert_eq!(ledger_one(&w, &table).await, before);
+}
+
+#[tokio::test]
+async fn a_change_dynamodb_can_never_write_is_refused_invalid_for_store_not_retry() {
+    // GIVEN alice at the largest magnitude DynamoDB keeps.
+    let w = World::new().await;
+    let huge: Value = serde_json::from_str("9E+125").expect("number");
+    w.seed("accounts", "alice", json!({"balance": huge})).await;
+    w.seed("wallets", "bob", json!({"balance": 0})).await;
+    let body: Value = serde_json::from_str(
+        r#"{"participants": [
+            {"participant": "accounts", "key": {"id": "alice"}, "op": {"add": {"balance": 9E+125}}},
+            {"participant": "wallets", "key": {"id": "bob"}, "op": {"add": {"balance": 1}}}]}"#,
+    )
+    .expect("json");
+    // WHEN a native transaction would take her past it
+    let r = w.coordinator_in(CommitMode::Auto).stage(&body, None).await;
+    // THEN DynamoDB's refusal is a 400 that says to change the request, never 503 "retry",
+    match r {
+        Err(SubmitError::Request(e)) => {
+            assert_eq!(e.code, codes::INVALID_FOR_STORE, "{e}");
+            assert_eq!(api::failed(&SubmitError::Request(e)).status, 400);
+        }
+        other => panic!("{other:?}"),
+    }
+    // AND nothing was written.
+    assert_eq!(w.tx_count().await, 0);
+    assert_eq!(
+        w.attr("wallets", "bob", "balance").await.as_deref(),
+        Some("0")
+    );
+    let alice = w.attr("accounts", "alice", "balance").await.expect("alice");
+    let d = |t: &str| Decimal::parse(t).expect("a number");
+    assert!(d(&alice).cmp_value(&d("9E+125")).is_eq(), "{alice}");
 }
 
 #[tokio::test]

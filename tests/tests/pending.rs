@@ -138,3 +138,45 @@ fn a_cursor_reads_back_its_own_text_and_nothing_else() {
         assert_eq!(PendingCursor::parse(bad), None, "{bad:?}");
     }
 }
+
+#[tokio::test]
+async fn a_cursor_past_the_overdue_bound_continues_with_an_empty_page() {
+    // GIVEN an overdue record and a live one.
+    let w = World::new().await;
+    let (overdue, live) = (
+        record(NOW - 100, TxStatus::Preparing),
+        record(NOW + 100, TxStatus::Preparing),
+    );
+    for r in [&overdue, &live] {
+        w.log.create(r).await.expect("create");
+    }
+    // WHEN the overdue listing is continued from a well-formed cursor whose deadline lies at or
+    // past its bound (a cursor of the full listing, or one kept until it no longer applies):
+    // the range it asks for is empty, and DynamoDB would refuse it as written (BETWEEN with its
+    // lower bound above its upper).
+    for deadline in [NOW, NOW + 100, u64::MAX] {
+        let cursor = PendingCursor {
+            deadline,
+            tx_id: TxId::random(),
+        };
+        let page = w
+            .log
+            .pending(Some(&cursor), Some(NOW), 10)
+            .await
+            .expect("an answer, not an error");
+        // THEN an empty last page.
+        assert!(page.records.is_empty() && page.next.is_none(), "{deadline}");
+    }
+    // AND a cursor just before the bound still reaches the overdue record.
+    let cursor = PendingCursor {
+        deadline: NOW - 101,
+        tx_id: TxId::random(),
+    };
+    let page = w
+        .log
+        .pending(Some(&cursor), Some(NOW), 10)
+        .await
+        .expect("a page");
+    let ids: Vec<TxId> = page.records.iter().map(|r| r.tx_id.clone()).collect();
+    assert_eq!(ids, vec![overdue.tx_id.clone()]);
+}

@@ -3,92 +3,33 @@
 //! `twopc_runtime::config` reads, with values the configuration accepts; its functions point
 //! at crates that exist.
 //!
-//! The template is read as text, line by line (no YAML crate: CloudFormation's `!Ref`/`!Sub`
-//! tags trip most of them). The layout it relies on is the template's own: two-space
-//! indentation, resources at level 1, one `key: value` per line.
+//! The template is read as text (`twopc_tests::template`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
+use twopc_core::coordinator::CommitMode;
 use twopc_core::layout::{
     DEADLINE, EXPIRE_AT, LOCK_EXPIRES_AT, LOCK_SHARD, PENDING, RETRY_AFTER, TX_ID,
 };
 use twopc_core::record::Target;
-use twopc_core::request::{KeySchema, KeyType};
+use twopc_core::request::{KeySchema, KeyType, ServiceKind};
+use twopc_core::rules::{self, NativeFacts, NotNative};
 use twopc_dynamo::tables::{LOCK_INDEX, PENDING_INDEX};
 use twopc_runtime::config::{Config, Role, var};
 
-const TEMPLATE: &str = include_str!("../../template.yaml");
+use twopc_tests::template::{TEMPLATE, Template, indent, pairs, value};
 
-fn indent(line: &str) -> usize {
-    line.len() - line.trim_start().len()
-}
-
-fn is_content(line: &str) -> bool {
-    let t = line.trim();
-    !t.is_empty() && !t.starts_with('#')
-}
+const REPO: Template<'static> = Template::repo();
 
 /// The lines of a top-level section's entry (`Resources:` → `  Name:`), without its header.
-fn block<'a>(section: &str, name: &str) -> Vec<&'a str> {
-    let lines: Vec<&str> = TEMPLATE.lines().collect();
-    let start = lines
-        .iter()
-        .position(|l| *l == format!("{section}:"))
-        .unwrap_or_else(|| panic!("no {section} section"));
-    let header = format!("  {name}:");
-    let from = lines[start..]
-        .iter()
-        .position(|l| *l == header)
-        .map(|i| start + i + 1)
-        .unwrap_or_else(|| panic!("no {section}.{name} in template.yaml"));
-    lines[from..]
-        .iter()
-        .take_while(|l| !is_content(l) || indent(l) > 2)
-        .copied()
-        .filter(|l| is_content(l))
-        .collect()
-}
-
-/// `key: value` pairs of a block, in order (a leading `- ` is dropped).
-fn pairs<'a>(lines: &[&'a str]) -> Vec<(&'a str, &'a str)> {
-    lines
-        .iter()
-        .filter_map(|l| {
-            let t = l.trim().trim_start_matches("- ");
-            let (k, v) = t.split_once(':')?;
-            Some((k.trim(), v.trim()))
-        })
-        .collect()
-}
-
-fn value<'a>(lines: &[&'a str], key: &str) -> Option<&'a str> {
-    pairs(lines)
-        .into_iter()
-        .find(|(k, _)| *k == key)
-        .map(|(_, v)| v)
+fn block(section: &str, name: &str) -> Vec<&'static str> {
+    REPO.block(section, name)
 }
 
 /// The resources of a type.
 fn resources_of(kind: &str) -> Vec<String> {
-    let type_line = format!("Type: {kind}");
-    let lines: Vec<&str> = TEMPLATE.lines().collect();
-    let mut names = vec![];
-    let mut current = None;
-    let mut in_resources = false;
-    for l in &lines {
-        if indent(l) == 0 && is_content(l) {
-            in_resources = *l == "Resources:";
-            continue;
-        }
-        if in_resources && indent(l) == 2 && is_content(l) {
-            current = l.trim().strip_suffix(':').map(str::to_owned);
-        }
-        if in_resources && indent(l) == 4 && l.trim() == type_line {
-            names.extend(current.clone());
-        }
-    }
-    names
+    REPO.resources_of(kind)
 }
 
 /// What a table definition says.
@@ -223,28 +164,7 @@ fn policies_name_only_indexes_that_exist() {
 
 /// Environment variables set anywhere in the template: the keys of `Variables:` blocks.
 fn variables_set() -> BTreeMap<String, Vec<String>> {
-    let mut found: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    let lines: Vec<&str> = TEMPLATE.lines().collect();
-    let mut owner = String::new();
-    for (i, l) in lines.iter().enumerate() {
-        if indent(l) == 2 && is_content(l) {
-            owner = l.trim().trim_end_matches(':').to_owned();
-        }
-        if l.trim() == "Variables:" {
-            let depth = indent(l);
-            for v in lines[i + 1..]
-                .iter()
-                .filter(|v| is_content(v))
-                .take_while(|v| indent(v) > depth)
-                .filter(|v| indent(v) == depth + 2)
-            {
-                if let Some((k, _)) = v.trim().split_once(':') {
-                    found.entry(k.to_owned()).or_default().push(owner.clone());
-                }
-            }
-        }
-    }
-    found
+    REPO.variables_set()
 }
 
 #[test]
@@ -261,7 +181,7 @@ fn every_environment_variable_is_one_the_configuration_reads() {
     assert_eq!(owners(var::SERVICES), ["CoordinatorFunction"]);
     assert_eq!(
         owners(var::PARTICIPANT_TABLE),
-        ["AccountsParticipantFunction", "WalletsParticipantFunction"]
+        ["WalletsParticipantFunction"]
     );
     assert_eq!(owners(var::LOCK_TABLES), ["SweeperFunction"]);
     assert_eq!(owners(var::STREAM_TABLES), ["StreamProcessorFunction"]);
@@ -320,55 +240,92 @@ fn the_stream_processor_reads_every_stream_with_item_failures_reported() {
             .count(),
         3
     );
+    // SAM grants the role sqs:SendMessage on an OnFailure destination only when told its type
+    // (samtranslator's pull event sources): the Policies do not repeat it.
+    assert_eq!(text.matches("Type: SQS").count(), 3, "{text}");
 }
 
 /// A `NAME: !Sub >-` folded value, its `${...}` replaced by `sub`.
 fn folded_sub(resource: &str, name: &str, sub: impl Fn(&str) -> String) -> String {
-    let lines = block("Resources", resource);
-    let start = lines
-        .iter()
-        .position(|l| l.trim() == format!("{name}: !Sub >-"))
-        .unwrap_or_else(|| panic!("{resource} sets no folded {name}"));
-    let depth = indent(lines[start]);
-    let text = lines[start + 1..]
-        .iter()
-        .take_while(|l| indent(l) > depth)
-        .map(|l| l.trim())
-        .collect::<Vec<_>>()
-        .join(" ");
-    let mut out = String::new();
-    let mut rest = text.as_str();
-    while let Some(i) = rest.find("${") {
-        out.push_str(&rest[..i]);
-        let end = rest[i..].find('}').expect("closing brace") + i;
-        out.push_str(&sub(&rest[i + 2..end]));
-        rest = &rest[end + 1..];
-    }
-    out.push_str(rest);
-    out
+    REPO.folded_sub(resource, name, sub)
+}
+
+/// The coordinator's configuration as the template sets it: its services (functions as ARNs,
+/// tables by their logical ids) and its parameters' defaults.
+fn deployed_coordinator() -> Config {
+    let services = folded_sub("CoordinatorFunction", var::SERVICES, |r| {
+        match r.strip_suffix(".Arn") {
+            Some(function) => {
+                assert!(resources_of("AWS::Serverless::Function").contains(&function.to_owned()));
+                format!("arn:aws:lambda:us-east-1:123456789012:function:{function}")
+            }
+            None => {
+                assert!(resources_of("AWS::DynamoDB::Table").contains(&r.to_owned()));
+                r.to_owned()
+            }
+        }
+    });
+    let coordinator = block("Resources", "CoordinatorFunction");
+    let default =
+        |parameter: &str| value(&block("Parameters", parameter), "Default").map(str::to_owned);
+    let env = |name: &str| match name {
+        var::TRANSACTIONS_TABLE => Some("tx".to_owned()),
+        var::SERVICES => Some(services.clone()),
+        _ => value(&coordinator, name)
+            .and_then(|v| v.strip_prefix("!Ref "))
+            .and_then(default),
+    };
+    Config::from_lookup(Role::Coordinator, env).expect("the template's coordinator configuration")
 }
 
 #[test]
 fn the_coordinators_services_are_accepted_by_the_configuration() {
-    let services = folded_sub("CoordinatorFunction", var::SERVICES, |r| {
-        let function = r.strip_suffix(".Arn").expect("a function ARN");
-        assert!(resources_of("AWS::Serverless::Function").contains(&function.to_owned()));
-        format!("arn:aws:lambda:us-east-1:123456789012:function:{function}")
-    });
-    let env = |name: &str| match name {
-        var::TRANSACTIONS_TABLE => Some("tx".to_owned()),
-        var::SERVICES => Some(services.clone()),
-        _ => None,
-    };
-    let config = Config::from_lookup(Role::Coordinator, env).expect("the template's services");
+    let config = deployed_coordinator();
     assert_eq!(
         config.services.keys().collect::<Vec<_>>(),
         ["accounts", "wallets"]
     );
+    assert_eq!(
+        config.services["accounts"].target,
+        Target::Direct {
+            table: "AccountsTable".into()
+        },
+        "a plain table the coordinator writes itself"
+    );
+    assert!(
+        matches!(config.services["wallets"].target, Target::Lambda { .. }),
+        "the worked example of a service behind its own function"
+    );
     for (name, s) in &config.services {
-        assert!(matches!(s.target, Target::Lambda { .. }), "{name}");
         assert_eq!(s.key, Some(KeySchema::string_hash("id")), "{name}");
     }
+}
+
+#[test]
+fn a_plain_table_transfer_goes_native_with_the_templates_defaults() {
+    // What the coordinator asks of a transaction before it commits it natively
+    // (twopc_core::coordinator: CommitMode::Auto, then rules::native of its participants).
+    let config = deployed_coordinator();
+    assert_eq!(config.commit_mode, CommitMode::Auto, "CommitMode's default");
+    let facts = |service: &str| {
+        let s = &config.services[service];
+        NativeFacts {
+            table: s.kind == ServiceKind::Table,
+            direct: matches!(s.target, Target::Direct { .. }),
+            hot: s.hot,
+            deletes: false,
+        }
+    };
+    assert_eq!(
+        rules::native([facts("accounts"), facts("accounts")], 1_000),
+        Ok(()),
+        "alice to bob in accounts: one TransactWriteItems"
+    );
+    assert_eq!(
+        rules::native([facts("accounts"), facts("wallets")], 1_000),
+        Err(NotNative::NotDirect),
+        "wallets keeps its table behind its function"
+    );
 }
 
 #[test]
@@ -429,7 +386,6 @@ fn every_function_is_built_from_a_crate_of_the_workspace() {
         functions,
         [
             "CoordinatorFunction",
-            "AccountsParticipantFunction",
             "WalletsParticipantFunction",
             "SweeperFunction",
             "StreamProcessorFunction",

@@ -203,6 +203,9 @@ codes! {
     InvalidPayload = "invalid_payload",
     /// A custom participant named twice.
     DuplicateParticipant = "duplicate_participant",
+    /// DynamoDB refused the transaction as one it can never write (a sum past its range, an item
+    /// past 400 KB): nothing was written; change the request, retrying it cannot help.
+    InvalidForStore = "invalid_for_store",
     /// `timeoutMs` out of range.
     InvalidTimeout = "invalid_timeout",
     /// The `Idempotency-Key` is not 1 to 255 visible ASCII characters.
@@ -329,6 +332,7 @@ mod tests {
                 "wrong_participant_kind",
                 "invalid_payload",
                 "duplicate_participant",
+                "invalid_for_store",
                 "invalid_timeout",
                 "invalid_idempotency_key",
                 "idempotency_key_reused",

@@ -174,6 +174,8 @@ async fn every_answer_of_the_coordinator_is_declared_in_the_api_document() {
     w.seed("accounts", "alice", json!({"balance": 100})).await;
     w.seed("accounts", "odd", json!({"balance": "ten"})).await;
     w.seed("accounts", "carol", json!({"balance": 5})).await;
+    let huge: Value = serde_json::from_str("9E+125").expect("the largest magnitude");
+    w.seed("accounts", "huge", json!({"balance": huge})).await;
     w.seed("wallets", "bob", json!({"balance": 0})).await;
     let holder = TxId::random();
     let held = twopc_core::message::PrepareRequest {
@@ -221,6 +223,21 @@ async fn every_answer_of_the_coordinator_is_declared_in_the_api_document() {
         Some(codes::INVALID_LISTING),
     )
     .await;
+    // A well-formed cursor past the overdue bound: an empty last page, never 503.
+    let past_now = format!("{}.{}", u64::MAX, TxId::random());
+    let page = a
+        .expect(
+            &live,
+            list(&[
+                ("status", "pending"),
+                ("overdue", "true"),
+                ("next", &past_now),
+            ]),
+            200,
+            None,
+        )
+        .await;
+    assert_eq!(page, json!({"transactions": []}));
     a.expect(
         &live,
         request(Method::GET, "/nope"),
@@ -306,6 +323,12 @@ async fn every_answer_of_the_coordinator_is_declared_in_the_api_document() {
                 r#"{"participants": [{"participant": "accounts", "key": {"id": "a"}, "op": {"add": {"b": 123456789012345678901234567890123456789}}}]}"#,
             ),
             codes::INVALID_NUMBER,
+        ),
+        (
+            refused(
+                r#"{"participants": [{"participant": "accounts", "key": {"id": "huge"}, "op": {"add": {"balance": 9E+125}}}]}"#,
+            ),
+            codes::INVALID_FOR_STORE,
         ),
         (
             refused(&body(&[

@@ -69,6 +69,8 @@ codes! {
             "An entry gives a table's service a payload, or a custom participant a key or an op.";
         INVALID_PAYLOAD = "invalid_payload", 400,
             "A custom participant's payload is missing, null, or more than 8 KiB of JSON.";
+        INVALID_FOR_STORE = "invalid_for_store", 400,
+            "DynamoDB refused the transaction as one it can never write (a sum past its range, an item past 400 KB, an expression past its limits); nothing was written: change the request, as it is it cannot succeed.";
         INVALID_TIMEOUT = "invalid_timeout", 400,
             "timeoutMs is not a whole number of milliseconds within the coordinator's limits (100 to TWOPC_MAX_TIMEOUT_MS).";
         INVALID_IDEMPOTENCY_KEY = "invalid_idempotency_key", 400,

@@ -113,6 +113,26 @@ impl Decimal {
     }
 }
 
+/// `v` with every number in one spelling ([`Decimal::canonical`]), as DynamoDB keeps them: two
+/// JSON values DynamoDB stores as the same value (`{"id": 1}`, `{"id": 1.0}`, `{"id": 10e-1}`)
+/// read back equal. Numbers go through their decimal text, never an `f64`; a number that is not
+/// one DynamoDB can store keeps its text.
+pub fn canonical_json(v: &serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match v {
+        Value::Number(n) => {
+            Decimal::parse(&n.to_string()).map_or_else(|_| v.clone(), |d| d.canonical().to_json())
+        }
+        Value::Array(items) => Value::Array(items.iter().map(canonical_json).collect()),
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .map(|(k, x)| (k.clone(), canonical_json(x)))
+                .collect(),
+        ),
+        Value::Null | Value::Bool(_) | Value::String(_) => v.clone(),
+    }
+}
+
 impl fmt::Display for Decimal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
@@ -255,6 +275,31 @@ fn check(text: &str) -> Result<(), &'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn canonical_json_spells_each_number_once_and_keeps_every_digit() {
+        let v = |t: &str| serde_json::from_str::<serde_json::Value>(t).expect("json");
+        for (a, b) in [
+            (r#"{"id": 1}"#, r#"{"id": 1.0}"#),
+            (r#"{"id": 1}"#, r#"{"id": 10e-1}"#),
+            (r#"{"id": 0}"#, r#"{"id": -0.00}"#),
+            (r#"[1.50, {"x": 2E+1}]"#, r#"[1.5, {"x": 20}]"#),
+        ] {
+            assert_eq!(canonical_json(&v(a)), canonical_json(&v(b)), "{a} vs {b}");
+        }
+        assert_ne!(
+            canonical_json(&v(r#"{"id": 1}"#)),
+            canonical_json(&v(r#"{"id": "1"}"#)),
+            "a string is not a number"
+        );
+        let long = "1234567890123456789012345678.9012345678";
+        assert_eq!(canonical_json(&v(long)).to_string(), long, "38 digits kept");
+        assert_eq!(
+            canonical_json(&v(r#"{"a": "1.0", "b": [true, null]}"#)),
+            v(r#"{"a": "1.0", "b": [true, null]}"#),
+            "strings and the rest as they are"
+        );
+    }
 
     #[test]
     fn json_numbers_and_strings_deserialize_exactly() {

@@ -6,13 +6,23 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::decimal::Decimal;
+use crate::decimal::{Decimal, canonical_json};
 use crate::ids::TxId;
 use crate::layout;
 use crate::op::{Bound, Operation};
 
 /// An item's key: attribute name → value (a string or a number).
 pub type Key = BTreeMap<String, Value>;
+
+/// The item `key` names, whichever way its numbers are spelled: DynamoDB keeps a number by its
+/// value, so `{"id": 1}`, `{"id": 1.0}` and `{"id": 10e-1}` name one item. Two keys name the
+/// same item iff their canonical forms are equal. Compared, never written: requests and records
+/// keep each key as the client spelled it.
+pub fn canonical_key(key: &Key) -> Key {
+    key.iter()
+        .map(|(name, v)| (name.clone(), canonical_json(v)))
+        .collect()
+}
 
 /// The lock a prepared transaction holds on an item.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -138,7 +148,7 @@ impl FenceEntry {
 /// conditions would be checked under names this version never writes).
 pub fn stored_id(text: &str) -> Result<TxId, String> {
     TxId::from_short(text).map_err(|_| {
-        format!("{text:?} is not a 22-character transaction id (written by an earlier version? drain the table's transactions and remove its items' txFence and txRes: attributes, or start from empty data)")
+        format!("{text:?} is not a 22-character transaction id: the item was written by an earlier version (docs/protocol.md, \"Records\": drain the table's transactions, then on each such item remove txFence and the txRes: attributes and set txFenceHorizon to the time of the upgrade, or start from empty data)")
     })
 }
 

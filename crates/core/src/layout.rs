@@ -17,6 +17,7 @@
 //! txVersion, lastTx                                           bumped by each commit
 //! txPlaceholder   on an item a creating prepare holds         (readers: absent)
 //! txTombstone     on what a committed delete or an aborted create leaves (readers: absent)
+//! txFmt           2: the format of the fence and reservations, written with the fence
 //! txRes:<id>      {x: expires at, b: began, op}               a reservation standing
 //! ```
 
@@ -49,6 +50,13 @@ pub const LAST_TX: &str = "lastTx";
 pub const PLACEHOLDER: &str = "txPlaceholder";
 /// Marks a tombstone.
 pub const TOMBSTONE: &str = "txTombstone";
+/// The item's protocol format ([`FORMAT_VERSION`]), written with its fence: an item that has a
+/// fence and no marker was written by an earlier version, and every protocol write is
+/// conditional on the marker wherever a fence stands (`docs/protocol.md`, "Records").
+pub const FORMAT: &str = "txFmt";
+/// The format this version writes: compact fences (short ids, one number an entry) and
+/// reservations under short ids.
+pub const FORMAT_VERSION: u64 = 2;
 
 /// A reservation of transaction `<id>` (its short id): `txRes:<id>`, a map of
 /// [`RESERVATION_EXPIRES`], [`RESERVATION_BEGAN`] and [`LOCK_OP`].
@@ -101,6 +109,7 @@ pub const ITEM_PROTOCOL_ATTRIBUTES: &[&str] = &[
     LAST_TX,
     PLACEHOLDER,
     TOMBSTONE,
+    FORMAT,
     RESERVATIONS,
     PAUSED_UNTIL,
 ];

@@ -1,7 +1,7 @@
 //! The client's request (`POST /transactions`), its validation and its hash, and the
 //! configuration of the services it may name.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -10,7 +10,7 @@ use sha2::{Digest, Sha256};
 use crate::codes::{self, Code};
 use crate::decimal::Decimal;
 use crate::ids::TxId;
-use crate::item::Key;
+use crate::item::{Key, canonical_key};
 use crate::op::{OpError, Operation};
 use crate::record::{ParticipantEntry, Target, TxRecord};
 use crate::status::TxStatus;
@@ -325,15 +325,18 @@ impl TxRequest {
                 ),
             ));
         }
-        let mut seen = BTreeSet::new();
-        let mut participants = Vec::with_capacity(list.len());
+        // One item is one item whichever way its key is spelled (DynamoDB reads numbers by
+        // value): items are told apart by their table and canonical key, never by JSON text.
+        let mut seen: BTreeMap<(String, String), usize> = BTreeMap::new();
+        let mut participants: Vec<ParticipantRequest> = Vec::with_capacity(list.len());
         for (i, entry) in list.iter().enumerate() {
             let path = format!("participants[{i}]");
             let p = parse_participant(&path, entry, services)?;
-            if !seen.insert((
+            let item = (
                 format!("{:?}", p.service.target),
-                serde_json::to_string(&p.key).unwrap_or_default(),
-            )) {
+                serde_json::to_string(&canonical_key(&p.key)).unwrap_or_default(),
+            );
+            if let Some(&first) = seen.get(&item) {
                 if p.service.kind == ServiceKind::Custom {
                     return Err(RequestError::new(
                         codes::DUPLICATE_PARTICIPANT,
@@ -343,15 +346,18 @@ impl TxRequest {
                         ),
                     ));
                 }
+                let show = |key: &Key| serde_json::to_string(key).unwrap_or_default();
                 return Err(RequestError::new(
                     codes::DUPLICATE_ITEM,
                     format!(
-                        "{path}: the item {} of {:?} appears more than once; combine its operations into one",
-                        serde_json::to_string(&p.key).unwrap_or_default(),
-                        p.participant
+                        "{path}: the item {} of {:?} is the one participants[{first}] names ({}: numbers are read by value); combine their operations into one",
+                        show(&p.key),
+                        p.participant,
+                        show(&participants[first].key),
                     ),
                 ));
             }
+            seen.insert(item, i);
             participants.push(p);
         }
         Ok(TxRequest {
@@ -661,6 +667,52 @@ mod tests {
             code(json!({"participants": many})),
             codes::TOO_MANY_PARTICIPANTS
         );
+    }
+
+    #[test]
+    fn one_number_keyed_item_under_two_spellings_is_a_duplicate_item() {
+        let mut services = services();
+        services.insert(
+            "ledger".to_owned(),
+            ServiceConfig::table(
+                Target::Direct {
+                    table: "ledger".into(),
+                },
+                KeySchema {
+                    hash: KeyAttribute {
+                        name: "id".into(),
+                        kind: KeyType::N,
+                    },
+                    range: None,
+                },
+            ),
+        );
+        let body = |a: &str, b: &str| -> Value {
+            serde_json::from_str(&format!(
+                r#"{{"participants": [
+                    {{"participant": "ledger", "key": {{"id": {a}}}, "op": {{"add": {{"n": -1}}}}}},
+                    {{"participant": "ledger", "key": {{"id": {b}}}, "op": {{"add": {{"n": 1}}}}}}]}}"#
+            ))
+            .expect("json")
+        };
+        let parse = |v: Value| TxRequest::parse(&v, &services, &Limits::default());
+        for (a, b) in [("1", "1.0"), ("1", "10e-1"), ("1.50", "1.5"), ("0", "-0")] {
+            let e = parse(body(a, b)).expect_err("one item");
+            assert_eq!(e.code, codes::DUPLICATE_ITEM, "{a} and {b}");
+            assert!(
+                e.message.contains("participants[0]"),
+                "names the first: {}",
+                e.message
+            );
+        }
+        let r = parse(body("1", "2")).expect("two items");
+        assert_eq!(
+            r.participants[0].key["id"].to_string(),
+            "1",
+            "keys keep their spelling"
+        );
+        let r = parse(body("1.0", "2")).expect("two items");
+        assert_eq!(r.participants[0].key["id"].to_string(), "1.0");
     }
 
     #[test]

@@ -9,8 +9,8 @@ use twopc_core::ids::TxId;
 use twopc_core::item::{FenceEntry, Key, StoredReservation};
 use twopc_core::layout::{
     ESCROW_CEILING_PREFIX, ESCROW_CEILINGS_PREFIX, ESCROW_COUNT_PREFIX, ESCROW_FLOOR_PREFIX,
-    ESCROW_FLOORS_PREFIX, ESCROW_HIGH_PREFIX, ESCROW_LOW_PREFIX, FENCE, HORIZON, LAST_TX, LOCK,
-    LOCK_EXPIRES_AT, LOCK_SHARD, LOCK_TX, VERSION, prefixed,
+    ESCROW_FLOORS_PREFIX, ESCROW_HIGH_PREFIX, ESCROW_LOW_PREFIX, FENCE, FORMAT, FORMAT_VERSION,
+    HORIZON, LAST_TX, LOCK, LOCK_EXPIRES_AT, LOCK_SHARD, LOCK_TX, VERSION, prefixed,
 };
 use twopc_core::message::Prune;
 use twopc_core::op::{Condition, Operation};
@@ -67,6 +67,12 @@ pub(crate) fn fence_path(e: &mut Expr, tx: &TxId) -> String {
 /// `txRes:<tx's short id>`: where `tx`'s reservation is ([`StoredReservation::attribute`]).
 pub(crate) fn reservation_name(e: &mut Expr, tx: &TxId) -> String {
     e.name(&StoredReservation::attribute(tx))
+}
+
+/// `txFmt = 2`: the format marker every write that may create a fence writes with it (see
+/// `write::write`, whose condition refuses a fence without it).
+pub(crate) fn format_mark(e: &mut Expr) -> String {
+    format!("{} = {}", e.name(FORMAT), e.value(number(FORMAT_VERSION)))
 }
 
 pub(crate) fn number(n: u64) -> AttributeValue {

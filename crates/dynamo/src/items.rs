@@ -8,7 +8,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 use twopc_core::ids::TxId;
 use twopc_core::item::{FenceEntry, FenceOutcome, ItemState, Key, Lock};
 use twopc_core::layout::{
-    FENCE, HORIZON, LOCK, LOCK_EXPIRES_AT, LOCK_SHARD, LOCK_TX, PAUSED_UNTIL, PLACEHOLDER,
+    FENCE, HORIZON, LOCK, LOCK_EXPIRES_AT, LOCK_OP, LOCK_SHARD, LOCK_TX, PAUSED_UNTIL, PLACEHOLDER,
     RESERVATIONS, TOMBSTONE,
 };
 use twopc_core::op::{Mode, Operation};
@@ -16,8 +16,8 @@ use twopc_core::ports::{CompleteWrite, Completion, ParticipantStore, PortError, 
 use twopc_core::request::KeySchema;
 
 use crate::clauses::{
-    Release, commit_marks, entry, fence_path, first_key_name, number, op_conditions, op_effects,
-    owned_by, release_clauses, reservation_name,
+    Release, commit_marks, entry, fence_path, first_key_name, format_mark, number, op_conditions,
+    op_effects, owned_by, release_clauses, reservation_name,
 };
 use crate::codec::{from_attr, to_attr};
 use crate::error::{classify, corrupt};
@@ -113,9 +113,18 @@ impl ParticipantStore for DynamoItems {
             "{horizon} = if_not_exists({horizon}, {})",
             e.value(number(0))
         ));
+        set.push(format_mark(&mut e));
         let k = e.name(first_key_name(key));
         let ph = e.name(PLACEHOLDER);
-        let mine = owned_by(&mut e, &lock.tx_id);
+        // Our own lock is a retry only with the same operation (a map compares equal with
+        // its numbers by value, as `Operation::same_as` reads them): one item named twice is
+        // refused here, never overwritten (`rules::prepare`, `OtherOperation`).
+        let mine = format!(
+            "({} AND {} = {})",
+            owned_by(&mut e, &lock.tx_id),
+            e.path(&[LOCK, LOCK_OP]),
+            e.value(to_attr(&op.to_json()))
+        );
         let lock_name = e.name(LOCK);
         let mut conds = vec![];
         let tomb = e.name(TOMBSTONE);
@@ -330,7 +339,7 @@ impl ParticipantStore for DynamoItems {
                 Shape::Raise => (format!("{horizon} = {began}"), base),
             };
             let w = Write {
-                update: format!("SET {set}"),
+                update: format!("SET {set}, {}", format_mark(&mut e)),
                 condition,
                 returns: ReturnValue::None,
             };
@@ -374,11 +383,12 @@ impl ParticipantStore for DynamoItems {
         let mut e = Expr::new();
         let k = e.name(first_key_name(key));
         let update = format!(
-            "SET {} = {}, {} = {}",
+            "SET {} = {}, {} = {}, {}",
             e.name(TOMBSTONE),
             e.value(AttributeValue::Bool(true)),
             e.name(FENCE),
             e.value(AttributeValue::M([(tx.short(), entry(&fence))].into())),
+            format_mark(&mut e),
         );
         let w = Write {
             update,

@@ -46,12 +46,16 @@ pub struct PendingScan<'a> {
 impl<'a> PendingScan<'a> {
     /// A scan of the index of `table`; `context` names it in errors.
     pub fn new(client: &'a Client, table: &'a str, query: PendingQuery, context: &'a str) -> Self {
-        // No deadline is before 0: nothing to read.
-        let shard = if query.before == Some(0) {
-            INDEX_SHARDS
-        } else {
-            0
+        // Nothing to read when no deadline can be in range: none is before 0, and none is at
+        // or after `from` and before `before` once `from >= before` (a listing's cursor past
+        // the overdue bound). DynamoDB would refuse that range (`BETWEEN` with its lower bound
+        // above its upper): the empty answer is the true one.
+        let empty = match (query.from, query.before) {
+            (_, Some(0)) => true,
+            (Some(from), Some(before)) => from >= before,
+            _ => false,
         };
+        let shard = if empty { INDEX_SHARDS } else { 0 };
         PendingScan {
             client,
             table,

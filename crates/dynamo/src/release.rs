@@ -6,7 +6,9 @@ use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
 use twopc_core::ids::TxId;
 use twopc_core::item::{FenceEntry, Key};
-use twopc_core::layout::{FENCE, HORIZON, LAST_TX, PLACEHOLDER, TOMBSTONE, VERSION};
+use twopc_core::layout::{
+    FENCE, FORMAT, FORMAT_VERSION, HORIZON, LAST_TX, PLACEHOLDER, TOMBSTONE, VERSION,
+};
 use twopc_core::message::Prune;
 use twopc_core::ports::{CompleteWrite, PortError};
 
@@ -105,8 +107,10 @@ pub(crate) async fn bury(
         };
         let mut horizon = state.horizon;
         if let Some(p) = prune {
-            for id in &p.ids {
-                entries.remove(id.as_str());
+            // The fence is keyed by short ids (`fence_path`), as every other release removes
+            // the entries it prunes.
+            for id in p.ids.iter().filter(|id| *id != tx) {
+                entries.remove(&id.short());
             }
             horizon = horizon.max(p.horizon);
         }
@@ -124,6 +128,8 @@ pub(crate) async fn bury(
         tomb.insert(HORIZON.into(), number(horizon));
         tomb.insert(VERSION.into(), number(version + 1));
         tomb.insert(LAST_TX.into(), AttributeValue::S(tx.to_string()));
+        // The item was read as this version's format (an earlier one does not read): mark it.
+        tomb.insert(FORMAT.into(), number(FORMAT_VERSION));
         let mut e = Expr::new();
         let (f, h) = (e.name(FENCE), e.name(HORIZON));
         let same_fence = if item.contains_key(FENCE) {

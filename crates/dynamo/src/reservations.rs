@@ -21,10 +21,11 @@ use twopc_core::layout::{
 };
 use twopc_core::op::Escrowed;
 use twopc_core::ports::{CompleteWrite, Completion, PortError, PrepareWrite};
+use twopc_core::rules::{self, PrepareStep, Seen};
 
 use crate::clauses::{
-    add_to, commit_marks, decimal, entry, fence_path, first_key_name, names, number, prune_clauses,
-    reservation_name,
+    add_to, commit_marks, decimal, entry, fence_path, first_key_name, format_mark, names, number,
+    prune_clauses, reservation_name,
 };
 use crate::codec::to_attr;
 use crate::error::corrupt;
@@ -187,6 +188,7 @@ pub(crate) async fn reserve(
             "{horizon} = if_not_exists({horizon}, {})",
             e.value(number(0))
         ),
+        format_mark(&mut e),
         format!(
             "{shard} = if_not_exists({shard}, {})",
             e.value(AttributeValue::S(shard_of(lock.tx_id.as_str(), "L")))
@@ -219,8 +221,10 @@ pub(crate) async fn reserve(
         Outcome::Refused(None) => return Ok(PrepareWrite::Refused(None)),
         Outcome::Refused(Some(item)) => item_state(&item)?,
     };
-    if item.reservations.contains_key(&lock.tx_id) {
-        // A retry: the reservation stands already.
+    let seen = Seen::preparing(Some(&item), lock, now);
+    if seen.reserved_by_me && rules::reserve(seen, false) == PrepareStep::Lock {
+        // A retry: the reservation stands already, with this operation (with another, the
+        // rule refuses it: the classification of the refused write says why).
         return Ok(PrepareWrite::Locked {
             fence: item.fence,
             horizon: item.horizon,

@@ -3,8 +3,9 @@
 //! as it was.
 
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::types::{ReturnValue, ReturnValuesOnConditionCheckFailure};
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
 use twopc_core::item::Key;
+use twopc_core::layout::{FENCE, FORMAT, FORMAT_VERSION};
 use twopc_core::ports::{CompleteWrite, PortError};
 
 use crate::clauses::key_item;
@@ -25,6 +26,19 @@ pub(crate) enum Outcome {
     Refused(Option<Item>),
 }
 
+/// One conditional `UpdateItem` of a participant item, refused (before anything is written)
+/// on an item of an earlier format.
+///
+/// Every protocol write is also conditional on the item's format: no fence, or the marker this
+/// version writes with every fence ([`FORMAT`]). An item whose fence has no marker was written
+/// by an earlier version: read off the refusal, it is either this version's format written
+/// before the marker existed (it reads back: the marker is added, conditional on the fence
+/// being as read, and the write sent again), or the earlier format (short ids that do not
+/// read), refused with what to do and nothing written. So the earlier format is found before
+/// the write that would strand it (a lock taken, then an item no step can read), and a late
+/// prepare of a transaction from before the upgrade is refused whatever its entry looks like.
+/// Native writes carry no such condition: they read no fence entry or reservation, only the
+/// names both formats share (`docs/protocol.md`, "Records").
 pub(crate) async fn write(
     client: &Client,
     table: &str,
@@ -33,20 +47,96 @@ pub(crate) async fn write(
     w: Write,
     context: impl Fn() -> String,
 ) -> Result<Outcome, PortError> {
-    let Write {
-        update,
-        condition,
-        returns,
-    } = w;
+    let mut e = e;
+    let (fence, format) = (e.name(FENCE), e.name(FORMAT));
+    let w = Write {
+        condition: format!(
+            "({}) AND (attribute_not_exists({fence}) OR attribute_exists({format}))",
+            w.condition
+        ),
+        ..w
+    };
+    for _ in 0..3 {
+        let item = match send(client, table, key, &e, &w, &context).await? {
+            Outcome::Refused(Some(item)) if earlier_format(&item) => item,
+            outcome => return Ok(outcome),
+        };
+        // Refused for its format, or for something else as well: which one, the item says.
+        item_state(&item).map_err(|err| PortError::Fatal {
+            context: format!("{}: refused before writing", context()),
+            source: Box::new(err),
+        })?;
+        adopt(client, table, key, &item, &context).await?;
+    }
+    Err(PortError::Retryable {
+        context: context(),
+        source: "the item's format marker kept changing".into(),
+    })
+}
+
+/// Whether a refused item has a fence without this version's format marker.
+fn earlier_format(item: &Item) -> bool {
+    item.contains_key(FENCE) && !item.contains_key(FORMAT)
+}
+
+/// Marks an item of this version's format written before the marker: only if still unmarked
+/// with the fence as read (its size and every entry read), so nothing an earlier version
+/// wrote since is marked unread. Refused, the caller's write is tried again and finds out.
+async fn adopt(
+    client: &Client,
+    table: &str,
+    key: &Key,
+    item: &Item,
+    context: impl Fn() -> String,
+) -> Result<(), PortError> {
+    let mut e = Expr::new();
+    let (fence, format) = (e.name(FENCE), e.name(FORMAT));
+    let entries: Vec<String> = match item.get(FENCE) {
+        Some(AttributeValue::M(m)) => m.keys().cloned().collect(),
+        _ => vec![],
+    };
+    let mut conds = vec![
+        format!("attribute_not_exists({format})"),
+        format!(
+            "size({fence}) = {}",
+            e.value(AttributeValue::N(entries.len().to_string()))
+        ),
+    ];
+    for id in &entries {
+        conds.push(format!("attribute_exists({})", e.path(&[FENCE, id])));
+    }
+    let w = Write {
+        update: format!(
+            "SET {format} = {}",
+            e.value(AttributeValue::N(FORMAT_VERSION.to_string()))
+        ),
+        condition: conds.join(" AND "),
+        returns: ReturnValue::None,
+    };
+    send(client, table, key, &e, &w, || {
+        format!("{}: marking the item's format", context())
+    })
+    .await
+    .map(|_| ())
+}
+
+async fn send(
+    client: &Client,
+    table: &str,
+    key: &Key,
+    e: &Expr,
+    w: &Write,
+    context: impl Fn() -> String,
+) -> Result<Outcome, PortError> {
     let r = client
         .update_item()
         .table_name(table)
         .set_key(Some(key_item(key)))
-        .update_expression(update)
-        .condition_expression(condition)
+        .update_expression(&w.update)
+        .condition_expression(&w.condition)
         .set_expression_attribute_names(e.names())
         .set_expression_attribute_values(e.values())
-        .return_values(returns)
+        .return_values(w.returns.clone())
         .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
         .send()
         .await;

@@ -91,6 +91,12 @@ pub const WS_JWKS_URL: &str = "TWOPC_WS_JWKS_URL";
 /// The accepted JWT algorithms, comma-separated (default RS256,ES256; ws-authorizer).
 pub const WS_ALGORITHMS: &str = "TWOPC_WS_ALGORITHMS";
 
+/// A folder to record every AWS request the process makes in, one JSON line per distinct
+/// (role, action, resource) (`twopc_runtime::record`), read from the process's environment:
+/// `make test` and `make sam-local` set it, and a test holds `template.yaml`'s grants to what
+/// was recorded. Unset in AWS.
+pub const RECORD_AWS_CALLS: &str = "TWOPC_RECORD_AWS_CALLS";
+
 /// Every variable the functions read (for documentation and the template check).
 pub const ALL: &[&str] = &[
     TRANSACTIONS_TABLE,
@@ -125,4 +131,5 @@ pub const ALL: &[&str] = &[
     WS_AUDIENCE,
     WS_JWKS_URL,
     WS_ALGORITHMS,
+    RECORD_AWS_CALLS,
 ];

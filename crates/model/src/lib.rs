@@ -9,8 +9,8 @@
 //! abstractions are sound; `tests/check.rs` pins the state counts.
 //!
 //! - [`state`]: the abstract state: transactions (record, coordinator, clock, messages in
-//!   flight) and items (lock, reservations, fence, horizon, shape, one number, applications),
-//!   all small and `Copy`;
+//!   flight, applications of each operation) and items (lock, reservations and the operation
+//!   each carries, fence, horizon, shape, one number), all small and `Copy`;
 //!   [`state::ItemState::seen_by`] builds the [`twopc_core::rules::Seen`] a step asks with.
 //! - [`participant`]: one conditional write per call (prepare or reserve, commit, abort,
 //!   dropping a stale lock) as the rules decide, the fence upkeep a write may carry out, and the [`Variant`]s.

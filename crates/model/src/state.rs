@@ -14,11 +14,14 @@ use twopc_core::rules::{Holder, Others, Seen, Shape};
 use twopc_core::status::{Decision, TxStatus};
 
 /// A transaction, by index (`0..TXS`). Every transaction touches every item, with the operation
-/// the model's configuration gives it there ([`Op`]).
+/// the model's configuration gives it there ([`Op`]); one may name one item twice
+/// ([`crate::system::Twice`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Tx(pub u8);
 
-/// A participant item, by index (`0..ITEMS`).
+/// A participant item, by index (`0..ITEMS`); also a transaction's name for the item of its
+/// index (its request's spelling of the key), which is that item but for
+/// [`crate::system::Twice`]'s second name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Item(pub u8);
 
@@ -161,11 +164,13 @@ pub struct ItemState<const TXS: usize> {
     /// (`Participant::prepare` writes `min(now + pause, deadline)`); the model keeps it exactly
     /// that long, and a later pause by the same transaction changes nothing.
     pub paused_by: [bool; TXS],
-    /// Applications of each transaction's operation (the business effect, `txVersion`). An
-    /// observer's record, not an attribute: it survives the item's removal
-    /// ([`crate::participant::Variant::DeleteRemoves`]), so a second application after a
-    /// removal and re-creation is still counted.
-    pub applied: [Applied; TXS],
+    /// For each transaction holding the item (by lock or reservation), the name (its request's
+    /// spelling of the key, [`Item`] as a name) whose operation its hold carries: the
+    /// operation the lock stores (`Lock::op`), which a resolver rolling it forward applies.
+    /// `None` where the transaction holds nothing. Where every transaction names each item
+    /// once it is always that item, so it costs no states; it tells the two operations apart
+    /// where one transaction names an item twice ([`crate::system::Twice`]).
+    pub held_for: [Option<Item>; TXS],
 }
 
 impl<const TXS: usize> ItemState<TXS> {
@@ -190,7 +195,7 @@ impl<const TXS: usize> ItemState<TXS> {
             value: 0,
             reserved: [false; TXS],
             paused_by: [false; TXS],
-            applied: [Applied::Never; TXS],
+            held_for: [None; TXS],
         }
     }
 }
@@ -226,6 +231,8 @@ impl<const TXS: usize> ItemState<TXS> {
                 }
             },
             paused: (0..TXS).any(|u| self.paused_by[u] && !deadline_passed[u]),
+            // A transaction's prepares here all carry its one operation on the item.
+            other_op: false,
         }
     }
 
@@ -331,6 +338,12 @@ pub struct TxState<const ITEMS: usize> {
     /// [`crate::participant::Variant::FreshBeganReplay`] only (always false otherwise): a replay
     /// sent the prepares again, with a fresh `began`.
     pub replayed: bool,
+    /// Ghost: applications of the operation of each of its names (the business effect,
+    /// `txVersion`). An observer's record, not an attribute: it survives the item's removal
+    /// ([`crate::participant::Variant::DeleteRemoves`]), so a second application after a
+    /// removal and re-creation is still counted; and it is kept per name, so that where one
+    /// transaction names an item twice each operation is counted on its own.
+    pub applied: [Applied; ITEMS],
 }
 
 impl<const ITEMS: usize> TxState<ITEMS> {
@@ -348,6 +361,7 @@ impl<const ITEMS: usize> TxState<ITEMS> {
             answered_commit: false,
             answered_abort: false,
             replayed: false,
+            applied: [Applied::Never; ITEMS],
         }
     }
 

@@ -4,7 +4,7 @@
 //! regression guards: a change means the model changed. If you changed it on purpose, update the
 //! number deliberately and say why in the commit; if you did not, find out what moved.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::OnceLock;
 
 use stateright::{Checker, Expectation, Model};
@@ -17,10 +17,11 @@ use twopc_model::system::{
     ALL_CAN_COMMIT, ANSWER_HONOURED, ANSWERED_BEFORE_EXPLICIT, APPLIED_AT_MOST_ONCE, ATOMICITY,
     BOUNDS_HOLD, CAN_ABORT, CAN_COMMIT, COMMIT_FINISHED_WITHOUT_COORDINATOR,
     COMMIT_OUTLIVES_ITS_FENCE_ENTRY, DELETE_LEAVES_A_TOMBSTONE, EVENTUALLY_ENDS,
-    EVERY_TRANSACTION_ENDS, LATE_PREPARE_MEETS_FENCE, LATE_PREPARE_REFUSED_BY_HORIZON,
-    LATE_PUT_REFUSED_BY_TOMBSTONE, LOCK_EXCLUDES_RESERVATIONS, NO_COMMIT_WITHOUT_DECISION,
-    NO_LOCK_OUTLIVES_ITS_TRANSACTION, NO_VIOLATION_REPORTED, PREVENT_IS_FINAL, PUT_CREATES_AN_ITEM,
-    RESERVATIONS_SHARE_AN_ITEM, STAGING_PREVENTED_AND_ABORTED, SWEEPER_FINISHES,
+    EVERY_OPERATION_APPLIED_ONCE, EVERY_TRANSACTION_ENDS, LATE_PREPARE_MEETS_FENCE,
+    LATE_PREPARE_REFUSED_BY_HORIZON, LATE_PUT_REFUSED_BY_TOMBSTONE, LOCK_EXCLUDES_RESERVATIONS,
+    NO_COMMIT_WITHOUT_DECISION, NO_LOCK_OUTLIVES_ITS_TRANSACTION, NO_VIOLATION_REPORTED,
+    PREVENT_IS_FINAL, PUT_CREATES_AN_ITEM, RESERVATIONS_SHARE_AN_ITEM,
+    STAGING_PREVENTED_AND_ABORTED, SWEEPER_FINISHES, Twice,
 };
 use twopc_model::{Action, State, TwoByTwo, TwoPhaseCommit, Variant};
 
@@ -145,6 +146,14 @@ fn run(variant: Variant) -> &'static Run {
         Variant::NativeIgnoresReservations => {
             panic!("{variant:?} is checked in native configurations")
         }
+        Variant::OwnHoldIsRetry
+        | Variant::InquiryIgnoresOperation
+        | Variant::OwnHoldComparesPart => {
+            panic!("{variant:?} changes nothing unless one item is named twice")
+        }
+        Variant::RecoveryIgnoresDeadline => {
+            panic!("{variant:?} is checked in the clock configurations")
+        }
     };
     cell.get_or_init(|| check(variant))
 }
@@ -253,6 +262,15 @@ fn exhaustive_failures<const TXS: usize, const ITEMS: usize>(
 ) -> (BTreeSet<&'static str>, usize) {
     let explored = explore(model);
     (explored.failures, explored.unique_states)
+}
+
+/// How often each transaction applied its operation under the name `name` (where every
+/// transaction names every item once: on item `name`).
+fn applied_at<const TXS: usize, const ITEMS: usize>(
+    state: &State<TXS, ITEMS>,
+    name: Item,
+) -> [Applied; TXS] {
+    state.txs.map(|t| t.applied[name.ix()])
 }
 
 const T0: Tx = Tx(0);
@@ -423,6 +441,9 @@ fn kind<const TXS: usize, const ITEMS: usize>(
         | Action::SweepComplete(_, _, Upkeep::Raise)
         | Action::Resolve(_, _, Upkeep::Raise) => "a lock-free abort raises the horizon",
         Action::Begin(_) => "begin",
+        Action::Native(t) if native_put_on_tombstone_beside_a_prepare(model, state, t) => {
+            "a native put lands on a tombstone while another transaction's prepare is in flight"
+        }
         Action::Native(_) => "a native transaction",
         Action::SendPrepares(_) => "send prepares",
         Action::Decide(_, _) => "decide",
@@ -432,30 +453,7 @@ fn kind<const TXS: usize, const ITEMS: usize>(
         Action::DeliverPrepare(t, _) if state.tx(t).record.and_then(|r| r.decision()).is_some() => {
             "a prepare lands after its transaction was decided"
         }
-        Action::DeliverPrepare(t, i)
-            if model.op(t, i).creates() && state.item(i).shape == Shape::Tombstone =>
-        {
-            "a put takes a tombstone"
-        }
-        Action::DeliverPrepare(t, i)
-            if model.op(t, i).reserves()
-                && state
-                    .item(i)
-                    .seen_by(t, &state.deadlines_passed())
-                    .reserved_by_others
-                    != Others::None =>
-        {
-            "a reservation stands beside another"
-        }
-        Action::DeliverPrepare(t, i)
-            if rules::prepare(
-                state.item(i).seen_by(t, &state.deadlines_passed()),
-                model.op(t, i).creates(),
-            ) == PrepareStep::Refuse(PrepareRefusal::Reserved) =>
-        {
-            "an exclusive prepare meets reservations and pauses new ones"
-        }
-        Action::DeliverPrepare(_, _) => "deliver prepare",
+        Action::DeliverPrepare(t, n) => deliver_prepare_kind(model, state, t, n),
         Action::DeliverComplete(_, _, _) => "deliver commit/abort",
         Action::Expire(_) => "time passes",
         Action::Resolve(_, o, _) if !state.tx(o).deadline_passed() => {
@@ -479,6 +477,23 @@ fn kind<const TXS: usize, const ITEMS: usize>(
         Action::SweepAbort(_) => "sweeper aborts",
         Action::SweepComplete(_, _, _) => "sweeper completes an item",
         Action::SweepFinalize(_) => "sweeper finalizes",
+        Action::Stage(_)
+        | Action::DeliverStage(_)
+        | Action::Answer(_)
+        | Action::Inquire(..)
+        | Action::RecoverDecide(_) => staged_kind(model, state, action),
+        Action::Replay(_) => "a replay prepares again with a fresh began",
+    }
+}
+
+/// What kind of step a staged commit's own `action` (its put, answer, inquiries and
+/// recovery) is in `state`.
+fn staged_kind<const TXS: usize, const ITEMS: usize>(
+    model: &TwoPhaseCommit<TXS, ITEMS>,
+    state: &State<TXS, ITEMS>,
+    action: Action,
+) -> &'static str {
+    match action {
         Action::Stage(_) => "stage: record put and prepares at once",
         Action::DeliverStage(t) if state.tx(t).record.is_some() => {
             "a staged put is refused: a record exists"
@@ -486,18 +501,74 @@ fn kind<const TXS: usize, const ITEMS: usize>(
         Action::DeliverStage(_) => "a staged put lands",
         Action::Answer(_) => "the stager answers committed",
         Action::Inquire(_, _, _, Upkeep::Raise) => "a prevent raises the horizon",
-        Action::Inquire(t, i, true, _)
-            if state.item(i).shape == Shape::Absent
-                && rules::inquire(state.item(i).seen_by(t, &state.deadlines_passed()), true)
-                    == rules::InquiryStep::Bury =>
+        Action::Inquire(t, n, true, _)
+            if state.item(model.at(t, n)).shape == Shape::Absent
+                && rules::inquire(
+                    state
+                        .item(model.at(t, n))
+                        .seen_by(t, &state.deadlines_passed()),
+                    true,
+                ) == rules::InquiryStep::Bury =>
         {
             "a prevent buries an absent key"
+        }
+        Action::Inquire(t, n, _, _) if held_under_another_name(model, state, t, n) => {
+            "an inquiry meets its own hold under its other name"
         }
         Action::Inquire(_, _, true, _) => "a recoverer inquires (prevent)",
         Action::Inquire(_, _, false, _) => "a helper inquires (read only)",
         Action::RecoverDecide(_) => "a helper or recoverer decides a STAGING record",
-        Action::Replay(_) => "a replay prepares again with a fresh began",
+        _ => unreachable!("not a staged commit's step: {action:?}"),
     }
+}
+
+/// What kind of step delivering `t`'s prepare under its name `n` is in `state`.
+fn deliver_prepare_kind<const TXS: usize, const ITEMS: usize>(
+    model: &TwoPhaseCommit<TXS, ITEMS>,
+    state: &State<TXS, ITEMS>,
+    t: Tx,
+    n: Item,
+) -> &'static str {
+    let (op, item) = (model.op(t, n), state.item(model.at(t, n)));
+    let seen = item.seen_by(t, &state.deadlines_passed());
+    if state.tx(t).record.and_then(|r| r.decision()).is_some() {
+        "a prepare lands after its transaction was decided"
+    } else if held_under_another_name(model, state, t, n) {
+        "a prepare meets its own hold under its other name"
+    } else if op.creates() && item.shape == Shape::Tombstone {
+        "a put takes a tombstone"
+    } else if op.reserves() && seen.reserved_by_others != Others::None {
+        "a reservation stands beside another"
+    } else if rules::prepare(seen, op.creates()) == PrepareStep::Refuse(PrepareRefusal::Reserved) {
+        "an exclusive prepare meets reservations and pauses new ones"
+    } else {
+        "deliver prepare"
+    }
+}
+
+/// Whether `t` holds the item its name `n` is placed at under its other name (it names the
+/// item twice).
+fn held_under_another_name<const TXS: usize, const ITEMS: usize>(
+    model: &TwoPhaseCommit<TXS, ITEMS>,
+    state: &State<TXS, ITEMS>,
+    t: Tx,
+    n: Item,
+) -> bool {
+    state.item(model.at(t, n)).held_for[t.ix()].is_some_and(|h| h != n)
+}
+
+/// Whether `t`'s native commit in `state` writes a `put` onto a tombstone while another
+/// transaction's prepare is in flight (it may still land there).
+fn native_put_on_tombstone_beside_a_prepare<const TXS: usize, const ITEMS: usize>(
+    model: &TwoPhaseCommit<TXS, ITEMS>,
+    state: &State<TXS, ITEMS>,
+    t: Tx,
+) -> bool {
+    let on_tombstone = TwoPhaseCommit::<TXS, ITEMS>::items()
+        .any(|n| model.op(t, n) == Op::Put && state.item(model.at(t, n)).shape == Shape::Tombstone);
+    let beside =
+        TwoPhaseCommit::<TXS, ITEMS>::txs().any(|u| u != t && state.tx(u).prepares_in_flight);
+    on_tombstone && beside
 }
 
 fn walk<const TXS: usize, const ITEMS: usize>(model: TwoPhaseCommit<TXS, ITEMS>) -> Walk {
@@ -656,8 +727,11 @@ fn blind_takeover_with_a_third_transaction_loses_a_decided_commit_silently() {
     let states = replay(&model, &script);
     let end = states.last().expect("states");
     assert_eq!(end.tx(T1).record, Some(TxStatus::Committed));
-    assert_eq!(end.item(I0).applied[T1.ix()], Applied::Never);
-    assert_eq!(broken(&model, end), BTreeSet::from([ATOMICITY]));
+    assert_eq!(end.tx(T1).applied[I0.ix()], Applied::Never);
+    assert_eq!(
+        broken(&model, end),
+        BTreeSet::from([ATOMICITY, EVERY_OPERATION_APPLIED_ONCE])
+    );
     assert!(!end.violation_reported, "silent");
 }
 
@@ -668,7 +742,12 @@ fn blind_takeover_breaks_atomicity_for_three_transactions_on_one_item() {
         exhaustive_failures(TwoPhaseCommit::<3, 1>::new(Variant::BlindTakeover));
     assert_eq!(
         failures,
-        BTreeSet::from([ATOMICITY, NO_VIOLATION_REPORTED, SWEEPER_FINISHES])
+        BTreeSet::from([
+            ATOMICITY,
+            EVERY_OPERATION_APPLIED_ONCE,
+            NO_VIOLATION_REPORTED,
+            SWEEPER_FINISHES
+        ])
     );
     assert_eq!(states, BLIND_TAKEOVER_3X1_STATES);
 }
@@ -683,8 +762,9 @@ fn commit_without_fence_applies_an_operation_twice() {
     // The counterexample passes through a late prepare re-locking an item its transaction has
     // already applied.
     let relocked = path.windows(2).any(|w| {
-        w[0].0.items.iter().zip(&w[1].0.items).any(|(before, after)| {
-            matches!((before.lock, after.lock), (None, Some(t)) if before.applied[t.ix()] == Applied::Once)
+        let (was, is) = (&w[0].0, &w[1].0);
+        was.items.iter().zip(&is.items).enumerate().any(|(i, (before, after))| {
+            matches!((before.lock, after.lock), (None, Some(t)) if was.tx(t).applied[i] == Applied::Once)
         })
     });
     assert!(relocked, "{}", show(path));
@@ -698,11 +778,17 @@ fn commit_without_fence_leaves_a_lock_behind_its_ended_transaction() {
         "no fence, lingering-lock counterexample:\n{}",
         show(run.counterexample(NO_LOCK_OUTLIVES_ITS_TRANSACTION))
     );
-    // Exactly the two harms docs/protocol.md names for a late prepare; atomicity (all or nothing)
-    // survives, and so does liveness: the resolver removes the hanging lock after its expiry.
+    // Exactly the two harms docs/protocol.md names for a late prepare (the operation applied
+    // twice is a committed transaction's, so "every operation exactly once" breaks with it);
+    // atomicity (all or nothing) survives, and so does liveness: the resolver removes the
+    // hanging lock after its expiry.
     assert_eq!(
         run.failures(&model),
-        BTreeSet::from([APPLIED_AT_MOST_ONCE, NO_LOCK_OUTLIVES_ITS_TRANSACTION])
+        BTreeSet::from([
+            APPLIED_AT_MOST_ONCE,
+            EVERY_OPERATION_APPLIED_ONCE,
+            NO_LOCK_OUTLIVES_ITS_TRANSACTION
+        ])
     );
     // Regression guard: update deliberately when the model changes.
     assert_eq!(run.unique_states, NO_FENCE_2X2_STATES);
@@ -719,13 +805,14 @@ fn pruning_without_the_horizon_check_applies_an_operation_twice() {
     // The counterexample passes through a late prepare re-locking an item that applied its
     // transaction and no longer has its entry (a lock holder pruned it).
     let relocked = path.windows(2).any(|w| {
-        w[0].0
-            .items
+        let (was, is) = (&w[0].0, &w[1].0);
+        was.items
             .iter()
-            .zip(&w[1].0.items)
-            .any(|(before, after)| {
+            .zip(&is.items)
+            .enumerate()
+            .any(|(i, (before, after))| {
                 matches!((before.lock, after.lock), (None, Some(t))
-                if before.applied[t.ix()] == Applied::Once && before.fence[t.ix()].is_none())
+                if was.tx(t).applied[i] == Applied::Once && before.fence[t.ix()].is_none())
             })
     });
     assert!(relocked, "{}", show(path));
@@ -733,7 +820,11 @@ fn pruning_without_the_horizon_check_applies_an_operation_twice() {
     // prepares, and there is none.
     assert_eq!(
         run.failures(&model),
-        BTreeSet::from([APPLIED_AT_MOST_ONCE, NO_LOCK_OUTLIVES_ITS_TRANSACTION])
+        BTreeSet::from([
+            APPLIED_AT_MOST_ONCE,
+            EVERY_OPERATION_APPLIED_ONCE,
+            NO_LOCK_OUTLIVES_ITS_TRANSACTION
+        ])
     );
     // Regression guard: update deliberately when the model changes.
     assert_eq!(run.unique_states, NO_HORIZON_2X2_STATES);
@@ -922,7 +1013,7 @@ fn an_abort_that_finds_no_item_lets_a_late_prepare_lock_the_created_item_for_an_
         after.item(I0).fence,
         [Some(FenceOutcome::Committed), Some(FenceOutcome::Aborted)]
     );
-    assert_eq!(after.item(I0).applied, [Applied::Once, Applied::Never]);
+    assert_eq!(applied_at(&after, I0), [Applied::Once, Applied::Never]);
     assert!(broken(&model, &after).is_empty());
     // With the proposed change, the abort leaves a tombstone with its entry, `T0`'s put takes
     // that tombstone, the entry stays in the fence, and the late prepare is refused.
@@ -984,7 +1075,7 @@ fn a_delete_that_removes_the_item_with_its_fence_lets_a_put_apply_twice() {
     assert_eq!(recreated.item(I0).lock, Some(T0));
     let end = states.last().expect("states");
     assert_eq!(end.item(I0).shape, Shape::Real);
-    assert_eq!(end.item(I0).applied, [Applied::MoreThanOnce, Applied::Once]);
+    assert_eq!(applied_at(end, I0), [Applied::MoreThanOnce, Applied::Once]);
     assert_eq!(broken(&model, end), BTreeSet::from([APPLIED_AT_MOST_ONCE]));
     // With tombstones, the same late prepare meets T0's committed entry in the tombstone and
     // is refused; the sweeper's commit is answered "already done" and T0 ends COMMITTED.
@@ -1007,7 +1098,7 @@ fn a_delete_that_removes_the_item_with_its_fence_lets_a_put_apply_twice() {
     );
     let end = states.last().expect("states");
     assert_eq!(end.tx(T0).record, Some(TxStatus::Committed));
-    assert_eq!(end.item(I0).applied, [Applied::Once, Applied::Once]);
+    assert_eq!(applied_at(end, I0), [Applied::Once, Applied::Once]);
     assert!(broken(&model, end).is_empty());
 }
 
@@ -1027,6 +1118,7 @@ fn a_delete_that_removes_the_item_with_its_fence_breaks_exactly_once_exhaustivel
         explored.failures,
         BTreeSet::from([
             APPLIED_AT_MOST_ONCE,
+            EVERY_OPERATION_APPLIED_ONCE,
             NO_VIOLATION_REPORTED,
             NO_LOCK_OUTLIVES_ITS_TRANSACTION,
             SWEEPER_FINISHES,
@@ -1177,6 +1269,7 @@ fn a_delete_that_removes_the_item_breaks_put_delete_put_the_same_way() {
         failures,
         BTreeSet::from([
             APPLIED_AT_MOST_ONCE,
+            EVERY_OPERATION_APPLIED_ONCE,
             NO_VIOLATION_REPORTED,
             NO_LOCK_OUTLIVES_ITS_TRANSACTION,
             SWEEPER_FINISHES,
@@ -1350,7 +1443,7 @@ fn a_bound_checked_against_the_committed_value_lets_the_balance_go_negative() {
     );
     let (end, _) = path.last().expect("a path");
     assert_eq!(
-        (end.item(I0).value, end.item(I0).applied),
+        (end.item(I0).value, applied_at(end, I0)),
         (-1, [Applied::Once, Applied::Once])
     );
     assert_eq!(explored.unique_states, COMMITTED_BOUND_TWO_DEBITS_STATES);
@@ -1421,10 +1514,8 @@ fn a_debit_the_value_admits_is_refused_while_a_debit_in_flight_could_take_the_la
         let (_, step) = participant::prepare(
             variant,
             *end.item(I0),
-            T1,
-            &model.column(I0),
+            &participant::Prepare::of(T1, I0, model.ops.map(|row| row[0])),
             &end.deadlines_passed(),
-            false,
         );
         let want = if admitted {
             PrepareStep::Lock
@@ -1483,7 +1574,7 @@ fn a_newcomer_settles_a_decided_owner_without_waiting_for_its_deadline() {
     assert!(!end.tx(T0).deadline_passed() && !end.tx(T1).deadline_passed());
     assert_eq!(end.item(I0).reserved, [false, false]);
     assert_eq!(
-        (end.item(I0).value, end.item(I0).applied[0]),
+        (end.item(I0).value, end.tx(T0).applied[I0.ix()]),
         (0, Applied::Once)
     );
     // An undecided live owner is left alone.
@@ -1799,7 +1890,7 @@ fn a_replay_that_prepares_again_with_a_fresh_began_applies_a_committed_transacti
     let states = replay(&model, &script);
     let end = states.last().expect("states");
     assert_eq!(end.tx(T0).record, Some(TxStatus::Committing));
-    assert_eq!(end.item(I0).applied[0], Applied::MoreThanOnce);
+    assert_eq!(end.tx(T0).applied[I0.ix()], Applied::MoreThanOnce);
     assert!(broken(&model, end).contains(APPLIED_AT_MOST_ONCE));
     // The same path up to the replay breaks nothing, and there the correct replay is no step.
     let states = replay(&correct, &script[..before_replay]);
@@ -1848,7 +1939,7 @@ fn a_crashed_stagers_answered_commit_is_recovered_by_the_sweeper() {
     let end = states.last().expect("states");
     assert!(end.tx(T0).answered_commit);
     assert_eq!(end.tx(T0).record, Some(TxStatus::Committed));
-    assert!(end.items.iter().all(|i| i.applied[0] == Applied::Once));
+    assert!(end.tx(T0).applied.iter().all(|a| *a == Applied::Once));
     assert!(states.iter().all(|s| broken(&model, s).is_empty()));
     // The same crash, but T0's prepare on item 1 never landed: the sweeper prevents it there
     // (a fence entry: T1 holds nothing), and aborts; nobody had answered.
@@ -1936,4 +2027,492 @@ fn a_native_debit_beside_reservations_breaks_the_bounds_only_when_it_ignores_the
     );
     assert_eq!(path.last().expect("a path").0.item(I0).value, -1);
     assert_eq!(broken.unique_states, NATIVE_IGNORES_RESERVATIONS_STATES);
+}
+
+// ---- one item named twice (issue 35) ------------------------------------------------------------
+
+/// Unique states: `T0` alone updates item 0 twice (two different updates under two names).
+const TWICE_LOCKED_ALONE_STATES: usize = 85;
+/// Unique states: the same with the prepare taking its own hold for a retry.
+const OWN_HOLD_IS_RETRY_ALONE_STATES: usize = 133;
+/// Unique states: `T0` alone, staged, debits and credits item 0 under two names.
+const TWICE_RESERVED_ALONE_STAGED_STATES: usize = 174;
+/// Unique states: the same with the inquiry ignoring the operation.
+const INQUIRY_IGNORES_OPERATION_ALONE_STATES: usize = 198;
+/// Unique states: `T0` debits and credits item 0 under two names, `T1` debits item 0 and
+/// updates item 1 (classic).
+const TWICE_RESERVED_STATES: usize = 20_258;
+/// Unique states: the same with the prepare taking its own hold for a retry.
+const OWN_HOLD_IS_RETRY_RESERVED_STATES: usize = 33_202;
+/// Unique states: the same two transactions, staged.
+const TWICE_RESERVED_STAGED_STATES: usize = 69_396;
+/// Unique states: staged, the prepare taking its own hold for a retry.
+const OWN_HOLD_IS_RETRY_RESERVED_STAGED_STATES: usize = 102_637;
+/// Unique states: staged, the inquiry ignoring the operation.
+const INQUIRY_IGNORES_OPERATION_RESERVED_STAGED_STATES: usize = 81_380;
+/// Unique states: staged, `T0` updates item 0 twice, `T1` updates items 0 and 1.
+const TWICE_LOCKED_STAGED_STATES: usize = 66_694;
+/// Unique states: staged, `T0` alone credits item 0 twice, the same credit under two names.
+const TWICE_SAME_ALONE_STAGED_STATES: usize = 269;
+/// Unique states: the same with the hold recording its part.
+const OWN_HOLD_COMPARES_PART_ALONE_STATES: usize = 174;
+/// Unique states: staged, `T0` credits item 0 twice (the same credit), `T1` debits item 0
+/// and updates item 1, the hold recording its part.
+const OWN_HOLD_COMPARES_PART_STAGED_STATES: usize = 76_124;
+
+/// `T0` names item 0 twice (names 0 and 1, `same`: with the same operation), the other
+/// transactions name items 0 and 1 once each; every item real, holding 1.
+fn named_twice<const TXS: usize>(
+    variant: Variant,
+    ops: [[Op; 2]; TXS],
+    same: bool,
+) -> TwoPhaseCommit<TXS, 2> {
+    TwoPhaseCommit::with_ops(variant, ops, [Shape::Real; 2])
+        .with_values([1, 1])
+        .with_twice(Twice {
+            tx: T0,
+            item: I0,
+            name: Item(1),
+            same,
+        })
+}
+
+/// `T0` updates item 0 twice (different updates), alone.
+fn twice_locked_alone(variant: Variant) -> TwoPhaseCommit<1, 2> {
+    named_twice(variant, [[Op::Update, Op::Update]], false)
+}
+
+/// `T0` debits and credits item 0 under two names; `T1` debits item 0 and updates item 1.
+fn twice_reserved(variant: Variant) -> TwoPhaseCommit<2, 2> {
+    named_twice(
+        variant,
+        [[Op::Debit, Op::Credit], [Op::Debit, Op::Update]],
+        false,
+    )
+}
+
+/// Whether `holds` is true in every reachable state of `model`.
+fn in_every_state<const TXS: usize, const ITEMS: usize>(
+    model: &TwoPhaseCommit<TXS, ITEMS>,
+    holds: impl Fn(&State<TXS, ITEMS>) -> bool,
+) -> bool {
+    let mut todo = model.init_states();
+    let mut visited = HashSet::new();
+    while let Some(s) = todo.pop() {
+        if !visited.insert(s) {
+            continue;
+        }
+        if !holds(&s) {
+            return false;
+        }
+        todo.extend(model.successors(&s).filter(|n| !visited.contains(n)));
+    }
+    true
+}
+
+/// Whether `T0`, naming item 0 twice, never reaches a commit decision.
+fn never_commits<const TXS: usize>(model: &TwoPhaseCommit<TXS, 2>) -> bool {
+    in_every_state(model, |s| {
+        s.tx(T0).record.and_then(TxStatus::decision) != Some(Decision::Commit)
+    })
+}
+
+/// The path `explored` reports for [`EVERY_OPERATION_APPLIED_ONCE`] ends with `T0` recorded
+/// `COMMITTED` and one of its two operations on item 0 never applied.
+fn assert_an_operation_lost<const TXS: usize>(name: &str, explored: &Explored<TXS, 2>) {
+    let path = &explored.discoveries[EVERY_OPERATION_APPLIED_ONCE];
+    let (end, _) = path.last().expect("a path");
+    eprintln!(
+        "{name}:\n{}",
+        explored.counterexample(EVERY_OPERATION_APPLIED_ONCE)
+    );
+    assert_eq!(end.tx(T0).record, Some(TxStatus::Committed), "{name}");
+    assert!(end.tx(T0).applied.contains(&Applied::Never), "{name}");
+}
+
+#[test]
+fn a_prepare_meeting_its_own_hold_with_another_operation_is_refused_and_writes_nothing() {
+    // T0's prepare under name 0 locks item 0; its prepare under name 1 (the same item, another
+    // update) is refused: no step at all. Taken for a retry, it votes yes and the lock records
+    // name 1's operation instead.
+    let script = [
+        Action::Begin(T0),
+        Action::SendPrepares(T0),
+        Action::DeliverPrepare(T0, I0),
+    ];
+    let second = Action::DeliverPrepare(T0, Item(1));
+    let correct = twice_locked_alone(Variant::Correct);
+    let held = *replay(&correct, &script).last().expect("states");
+    assert_eq!(held.item(I0).held_for, [Some(I0)]);
+    assert_eq!(correct.next_state(&held, second), None);
+    let retry = twice_locked_alone(Variant::OwnHoldIsRetry);
+    let overwritten = retry.next_state(&held, second).expect("a step");
+    assert_eq!(overwritten.item(I0).held_for, [Some(Item(1))]);
+    // The same for a reservation: refused; reused (and yes) by the old participant.
+    let reserved = named_twice(Variant::Correct, [[Op::Debit, Op::Credit]], false);
+    let held = *replay(&reserved, &script).last().expect("states");
+    assert_eq!(held.item(I0).reserved, [true]);
+    assert_eq!(reserved.next_state(&held, second), None);
+    let reused = named_twice(Variant::OwnHoldIsRetry, [[Op::Debit, Op::Credit]], false);
+    let voted = reused.next_state(&held, second).expect("a step");
+    assert_eq!(
+        (voted.item(I0), voted.tx(T0).coordinator),
+        (
+            held.item(I0),
+            twopc_model::state::Coordinator::Preparing { yes: [true; 2] }
+        )
+    );
+}
+
+#[test]
+fn one_item_named_twice_never_commits_and_keeps_every_property() {
+    // The second line of issue 35: a prepare meeting its own hold with another operation is
+    // refused, and an inquiry finding it answers prevented. The transaction can only abort.
+    let alone = explore(twice_locked_alone(Variant::Correct));
+    assert!(alone.failures.is_empty(), "{:?}", alone.failures);
+    assert!(never_commits(&twice_locked_alone(Variant::Correct)));
+    assert_eq!(alone.unique_states, TWICE_LOCKED_ALONE_STATES);
+    let staged = named_twice(Variant::Correct, [[Op::Debit, Op::Credit]], false).staged();
+    let explored = explore(staged);
+    assert_only_orphans_of_recorded_aborts("twice, reserved, alone", &explored, false);
+    assert!(never_commits(&staged));
+    assert_eq!(explored.unique_states, TWICE_RESERVED_ALONE_STAGED_STATES);
+    let classic = explore(twice_reserved(Variant::Correct));
+    assert!(classic.failures.is_empty(), "{:?}", classic.failures);
+    assert!(
+        classic
+            .examples
+            .is_superset(&BTreeSet::from([CAN_COMMIT, CAN_ABORT]))
+    );
+    assert!(never_commits(&twice_reserved(Variant::Correct)));
+    assert_eq!(classic.unique_states, TWICE_RESERVED_STATES);
+}
+
+#[test]
+fn one_item_named_twice_beside_another_staged_transaction_keeps_every_property() {
+    let reserved = twice_reserved(Variant::Correct).staged();
+    let explored = explore(reserved);
+    eprintln!("twice, reserved, staged: {} states", explored.unique_states);
+    assert_only_orphans_of_recorded_aborts("twice, reserved, staged", &explored, false);
+    assert!(
+        explored
+            .examples
+            .is_superset(&BTreeSet::from([CAN_COMMIT, CAN_ABORT]))
+    );
+    assert!(never_commits(&reserved));
+    assert_eq!(explored.unique_states, TWICE_RESERVED_STAGED_STATES);
+    let locked = named_twice(
+        Variant::Correct,
+        [[Op::Update, Op::Update], [Op::Update, Op::Update]],
+        false,
+    )
+    .staged();
+    let explored = explore(locked);
+    assert_only_orphans_of_recorded_aborts("twice, locked, staged", &explored, false);
+    assert!(never_commits(&locked));
+    assert_eq!(explored.unique_states, TWICE_LOCKED_STAGED_STATES);
+    // The inquiry's rule is exercised: it meets the hold under the other name.
+    let walk = walk(reserved);
+    assert!(walk.cycle.is_none());
+    assert!(
+        walk.effective
+            .contains("an inquiry meets its own hold under its other name"),
+        "{:#?}",
+        walk.effective
+    );
+}
+
+#[test]
+fn a_prepare_that_takes_its_own_hold_for_a_retry_commits_with_an_operation_lost() {
+    let alone = explore(twice_locked_alone(Variant::OwnHoldIsRetry));
+    assert_eq!(
+        alone.failures,
+        BTreeSet::from([EVERY_OPERATION_APPLIED_ONCE])
+    );
+    assert_an_operation_lost("own hold is a retry, alone", &alone);
+    assert_eq!(alone.unique_states, OWN_HOLD_IS_RETRY_ALONE_STATES);
+    // Beside a debit of the last unit: the reused reservation carried the credit, so the
+    // debit's escrow counted on it; the commit applied the debit instead. Money destroyed.
+    let classic = explore(twice_reserved(Variant::OwnHoldIsRetry));
+    assert_eq!(
+        classic.failures,
+        BTreeSet::from([EVERY_OPERATION_APPLIED_ONCE, BOUNDS_HOLD])
+    );
+    let (end, _) = classic.discoveries[BOUNDS_HOLD].last().expect("a path");
+    assert_eq!(
+        end.item(I0).value,
+        -1,
+        "{}",
+        classic.counterexample(BOUNDS_HOLD)
+    );
+    assert_eq!(classic.unique_states, OWN_HOLD_IS_RETRY_RESERVED_STATES);
+    let staged = explore(twice_reserved(Variant::OwnHoldIsRetry).staged());
+    assert!(
+        staged
+            .failures
+            .is_superset(&BTreeSet::from([EVERY_OPERATION_APPLIED_ONCE, BOUNDS_HOLD])),
+        "{:?}",
+        staged.failures
+    );
+    assert_eq!(
+        staged.unique_states,
+        OWN_HOLD_IS_RETRY_RESERVED_STAGED_STATES
+    );
+}
+
+#[test]
+fn an_inquiry_that_ignores_the_operation_commits_with_an_operation_lost() {
+    // Classic: no inquiry, so nothing changes; staged: recovery (even a helper's read-only
+    // inquiries) finds the hold under both names and commits; one operation is lost.
+    let classic = twice_locked_alone(Variant::InquiryIgnoresOperation);
+    assert_eq!(explore(classic).unique_states, TWICE_LOCKED_ALONE_STATES);
+    let alone = explore(
+        named_twice(
+            Variant::InquiryIgnoresOperation,
+            [[Op::Debit, Op::Credit]],
+            false,
+        )
+        .staged(),
+    );
+    assert_eq!(
+        alone.failures,
+        BTreeSet::from([
+            EVERY_OPERATION_APPLIED_ONCE,
+            NO_LOCK_OUTLIVES_ITS_TRANSACTION
+        ])
+    );
+    assert_an_operation_lost("inquiry ignores the operation, alone", &alone);
+    assert_eq!(alone.unique_states, INQUIRY_IGNORES_OPERATION_ALONE_STATES);
+    let staged = explore(twice_reserved(Variant::InquiryIgnoresOperation).staged());
+    assert_eq!(
+        staged.failures,
+        BTreeSet::from([
+            EVERY_OPERATION_APPLIED_ONCE,
+            BOUNDS_HOLD,
+            NO_LOCK_OUTLIVES_ITS_TRANSACTION
+        ])
+    );
+    assert_eq!(
+        staged.unique_states,
+        INQUIRY_IGNORES_OPERATION_RESERVED_STAGED_STATES
+    );
+}
+
+#[test]
+fn the_same_operation_under_two_names_is_lost_unless_the_hold_records_its_part() {
+    // Comparing operations cannot tell the second credit from a retry of the first: it votes
+    // yes, and one credit is lost. A hold that records its part refuses it.
+    let same = |v| named_twice(v, [[Op::Credit, Op::Credit]], true).staged();
+    let compared = explore(same(Variant::Correct));
+    assert!(
+        compared.failures.contains(EVERY_OPERATION_APPLIED_ONCE),
+        "{:?}",
+        compared.failures
+    );
+    assert_an_operation_lost("the same credit twice, operations compared", &compared);
+    assert_eq!(compared.unique_states, TWICE_SAME_ALONE_STAGED_STATES);
+    let parts = explore(same(Variant::OwnHoldComparesPart));
+    assert_only_orphans_of_recorded_aborts("the same credit twice, parts", &parts, false);
+    assert!(never_commits(&same(Variant::OwnHoldComparesPart)));
+    assert_eq!(parts.unique_states, OWN_HOLD_COMPARES_PART_ALONE_STATES);
+    let beside = named_twice(
+        Variant::OwnHoldComparesPart,
+        [[Op::Credit, Op::Credit], [Op::Debit, Op::Update]],
+        true,
+    )
+    .staged();
+    let explored = explore(beside);
+    assert_only_orphans_of_recorded_aborts(
+        "the same credit twice beside a debit",
+        &explored,
+        false,
+    );
+    assert_eq!(explored.unique_states, OWN_HOLD_COMPARES_PART_STAGED_STATES);
+}
+
+// ---- a native put onto a tombstone beside a staged transaction ---------------------------------
+
+/// Unique states: `T0` deletes the item (staged: a delete is never native), `T1` puts it,
+/// trying native first.
+const NATIVE_PUT_AFTER_DELETE_STATES: usize = 10_073;
+/// Unique states: the item a tombstone, `T0` and `T1` put it, each trying native first.
+const NATIVE_PUT_BESIDE_STAGED_PUT_STATES: usize = 12_781;
+/// Unique states: `T0` deletes, `T1` and `T2` put, each trying native first (ignored test).
+const NATIVE_PUT_DELETE_PUT_PUT_STATES: usize = 1_060_546;
+
+/// `ops` on one item that starts `initial`, staged, each transaction trying native first.
+fn native_beside_staged<const TXS: usize>(
+    ops: [[Op; 1]; TXS],
+    initial: Shape,
+) -> TwoPhaseCommit<TXS, 1> {
+    TwoPhaseCommit::with_ops(Variant::Correct, ops, [initial])
+        .staged()
+        .native()
+}
+
+const NATIVE_ON_TOMBSTONE: &str =
+    "a native put lands on a tombstone while another transaction's prepare is in flight";
+
+#[test]
+fn a_native_put_onto_a_deleted_items_tombstone_keeps_every_property() {
+    // T0's delete commits and leaves a tombstone with its entry; T1's native put lands on it
+    // while T0's prepares may still be delivered: the entry stays and refuses them.
+    let model = native_beside_staged([[Op::Delete], [Op::Put]], Shape::Real);
+    let explored = explore(model);
+    eprintln!("native put after delete: {} states", explored.unique_states);
+    assert_only_orphans_of_recorded_aborts("native put after delete", &explored, false);
+    assert!(explored.examples.is_superset(&BTreeSet::from([
+        DELETE_LEAVES_A_TOMBSTONE,
+        PUT_CREATES_AN_ITEM,
+        ALL_CAN_COMMIT
+    ])));
+    let walk = walk(model);
+    assert!(walk.cycle.is_none());
+    assert!(
+        walk.effective.contains(NATIVE_ON_TOMBSTONE),
+        "{:#?}",
+        walk.effective
+    );
+    assert_eq!(explored.unique_states, NATIVE_PUT_AFTER_DELETE_STATES);
+}
+
+#[test]
+fn a_native_put_beside_a_staged_put_on_a_tombstone_keeps_every_property() {
+    let model = native_beside_staged([[Op::Put], [Op::Put]], Shape::Tombstone);
+    let explored = explore(model);
+    eprintln!(
+        "native put beside staged put: {} states",
+        explored.unique_states
+    );
+    assert_only_orphans_of_recorded_aborts("native put beside staged put", &explored, false);
+    assert!(explored.examples.is_superset(&BTreeSet::from([
+        PUT_CREATES_AN_ITEM,
+        LATE_PUT_REFUSED_BY_TOMBSTONE
+    ])));
+    let walk = walk(model);
+    assert!(walk.cycle.is_none());
+    assert!(
+        walk.effective.contains(NATIVE_ON_TOMBSTONE),
+        "{:#?}",
+        walk.effective
+    );
+    assert_eq!(explored.unique_states, NATIVE_PUT_BESIDE_STAGED_PUT_STATES);
+}
+
+#[test]
+fn a_native_put_gives_way_to_a_placeholder_and_its_entry_outlives_the_put() {
+    // T0 stages a put and holds the tombstone as its placeholder: T1's native put gives way.
+    let model = native_beside_staged([[Op::Put], [Op::Put]], Shape::Tombstone);
+    let held = replay(&model, &[Action::Stage(T0), Action::DeliverPrepare(T0, I0)]);
+    let held = held.last().expect("states");
+    assert_eq!(held.item(I0).shape, Shape::Placeholder);
+    assert_eq!(model.next_state(held, Action::Native(T1)), None);
+    // T0 aborts there (a tombstone with its entry), T1's native put lands on it, and T0's
+    // prepare, delivered again, is refused by the entry the native write kept.
+    let script = [
+        Action::Stage(T0),
+        Action::DeliverPrepare(T0, I0),
+        Action::DeliverStage(T0),
+        Action::Decide(T0, Decision::Abort),
+        Action::SendCompletes(T0),
+        Action::DeliverComplete(T0, I0, PLAIN),
+        Action::Native(T1),
+    ];
+    let states = replay(&model, &script);
+    let end = states.last().expect("states");
+    assert_eq!(end.item(I0).shape, Shape::Real);
+    assert_eq!(end.item(I0).fence[0], Some(FenceOutcome::Aborted));
+    assert_eq!(end.tx(T1).record, Some(TxStatus::Committed));
+    assert!(end.tx(T0).prepares_in_flight);
+    assert_eq!(model.next_state(end, Action::DeliverPrepare(T0, I0)), None);
+    assert!(states.iter().all(|s| broken(&model, s).is_empty()));
+}
+
+#[test]
+#[ignore = "1.1 million states: seconds in release; run with `cargo test -p twopc-model --release -- --ignored`"]
+fn a_native_put_between_a_staged_delete_and_a_staged_put_keeps_every_property() {
+    let model = native_beside_staged([[Op::Delete], [Op::Put], [Op::Put]], Shape::Real);
+    let explored = explore(model);
+    assert_only_orphans_of_recorded_aborts("delete, native put, put", &explored, false);
+    assert_eq!(explored.unique_states, NATIVE_PUT_DELETE_PUT_PUT_STATES);
+}
+
+// ---- clocks: recovery acting whatever its clock says -------------------------------------------
+
+/// Unique states of recovery ignoring the deadline: the classic 2 x 2.
+const RECOVERY_IGNORES_DEADLINE_2X2_STATES: usize = 105_429;
+/// The staged 2 x 2.
+const RECOVERY_IGNORES_DEADLINE_STAGED_2X2_STATES: usize = 359_691;
+/// The staged create 2 x 2 (`T0` puts item 0 and updates item 1, `T1` deletes and updates).
+const RECOVERY_IGNORES_DEADLINE_STAGED_CREATE_2X2_STATES: usize = 287_205;
+/// The staged transfers both ways between two hot items.
+const RECOVERY_IGNORES_DEADLINE_STAGED_TRANSFERS_STATES: usize = 280_588;
+
+#[test]
+fn recovery_that_ignores_the_deadline_keeps_every_property() {
+    let v = Variant::RecoveryIgnoresDeadline;
+    let classic = explore(TwoByTwo::new(v));
+    assert!(classic.failures.is_empty(), "{:?}", classic.failures);
+    assert_eq!(classic.unique_states, RECOVERY_IGNORES_DEADLINE_2X2_STATES);
+    let staged = explore(staged_2x2(v));
+    assert_only_orphans_of_recorded_aborts("early recovery, staged 2x2", &staged, false);
+    assert_eq!(
+        staged.examples,
+        &staged_examples() | &BTreeSet::from([ALL_CAN_COMMIT])
+    );
+    assert_eq!(
+        staged.unique_states,
+        RECOVERY_IGNORES_DEADLINE_STAGED_2X2_STATES
+    );
+    let creates = explore(create_2x2(v).staged());
+    assert_only_orphans_of_recorded_aborts("early recovery, staged create", &creates, true);
+    assert_eq!(
+        creates.unique_states,
+        RECOVERY_IGNORES_DEADLINE_STAGED_CREATE_2X2_STATES
+    );
+    let transfers = explore(opposite_transfers(v).staged());
+    assert_only_orphans_of_recorded_aborts("early recovery, transfers", &transfers, false);
+    assert_eq!(
+        transfers.unique_states,
+        RECOVERY_IGNORES_DEADLINE_STAGED_TRANSFERS_STATES
+    );
+}
+
+#[test]
+fn recovery_that_ignores_the_deadline_prevents_and_aborts_early() {
+    // T0 stages, its put lands, its prepare lands on item 0 only; before its deadline a
+    // recoverer prevents it on item 1 and aborts it. Correct: neither is a step yet.
+    let script = [
+        Action::Stage(T0),
+        Action::DeliverStage(T0),
+        Action::DeliverPrepare(T0, I0),
+    ];
+    let early = [
+        Action::Inquire(T0, Item(1), true, PLAIN),
+        Action::Inquire(T0, I0, true, PLAIN),
+        Action::RecoverDecide(T0),
+    ];
+    let correct = staged_2x2(Variant::Correct);
+    let before = *replay(&correct, &script).last().expect("states");
+    assert_eq!(correct.next_state(&before, early[0]), None);
+    let model = staged_2x2(Variant::RecoveryIgnoresDeadline);
+    let states = replay(&model, &[&script[..], &early].concat());
+    let end = states.last().expect("states");
+    assert!(!end.tx(T0).deadline_passed());
+    assert_eq!(end.tx(T0).record, Some(TxStatus::Aborting));
+    assert_eq!(end.item(Item(1)).fence[0], Some(FenceOutcome::Aborted));
+    // T0's prepare on item 1, still in flight, can never land: no commit answer is possible.
+    assert_eq!(
+        model.next_state(end, Action::DeliverPrepare(T0, Item(1))),
+        None
+    );
+    assert!(states.iter().all(|s| broken(&model, s).is_empty()));
+    // And the sweeper aborts a PREPARING record before its deadline.
+    let classic = TwoByTwo::new(Variant::RecoveryIgnoresDeadline);
+    let begun = replay(&classic, &[Action::Begin(T0), Action::SweepAbort(T0)]);
+    let end = begun.last().expect("states");
+    assert_eq!(
+        (end.tx(T0).record, end.tx(T0).deadline_passed()),
+        (Some(TxStatus::Aborting), false)
+    );
 }

@@ -11,9 +11,11 @@
 //! - [`transport`]: the `lambda`, `http` and dispatching transports.
 //! - [`trace`]: the X-Ray trace header, carried from the invocation through the transports.
 //! - [`errors`]: how the participant function reports failures, and how callers read them.
+//! - [`record`]: every AWS request recorded (`TWOPC_RECORD_AWS_CALLS`), for the grants check.
 #![warn(missing_docs)]
 
 pub mod config;
+pub mod record;
 pub mod telemetry;
 pub mod trace;
 pub mod transport;
@@ -29,7 +31,8 @@ use twopc_core::ports::SystemClock;
 use twopc_core::sweeper::Sweeper;
 use twopc_dynamo::{DynamoItems, DynamoNative, DynamoTxLog};
 
-use crate::config::Config;
+use crate::config::{Config, var};
+use crate::record::{Caller, Recorder};
 use crate::telemetry::Metrics;
 use crate::transport::{DispatchTransport, HttpTransport, LambdaTransport};
 
@@ -47,24 +50,43 @@ pub type LiveSweeper = Sweeper<DynamoTxLog, LiveTransport, SystemClock, DynamoIt
 /// (`TWOPC_DYNAMODB_ENDPOINT`, `TWOPC_LAMBDA_ENDPOINT`), a fixed region and static dummy
 /// credentials ([`twopc_dynamo::aws_loader`]), and each client pointed at its endpoint.
 /// DynamoDB Local keeps one database per access key and region, so the functions, the tests and
-/// the tools see the same tables. Other services' clients are built from [`Aws::sdk`] with
-/// the endpoint their function's configuration names (Firehose's, the WebSocket management
-/// API's).
+/// the tools see the same tables. Every client of every service comes from here, so this is
+/// where each request is recorded when `TWOPC_RECORD_AWS_CALLS` is set ([`record`]).
 #[derive(Clone, Debug)]
 pub struct Aws {
-    /// The loaded configuration (region, credentials), for the clients of other services.
+    /// The loaded configuration (region, credentials).
     pub sdk: aws_config::SdkConfig,
     dynamodb_endpoint: Option<String>,
     lambda_endpoint: Option<String>,
+    recorder: Option<Recorder>,
 }
 
 impl Aws {
     /// Loads the configuration for the endpoints `config` names (`None`: the service's own).
+    /// When the process's environment sets `TWOPC_RECORD_AWS_CALLS` (a test run's, never the
+    /// function's configuration), every client records its calls there as `config`'s role.
     pub async fn load(config: &Config) -> Aws {
+        let record = std::env::var_os(var::RECORD_AWS_CALLS).filter(|f| !f.is_empty());
         Aws {
             sdk: twopc_dynamo::aws_loader(config.is_local()).load().await,
             dynamodb_endpoint: config.dynamodb_endpoint.clone(),
             lambda_endpoint: config.lambda_endpoint.clone(),
+            recorder: record.map(|folder| {
+                Recorder::new(
+                    std::path::Path::new(&folder),
+                    config,
+                    Caller::from(config.role),
+                )
+            }),
+        }
+    }
+
+    /// The same configuration, its clients' calls recorded as `caller`'s: the completer in the
+    /// sweeper function, and each function the local stack runs in one process.
+    pub fn acting_as(&self, caller: Caller) -> Aws {
+        Aws {
+            recorder: self.recorder.as_ref().map(|r| r.acting_as(caller)),
+            ..self.clone()
         }
     }
 
@@ -73,6 +95,9 @@ impl Aws {
         let mut builder = aws_sdk_dynamodb::config::Builder::from(&self.sdk);
         if let Some(url) = &self.dynamodb_endpoint {
             builder = builder.endpoint_url(url);
+        }
+        if let Some(r) = &self.recorder {
+            builder = builder.interceptor(r.clone());
         }
         aws_sdk_dynamodb::Client::from_conf(builder.build())
     }
@@ -83,7 +108,32 @@ impl Aws {
         if let Some(url) = &self.lambda_endpoint {
             builder = builder.endpoint_url(url);
         }
+        if let Some(r) = &self.recorder {
+            builder = builder.interceptor(r.clone());
+        }
         aws_sdk_lambda::Client::from_conf(builder.build())
+    }
+
+    /// A Firehose client (at `endpoint` when given: a local emulator).
+    pub fn firehose(&self, endpoint: Option<&str>) -> aws_sdk_firehose::Client {
+        let mut builder = aws_sdk_firehose::config::Builder::from(&self.sdk);
+        if let Some(url) = endpoint {
+            builder = builder.endpoint_url(url);
+        }
+        if let Some(r) = &self.recorder {
+            builder = builder.interceptor(r.clone());
+        }
+        aws_sdk_firehose::Client::from_conf(builder.build())
+    }
+
+    /// A client of the WebSocket API's management endpoint (`PostToConnection`).
+    pub fn websocket_management(&self, endpoint: &str) -> aws_sdk_apigatewaymanagement::Client {
+        let mut builder =
+            aws_sdk_apigatewaymanagement::config::Builder::from(&self.sdk).endpoint_url(endpoint);
+        if let Some(r) = &self.recorder {
+            builder = builder.interceptor(r.clone());
+        }
+        aws_sdk_apigatewaymanagement::Client::from_conf(builder.build())
     }
 }
 
@@ -100,7 +150,11 @@ pub struct Clients {
 impl Clients {
     /// Builds every client from one [`Aws`] configuration for the configured endpoints.
     pub async fn load(config: &Config) -> Clients {
-        let aws = Aws::load(config).await;
+        Clients::of(&Aws::load(config).await)
+    }
+
+    /// The clients of a loaded configuration.
+    pub fn of(aws: &Aws) -> Clients {
         Clients {
             dynamodb: aws.dynamodb(),
             lambda: aws.lambda(),

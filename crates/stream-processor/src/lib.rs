@@ -71,23 +71,18 @@ pub fn processor(config: &Config, aws: &Aws) -> Result<LiveProcessor, ConfigErro
             what: "read the configuration as the stream processor's (Role::StreamProcessor)",
         });
     };
-    let mut firehose = aws_sdk_firehose::config::Builder::from(&aws.sdk);
-    if let Some(url) = &stream.firehose_endpoint {
-        firehose = firehose.endpoint_url(url);
-    }
-    let firehose = aws_sdk_firehose::Client::from_conf(firehose.build());
-    let management = aws_sdk_apigatewaymanagement::config::Builder::from(&aws.sdk)
-        .endpoint_url(&stream.websocket_endpoint)
-        .build();
     Ok(Processor::new(
         tables,
-        FirehoseLake::new(firehose, &stream.delivery_stream),
+        FirehoseLake::new(
+            aws.firehose(stream.firehose_endpoint.as_deref()),
+            &stream.delivery_stream,
+        ),
         DynamoConnections::new(
             aws.dynamodb(),
             config.connections_table(),
             CONNECTION_TTL_SECS,
         ),
-        ApiGatewayPush::new(aws_sdk_apigatewaymanagement::Client::from_conf(management)),
+        ApiGatewayPush::new(aws.websocket_management(&stream.websocket_endpoint)),
     ))
 }
 

@@ -9,16 +9,33 @@ use serde_json::Value;
 use tracing::{Instrument, error, info, info_span};
 use twopc_core::ports::PortError;
 use twopc_core::sweeper::SweepReport;
-use twopc_runtime::LiveSweeper;
+use twopc_runtime::config::Config;
 use twopc_runtime::errors::ErrorKind;
+use twopc_runtime::record::Caller;
 use twopc_runtime::telemetry::Metrics;
+use twopc_runtime::{Aws, Clients, LiveCoordinator, LiveSweeper};
 
 /// What the handler needs, built once in `main`.
 pub struct App {
     /// The recovery pass.
     pub sweeper: LiveSweeper,
+    /// The completer's recoveries (the sweeper's coordinator, its calls recorded as the
+    /// completer's: `twopc_runtime::record`).
+    pub completer: LiveCoordinator,
     /// Where recoveries are counted.
     pub metrics: Metrics,
+}
+
+impl App {
+    /// The pass and the completer over one AWS configuration.
+    pub fn new(config: &Config, aws: &Aws, metrics: Metrics) -> App {
+        let completer = Clients::of(&aws.acting_as(Caller::Completer));
+        App {
+            sweeper: twopc_runtime::sweeper(config, &Clients::of(aws)),
+            completer: twopc_runtime::coordinator(config, &completer),
+            metrics,
+        }
+    }
 }
 
 /// A pass that could not run (the transactions table or a lock index could not be read). Its
@@ -62,7 +79,7 @@ pub async fn invoke(app: &App, event: LambdaEvent<Value>) -> Result<Value, Sweep
     if payload.get("Records").is_some() {
         let batch: aws_lambda_events::dynamodb::Event = serde_json::from_value(payload)
             .map_err(|e| invalid("a stream batch that does not parse", e))?;
-        let response = crate::completer::complete(app.sweeper.coordinator(), &batch).await;
+        let response = crate::completer::complete(&app.completer, &batch).await;
         return serde_json::to_value(&response).map_err(|e| invalid("the batch's answer", e));
     }
     let scheduled: EventBridgeEvent<Value> = serde_json::from_value(payload)
@@ -124,8 +141,7 @@ mod tests {
     use twopc_core::ports::{Clock, ManualClock, SystemClock, TxLog};
     use twopc_core::status::TxStatus;
     use twopc_dynamo::DynamoItems;
-    use twopc_runtime::Clients;
-    use twopc_runtime::config::{Config, Role, var};
+    use twopc_runtime::config::{Role, var};
     use twopc_tests::{CrashAt, World, transfer};
 
     const SCHEDULE: &str = include_str!("../../../events/sweeper-schedule.json");
@@ -175,11 +191,8 @@ mod tests {
             _ => None,
         };
         let config = Config::from_lookup(Role::Sweeper, env).expect("config");
-        let clients = Clients::load(&config).await;
-        App {
-            sweeper: twopc_runtime::sweeper(&config, &clients),
-            metrics: Metrics::in_memory("sweeper"),
-        }
+        let aws = twopc_runtime::Aws::load(&config).await;
+        App::new(&config, &aws, Metrics::in_memory("sweeper"))
     }
 
     #[test]

@@ -7,7 +7,7 @@
 
 use lambda_runtime::{Error, run, service_fn};
 use sweeper::handler::{self, App};
-use twopc_runtime::Clients;
+use twopc_runtime::Aws;
 use twopc_runtime::config::{Config, Role};
 use twopc_runtime::telemetry::{Metrics, init_tracing};
 
@@ -16,11 +16,12 @@ async fn main() -> Result<(), Error> {
     init_tracing();
     let role = Role::Sweeper;
     let config = Config::from_env(role).expect("sweeper configuration");
-    let clients = Clients::load(&config).await;
-    let app = App {
-        sweeper: twopc_runtime::sweeper(&config, &clients),
-        metrics: Metrics::new(&config.metrics_namespace, role.function()),
-    };
+    let aws = Aws::load(&config).await;
+    let app = App::new(
+        &config,
+        &aws,
+        Metrics::new(&config.metrics_namespace, role.function()),
+    );
     let app = &app;
     run(service_fn(move |event| handler::invoke(app, event))).await
 }

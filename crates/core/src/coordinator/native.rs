@@ -3,6 +3,7 @@
 
 use tracing::{debug, warn};
 
+use crate::codes;
 use crate::item::Lock;
 use crate::op::Mode;
 use crate::participant::{Refusal, classify_native_refusal};
@@ -11,7 +12,7 @@ use crate::ports::{
     TxLog,
 };
 use crate::record::{Target, TxRecord, Vote};
-use crate::request::ServiceKind;
+use crate::request::{RequestError, ServiceKind};
 use crate::rules::{self};
 use crate::status::TxStatus;
 
@@ -88,6 +89,18 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
                     Some(found) => Ok(Some(Submitted::of(found))),
                     None => Err(unavailable(e)),
                 };
+            }
+            // DynamoDB called the request invalid (a sum past its range, an item past 400 KB):
+            // nothing was written, and sending it again cannot help. A 4xx saying so, never
+            // "retry".
+            Err(PortError::Invalid { message, .. }) => {
+                warn!(tx_id = %record.tx_id, message, "native commit refused as invalid");
+                return Err(SubmitError::Request(RequestError::new(
+                    codes::INVALID_FOR_STORE,
+                    format!(
+                        "DynamoDB refused the transaction as invalid, and nothing was written ({message}): change the request"
+                    ),
+                )));
             }
             Err(e) => return Err(unavailable(e)),
         };

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use crate::decimal::Decimal;
 use crate::ids::TxId;
-use crate::item::{FenceEntry, ItemState, Key};
+use crate::item::{FenceEntry, ItemState, Key, canonical_key};
 use crate::layout::{LAST_TX, VERSION};
 use crate::message::Prune;
 use crate::op::{Comparator, Condition, Operation};
@@ -23,8 +23,10 @@ pub(super) fn poisoned(what: &str) -> PortError {
     }
 }
 
+/// Where an item is kept: its canonical key, as DynamoDB keys items (a number by its value, so
+/// `{"id": 1}` and `{"id": 1.0}` are one item).
 pub(super) fn key_id(key: &Key) -> String {
-    serde_json::to_string(key).unwrap_or_default()
+    serde_json::to_string(&canonical_key(key)).unwrap_or_default()
 }
 
 /// The item as a step of `tx` sees it at `now` (holders' expiry does not matter to admission;

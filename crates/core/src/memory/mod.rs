@@ -32,7 +32,7 @@ use crate::layout::VERSION;
 use crate::op::Operation;
 use crate::ports::{CompleteWrite, Completion, ParticipantStore, PortError, PrepareWrite};
 use crate::request::KeySchema;
-use crate::rules::{self, AbortStep, FenceOut, PrepareStep};
+use crate::rules::{self, AbortStep, FenceOut, PrepareStep, Seen};
 
 /// Participant items in memory, any number of tables. Clones share the items.
 #[derive(Clone, Debug, Default)]
@@ -113,7 +113,7 @@ impl ParticipantStore for MemoryItems {
             let op = &lock.op;
             let empty = BTreeMap::new();
             let attrs = item.map_or(&empty, |i| &i.attributes);
-            let admitted = rules::prepare(seen(item, &lock.tx_id, lock.began, 0), op.creates())
+            let admitted = rules::prepare(Seen::preparing(item, lock, 0), op.creates())
                 == PrepareStep::Lock
                 && business_holds(op, key, attrs);
             if !admitted {
@@ -190,13 +190,13 @@ impl ParticipantStore for MemoryItems {
                 fence: i.fence.clone(),
                 horizon: i.horizon,
             };
-            if item.reservations.contains_key(&lock.tx_id) {
-                return locked(item); // a retry: reserved already
-            }
             let full = item.reservations.len() >= most;
-            let admitted = rules::reserve(seen(Some(item), &lock.tx_id, lock.began, now), full)
-                == PrepareStep::Lock
-                && escrow_admits(item, &lock.op);
+            let seen = Seen::preparing(Some(item), lock, now);
+            let step = rules::reserve(seen, full);
+            if step == PrepareStep::Lock && seen.reserved_by_me {
+                return locked(item); // a retry: reserved already, with this operation
+            }
+            let admitted = step == PrepareStep::Lock && escrow_admits(item, &lock.op);
             if !admitted {
                 return PrepareWrite::Refused(Some(Box::new(item.clone())));
             }
@@ -357,5 +357,70 @@ impl ParticipantStore for MemoryItems {
 
     async fn read(&self, table: &str, key: &Key) -> Result<Option<ItemState>, PortError> {
         self.with_table(table, |t| t.get(&key_id(key)).cloned())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ports::{NativeStore, NativeWrite};
+    use crate::record::TxRecord;
+
+    fn number_key(text: &str) -> Key {
+        [(
+            "id".to_owned(),
+            serde_json::from_str(text).expect("a number"),
+        )]
+        .into()
+    }
+
+    #[tokio::test]
+    async fn items_are_keyed_by_value_as_dynamodb_keys_them() {
+        let items = MemoryItems::default();
+        items.put("ledger", &number_key("1"), BTreeMap::new());
+        for spelling in ["1", "1.0", "10e-1", "1.000"] {
+            assert!(
+                items
+                    .read("ledger", &number_key(spelling))
+                    .await
+                    .expect("read")
+                    .is_some(),
+                "{spelling} names the item"
+            );
+        }
+        assert!(
+            items
+                .read("ledger", &number_key("2"))
+                .await
+                .expect("read")
+                .is_none()
+        );
+    }
+
+    #[tokio::test]
+    async fn a_native_transaction_naming_one_item_twice_is_invalid_and_writes_nothing() {
+        let (log, items) = (MemoryTxLog::default(), MemoryItems::default());
+        items.put("ledger", &number_key("1"), BTreeMap::new());
+        let native = MemoryNative::new(log.clone(), items.clone());
+        let op = Operation::from_json("op", &serde_json::json!({"add": {"n": 1}})).expect("op");
+        let (a, b) = (number_key("1"), number_key("1.0"));
+        let writes = [
+            NativeWrite {
+                table: "ledger",
+                key: &a,
+                op: &op,
+            },
+            NativeWrite {
+                table: "ledger",
+                key: &b,
+                op: &op,
+            },
+        ];
+        let record = TxRecord::never_began(&TxId::random(), 1);
+        let r = native.commit_at_once(&record, &writes).await;
+        assert!(matches!(r, Err(PortError::Invalid { .. })), "{r:?}");
+        let item = items.read("ledger", &a).await.expect("read").expect("item");
+        assert!(!item.attributes.contains_key("n"), "nothing written");
+        assert!(log.records.lock().expect("log").is_empty());
     }
 }

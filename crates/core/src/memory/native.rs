@@ -32,6 +32,18 @@ impl MemoryNative {
         let mut records = self.log.records.lock().map_err(|_| poisoned("log"))?;
         let mut tables = self.items.tables.lock().map_err(|_| poisoned("items"))?;
         let tx = &record.tx_id;
+        // DynamoDB refuses a transaction naming one item twice (however its key is spelled)
+        // before it reads anything: a request to change, never to retry.
+        let mut named = std::collections::BTreeSet::new();
+        if !writes
+            .iter()
+            .all(|w| named.insert((w.table, key_id(w.key))))
+        {
+            return Err(PortError::Invalid {
+                context: format!("committing {tx} natively"),
+                message: "ValidationException: Transaction request cannot include multiple operations on one item".into(),
+            });
+        }
         let found: Vec<NativeItem> = writes
             .iter()
             .map(|w| {

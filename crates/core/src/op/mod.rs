@@ -22,7 +22,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
-use crate::decimal::Decimal;
+use crate::decimal::{Decimal, canonical_json};
 use crate::layout::ITEM_PROTOCOL_ATTRIBUTES;
 
 /// Most attributes one operation may name in all (keeps expressions far below DynamoDB's 4 KB).
@@ -450,6 +450,13 @@ impl Operation {
 }
 
 impl Operation {
+    /// Whether it is the same change as `other` once stored: equal with every number read by
+    /// its value (DynamoDB gives `-10.50` back as `-10.5`). What a prepare that meets its own
+    /// hold compares, to tell a retry from another operation on the same item.
+    pub fn same_as(&self, other: &Operation) -> bool {
+        canonical_json(&self.to_json()) == canonical_json(&other.to_json())
+    }
+
     /// Whether it does nothing at all: what a custom participant's messages carry (its work is
     /// its payload); never what a table's participant accepts.
     pub fn is_empty(&self) -> bool {

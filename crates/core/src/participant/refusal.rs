@@ -42,7 +42,7 @@ pub fn classify_refusal(
     now: u64,
     full: impl Fn(&ItemState) -> bool,
 ) -> Refusal {
-    let seen = item.map_or(Seen::ABSENT, |i| Seen::of(i, &lock.tx_id, lock.began, now));
+    let seen = Seen::preparing(item, lock, now);
     let mode = lock.op.mode();
     let step = match mode {
         Mode::Exclusive => rules::prepare(seen, lock.op.creates()),
@@ -56,7 +56,7 @@ pub fn classify_refusal(
 /// would get; where the protocol holds the item, [`Refusal::Held`] (the transaction takes the
 /// protocol path).
 pub fn classify_native_refusal(item: Option<&ItemState>, lock: &Lock, now: u64) -> Refusal {
-    let seen = item.map_or(Seen::ABSENT, |i| Seen::of(i, &lock.tx_id, lock.began, now));
+    let seen = Seen::preparing(item, lock, now);
     let step = match rules::native_write(seen, lock.op.creates()) {
         rules::NativeStep::Apply => PrepareStep::Lock,
         rules::NativeStep::Refuse(r) => PrepareStep::Refuse(r),
@@ -159,6 +159,13 @@ fn classify_step(
                 Shape::Absent | Shape::Real => "no such item",
             }
             .to_owned(),
+        ),
+        PrepareRefusal::OtherOperation => vote(
+            VoteReason::Invalid,
+            format!(
+                "transaction {} already holds this item with another operation: one item named twice (two spellings of its key?); refused, the hold keeps its operation",
+                lock.tx_id
+            ),
         ),
         PrepareRefusal::Exists => vote(
             VoteReason::Condition,

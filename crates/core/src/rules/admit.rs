@@ -37,6 +37,10 @@ pub enum PrepareRefusal {
     /// The protocol admits the prepare; one of the operation's own conditions fails (a
     /// `require`, or an `add` to an attribute that is not a number).
     Business,
+    /// The transaction holds the item already (its lock or reservation) with another
+    /// operation: not a retry but the same item named twice (two spellings of one key). Refused,
+    /// never overwritten: the hold keeps its operation and the transaction cannot vote yes here.
+    OtherOperation,
 }
 
 /// What a prepare does on an item as found.
@@ -49,8 +53,8 @@ pub enum PrepareStep {
     Refuse(PrepareRefusal),
 }
 
-/// The prepare rule. Checked in this order: the transaction's own fence entry; its own lock (a
-/// retried prepare); the horizon; another's lock (live: `Locked`; expired: resolve the owner);
+/// The prepare rule. Checked in this order: the transaction's own fence entry; its own hold
+/// with another operation (refused); its own lock (a retried prepare); the horizon; another's lock (live: `Locked`; expired: resolve the owner);
 /// then the item's shape against the operation (`creates`: a `put`, which needs the item absent
 /// or a tombstone; anything else needs a real item). A refused write reads as
 /// [`PrepareRefusal::Business`] when this says `Lock`: the operation's own conditions failed.
@@ -59,6 +63,9 @@ pub fn prepare(seen: Seen, creates: bool) -> PrepareStep {
     let refuse = PrepareStep::Refuse;
     if let Some(outcome) = seen.entry {
         return refuse(Fenced(outcome));
+    }
+    if seen.held_by_me() && seen.other_op {
+        return refuse(OtherOperation);
     }
     if seen.holder == Holder::Me {
         // A retry: our placeholder (creating) or our lock on the real item.
@@ -86,7 +93,8 @@ pub fn prepare(seen: Seen, creates: bool) -> PrepareStep {
     }
 }
 
-/// The reservation rule, for a commuting operation: like [`prepare`], but other reservations may
+/// The reservation rule, for a commuting operation: like [`prepare`] (its own hold with another
+/// operation refused, its own reservation a retry), but other reservations may
 /// stand beside it, only a lock excludes it, and it waits while an exclusive operation does or
 /// while the item holds as many reservations as it takes (`full`). Its own bounds against the
 /// escrowed extremes are the operation's own conditions ([`escrow`]): a refused write that this
@@ -96,6 +104,9 @@ pub fn reserve(seen: Seen, full: bool) -> PrepareStep {
     let refuse = PrepareStep::Refuse;
     if let Some(outcome) = seen.entry {
         return refuse(Fenced(outcome));
+    }
+    if seen.held_by_me() && seen.other_op {
+        return refuse(OtherOperation);
     }
     if seen.reserved_by_me {
         return PrepareStep::Lock; // a retry: yes again

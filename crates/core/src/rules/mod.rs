@@ -47,7 +47,7 @@ pub use release::{
 pub use staged::{InquiryStep, StagedDecision, inquire, staged_decision};
 
 use crate::ids::TxId;
-use crate::item::{FenceOutcome, ItemState};
+use crate::item::{FenceOutcome, ItemState, Lock};
 
 /// What an inquiry found (the answer on the wire, which [`inquire`] and [`staged_decision`]
 /// decide by).
@@ -112,6 +112,10 @@ pub struct Seen {
     pub reserved_by_others: Others,
     /// Whether new reservations are paused (an exclusive operation waits for the item).
     pub paused: bool,
+    /// Whether the transaction's own hold (lock or reservation) carries another operation than
+    /// the one it prepares now: not a retry, but one item named twice (two spellings of one
+    /// key). Only a prepare knows its operation ([`Seen::preparing`]); false for other steps.
+    pub other_op: bool,
 }
 
 impl Seen {
@@ -124,6 +128,7 @@ impl Seen {
         reserved_by_me: false,
         reserved_by_others: Others::None,
         paused: false,
+        other_op: false,
     };
 
     /// Whether the transaction holds the item, by lock or by reservation.
@@ -167,6 +172,28 @@ impl Seen {
                 }
             },
             paused: now < item.paused_until,
+            other_op: false,
+        }
+    }
+
+    /// What a prepare (or reservation) of `lock` reads of `item` at `now` (no item:
+    /// [`Seen::ABSENT`]): [`Seen::of`], and whether the transaction's own hold carries another
+    /// operation ([`Operation::same_as`](crate::op::Operation::same_as): numbers by value, as
+    /// the store gives them back).
+    pub fn preparing(item: Option<&ItemState>, lock: &Lock, now: u64) -> Seen {
+        let Some(item) = item else {
+            return Seen::ABSENT;
+        };
+        let tx = &lock.tx_id;
+        let own = item
+            .lock
+            .iter()
+            .filter(|l| &l.tx_id == tx)
+            .chain(item.reservations.get(tx));
+        let other_op = own.into_iter().any(|held| !held.op.same_as(&lock.op));
+        Seen {
+            other_op,
+            ..Seen::of(item, tx, lock.began, now)
         }
     }
 }
@@ -395,6 +422,82 @@ mod tests {
             prepare(seen(Shape::Placeholder, Holder::Me), true),
             PrepareStep::Lock
         );
+    }
+
+    #[test]
+    fn its_own_hold_with_another_operation_refuses_a_prepare_and_a_reservation() {
+        use PrepareRefusal::*;
+        let other_op = |s: Seen| Seen {
+            other_op: true,
+            ..s
+        };
+        let locked = seen(Shape::Real, Holder::Me);
+        let reserved = Seen {
+            reserved_by_me: true,
+            ..REAL
+        };
+        for held in [locked, reserved] {
+            assert_eq!(
+                prepare(other_op(held), false),
+                PrepareStep::Refuse(OtherOperation)
+            );
+            assert_eq!(
+                reserve(other_op(held), false),
+                PrepareStep::Refuse(OtherOperation)
+            );
+        }
+        assert_eq!(
+            prepare(other_op(seen(Shape::Placeholder, Holder::Me)), true),
+            PrepareStep::Refuse(OtherOperation)
+        );
+        // The same operation is a retry; and with no hold of its own, nothing to compare.
+        assert_eq!(prepare(locked, false), PrepareStep::Lock);
+        assert_eq!(reserve(reserved, false), PrepareStep::Lock);
+        assert_eq!(prepare(other_op(REAL), false), PrepareStep::Lock);
+        // Its own fence entry still comes first.
+        let ended = Seen {
+            entry: Some(FenceOutcome::Committed),
+            ..other_op(locked)
+        };
+        assert_eq!(
+            prepare(ended, false),
+            PrepareStep::Refuse(Fenced(FenceOutcome::Committed))
+        );
+    }
+
+    #[test]
+    fn preparing_tells_a_retry_from_another_operation_by_value() {
+        let tx = TxId::random();
+        let lock = |op: &str| Lock {
+            tx_id: tx.clone(),
+            expires_at: 10,
+            began: 5,
+            op: crate::op::Operation::from_json("op", &serde_json::from_str(op).expect("json"))
+                .expect("op"),
+            coordinator: "c".into(),
+        };
+        let item = ItemState {
+            lock: Some(lock(r#"{"add": {"n": -10.50}, "set": {"m": 1}}"#)),
+            ..ItemState::default()
+        };
+        let same = Seen::preparing(
+            Some(&item),
+            &lock(r#"{"add": {"n": -10.5}, "set": {"m": 1.0}}"#),
+            0,
+        );
+        assert!(same.holder == Holder::Me && !same.other_op);
+        let other = Seen::preparing(
+            Some(&item),
+            &lock(r#"{"add": {"n": 10.5}, "set": {"m": 1}}"#),
+            0,
+        );
+        assert!(other.other_op);
+        let reserved = ItemState {
+            reservations: [(tx.clone(), lock(r#"{"add": {"n": -1}}"#))].into(),
+            ..ItemState::default()
+        };
+        assert!(Seen::preparing(Some(&reserved), &lock(r#"{"add": {"n": -2}}"#), 0).other_op);
+        assert!(!Seen::preparing(None, &lock(r#"{"add": {"n": -2}}"#), 0).other_op);
     }
 
     #[test]

@@ -109,10 +109,3 @@ pub async fn local_client(endpoint: &str) -> Client {
             .build(),
     )
 }
-
-/// Pushes through a local gateway's management API (`POST {url}/@connections/{id}`) with the
-/// same SDK client code the Lambda uses.
-pub async fn local_push(url: &str) -> crate::sinks::ApiGatewayPush {
-    let sdk = twopc_dynamo::sdk_config(Some(url)).await;
-    crate::sinks::ApiGatewayPush::new(aws_sdk_apigatewaymanagement::Client::new(&sdk))
-}

@@ -18,11 +18,11 @@ use twopc_core::item::FenceOutcome;
 use twopc_core::message::Inquiry;
 use twopc_core::rules::{
     self, AbortStep, CommitStep, InquiryStep, NativeStep, Others, PrepareRefusal, PrepareStep,
-    Reply, Shape,
+    Reply, Seen, Shape,
 };
 use twopc_core::status::Decision;
 
-use crate::state::{ItemState, Op, Tx};
+use crate::state::{Item, ItemState, Op, Tx};
 
 /// The fence upkeep a write may carry out besides its own effect: a choice the model leaves
 /// open (every choice is a separate step), so that every pruning policy and every fence
@@ -115,11 +115,68 @@ pub fn escrow_seen<const TXS: usize>(
     }
 }
 
-/// Prepare `tx`'s `op` on `item`: one conditional write (`DynamoItems::prepare`), as
+/// A prepare as it reaches an item: what `PrepareRequest` carries that the rules read, and
+/// what the participant reads of the holds beside the item.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Prepare<const TXS: usize> {
+    /// Whose.
+    pub tx: Tx,
+    /// The name it comes under (its request's spelling of the key): what the hold it takes
+    /// records ([`ItemState::held_for`]).
+    pub name: Item,
+    /// `ops[u]`: the operation `u`'s hold on the item carries (a reservation's extremes
+    /// depend on the standing ones' changes); `ops[tx]`: the operation this prepare holds.
+    pub ops: [Op; TXS],
+    /// Whether `tx`'s own hold on the item carries another operation than this one: the fact
+    /// [`own_hold_with_another_operation`] reads.
+    pub other_op: bool,
+    /// A prepare whose `began` is later than every horizon
+    /// ([`Variant::FreshBeganReplay`]'s replay).
+    pub fresh: bool,
+}
+
+impl<const TXS: usize> Prepare<TXS> {
+    /// `tx`'s prepare under `name`, `ops` as above, nothing else special.
+    pub fn of(tx: Tx, name: Item, ops: [Op; TXS]) -> Self {
+        Prepare {
+            tx,
+            name,
+            ops,
+            other_op: false,
+            fresh: false,
+        }
+    }
+
+    /// The operation it holds.
+    pub fn op(&self) -> Op {
+        self.ops[self.tx.ix()]
+    }
+}
+
+/// The refusal of a prepare that meets its own transaction's hold carrying another operation.
+/// A stand-in for the reason core will name (`PrepareRefusal::OtherOperation`, issue 35): to
+/// the model any refusal is a no vote, written nowhere.
+pub const ANOTHER_OPERATION: PrepareRefusal = PrepareRefusal::Business;
+
+/// Issue 35's second line, as the model runs it until core's rules read the fact themselves:
+/// whether a step of a transaction finds the transaction's own hold (its lock or reservation)
+/// carrying another operation than the one the step is about (`other_op`), the same item named
+/// twice under two spellings of its key. Checked after the transaction's own fence entry, as
+/// `rules::prepare` and `rules::reserve` check it (`Seen::other_op`). A prepare that finds it
+/// is refused ([`ANOTHER_OPERATION`]): the hold keeps its operation, nothing is written, the
+/// vote is no. An inquiry that finds it answers `Prevented`: that operation can never be held
+/// here, because the hold it meets leaves only by its transaction's release, which writes the
+/// entry that fences it out.
+pub fn own_hold_with_another_operation(seen: Seen, other_op: bool) -> bool {
+    other_op && seen.entry.is_none() && seen.held_by_me()
+}
+
+/// Prepare `p.tx`'s operation on `item`: one conditional write (`DynamoItems::prepare`), as
 /// [`rules::prepare`] decides from the item as found. Its `Lock` takes the lock unless it is
-/// `tx`'s already (a retry: yes again, nothing written); a creating `op` (`put`) writes a
-/// placeholder locked by `tx`, keeping a tombstone's fence and horizon. Its `Refuse` is a no
-/// vote. The coordinator counts the answer as a yes iff it is `Lock`.
+/// `tx`'s already (a retry: yes again, the lock written again with this prepare's operation);
+/// a creating operation (`put`) writes a placeholder locked by `tx`, keeping a tombstone's fence
+/// and horizon. Its `Refuse` is a no vote. The coordinator counts the answer as a yes iff it is
+/// `Lock`. First, [`own_hold_with_another_operation`] refuses (issue 35's second line).
 ///
 /// An expired lock of another transaction is refused (`ResolveOwner`): resolving its owner is
 /// the separate step `Action::Resolve` ([`rules::resolve`]), after which a redelivered prepare
@@ -134,24 +191,19 @@ pub fn escrow_seen<const TXS: usize>(
 ///
 /// A commuting operation ([`Op::reserves`]) asks [`rules::reserve`] instead, then, unless the
 /// reservation is already `tx`'s, [`rules::escrow`] (the write's bound conditions): its `Lock`
-/// is the reservation (`DynamoItems::reserve_item`). An exclusive prepare that the rule refuses
-/// for live reservations pauses new ones (`pause_reservations`), until its deadline.
-/// A [`Op::Withdraw`]'s own bound is checked on the committed value, in the same write.
-///
-/// `ops[u]` is what transaction `u` does to this item (`op` is `ops[tx]`): a reservation's
-/// extremes depend on the standing ones' changes.
+/// is the reservation (`DynamoItems::reserve_item`; a retry writes nothing). An exclusive
+/// prepare that the rule refuses for live reservations pauses new ones (`pause_reservations`),
+/// until its deadline. A [`Op::Withdraw`]'s own bound is checked on the committed value, in the
+/// same write.
 pub fn prepare<const TXS: usize>(
     variant: Variant,
-    mut item: ItemState<TXS>,
-    tx: Tx,
-    ops: &[Op; TXS],
+    item: ItemState<TXS>,
+    p: &Prepare<TXS>,
     deadline_passed: &[bool; TXS],
-    fresh: bool,
 ) -> (ItemState<TXS>, PrepareStep) {
-    let op = ops[tx.ix()];
-    let mut seen = item.seen_by(tx, deadline_passed);
+    let mut seen = item.seen_by(p.tx, deadline_passed);
     // A prepare whose `began` is later than every horizon (FreshBeganReplay's replay).
-    if fresh {
+    if p.fresh {
         seen.covered = false;
     }
     // NoFence checks no entry, NoFence and NoHorizon no horizon: the rule is not told. (Without
@@ -162,20 +214,48 @@ pub fn prepare<const TXS: usize>(
     if !variant.checks_horizon() {
         seen.covered = false;
     }
-    if op.reserves() {
-        // At most three transactions: never more reservations than an item takes.
-        let mut step = rules::reserve(seen, false);
-        if step == PrepareStep::Lock
-            && !item.reserved[tx.ix()]
-            && rules::escrow(escrow_seen(variant, &item, tx, ops)).is_err()
-        {
-            step = PrepareStep::Refuse(PrepareRefusal::Business);
-        }
-        if step == PrepareStep::Lock {
-            item.reserved[tx.ix()] = true;
-        }
-        return (item, step);
+    if own_hold_with_another_operation(seen, p.other_op) {
+        return (item, PrepareStep::Refuse(ANOTHER_OPERATION));
     }
+    if p.op().reserves() {
+        reserve(variant, item, p, seen)
+    } else {
+        lock(variant, item, p, seen, deadline_passed)
+    }
+}
+
+/// [`prepare`] of a commuting operation: [`rules::reserve`], then [`rules::escrow`].
+fn reserve<const TXS: usize>(
+    variant: Variant,
+    mut item: ItemState<TXS>,
+    p: &Prepare<TXS>,
+    seen: Seen,
+) -> (ItemState<TXS>, PrepareStep) {
+    let tx = p.tx;
+    // At most three transactions: never more reservations than an item takes.
+    let mut step = rules::reserve(seen, false);
+    if step == PrepareStep::Lock
+        && !item.reserved[tx.ix()]
+        && rules::escrow(escrow_seen(variant, &item, tx, &p.ops)).is_err()
+    {
+        step = PrepareStep::Refuse(PrepareRefusal::Business);
+    }
+    if step == PrepareStep::Lock && !item.reserved[tx.ix()] {
+        item.reserved[tx.ix()] = true;
+        item.held_for[tx.ix()] = Some(p.name);
+    }
+    (item, step)
+}
+
+/// [`prepare`] of an exclusive operation: [`rules::prepare`], with the variants' overrides.
+fn lock<const TXS: usize>(
+    variant: Variant,
+    mut item: ItemState<TXS>,
+    p: &Prepare<TXS>,
+    seen: Seen,
+    deadline_passed: &[bool; TXS],
+) -> (ItemState<TXS>, PrepareStep) {
+    let (tx, op) = (p.tx, p.op());
     let mut step = rules::prepare(seen, op.creates());
     // LockIgnoresReservations: the lock's write does not wait for the reservations to drain.
     if variant == Variant::LockIgnoresReservations
@@ -206,7 +286,13 @@ pub fn prepare<const TXS: usize>(
     {
         step = PrepareStep::Refuse(PrepareRefusal::Business);
     }
-    if step == PrepareStep::Lock && item.lock != Some(tx) {
+    if step != PrepareStep::Lock {
+        return (item, step);
+    }
+    if item.lock != Some(tx) {
+        if let Some(owner) = item.lock {
+            item.held_for[owner.ix()] = None; // BlindTakeover's overwritten owner
+        }
         item.lock = Some(tx);
         if op.creates() {
             item.shape = Shape::Placeholder;
@@ -216,6 +302,8 @@ pub fn prepare<const TXS: usize>(
             item.horizon_at_lock = item.horizon;
         }
     }
+    // The lock is written with this prepare's operation, a retry's too.
+    item.held_for[tx.ix()] = Some(p.name);
     (item, step)
 }
 
@@ -236,6 +324,7 @@ fn release<const TXS: usize>(
     } else {
         item.lock = None;
     }
+    item.held_for[tx.ix()] = None;
     if variant.fences() {
         item.fence[tx.ix()] = Some(outcome);
         if let Upkeep::Prune(mask) = upkeep {
@@ -261,14 +350,12 @@ fn release<const TXS: usize>(
 /// What becomes of an item a committed delete, an aborted create or a dropped stale lock on a
 /// placeholder leaves behind (`DynamoItems::bury`, `release` of a placeholder): a tombstone
 /// keeping the fence and the horizon, or, with [`Variant::DeleteRemoves`] (an override of this
-/// effect), nothing at all (only the observer's `applied` record stays).
+/// effect), nothing at all (only the observer's `applied` record, kept by the transaction,
+/// stays).
 fn bury<const TXS: usize>(variant: Variant, item: ItemState<TXS>) -> ItemState<TXS> {
     debug_assert!(item.lock.is_none(), "buried while locked");
     if variant == Variant::DeleteRemoves {
-        ItemState {
-            applied: item.applied,
-            ..ItemState::with_shape(Shape::Absent)
-        }
+        ItemState::with_shape(Shape::Absent)
     } else {
         ItemState {
             shape: Shape::Tombstone,
@@ -299,11 +386,9 @@ pub fn native_write<const TXS: usize>(
     }
 }
 
-/// A native transaction's write of `tx`'s `op` on `item` (admitted by [`native_write`]): the
+/// A native transaction's write of `op` on `item` (admitted by [`native_write`]): the
 /// operation applied, no lock taken or released, no fence entry.
-pub fn native_apply<const TXS: usize>(mut item: ItemState<TXS>, tx: Tx, op: Op) -> ItemState<TXS> {
-    let t = tx.ix();
-    item.applied[t] = item.applied[t].bump();
+pub fn native_apply<const TXS: usize>(mut item: ItemState<TXS>, op: Op) -> ItemState<TXS> {
     item.value += op.delta();
     if op.creates() {
         item.shape = Shape::Real;
@@ -313,7 +398,8 @@ pub fn native_apply<const TXS: usize>(mut item: ItemState<TXS>, tx: Tx, op: Op) 
 
 /// Commit `tx`'s `op` on `item`, as [`rules::commit`] decides from the item as found (`deletes`:
 /// `op` is a delete). `Apply`: apply the operation, release the lock and write the `committed`
-/// fence entry in one conditional write, pruning as `upkeep` says; a `put` makes its
+/// fence entry in one conditional write, pruning as `upkeep` says (answered [`Reply::Done`],
+/// which a commit answers only where it applied); a `put` makes its
 /// placeholder real, a `delete` leaves a tombstone with the fence (our entry included) and the
 /// horizon (`DynamoItems::bury`). `Answer`: that reply, nothing written.
 pub fn commit<const TXS: usize>(
@@ -324,7 +410,6 @@ pub fn commit<const TXS: usize>(
     upkeep: Upkeep,
     deadline_passed: &[bool; TXS],
 ) -> (ItemState<TXS>, Reply) {
-    let t = tx.ix();
     match rules::commit(item.seen_by(tx, deadline_passed), op == Op::Delete) {
         CommitStep::Apply => {
             debug_assert_eq!(
@@ -333,7 +418,6 @@ pub fn commit<const TXS: usize>(
                 "a put locks only its placeholder, other operations only real items"
             );
             item = release(variant, item, tx, FenceOutcome::Committed, upkeep);
-            item.applied[t] = item.applied[t].bump();
             item.value += op.delta();
             match op {
                 Op::Update | Op::Withdraw | Op::Debit | Op::Credit => {}
@@ -402,17 +486,23 @@ pub fn abort<const TXS: usize>(
 /// [`Upkeep::Raise`] (the fence is full), the horizon raised to `tx`; `Bury`: a tombstone
 /// carrying the `aborted` entry, written only while the key is absent. Either answers
 /// `Prevented`. Override: [`Variant::PreventSkipsAbsent`] answers `Prevented` on an absent key
-/// and writes nothing.
+/// and writes nothing. First, [`own_hold_with_another_operation`] (`other_op`: `tx`'s hold on
+/// the item carries another operation than the one asked about) answers `Prevented`, nothing
+/// written: a hold is evidence of the operation it carries, not of another.
 pub fn inquire<const TXS: usize>(
     variant: Variant,
     mut item: ItemState<TXS>,
     tx: Tx,
-    prevent: bool,
+    (prevent, other_op): (bool, bool),
     upkeep: Upkeep,
     deadline_passed: &[bool; TXS],
 ) -> (ItemState<TXS>, Inquiry) {
     let t = tx.ix();
-    match rules::inquire(item.seen_by(tx, deadline_passed), prevent) {
+    let seen = item.seen_by(tx, deadline_passed);
+    if own_hold_with_another_operation(seen, other_op) {
+        return (item, Inquiry::Prevented);
+    }
+    match rules::inquire(seen, prevent) {
         InquiryStep::Answer(answer) => (item, answer),
         InquiryStep::Fence => {
             if upkeep == Upkeep::Raise {
@@ -466,6 +556,7 @@ pub fn drop_stale_lock<const TXS: usize>(
     }
     // A reservation: given back (`release_reservation` with `Give::Drop`).
     item.reserved[tx.ix()] = false;
+    item.held_for[tx.ix()] = None;
     item
 }
 
@@ -522,7 +613,6 @@ mod tests {
     use twopc_core::rules::{Reply, Violation};
 
     use super::*;
-    use crate::state::Applied;
 
     // Commit and abort with no deadline passed (their rules do not read a lock's expiry).
 
@@ -553,7 +643,12 @@ mod tests {
         op: Op,
         deadline_passed: &[bool; TXS],
     ) -> (ItemState<TXS>, PrepareStep) {
-        super::prepare(variant, item, tx, &[op; TXS], deadline_passed, false)
+        super::prepare(
+            variant,
+            item,
+            &Prepare::of(tx, I0, [op; TXS]),
+            deadline_passed,
+        )
     }
 
     fn complete(
@@ -595,11 +690,25 @@ mod tests {
         ItemState::new()
     }
 
+    const I0: Item = Item(0);
+
     fn locked_by(tx: Tx) -> ItemState<2> {
-        ItemState {
+        let mut item = ItemState {
             lock: Some(tx),
             ..free()
-        }
+        };
+        item.held_for[tx.ix()] = Some(I0);
+        item
+    }
+
+    /// `tx`'s prepare of `ops[tx]` under name 0, where each transaction's hold carries `ops`.
+    fn reserve_or_lock(item: ItemState<2>, tx: Tx, ops: [Op; 2]) -> (ItemState<2>, PrepareStep) {
+        super::prepare(
+            Variant::Correct,
+            item,
+            &Prepare::of(tx, I0, ops),
+            &NO_DEADLINE_PASSED,
+        )
     }
 
     #[test]
@@ -669,7 +778,6 @@ mod tests {
     fn commit_applies_once_and_a_retry_is_already_done() {
         let (item, reply) = commit(Variant::Correct, locked_by(T0), T0, UPD, PLAIN);
         assert_eq!(reply, Reply::Done);
-        assert_eq!(item.applied[0], Applied::Once);
         assert_eq!(item.fence[0], Some(FenceOutcome::Committed));
         assert_eq!(item.lock, None);
         assert_eq!(
@@ -701,7 +809,6 @@ mod tests {
         assert_eq!(reply, Reply::Done);
         assert_eq!(pruned.fence, [None, Some(FenceOutcome::Aborted)]);
         assert_eq!(pruned.horizon, Some(T0));
-        assert_eq!(pruned.applied[0], Applied::Once);
         // T0's retried commit is answered by the horizon, its late prepare refused by it.
         assert_eq!(
             commit(Variant::Correct, pruned, T0, UPD, PLAIN),
@@ -927,7 +1034,6 @@ mod tests {
         let (real, reply) = commit(Variant::Correct, ph, T0, Op::Put, PLAIN);
         assert_eq!(reply, Reply::Done);
         assert_eq!((real.shape, real.lock), (Shape::Real, None));
-        assert_eq!(real.applied[0], Applied::Once);
         let (tomb, _) = abort(Variant::Correct, ph, T0, PLAIN);
         assert_eq!(tomb.shape, Shape::Tombstone);
         assert_eq!(tomb.fence, [Some(FenceOutcome::Aborted), None]);
@@ -945,7 +1051,6 @@ mod tests {
         assert_eq!(reply, Reply::Done);
         assert_eq!(tomb.shape, Shape::Tombstone);
         assert_eq!(tomb.fence, [Some(FenceOutcome::Committed), None]);
-        assert_eq!(tomb.applied[0], Applied::Once);
         assert_eq!(
             commit(Variant::Correct, tomb, T0, Op::Delete, PLAIN),
             (tomb, Reply::AlreadyDone)
@@ -960,7 +1065,6 @@ mod tests {
         let (gone, _) = commit(Variant::DeleteRemoves, locked_by(T0), T0, Op::Delete, PLAIN);
         assert_eq!(gone.shape, Shape::Absent);
         assert_eq!(gone.fence, [None, None]);
-        assert_eq!(gone.applied[0], Applied::Once);
         assert_eq!(
             commit(Variant::DeleteRemoves, gone, T0, Op::Delete, PLAIN),
             (gone, Reply::AlreadyDone)
@@ -1027,17 +1131,12 @@ mod tests {
     fn reservations_stand_side_by_side_and_each_release_applies_only_its_own_change() {
         let ops = [Op::Debit, Op::Credit];
         let item = ItemState::<2> { value: 1, ..free() };
-        let (one, vote) =
-            super::prepare(Variant::Correct, item, T0, &ops, &NO_DEADLINE_PASSED, false);
+        let (one, vote) = reserve_or_lock(item, T0, ops);
         assert_eq!((one.reserved, vote), ([true, false], LOCK));
-        let (both, vote) =
-            super::prepare(Variant::Correct, one, T1, &ops, &NO_DEADLINE_PASSED, false);
+        let (both, vote) = reserve_or_lock(one, T1, ops);
         assert_eq!((both.reserved, vote), ([true, true], LOCK));
         // A retry is yes again and writes nothing.
-        assert_eq!(
-            super::prepare(Variant::Correct, both, T0, &ops, &NO_DEADLINE_PASSED, false),
-            (both, LOCK)
-        );
+        assert_eq!(reserve_or_lock(both, T0, ops), (both, LOCK));
         let (credited, reply) = commit(Variant::Correct, both, T1, Op::Credit, PLAIN);
         assert_eq!(reply, Reply::Done);
         assert_eq!((credited.value, credited.reserved), (2, [true, false]));
@@ -1055,34 +1154,65 @@ mod tests {
     }
 
     #[test]
+    fn its_own_hold_carrying_another_operation_refuses_a_prepare_and_prevents_an_inquiry() {
+        // T0 holds the item (a lock for an update, a reservation for a debit) under name 0;
+        // its prepare under name 1 carries another operation.
+        for ops in [[UPD, UPD], [Op::Debit, Op::Credit]] {
+            let item = ItemState::<2> { value: 1, ..free() };
+            let (held, _) = reserve_or_lock(item, T0, ops);
+            let other = Prepare {
+                other_op: true,
+                ..Prepare::of(T0, Item(1), ops)
+            };
+            assert_eq!(
+                super::prepare(Variant::Correct, held, &other, &NO_DEADLINE_PASSED),
+                (held, REFUSE(ANOTHER_OPERATION)),
+                "{ops:?}"
+            );
+            // Told nothing, it is a retry: yes again.
+            let told_nothing = Prepare::of(T0, Item(1), ops);
+            let (_, vote) =
+                super::prepare(Variant::Correct, held, &told_nothing, &NO_DEADLINE_PASSED);
+            assert_eq!(vote, LOCK, "{ops:?}");
+            // An inquiry about the other operation: prevented, nothing written; about the
+            // held one: held.
+            for (other_op, answer) in [(true, Inquiry::Prevented), (false, Inquiry::Held)] {
+                let asked = (true, other_op);
+                assert_eq!(
+                    inquire(
+                        Variant::Correct,
+                        held,
+                        T0,
+                        asked,
+                        PLAIN,
+                        &NO_DEADLINE_PASSED
+                    ),
+                    (held, answer)
+                );
+            }
+        }
+        // The transaction's own fence entry comes first (a late prepare of an ended one).
+        let (done, _) = commit(Variant::Correct, locked_by(T0), T0, UPD, PLAIN);
+        let late = Prepare {
+            other_op: true,
+            ..Prepare::of(T0, Item(1), [UPD; 2])
+        };
+        assert_eq!(
+            super::prepare(Variant::Correct, done, &late, &NO_DEADLINE_PASSED).1,
+            REFUSE(Fenced(FenceOutcome::Committed))
+        );
+    }
+
+    #[test]
     fn a_lock_and_reservations_exclude_each_other() {
         let ops = [Op::Debit, Op::Withdraw];
         let item = ItemState::<2> { value: 2, ..free() };
-        let (reserved, _) =
-            super::prepare(Variant::Correct, item, T0, &ops, &NO_DEADLINE_PASSED, false);
-        let (paused, vote) = super::prepare(
-            Variant::Correct,
-            reserved,
-            T1,
-            &ops,
-            &NO_DEADLINE_PASSED,
-            false,
-        );
+        let (reserved, _) = reserve_or_lock(item, T0, ops);
+        let (paused, vote) = reserve_or_lock(reserved, T1, ops);
         assert_eq!(vote, REFUSE(PrepareRefusal::Reserved));
         assert_eq!((paused.lock, paused.paused_by), (None, [false, true]));
-        let (locked, vote) =
-            super::prepare(Variant::Correct, item, T1, &ops, &NO_DEADLINE_PASSED, false);
+        let (locked, vote) = reserve_or_lock(item, T1, ops);
         assert_eq!((locked.lock, vote), (Some(T1), LOCK));
-        assert_eq!(
-            super::prepare(
-                Variant::Correct,
-                locked,
-                T0,
-                &ops,
-                &NO_DEADLINE_PASSED,
-                false
-            ),
-            (locked, REFUSE(Locked))
-        );
+        assert_eq!(reserve_or_lock(locked, T0, ops), (locked, REFUSE(Locked)));
     }
 }

@@ -89,12 +89,45 @@ pub enum Variant {
     /// checked on the committed value alone. Override of [`rules::native_write`](twopc_core::rules::native_write)'s facts: no
     /// other reservation is seen (see [`native_write`](super::native_write)).
     NativeIgnoresReservations,
+    /// One item named twice, broken: the participant before issue 35's second line. A prepare
+    /// that finds its transaction's own hold takes it for a retry whatever operation the hold
+    /// carries: an exclusive lock is written again with the new operation (the stored one
+    /// overwritten), a reservation is reused; either votes yes. Override: the rules are never
+    /// told of another operation ([`own_hold_with_another_operation`](super::own_hold_with_another_operation)
+    /// is given `false`), in prepares and inquiries.
+    OwnHoldIsRetry,
+    /// One item named twice, broken: the second line in prepare only. An inquiry that finds the
+    /// transaction's own hold answers "held" whatever operation the hold carries, so recovery
+    /// of a `STAGING` record can commit a transaction one of whose operations no hold carries
+    /// (its prepare refused, or not landed yet).
+    /// Override: inquiries are never told of another operation.
+    InquiryIgnoresOperation,
+    /// One item named twice, a proposed change: a hold records which of its transaction's
+    /// operations it carries (the request's part, say its index), and a prepare or inquiry of
+    /// another part meets it as "another operation" even where the two operations are
+    /// identical, which comparing operations cannot tell from a retry. Override of the fact
+    /// given to [`own_hold_with_another_operation`](super::own_hold_with_another_operation).
+    OwnHoldComparesPart,
+    /// Clocks (issue 35), a proposed change: recovery acts whatever its clock says. A
+    /// recoverer's prevent (an inquiry with `prevent`) and its abort of a `STAGING` record, and
+    /// the sweeper's recovery of a record (an abort of a `PREPARING` one included), take place
+    /// before the transaction's deadline as well as after: a completer acting on a fresh
+    /// recovery ask, or a sweeper, whose clock runs ahead of the stager's. Override: the
+    /// deadline guards of [`crate::system::Action::Inquire`],
+    /// [`crate::system::Action::RecoverDecide`] and the sweeper's steps are dropped.
+    RecoveryIgnoresDeadline,
 }
 
 impl Variant {
     /// Whether items keep a fence (entries and horizon).
     pub fn fences(self) -> bool {
         self != Variant::NoFence
+    }
+
+    /// Whether recovery (prevents, aborts of `STAGING` records, the sweeper) waits for the
+    /// transaction's deadline.
+    pub fn recovery_waits_for_deadline(self) -> bool {
+        self != Variant::RecoveryIgnoresDeadline
     }
 
     /// Whether prepare refuses a transaction the horizon covers.

@@ -4,6 +4,7 @@
 use twopc_core::rules::{self, AfterLostSwap, Recovery};
 use twopc_core::status::{Decision, TxStatus};
 
+use crate::participant::Variant;
 use crate::state::{Clock, Coordinator, State, Tx};
 
 use super::swap;
@@ -18,14 +19,17 @@ pub fn settled<const TXS: usize, const ITEMS: usize>(state: &State<TXS, ITEMS>) 
 }
 
 /// What the sweeper does with a record ([`rules::recovery`]), if it picks it up: it reads only
-/// overdue records (`TxLog::overdue`: written, past the deadline).
+/// overdue records (`TxLog::overdue`: written, past the deadline), or, with
+/// [`Variant::RecoveryIgnoresDeadline`], any record, as overdue (its clock runs ahead).
 pub(super) fn overdue_recovery<const TXS: usize, const ITEMS: usize>(
     state: &State<TXS, ITEMS>,
     t: Tx,
+    variant: Variant,
 ) -> Option<Recovery> {
     let tx = state.tx(t);
+    let overdue = tx.deadline_passed() || !variant.recovery_waits_for_deadline();
     match tx.record {
-        Some(status) if tx.deadline_passed() => Some(rules::recovery(status, true)),
+        Some(status) if overdue => Some(rules::recovery(status, true)),
         _ => None,
     }
 }

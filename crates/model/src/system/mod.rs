@@ -16,19 +16,21 @@ pub use properties::{
     ALL_CAN_COMMIT, ANSWER_HONOURED, ANSWERED_BEFORE_EXPLICIT, APPLIED_AT_MOST_ONCE, ATOMICITY,
     BOUNDS_HOLD, CAN_ABORT, CAN_COMMIT, COMMIT_FINISHED_WITHOUT_COORDINATOR,
     COMMIT_OUTLIVES_ITS_FENCE_ENTRY, DELETE_LEAVES_A_TOMBSTONE, EVENTUALLY_ENDS,
-    EVERY_TRANSACTION_ENDS, LATE_PREPARE_MEETS_FENCE, LATE_PREPARE_REFUSED_BY_HORIZON,
-    LATE_PUT_REFUSED_BY_TOMBSTONE, LOCK_EXCLUDES_RESERVATIONS, NO_COMMIT_WITHOUT_DECISION,
-    NO_LOCK_OUTLIVES_ITS_TRANSACTION, NO_VIOLATION_REPORTED, PREVENT_IS_FINAL, PUT_CREATES_AN_ITEM,
-    RESERVATIONS_SHARE_AN_ITEM, STAGING_PREVENTED_AND_ABORTED, SWEEPER_FINISHES,
+    EVERY_OPERATION_APPLIED_ONCE, EVERY_TRANSACTION_ENDS, LATE_PREPARE_MEETS_FENCE,
+    LATE_PREPARE_REFUSED_BY_HORIZON, LATE_PUT_REFUSED_BY_TOMBSTONE, LOCK_EXCLUDES_RESERVATIONS,
+    NO_COMMIT_WITHOUT_DECISION, NO_LOCK_OUTLIVES_ITS_TRANSACTION, NO_VIOLATION_REPORTED,
+    PREVENT_IS_FINAL, PUT_CREATES_AN_ITEM, RESERVATIONS_SHARE_AN_ITEM,
+    STAGING_PREVENTED_AND_ABORTED, SWEEPER_FINISHES,
 };
 use properties::{
-    M, all_can_commit, answer_honoured, answered_before_explicit, applied_at_most_once, atomicity,
+    all_can_commit, answer_honoured, answered_before_explicit, applied_at_most_once, atomicity,
     bounds_hold, can_abort, can_commit, commit_finished_without_coordinator,
     commit_outlives_its_fence_entry, delete_leaves_a_tombstone, eventually_ends,
-    every_transaction_ends, late_prepare_meets_fence, late_prepare_refused_by_horizon,
-    late_put_refused_by_tombstone, lock_excludes_reservations, no_commit_without_decision,
-    no_lock_outlives_its_transaction, no_violation_reported, prevent_is_final, put_creates_an_item,
-    reservations_share_an_item, staging_prevented_and_aborted, sweeper_finishes,
+    every_operation_applied_once, every_transaction_ends, late_prepare_meets_fence,
+    late_prepare_refused_by_horizon, late_put_refused_by_tombstone, lock_excludes_reservations,
+    no_commit_without_decision, no_lock_outlives_its_transaction, no_violation_reported,
+    prevent_is_final, put_creates_an_item, reservations_share_an_item,
+    staging_prevented_and_aborted, sweeper_finishes,
 };
 
 use stateright::{Model, Property};
@@ -110,9 +112,29 @@ pub enum Action {
     Native(Tx),
 }
 
+/// One transaction naming one item twice, under two spellings of its key (issue 35: `{"id": 1}`
+/// and `{"id": 1.0}` are one item to DynamoDB), its request's duplicate check bypassed. A
+/// transaction's names and the items are one index ([`Item`]); every name is placed at the item
+/// of its index but `tx`'s name `name`, placed at `item` (so `tx` names `item` twice, as
+/// `item` and as `name`, and never touches item `name`, which other transactions may).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Twice {
+    /// The transaction.
+    pub tx: Tx,
+    /// The item it names twice (its first name for it: the same index).
+    pub item: Item,
+    /// Its second name for it.
+    pub name: Item,
+    /// Whether the two names carry the same operation (same kind, same content: a prepare of
+    /// one meeting the other's hold cannot tell it from a retry by its operation). Otherwise
+    /// they differ, even where their kinds are the same (two `Update`s setting different
+    /// values).
+    pub same: bool,
+}
+
 /// The protocol with `TXS` transactions over `ITEMS` items, every transaction touching every
-/// item with the operation `ops` gives it there, every item starting in the shape `initial`
-/// gives it.
+/// item with the operation `ops` gives it there (one name per item, unless [`Twice`]), every
+/// item starting in the shape `initial` gives it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TwoPhaseCommit<const TXS: usize, const ITEMS: usize> {
     /// Which protocol runs.
@@ -128,6 +150,8 @@ pub struct TwoPhaseCommit<const TXS: usize, const ITEMS: usize> {
     pub staged: bool,
     /// Whether a transaction may first try to commit natively ([`Action::Native`]).
     pub native: bool,
+    /// A transaction naming one item twice, if any.
+    pub twice: Option<Twice>,
 }
 
 /// The size the tests check exhaustively: two transactions that both touch the same two items.
@@ -174,6 +198,16 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
             values: [0; ITEMS],
             staged: false,
             native: false,
+            twice: None,
+        }
+    }
+
+    /// The same, with `twice.tx` naming `twice.item` twice (`ops[twice.tx][twice.name]` is the
+    /// second name's operation).
+    pub const fn with_twice(self, twice: Twice) -> Self {
+        TwoPhaseCommit {
+            twice: Some(twice),
+            ..self
         }
     }
 
@@ -198,14 +232,55 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
         TwoPhaseCommit { values, ..self }
     }
 
-    /// What every transaction does to `item`.
-    pub fn column(&self, item: Item) -> [Op; TXS] {
-        self.ops.map(|row| row[item.ix()])
+    /// The operation `tx` applies under its name `name`.
+    pub fn op(&self, tx: Tx, name: Item) -> Op {
+        self.ops[tx.ix()][name.ix()]
     }
 
-    /// What `tx` does to `item`.
-    pub fn op(&self, tx: Tx, item: Item) -> Op {
-        self.ops[tx.ix()][item.ix()]
+    /// The item `tx`'s name `name` is placed at: its own index, but for [`Twice`]'s second name.
+    pub fn at(&self, tx: Tx, name: Item) -> Item {
+        match self.twice {
+            Some(w) if w.tx == tx && w.name == name => w.item,
+            _ => name,
+        }
+    }
+
+    /// Every operation placed at `item`, of every transaction under every name.
+    pub fn ops_at(&self, item: Item) -> impl Iterator<Item = Op> + '_ {
+        Self::txs().flat_map(move |t| {
+            Self::items()
+                .filter(move |&n| self.at(t, n) == item)
+                .map(move |n| self.op(t, n))
+        })
+    }
+
+    /// Whether `tx` names some item twice.
+    pub fn names_twice(&self, tx: Tx) -> bool {
+        self.twice.is_some_and(|w| w.tx == tx)
+    }
+
+    /// Whether `tx`'s hold on the item its name `name` is placed at carries another operation
+    /// than `name`'s: the fact the variant gives
+    /// [`crate::participant::own_hold_with_another_operation`] (`inquiry`: for an inquiry
+    /// rather than a prepare).
+    pub fn other_op(&self, state: &State<TXS, ITEMS>, tx: Tx, name: Item, inquiry: bool) -> bool {
+        let held = state.item(self.at(tx, name)).held_for[tx.ix()];
+        let Some(h) = held.filter(|h| *h != name) else {
+            return false;
+        };
+        let same = self.twice.is_some_and(|w| w.same);
+        match self.variant {
+            Variant::OwnHoldIsRetry => false,
+            Variant::InquiryIgnoresOperation if inquiry => false,
+            Variant::OwnHoldComparesPart => true,
+            // Two names of one transaction on one item are `Twice`'s: `h` and `name`.
+            _ => !same || self.op(tx, h) != self.op(tx, name),
+        }
+    }
+
+    /// Whether `tx` holds the item its name `name` is placed at for that name's operation.
+    pub fn holds(&self, state: &State<TXS, ITEMS>, tx: Tx, name: Item) -> bool {
+        state.item(self.at(tx, name)).held_for[tx.ix()] == Some(name)
     }
 
     /// Whether some transaction applies `op` somewhere.
@@ -380,6 +455,7 @@ impl<const TXS: usize, const ITEMS: usize> Model for TwoPhaseCommit<TXS, ITEMS> 
         let mut properties = vec![
             Property::always(ATOMICITY, atomicity),
             Property::always(APPLIED_AT_MOST_ONCE, applied_at_most_once),
+            Property::always(EVERY_OPERATION_APPLIED_ONCE, every_operation_applied_once),
             Property::always(NO_COMMIT_WITHOUT_DECISION, no_commit_without_decision),
             Property::always(NO_VIOLATION_REPORTED, no_violation_reported),
             Property::always(
@@ -410,42 +486,56 @@ impl<const TXS: usize, const ITEMS: usize> Model for TwoPhaseCommit<TXS, ITEMS> 
                 commit_outlives_its_fence_entry,
             ),
         ];
-        // Examples that only a configuration with creating or deleting operations can show
-        // (stateright reports a `sometimes` with no example as a failure).
+        properties.extend(self.configuration_examples());
+        properties
+    }
+}
+
+impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
+    /// Examples that only some configurations can show (stateright reports a `sometimes` with
+    /// no example as a failure): creates, deletes, two reservations on one item, the staged
+    /// commit.
+    fn configuration_examples(&self) -> Vec<Property<Self>> {
+        let mut examples = vec![];
         if self.has_op(Op::Put) {
-            properties.push(Property::sometimes(
+            examples.push(Property::sometimes(
                 PUT_CREATES_AN_ITEM,
                 put_creates_an_item,
             ));
-            properties.push(Property::sometimes(
+            examples.push(Property::sometimes(
                 LATE_PUT_REFUSED_BY_TOMBSTONE,
                 late_put_refused_by_tombstone,
             ));
         }
-        if M::<TXS, ITEMS>::items()
-            .any(|i| self.column(i).iter().filter(|op| op.reserves()).count() >= 2)
-        {
-            properties.push(Property::sometimes(
+        if Self::items().any(|i| self.reserving(i) >= 2) {
+            examples.push(Property::sometimes(
                 RESERVATIONS_SHARE_AN_ITEM,
                 reservations_share_an_item,
             ));
         }
         if self.staged {
-            properties.push(Property::sometimes(
+            examples.push(Property::sometimes(
                 ANSWERED_BEFORE_EXPLICIT,
                 answered_before_explicit,
             ));
-            properties.push(Property::sometimes(
+            examples.push(Property::sometimes(
                 STAGING_PREVENTED_AND_ABORTED,
                 staging_prevented_and_aborted,
             ));
         }
         if self.has_op(Op::Delete) {
-            properties.push(Property::sometimes(
+            examples.push(Property::sometimes(
                 DELETE_LEAVES_A_TOMBSTONE,
                 delete_leaves_a_tombstone,
             ));
         }
-        properties
+        examples
+    }
+
+    /// How many transactions reserve `item` (a commuting operation under some name there).
+    fn reserving(&self, item: Item) -> usize {
+        Self::txs()
+            .filter(|&t| Self::items().any(|n| self.at(t, n) == item && self.op(t, n).reserves()))
+            .count()
     }
 }

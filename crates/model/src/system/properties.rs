@@ -5,18 +5,25 @@ use twopc_core::item::FenceOutcome;
 use twopc_core::rules::Shape;
 use twopc_core::status::{Decision, TxStatus};
 
-use crate::state::{Applied, Coordinator, ItemState, Op, State, Tx, covers};
+use crate::state::{Applied, Coordinator, Item, Op, State, Tx, covers};
 
 use super::{TwoPhaseCommit, settled};
 
 /// Property: a transaction is never applied on one item and aborted on another, a transaction
 /// whose record says `COMMITTED` has applied on every item, an abort-decided transaction has
 /// applied nowhere, and once no step is left, every commit-decided transaction has applied on
-/// every item. `docs/protocol.md`, invariant "Atomicity".
+/// every item. `docs/protocol.md`, invariant "Atomicity". Per item: an item that applied one of
+/// two operations of a transaction naming it twice has applied; that the other one was lost is
+/// [`EVERY_OPERATION_APPLIED_ONCE`]'s business.
 pub const ATOMICITY: &str = "atomicity";
 /// Property: no item applies a transaction's operation more than once. `docs/protocol.md`, invariant
 /// "Atomicity" ("applied exactly once") and "The fence".
 pub const APPLIED_AT_MOST_ONCE: &str = "no operation applied twice";
+/// Property: a transaction whose record says `COMMITTED` applied each of its operations (one a
+/// name, two where it names one item twice) exactly once: none lost, none doubled. Issue 35:
+/// one item named twice must not commit with one of its operations dropped.
+pub const EVERY_OPERATION_APPLIED_ONCE: &str =
+    "a committed transaction applied every operation exactly once";
 /// Property: an item applies a transaction's operation only if that transaction's record has
 /// reached `COMMITTING`. `docs/protocol.md`, "The steps": `COMMITTING` is the commit point.
 pub const NO_COMMIT_WITHOUT_DECISION: &str = "no commit without a recorded commit decision";
@@ -105,9 +112,14 @@ pub(super) fn atomicity<const TXS: usize, const ITEMS: usize>(
 ) -> bool {
     let mut owes_commit = false;
     for t in M::<TXS, ITEMS>::txs() {
-        let applied = |i: &ItemState<TXS>| i.applied[t.ix()].any();
-        let applied_any = state.items.iter().any(applied);
-        let applied_all = state.items.iter().all(applied);
+        // Applied on an item: one of its operations there, under any of its names.
+        let applied = |i: Item| {
+            M::<TXS, ITEMS>::items()
+                .any(|n| model.at(t, n) == i && state.tx(t).applied[n.ix()].any())
+        };
+        let touched = || M::<TXS, ITEMS>::items().map(|n| model.at(t, n));
+        let applied_any = touched().any(applied);
+        let applied_all = touched().all(applied);
         let aborted_any = state
             .items
             .iter()
@@ -133,19 +145,27 @@ pub(super) fn applied_at_most_once<const TXS: usize, const ITEMS: usize>(
     state: &State<TXS, ITEMS>,
 ) -> bool {
     state
-        .items
+        .txs
         .iter()
-        .all(|i| i.applied.iter().all(|a| *a != Applied::MoreThanOnce))
+        .all(|t| t.applied.iter().all(|a| *a != Applied::MoreThanOnce))
+}
+
+pub(super) fn every_operation_applied_once<const TXS: usize, const ITEMS: usize>(
+    _: &M<TXS, ITEMS>,
+    state: &State<TXS, ITEMS>,
+) -> bool {
+    state.txs.iter().all(|t| {
+        t.record != Some(TxStatus::Committed) || t.applied.iter().all(|a| *a == Applied::Once)
+    })
 }
 
 pub(super) fn no_commit_without_decision<const TXS: usize, const ITEMS: usize>(
     _: &M<TXS, ITEMS>,
     state: &State<TXS, ITEMS>,
 ) -> bool {
-    M::<TXS, ITEMS>::txs().all(|t| {
-        let recorded_commit =
-            state.tx(t).record.and_then(TxStatus::decision) == Some(Decision::Commit);
-        recorded_commit || state.items.iter().all(|i| !i.applied[t.ix()].any())
+    state.txs.iter().all(|t| {
+        let recorded_commit = t.record.and_then(TxStatus::decision) == Some(Decision::Commit);
+        recorded_commit || t.applied.iter().all(|a| !a.any())
     })
 }
 
@@ -181,8 +201,7 @@ pub(super) fn committed_everywhere<const TXS: usize, const ITEMS: usize>(
     state: &State<TXS, ITEMS>,
     t: Tx,
 ) -> bool {
-    state.tx(t).record == Some(TxStatus::Committed)
-        && state.items.iter().all(|i| i.applied[t.ix()].any())
+    state.tx(t).record == Some(TxStatus::Committed) && state.tx(t).applied.iter().all(|a| a.any())
 }
 
 pub(super) fn can_commit<const TXS: usize, const ITEMS: usize>(
@@ -249,10 +268,10 @@ pub(super) fn commit_outlives_its_fence_entry<const TXS: usize, const ITEMS: usi
     model.variant.fences()
         && M::<TXS, ITEMS>::txs().any(|t| {
             state.tx(t).record == Some(TxStatus::Committing)
-                && state
-                    .items
-                    .iter()
-                    .any(|i| i.applied[t.ix()].any() && i.fence[t.ix()].is_none())
+                && M::<TXS, ITEMS>::items().any(|n| {
+                    state.tx(t).applied[n.ix()].any()
+                        && state.item(model.at(t, n)).fence[t.ix()].is_none()
+                })
         })
 }
 
@@ -264,10 +283,10 @@ pub(super) fn applied_op<const TXS: usize, const ITEMS: usize>(
     shape: Shape,
 ) -> bool {
     M::<TXS, ITEMS>::txs().any(|t| {
-        M::<TXS, ITEMS>::items().any(|i| {
-            model.op(t, i) == op
-                && state.item(i).applied[t.ix()].any()
-                && state.item(i).shape == shape
+        M::<TXS, ITEMS>::items().any(|n| {
+            model.op(t, n) == op
+                && state.tx(t).applied[n.ix()].any()
+                && state.item(model.at(t, n)).shape == shape
         })
     })
 }
@@ -294,9 +313,9 @@ pub(super) fn late_put_refused_by_tombstone<const TXS: usize, const ITEMS: usize
         let tx = state.tx(t);
         tx.prepares_in_flight
             && tx.record.and_then(TxStatus::decision).is_some()
-            && M::<TXS, ITEMS>::items().any(|i| {
-                let item = state.item(i);
-                model.op(t, i) == Op::Put
+            && M::<TXS, ITEMS>::items().any(|n| {
+                let item = state.item(model.at(t, n));
+                model.op(t, n) == Op::Put
                     && item.shape == Shape::Tombstone
                     && (item.fence[t.ix()].is_some() || covers(item.horizon, t))
             })
@@ -318,7 +337,7 @@ pub(super) fn bounds_hold<const TXS: usize, const ITEMS: usize>(
     state: &State<TXS, ITEMS>,
 ) -> bool {
     M::<TXS, ITEMS>::items().all(|i| {
-        let floor = model.column(i).iter().filter_map(|op| op.floor()).min();
+        let floor = model.ops_at(i).filter_map(Op::floor).min();
         floor.is_none_or(|f| state.item(i).value >= f)
     })
 }
@@ -355,12 +374,12 @@ pub(super) fn answer_honoured<const TXS: usize, const ITEMS: usize>(
 }
 
 pub(super) fn prevent_is_final<const TXS: usize, const ITEMS: usize>(
-    _: &M<TXS, ITEMS>,
+    model: &M<TXS, ITEMS>,
     state: &State<TXS, ITEMS>,
 ) -> bool {
     M::<TXS, ITEMS>::txs().all(|t| {
         M::<TXS, ITEMS>::items()
-            .all(|i| !state.tx(t).prevented[i.ix()] || !state.item(i).held_by(t))
+            .all(|n| !state.tx(t).prevented[n.ix()] || !model.holds(state, t, n))
     })
 }
 

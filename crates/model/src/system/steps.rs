@@ -4,11 +4,11 @@
 
 use twopc_core::message::Inquiry;
 use twopc_core::rules::{
-    self, AfterLostSwap, NativeStep, PrepareStep, Recovery, Resolution, StagedDecision,
+    self, AfterLostSwap, NativeStep, PrepareStep, Recovery, Reply, Resolution, StagedDecision,
 };
 use twopc_core::status::{Decision, TxStatus};
 
-use crate::participant::{self, Upkeep, Variant};
+use crate::participant::{self, Prepare, Upkeep, Variant};
 use crate::state::{Coordinator, Item, Op, State, Tx};
 
 use super::{
@@ -43,43 +43,49 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
         }
     }
 
-    /// Whether every item is finished for `tx` under `decision`.
+    /// Whether every name of `tx` is finished under `decision`.
     fn all_finished(&self, state: &State<TXS, ITEMS>, tx: Tx, decision: Decision) -> bool {
         let deadlines = state.deadlines_passed();
-        Self::items().all(|i| {
+        Self::items().all(|n| {
             participant::finished(
                 self.variant,
-                *state.item(i),
+                *state.item(self.at(tx, n)),
                 tx,
-                self.op(tx, i),
+                self.op(tx, n),
                 decision,
                 &deadlines,
             )
         })
     }
 
-    /// Runs commit or abort of `tx` on `item` and records an answer that is not acknowledged
-    /// (a violation). An upkeep that does not apply makes it no step (the `Plain` one is the
+    /// Runs commit or abort of `tx`'s operation under its name `name` and records an answer
+    /// that is not acknowledged (a violation), and a commit that applied (the ghost
+    /// `applied`). An upkeep that does not apply makes it no step (the `Plain` one is the
     /// step).
     fn complete_on(
         &self,
         mut state: State<TXS, ITEMS>,
         tx: Tx,
-        item: Item,
+        name: Item,
         decision: Decision,
         upkeep: Upkeep,
     ) -> State<TXS, ITEMS> {
         let deadlines = state.deadlines_passed();
+        let item = self.at(tx, name);
         let found = *state.item(item);
         if !participant::upkeep_applies(self.variant, &found, tx, decision, upkeep, &deadlines) {
             return state;
         }
-        let op = self.op(tx, item);
+        let op = self.op(tx, name);
         let (after, reply) =
             participant::complete(self.variant, found, tx, op, decision, upkeep, &deadlines);
         *state.item_mut(item) = after;
         if !reply.acknowledged() {
             state.violation_reported = true;
+        }
+        if decision == Decision::Commit && reply == Reply::Done {
+            let applied = &mut state.tx_mut(tx).applied[name.ix()];
+            *applied = applied.bump();
         }
         state
     }
@@ -109,15 +115,35 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
         state
     }
 
-    fn deliver_prepare(&self, mut state: State<TXS, ITEMS>, t: Tx, i: Item) -> State<TXS, ITEMS> {
+    /// `t`'s prepare under its name `n` as it reaches the item: the operation each hold there
+    /// carries, and whether `t`'s own carries another.
+    fn prepare_request(&self, state: &State<TXS, ITEMS>, t: Tx, n: Item) -> Prepare<TXS> {
+        let i = self.at(t, n);
+        let held = state.item(i).held_for;
+        let ops = std::array::from_fn(|u| {
+            let u = Tx(u as u8);
+            match held[u.ix()] {
+                _ if u == t => self.op(t, n),
+                Some(h) => self.op(u, h),
+                None => self.op(u, i), // holds nothing here: not read
+            }
+        });
+        Prepare {
+            other_op: self.other_op(state, t, n, false),
+            fresh: state.tx(t).replayed,
+            ..Prepare::of(t, n, ops)
+        }
+    }
+
+    fn deliver_prepare(&self, mut state: State<TXS, ITEMS>, t: Tx, n: Item) -> State<TXS, ITEMS> {
         if !state.tx(t).prepares_in_flight {
             return state; // never sent in time
         }
         let deadlines = state.deadlines_passed();
-        let ops = self.column(i);
-        let fresh = state.tx(t).replayed;
+        let request = self.prepare_request(&state, t, n);
+        let i = self.at(t, n);
         let (after, step) =
-            participant::prepare(self.variant, *state.item(i), t, &ops, &deadlines, fresh);
+            participant::prepare(self.variant, *state.item(i), &request, &deadlines);
         *state.item_mut(i) = after;
         // A yes vote is the rule's `Lock`; any refusal is a no.
         if let (
@@ -125,32 +151,36 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
             Coordinator::Preparing { yes } | Coordinator::Staging { yes, .. },
         ) = (step, &mut state.tx_mut(t).coordinator)
         {
-            yes[i.ix()] = true;
+            yes[n.ix()] = true;
         }
         state
     }
 
     /// [`Action::Native`]: eligible by [`rules::native`] (every item a table reached direct;
-    /// no delete), from an idle coordinator and no record; all or nothing.
+    /// no delete), from an idle coordinator and no record; all or nothing. A transaction that
+    /// names one item twice writes nothing: DynamoDB refuses a `TransactWriteItems` naming one
+    /// item twice (`ValidationException`) as a whole.
     fn native_commit(&self, mut state: State<TXS, ITEMS>, t: Tx) -> State<TXS, ITEMS> {
         if !self.native
+            || self.names_twice(t)
             || state.tx(t).coordinator != Coordinator::Idle
             || state.tx(t).record.is_some()
         {
             return state;
         }
-        let facts = Self::items().map(|i| rules::NativeFacts {
+        let facts = Self::items().map(|n| rules::NativeFacts {
             table: true,
             direct: true,
             hot: false,
-            deletes: self.op(t, i) == Op::Delete,
+            deletes: self.op(t, n) == Op::Delete,
         });
         if rules::native(facts, 0).is_err() {
             return state;
         }
         let deadlines = state.deadlines_passed();
-        let steps = Self::items().map(|i| {
-            participant::native_write(self.variant, state.item(i), t, self.op(t, i), &deadlines)
+        let steps = Self::items().map(|n| {
+            let item = state.item(self.at(t, n));
+            participant::native_write(self.variant, item, t, self.op(t, n), &deadlines)
         });
         let (mut apply, mut protocol) = (true, false);
         for step in steps {
@@ -161,8 +191,11 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
             return state; // gives way: the protocol path is next
         }
         if apply {
-            for i in Self::items() {
-                *state.item_mut(i) = participant::native_apply(*state.item(i), t, self.op(t, i));
+            for n in Self::items() {
+                let i = self.at(t, n);
+                *state.item_mut(i) = participant::native_apply(*state.item(i), self.op(t, n));
+                let applied = &mut state.tx_mut(t).applied[n.ix()];
+                *applied = applied.bump();
             }
         }
         let tx = state.tx_mut(t);
@@ -222,6 +255,10 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
         if !deadline_passed && !newcomer {
             return state;
         }
+        // The operation the hold carries: a roll-forward applies it.
+        let Some(name) = state.item(i).held_for[owner.ix()] else {
+            unreachable!("a hold records its operation's name")
+        };
         match rules::resolve(state.tx(owner).record, deadline_passed) {
             // Undecided and live: the lock or reservation stands (a newcomer votes conflict).
             Resolution::OwnerLive => {}
@@ -237,10 +274,10 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
             // The compare-and-swap `PREPARING → ABORTING` (the read folded into the write).
             Resolution::DecideAbort => state.tx_mut(owner).record = Some(TxStatus::Aborting),
             Resolution::RollForward => {
-                return self.complete_on(state, owner, i, Decision::Commit, upkeep);
+                return self.complete_on(state, owner, name, Decision::Commit, upkeep);
             }
             Resolution::AbortHere => {
-                return self.complete_on(state, owner, i, Decision::Abort, upkeep);
+                return self.complete_on(state, owner, name, Decision::Abort, upkeep);
             }
             Resolution::DropStale => {
                 *state.item_mut(i) =
@@ -258,7 +295,7 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
         i: Item,
         upkeep: Upkeep,
     ) -> State<TXS, ITEMS> {
-        match overdue_recovery(&state, t) {
+        match overdue_recovery(&state, t, self.variant) {
             Some(Recovery::Complete(d)) => self.complete_on(state, t, i, d, upkeep),
             _ => state,
         }
@@ -267,7 +304,7 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
     /// The sweeper's [`Recovery::Complete`], its finalize once every item is finished (the
     /// swap always wins: the record is decided and not terminal).
     fn sweep_finalize(&self, mut state: State<TXS, ITEMS>, t: Tx) -> State<TXS, ITEMS> {
-        let Some(Recovery::Complete(d)) = overdue_recovery(&state, t) else {
+        let Some(Recovery::Complete(d)) = overdue_recovery(&state, t, self.variant) else {
             return state;
         };
         if self.all_finished(&state, t, d) {
@@ -280,7 +317,7 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
     /// the record is `PREPARING`); its completion is `SweepComplete`.
     /// [`Variant::StagingAbortsAtDeadline`] does the same to an overdue `STAGING` record.
     fn sweep_abort(&self, mut state: State<TXS, ITEMS>, t: Tx) -> State<TXS, ITEMS> {
-        let from = match overdue_recovery(&state, t) {
+        let from = match overdue_recovery(&state, t, self.variant) {
             Some(Recovery::DecideAbort) => TxStatus::Preparing,
             Some(Recovery::Inquire) if self.variant == Variant::StagingAbortsAtDeadline => {
                 TxStatus::Staging
@@ -334,40 +371,44 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
         state
     }
 
-    /// One inquiry ([`participant::inquire`]) about staged `t` on item `i`, its answer kept for
-    /// [`Self::recover_decide`]. A prevent needs the deadline passed (recoverers only).
+    /// One inquiry ([`participant::inquire`]) about staged `t` under its name `n`, its answer
+    /// kept for [`Self::recover_decide`]. A prevent needs the deadline passed (recoverers only),
+    /// but with [`Variant::RecoveryIgnoresDeadline`].
     fn inquire(
         &self,
         mut state: State<TXS, ITEMS>,
         t: Tx,
-        i: Item,
+        n: Item,
         prevent: bool,
         upkeep: Upkeep,
     ) -> State<TXS, ITEMS> {
         let tx = state.tx(t);
-        if tx.record != Some(TxStatus::Staging) || (prevent && !tx.deadline_passed()) {
+        let early = !tx.deadline_passed() && self.variant.recovery_waits_for_deadline();
+        if tx.record != Some(TxStatus::Staging) || (prevent && early) {
             return state;
         }
         let deadlines = state.deadlines_passed();
+        let i = self.at(t, n);
         let found = *state.item(i);
         if !participant::inquiry_upkeep_applies(&found, t, upkeep, &deadlines) {
             return state;
         }
-        let (after, answer) =
-            participant::inquire(self.variant, found, t, prevent, upkeep, &deadlines);
+        let ask = (prevent, self.other_op(&state, t, n, true));
+        let (after, answer) = participant::inquire(self.variant, found, t, ask, upkeep, &deadlines);
         *state.item_mut(i) = after;
         let tx = state.tx_mut(t);
         // `Open` (a read-only inquiry found neither) decides nothing: as good as not asked.
-        tx.inquiry[i.ix()] = (answer != Inquiry::Open).then_some(answer);
+        tx.inquiry[n.ix()] = (answer != Inquiry::Open).then_some(answer);
         if answer == Inquiry::Prevented {
-            tx.prevented[i.ix()] = true;
+            tx.prevented[n.ix()] = true;
         }
         state
     }
 
     /// A helper's or recoverer's decision on a `STAGING` record, by [`rules::staged_decision`]
     /// from the latest inquiries. Commit: the compare-and-swap, then the answer
-    /// ([`Variant::HelperAnswersFromHolds`]: the answer first). Abort: only past the deadline.
+    /// ([`Variant::HelperAnswersFromHolds`]: the answer first). Abort: only past the deadline
+    /// (any time with [`Variant::RecoveryIgnoresDeadline`]).
     fn recover_decide(&self, mut state: State<TXS, ITEMS>, t: Tx) -> State<TXS, ITEMS> {
         let tx = state.tx_mut(t);
         if tx.record != Some(TxStatus::Staging) {
@@ -384,7 +425,9 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
                 tx.record = Some(TxStatus::Committing);
                 tx.answered_commit = true;
             }
-            StagedDecision::Abort if tx.deadline_passed() => {
+            StagedDecision::Abort
+                if tx.deadline_passed() || !self.variant.recovery_waits_for_deadline() =>
+            {
                 tx.record = Some(TxStatus::Aborting);
             }
             StagedDecision::Abort => {}

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use tracing::{error, info, warn};
+use twopc_core::decimal::canonical_json;
 use twopc_core::ids::TxId;
 use twopc_core::message::{
     CompleteReply, CompleteRequest, InquireReply, InquireRequest, PrepareReply, PrepareRequest,
@@ -18,7 +19,9 @@ use twopc_core::message::{
 use twopc_core::op::Mode;
 use twopc_core::ports::{Clock, PortError, TxLog};
 use twopc_core::record::{Vote, VoteReason};
-use twopc_core::rules::{self, AbortStep, CommitStep, Inquiry, PrepareRefusal, PrepareStep, Reply};
+use twopc_core::rules::{
+    self, AbortStep, CommitStep, Inquiry, PrepareRefusal, PrepareStep, Reply, Seen,
+};
 use twopc_core::status::Decision;
 
 use crate::hooks::{Call, HookError, Hooks, Reservation};
@@ -157,12 +160,26 @@ impl<H: Hooks, S: StateStore, L: TxLog, C: Clock> SdkParticipant<H, S, L, C> {
                 }
                 _ => {}
             }
-            match rules::prepare(Phase::seen(found.as_ref().map(|s| s.phase)), false) {
+            // A duplicate of the prepare that holds is a retry; one with another payload is
+            // not (its numbers compared by value: the state store gives them back so).
+            let other_op = found
+                .as_ref()
+                .and_then(|s| s.payload.as_ref())
+                .is_some_and(|held| canonical_json(held) != canonical_json(payload));
+            let seen = Seen {
+                other_op,
+                ..Phase::seen(found.as_ref().map(|s| s.phase))
+            };
+            match rules::prepare(seen, false) {
                 PrepareStep::Lock if found.is_some() => return Ok(yes()),
                 PrepareStep::Lock => {}
                 PrepareStep::Refuse(PrepareRefusal::Fenced(outcome)) => {
                     let message = format!("this transaction already ended here ({outcome:?})");
                     return Ok(PrepareReply::no(VoteReason::Fenced, message));
+                }
+                PrepareStep::Refuse(PrepareRefusal::OtherOperation) => {
+                    let message = "this transaction holds this participant already with another payload: refused, what it holds keeps its payload";
+                    return Ok(PrepareReply::no(VoteReason::Invalid, message));
                 }
                 PrepareStep::Refuse(other) => {
                     let message = format!("refused: {other:?}");

@@ -118,6 +118,7 @@ impl Demo {
             .collect();
         [
             (var::TRANSACTIONS_TABLE, self.transactions_table()),
+            (var::CONNECTIONS_TABLE, self.connections_table()),
             (var::SERVICES, json!(self.services()).to_string()),
             (var::LOCK_TABLES, Value::Object(lock_tables).to_string()),
             (var::DYNAMODB_ENDPOINT, endpoint.to_owned()),

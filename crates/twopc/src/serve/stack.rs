@@ -12,9 +12,10 @@ use twopc_dynamo::connections::DynamoConnections;
 use twopc_dynamo::tables::ensure_table;
 use twopc_dynamo::txlog::DynamoTxLog;
 use twopc_participant_sdk::{DynamoStates, SdkParticipant};
-use twopc_runtime::config::{Config, Role};
+use twopc_runtime::config::{Config, Role, var};
+use twopc_runtime::record::Caller;
 use twopc_runtime::telemetry::Metrics;
-use twopc_runtime::{Clients, LiveParticipant, LiveSweeper};
+use twopc_runtime::{Aws, Clients, LiveParticipant, LiveSweeper};
 
 use super::demo::{Demo, PAYMENTS};
 use super::gateway::Gateway;
@@ -33,7 +34,7 @@ pub struct Stack {
     pub client: aws_sdk_dynamodb::Client,
     /// One recovery pass.
     pub sweeper: LiveSweeper,
-    /// The participant logic, for reading items.
+    /// The participant logic, for reading items (not recorded: the stack's own browsing).
     pub participant: LiveParticipant,
     /// The custom participant (served under `demo::PAYMENTS_PATH`).
     pub payments: Payments,
@@ -71,15 +72,17 @@ impl Stack {
             None => format!("{}{}", TxId::random(), TxId::random()),
         };
         let mut variables = demo.variables(endpoint, &secret);
-        variables.insert(
-            twopc_runtime::config::var::COMMIT_MODE,
-            args.commit_mode.clone(),
-        );
+        variables.insert(var::COMMIT_MODE, args.commit_mode.clone());
         let config = Config::from_lookup(Role::Coordinator, |name| variables.get(name).cloned())?;
-        let clients = Clients::load(&config).await;
+        // Each part acts as the function that runs it in AWS, and its calls are recorded as
+        // that function's; the stack's own requests (its tables and seed, item browsing, the
+        // streams' positions, the card payments' service) are no function's: never recorded.
+        let aws = Aws::load(&config).await;
+        let clients = Clients::of(&aws);
+        let tools = twopc_dynamo::client(Some(endpoint)).await;
         eprintln!("- creating tables {}* if missing", args.table_prefix);
         for spec in demo.tables() {
-            ensure_table(&clients.dynamodb, &spec)
+            ensure_table(&tools, &spec)
                 .await
                 .map_err(|source| ServeError::Table {
                     table: spec.name.clone(),
@@ -88,10 +91,7 @@ impl Stack {
                 })?;
         }
         if !args.no_seed {
-            let written = demo
-                .seed(&clients.dynamodb)
-                .await
-                .map_err(ServeError::Seed)?;
+            let written = demo.seed(&tools).await.map_err(ServeError::Seed)?;
             if written > 0 {
                 eprintln!("- seeded {written} demo items");
             }
@@ -100,33 +100,45 @@ impl Stack {
             .map_err(ServeError::SigningKey)?;
         let gateway = Arc::new(Gateway::new(
             DynamoConnections::new(
-                clients.dynamodb.clone(),
+                aws.acting_as(Caller::Connections).dynamodb(),
                 demo.connections_table(),
                 twopc_runtime::config::CONNECTION_TTL_SECS,
             ),
             issuer,
             args.ws_token.clone(),
         ));
-        let completer = Arc::new(twopc_runtime::coordinator(&config, &clients));
-        let streams =
-            streams::start(args, &demo, &clients.dynamodb, endpoint, url, completer).await?;
+        let completer = Arc::new(twopc_runtime::coordinator(
+            &config,
+            &Clients::of(&aws.acting_as(Caller::Completer)),
+        ));
+        let streams = streams::start(
+            args,
+            &demo,
+            &tools,
+            &aws.acting_as(Caller::StreamProcessor),
+            endpoint,
+            url,
+            completer,
+        )
+        .await?;
         let cards = CardGateway::default();
         let payments = SdkParticipant::builder(cards.clone())
-            .states(DynamoStates::new(
-                clients.dynamodb.clone(),
-                demo.table(PAYMENTS),
-            ))
-            .log(twopc_runtime::tx_log(&config, &clients))
+            .states(DynamoStates::new(tools.clone(), demo.table(PAYMENTS)))
+            .log(DynamoTxLog::new(tools.clone(), &config.transactions_table))
             .build();
+        let browsing = Clients {
+            dynamodb: tools.clone(),
+            ..clients.clone()
+        };
         Ok(Stack {
             payments,
             cards,
             secret: twopc_core::signing::Secret::new(secret),
             gateway,
-            client: clients.dynamodb.clone(),
+            client: tools,
             app: App::new(&config, &clients, Metrics::in_memory("twopc-serve")),
-            sweeper: twopc_runtime::sweeper(&config, &clients),
-            participant: twopc_runtime::participant(&config, &clients),
+            sweeper: twopc_runtime::sweeper(&config, &Clients::of(&aws.acting_as(Caller::Sweeper))),
+            participant: twopc_runtime::participant(&config, &browsing),
             demo,
             config,
             streams,

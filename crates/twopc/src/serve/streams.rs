@@ -80,10 +80,13 @@ fn roll(lake: &ParquetLake, checkpoints: &Checkpointer, rolling: &Mutex<()>) {
 }
 
 /// Starts polling every table's stream, and rolling the lake, in the background.
+/// `client` finds the streams (the event source mappings' work); `aws` is the stream
+/// processor's.
 pub async fn start(
     args: &ServeArgs,
     demo: &Demo,
     client: &aws_sdk_dynamodb::Client,
+    aws: &twopc_runtime::Aws,
     endpoint: &str,
     url: &str,
     completer: Arc<twopc_runtime::LiveCoordinator>,
@@ -126,11 +129,11 @@ pub async fn start(
         );
     }
     let subscriptions = DynamoConnections::new(
-        client.clone(),
+        aws.dynamodb(),
         demo.connections_table(),
         twopc_runtime::config::CONNECTION_TTL_SECS,
     );
-    let push = twopc_fanout::poll::local_push(url).await;
+    let push = twopc_fanout::sinks::ApiGatewayPush::new(aws.websocket_management(url));
     let processor = Arc::new(Processor::new(tables, lake.clone(), subscriptions, push));
     let checkpoint_file = args.data_dir.join(format!(
         "streams-{}.json",
