@@ -18,7 +18,7 @@ use twopc_core::rules::{self, NativeFacts, NotNative};
 use twopc_dynamo::tables::{LOCK_INDEX, PENDING_INDEX};
 use twopc_runtime::config::{Config, Role, var};
 
-use twopc_tests::template::{TEMPLATE, Template, indent, pairs, value};
+use twopc_tests::template::{TEMPLATE, Template, indent, is_content, pairs, value};
 
 const REPO: Template<'static> = Template::repo();
 
