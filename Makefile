@@ -126,7 +126,7 @@ test: tools browser-tools ## Validate template.yaml, then run every test (unit +
 	cargo build --workspace --tests --bins --locked
 	rm -rf $(RECORD)
 	TWOPC_RECORD_AWS_CALLS=$(RECORD) $(DDB) run $(TEST_RUNNER) --workspace --locked
-	TWOPC_RECORD_AWS_CALLS=$(RECORD) $(TEST_RUNNER) --locked -p twopc-tests --test grants \
+	TWOPC_RECORD_AWS_CALLS=$(RECORD) $(TEST_RUNNER) --workspace --locked --test grants \
 	  $(RUN_IGNORED) the_template_grants_every_recorded_call_and_says_why_it_grants_the_rest
 
 # make smoke: the README and docs/ as a new user runs them, in a fresh clone of HEAD
