@@ -1,8 +1,7 @@
 //! What a transaction costs in DynamoDB's billing units, read off the responses: the request
 //! counter's interceptor ([`crate::counter`]) sets `ReturnConsumedCapacity=INDEXES` on every
 //! typed input and reads `ConsumedCapacity` back, for every system alike, with no change to the
-//! production adapters. Units are kept as whole half-units (DynamoDB reports multiples of 0.5),
-//! charged to the coordinator step whose [`in_step`] future sent them.
+//! production adapters. Units are kept as whole half-units (DynamoDB reports multiples of 0.5).
 //!
 //! Two gaps are filled, and said so in the report: a write refused by its condition is charged
 //! but reports nothing (estimated from the item the refusal returns); DynamoDB Local counts each
@@ -11,7 +10,6 @@
 //! also show the largest reservation set and fence, which the audit after a cell cannot see.
 
 use std::collections::HashMap;
-use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use aws_sdk_dynamodb::operation::delete_item::{
@@ -31,27 +29,6 @@ use aws_smithy_runtime_api::client::interceptors::context::{Error, Input, Output
 use aws_smithy_types::config_bag::{ConfigBag, Storable, StoreReplace};
 use twopc_core::layout;
 
-use crate::timing::STEPS;
-
-/// Where units are charged: each coordinator step ([`STEPS`] order), then "outside any step"
-/// (native, unit, the serial driver's untimed calls).
-pub const SLOTS: usize = STEPS.len() + 1;
-/// The slot of requests made outside any step.
-pub const OUTSIDE: usize = STEPS.len();
-
-tokio::task_local! {
-    static STEP: usize;
-}
-
-/// Runs `f` with its DynamoDB requests charged to `step` (a [`STEPS`] index).
-pub async fn in_step<F: Future>(step: usize, f: F) -> F::Output {
-    STEP.scope(step.min(OUTSIDE), f).await
-}
-
-fn current_step() -> usize {
-    STEP.try_with(|s| *s).unwrap_or(OUTSIDE)
-}
-
 /// Items per table of a `TransactWriteItems`, carried in the request's config bag from
 /// serialisation to its response.
 #[derive(Clone, Debug)]
@@ -64,17 +41,17 @@ impl Storable for TransactItems {
 /// Write and read units at one moment, in half-units (subtract two to get a window's).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Units {
-    /// Write units charged to tables, by slot.
-    pub table: [u64; SLOTS],
-    /// Write units charged to global secondary indexes, by slot.
-    pub index: [u64; SLOTS],
-    /// Writes that reported their units, by slot.
-    pub writes: [u64; SLOTS],
-    /// Writes refused by their condition, by slot (DynamoDB charges them, reports nothing;
+    /// Write units charged to tables  
+    pub table: u64,
+    /// Write units charged to global secondary indexes .
+    pub index: u64,
+    /// Writes that reported their units .
+    pub writes: u64,
+    /// Writes refused by their condition (DynamoDB charges them, reports nothing;
     /// counted whether or not requests ask for their capacity).
-    pub refused: [u64; SLOTS],
-    /// Estimated write units of the refused writes, by slot (from the item each returned).
-    pub refused_estimate: [u64; SLOTS],
+    pub refused: u64,
+    /// Estimated write units of the refused writes (from the item each returned).
+    pub refused_estimate: u64,
     /// Read units (consistent reads, queries).
     pub read: u64,
     /// Bytes of the items put (the coordinator's and the serial driver's records at begin).
@@ -98,13 +75,12 @@ impl Units {
     }
 
     fn zip(&self, o: &Units, f: impl Fn(u64, u64) -> u64) -> Units {
-        let arr = |a: &[u64; SLOTS], b: &[u64; SLOTS]| std::array::from_fn(|i| f(a[i], b[i]));
         Units {
-            table: arr(&self.table, &o.table),
-            index: arr(&self.index, &o.index),
-            writes: arr(&self.writes, &o.writes),
-            refused: arr(&self.refused, &o.refused),
-            refused_estimate: arr(&self.refused_estimate, &o.refused_estimate),
+            table: f(self.table, o.table),
+            index: f(self.index, o.index),
+            writes: f(self.writes, o.writes),
+            refused: f(self.refused, o.refused),
+            refused_estimate: f(self.refused_estimate, o.refused_estimate),
             read: f(self.read, o.read),
             put_bytes: f(self.put_bytes, o.put_bytes),
             puts: f(self.puts, o.puts),
@@ -114,12 +90,12 @@ impl Units {
 
     /// Reported write units (tables and indexes), in half-units.
     pub fn reported_halves(&self) -> u64 {
-        self.table.iter().chain(&self.index).sum()
+        self.table + self.index
     }
 
     /// Estimated write units of refused writes, in half-units.
     pub fn refused_halves(&self) -> u64 {
-        self.refused_estimate.iter().sum()
+        self.refused_estimate
     }
 
     /// Every write unit: reported plus the refused writes' estimate, in half-units.
@@ -155,11 +131,11 @@ impl Peaks {
 pub struct Meter {
     /// Whether requests ask for their consumed capacity now.
     asking: AtomicBool,
-    table: [AtomicU64; SLOTS],
-    index: [AtomicU64; SLOTS],
-    writes: [AtomicU64; SLOTS],
-    refused: [AtomicU64; SLOTS],
-    refused_estimate: [AtomicU64; SLOTS],
+    table: AtomicU64,
+    index: AtomicU64,
+    writes: AtomicU64,
+    refused: AtomicU64,
+    refused_estimate: AtomicU64,
     read: AtomicU64,
     put_bytes: AtomicU64,
     puts: AtomicU64,
@@ -167,10 +143,6 @@ pub struct Meter {
     peak_reservations: AtomicU64,
     peak_fence: AtomicU64,
     peak_item_bytes: AtomicU64,
-}
-
-fn load<const N: usize>(a: &[AtomicU64; N]) -> [u64; N] {
-    std::array::from_fn(|i| a[i].load(Ordering::Relaxed))
 }
 
 /// Half-units of a reported figure, if it is a whole number of halves.
@@ -183,11 +155,11 @@ impl Meter {
     /// The counts now.
     pub fn snapshot(&self) -> Units {
         Units {
-            table: load(&self.table),
-            index: load(&self.index),
-            writes: load(&self.writes),
-            refused: load(&self.refused),
-            refused_estimate: load(&self.refused_estimate),
+            table: self.table.load(Ordering::Relaxed),
+            index: self.index.load(Ordering::Relaxed),
+            writes: self.writes.load(Ordering::Relaxed),
+            refused: self.refused.load(Ordering::Relaxed),
+            refused_estimate: self.refused_estimate.load(Ordering::Relaxed),
             read: self.read.load(Ordering::Relaxed),
             put_bytes: self.put_bytes.load(Ordering::Relaxed),
             puts: self.puts.load(Ordering::Relaxed),
@@ -265,7 +237,6 @@ impl Meter {
         if !self.asking() {
             return;
         }
-        let slot = current_step();
         let Some(c) = c else {
             self.anomalies.fetch_add(1, Ordering::Relaxed);
             return;
@@ -290,9 +261,9 @@ impl Meter {
             .or_else(|| Some(total?.saturating_sub(index.unwrap_or(0))));
         match (table, index) {
             (Some(t), Some(i)) => {
-                self.table[slot].fetch_add(t.max(at_least), Ordering::Relaxed);
-                self.index[slot].fetch_add(i, Ordering::Relaxed);
-                self.writes[slot].fetch_add(1, Ordering::Relaxed);
+                self.table.fetch_add(t.max(at_least), Ordering::Relaxed);
+                self.index.fetch_add(i, Ordering::Relaxed);
+                self.writes.fetch_add(1, Ordering::Relaxed);
             }
             _ => {
                 self.anomalies.fetch_add(1, Ordering::Relaxed);
@@ -313,10 +284,10 @@ impl Meter {
     /// A write its condition refused: DynamoDB charges it by the size of the item (at least one
     /// unit), reports nothing; estimated from the item returned, when there is one.
     fn refused(&self, item: Option<&HashMap<String, AttributeValue>>) {
-        let slot = current_step();
         let bytes = item.map_or(0, item_bytes);
-        self.refused[slot].fetch_add(1, Ordering::Relaxed);
-        self.refused_estimate[slot].fetch_add(2 * bytes.div_ceil(1024).max(1), Ordering::Relaxed);
+        self.refused.fetch_add(1, Ordering::Relaxed);
+        self.refused_estimate
+            .fetch_add(2 * bytes.div_ceil(1024).max(1), Ordering::Relaxed);
         if let Some(item) = item {
             self.peak_item_bytes.fetch_max(bytes, Ordering::Relaxed);
             self.note_item(item, 0);
@@ -392,10 +363,10 @@ impl Meter {
             {
                 // Estimated as if written: 2 units per item (a transactional write of an item
                 // under 1 KB, as the native bench items are).
-                let slot = current_step();
-                self.refused[slot].fetch_add(1, Ordering::Relaxed);
+                self.refused.fetch_add(1, Ordering::Relaxed);
                 let items = c.cancellation_reasons().len() as u64;
-                self.refused_estimate[slot].fetch_add(4 * items, Ordering::Relaxed);
+                self.refused_estimate
+                    .fetch_add(4 * items, Ordering::Relaxed);
             }
             return;
         };

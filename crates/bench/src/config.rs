@@ -1,87 +1,103 @@
-//! The bench's parameters: the full run of `make bench` and the seconds-long `--quick` one.
+//! What a run measures: the full run (`make bench`) and `--quick`'s seconds-long one with the
+//! same shape. Every figure of the model and the load is here, and printed in the report.
 
 use std::time::Duration;
 
+use rand::Rng;
+use serde::Serialize;
 use twopc_core::participant::ParticipantConfig;
 
-use crate::inject::Injection;
+use crate::inject::model::LatencyModel;
+use crate::inject::service::Production;
 use crate::systems::System;
-use crate::workload::{Contention, Workload};
+use crate::workload::{Contention, KeyGen, Workload};
 
-/// The open-loop scenario of the seed: transfers arrive at a fixed rate, served by a pool.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Burst {
-    /// Arrivals per second.
-    pub rate: u32,
-    /// For how long arrivals come.
-    pub seconds: f64,
-    /// Transfers in flight at most (the pool serving the queue).
-    pub workers: usize,
-    /// Participants per transfer (uniform keys).
-    pub participants: usize,
+/// How a client retries a transfer whose attempt met a conflict, the same for every system:
+/// full-jitter exponential backoff (a random wait up to `base · 2^(attempt-1)`, at most `cap`),
+/// at most `attempts` attempts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Retry {
+    /// Attempts per transfer, the first included.
+    pub attempts: u32,
+    /// The first backoff's bound.
+    #[serde(serialize_with = "as_ms")]
+    pub base: Duration,
+    /// No backoff's bound exceeds this.
+    #[serde(serialize_with = "as_ms")]
+    pub cap: Duration,
 }
 
-impl Burst {
-    /// Transfers that arrive.
-    pub fn transfers(&self) -> usize {
-        (f64::from(self.rate) * self.seconds).round() as usize
+impl Retry {
+    /// The wait after attempt `attempt` (1-based) failed.
+    pub fn backoff(&self, attempt: u32, rng: &mut impl Rng) -> Duration {
+        let bound = self
+            .base
+            .saturating_mul(1 << attempt.saturating_sub(1).min(16))
+            .min(self.cap);
+        bound.mul_f64(rng.random_range(0.0..=1.0))
     }
 }
 
-/// Everything a run needs.
+/// One assumption changed, for the sensitivity rows.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Variant {
+    /// The assumption changed, and to what (as the report prints it).
+    pub name: String,
+    /// The production model with that change.
+    pub production: Production,
+}
+
+/// The cells whose assumptions the sensitivity rows change.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sensitivity {
+    /// The workload of the rows.
+    pub workload: Workload,
+    /// Transfers in flight.
+    pub concurrency: usize,
+    /// The systems compared.
+    pub systems: Vec<System>,
+    /// The changed assumptions.
+    pub variants: Vec<Variant>,
+}
+
+/// What a run measures.
 #[derive(Clone, Debug, PartialEq)]
 pub struct BenchConfig {
-    /// `full` or `quick` (printed in the report).
-    pub mode: String,
-    /// DynamoDB Local.
+    /// `full` or `quick`.
+    pub mode: &'static str,
+    /// DynamoDB Local's URL.
     pub endpoint: String,
-    /// Accounts per table.
-    pub accounts: u32,
-    /// Hot accounts per table (hot workload).
-    pub hot_accounts: u32,
-    /// Share of hot keys in the hot workload.
-    pub hot_fraction: f64,
-    /// Balance of every account and wallet at the start of a cell.
+    /// How transfers draw their keys.
+    pub keys: KeyGen,
+    /// Balance of every seeded item.
     pub initial_balance: u64,
-    /// Systems run (all four by default; fewer for profiling one).
-    pub systems: Vec<System>,
-    /// Workloads measured closed-loop.
+    /// The workloads, each at every concurrency.
     pub workloads: Vec<Workload>,
-    /// Transactions in flight (closed loop), per cell.
+    /// Transfers in flight, per cell.
     pub concurrency: Vec<usize>,
-    /// Not measured at the start of each slice (connections, caches).
+    /// The systems of every cell ([`System::Classic`] runs at one in flight only).
+    pub systems: Vec<System>,
+    /// Unmeasured time at the start of each slice.
     pub warmup: Duration,
-    /// Measured part of each cell (all its slices together).
+    /// Measured time of each slice.
     pub measure: Duration,
-    /// A slice's window is extended until at least this many transfers committed in it, so a
-    /// slow system on a loaded machine still yields latencies (throughput uses the real window).
-    pub min_in_window: usize,
-    /// How long a slice's window may be extended for `min_in_window`.
-    pub max_extension: Duration,
-    /// Slices per cell: the systems of one workload and concurrency take turns this many times.
+    /// Slices per cell: the systems of a cell group take turns, so a change in the machine's
+    /// load reaches them alike.
     pub slices: u32,
-    /// Mixed load run once before everything, unmeasured (DynamoDB Local's JIT).
-    pub engine_warmup: Duration,
-    /// The open-loop scenario, if run.
-    pub burst: Option<Burst>,
-    /// Attempts per transfer: a transfer that aborts on a conflict is retried (new transaction)
-    /// up to this many attempts in all, by every system alike.
-    pub max_attempts: u32,
-    /// The coordinator's transaction timeout (`timeoutMs`).
+    /// How conflicts are retried.
+    pub retry: Retry,
+    /// The transaction timeout the protocol's requests carry.
     pub timeout_ms: u64,
-    /// Seed of the key generators (runs are repeatable up to timing).
-    pub seed: u64,
-    /// Entries an item's fence keeps (`ParticipantConfig::fence_capacity`): the default a
-    /// deployment runs, or `--fence-capacity`, as `TWOPC_FENCE_CAPACITY` would set it, to measure
-    /// what it costs.
+    /// The participants' fence capacity.
     pub fence_capacity: usize,
-    /// Whether each cell ends with a units slice per system, whose requests ask for their
-    /// consumed capacity (the write units column); `--no-write-units` skips them.
-    pub write_units: bool,
-    /// The injected-latency cells, if run (`--no-injected` skips them).
-    pub injection: Option<Injection>,
-    /// Only the injected-latency cells (`--only injected`).
-    pub only_injected: bool,
+    /// DynamoDB's latency per operation (seeded).
+    pub latency: LatencyModel,
+    /// DynamoDB's conflicts and partition rate.
+    pub production: Production,
+    /// The rows that change one assumption.
+    pub sensitivity: Sensitivity,
 }
 
 impl BenchConfig {
@@ -92,98 +108,150 @@ impl BenchConfig {
             ..ParticipantConfig::default()
         }
     }
-}
 
-impl BenchConfig {
-    /// The transfer systems to run, in the order each workload runs them.
-    pub fn transfer_systems(&self) -> Vec<System> {
-        System::TRANSFER
-            .into_iter()
-            .filter(|s| self.systems.contains(s))
+    /// The systems of a cell at `concurrency` in flight.
+    pub fn systems_at(&self, concurrency: usize) -> Vec<System> {
+        self.systems
+            .iter()
+            .copied()
+            .filter(|s| *s != System::Classic || concurrency == 1)
             .collect()
     }
 
-    /// The full run (`make bench`): ~6 minutes of measurement on a 2-core machine.
+    /// The full run (`make bench`): about five minutes on a 2-core machine.
     pub fn full(endpoint: &str) -> BenchConfig {
-        let seed = 7;
-        let mut workloads = vec![];
-        for contention in [Contention::Uniform, Contention::Hot] {
-            for participants in [2, 8] {
-                workloads.push(Workload {
-                    contention,
-                    participants,
-                });
-            }
-        }
+        let production = Production::default();
+        let variant = |name: &str, production| Variant {
+            name: name.into(),
+            production,
+        };
         BenchConfig {
-            mode: "full".into(),
+            mode: "full",
             endpoint: endpoint.into(),
-            systems: vec![
-                System::Unit,
-                System::Native,
-                System::Auto,
-                System::Coordinator,
-                System::Staged,
-                System::StagedApplied,
-                System::Serial,
-            ],
-            accounts: 10_000,
-            hot_accounts: 10,
-            hot_fraction: 0.9,
+            keys: KeyGen {
+                accounts: 10_000,
+                hot: 2,
+                hot_fraction: 0.9,
+            },
             initial_balance: 1_000_000_000,
-            workloads,
+            workloads: [Contention::Uniform, Contention::Hot]
+                .into_iter()
+                .flat_map(|contention| {
+                    [2, 8].map(|participants| Workload {
+                        contention,
+                        participants,
+                    })
+                })
+                .collect(),
             concurrency: vec![1, 8, 32],
-            warmup: Duration::from_millis(200),
-            measure: Duration::from_millis(3600),
-            slices: 3,
-            min_in_window: 10,
-            max_extension: Duration::from_secs(20),
-            engine_warmup: Duration::from_secs(6),
-            burst: Some(Burst {
-                rate: 1000,
-                seconds: 5.0,
-                workers: 32,
-                participants: 2,
-            }),
-            max_attempts: 4,
+            systems: System::ALL.to_vec(),
+            warmup: Duration::from_millis(300),
+            measure: Duration::from_millis(2000),
+            slices: 2,
+            retry: Retry {
+                attempts: 5,
+                base: Duration::from_millis(25),
+                cap: Duration::from_millis(400),
+            },
             timeout_ms: 5000,
-            seed,
             fence_capacity: ParticipantConfig::default().fence_capacity,
-            write_units: true,
-            injection: Some(Injection::full(seed)),
-            only_injected: false,
+            latency: LatencyModel::default(),
+            production,
+            sensitivity: Sensitivity {
+                workload: Workload {
+                    contention: Contention::Hot,
+                    participants: 2,
+                },
+                concurrency: 32,
+                systems: vec![System::Native, System::Staged],
+                variants: vec![
+                    variant(
+                        "hold share 0.25",
+                        Production {
+                            hold_share: 0.25,
+                            ..production
+                        },
+                    ),
+                    variant(
+                        "hold share 1.0",
+                        Production {
+                            hold_share: 1.0,
+                            ..production
+                        },
+                    ),
+                    variant(
+                        "partition 500 units/s",
+                        Production {
+                            partition_units: 500,
+                            ..production
+                        },
+                    ),
+                ],
+            },
         }
     }
 
     /// A seconds-long run with the same shape (`--quick`, and the test in `make test`).
     pub fn quick(endpoint: &str) -> BenchConfig {
-        let w = |contention, participants| Workload {
-            contention,
-            participants,
-        };
         let full = BenchConfig::full(endpoint);
+        let mut sensitivity = full.sensitivity.clone();
+        sensitivity.concurrency = 4;
+        sensitivity.variants.truncate(1);
         BenchConfig {
-            mode: "quick".into(),
-            accounts: 200,
+            mode: "quick",
+            keys: KeyGen {
+                accounts: 200,
+                ..full.keys
+            },
             workloads: vec![
-                w(Contention::Uniform, 2),
-                w(Contention::Uniform, 8),
-                w(Contention::Hot, 2),
+                Workload {
+                    contention: Contention::Uniform,
+                    participants: 2,
+                },
+                sensitivity.workload,
             ],
             concurrency: vec![1, 4],
             warmup: Duration::from_millis(50),
             measure: Duration::from_millis(400),
-            slices: 2,
-            min_in_window: 3,
-            engine_warmup: Duration::from_millis(300),
-            burst: Some(Burst {
-                rate: 200,
-                seconds: 0.25,
-                workers: 8,
-                participants: 2,
-            }),
-            injection: Some(Injection::quick(full.seed)),
+            slices: 1,
+            sensitivity,
             ..full
         }
+    }
+}
+
+fn as_ms<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_u128(d.as_millis())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+    use rand::rngs::SmallRng;
+
+    #[test]
+    fn backoff_grows_with_the_attempt_and_stops_at_the_cap() {
+        let r = BenchConfig::full("http://x").retry;
+        let mut rng = SmallRng::seed_from_u64(1);
+        let mut worst = |attempt| {
+            (0..200)
+                .map(|_| r.backoff(attempt, &mut rng))
+                .max()
+                .unwrap()
+        };
+        assert!(worst(1) <= r.base && worst(1) > r.base / 2);
+        assert!(worst(2) > r.base && worst(2) <= r.base * 2);
+        assert!(worst(10) <= r.cap && worst(10) > r.cap / 2);
+    }
+
+    #[test]
+    fn the_five_round_path_runs_at_one_in_flight_only() {
+        let c = BenchConfig::full("http://x");
+        assert!(c.systems_at(1).contains(&System::Classic));
+        assert_eq!(
+            c.systems_at(32),
+            [System::Native, System::Auto, System::Staged]
+        );
     }
 }

@@ -42,6 +42,7 @@ struct Counts {
     bytes_received: AtomicU64,
     in_flight: AtomicI64,
     rounds: AtomicU64,
+    swept: AtomicU64,
     units: Meter,
 }
 
@@ -58,6 +59,8 @@ pub struct Requests {
     pub by_op: [u64; OPERATIONS.len()],
     /// Times the number of requests in flight rose from zero.
     pub rounds: u64,
+    /// Transactions whose finish left them to the sweeper.
+    pub swept: u64,
     /// Request body bytes sent.
     pub bytes_sent: u64,
     /// Response body bytes received (`Content-Length`).
@@ -81,6 +84,7 @@ impl Requests {
         Requests {
             by_op,
             rounds: self.rounds.saturating_sub(earlier.rounds),
+            swept: self.swept.saturating_sub(earlier.swept),
             bytes_sent: self.bytes_sent.saturating_sub(earlier.bytes_sent),
             bytes_received: self.bytes_received.saturating_sub(earlier.bytes_received),
             units: self.units.since(&earlier.units),
@@ -96,6 +100,7 @@ impl Requests {
         Requests {
             by_op,
             rounds: self.rounds + other.rounds,
+            swept: self.swept + other.swept,
             bytes_sent: self.bytes_sent + other.bytes_sent,
             bytes_received: self.bytes_received + other.bytes_received,
             units: self.units.plus(&other.units),
@@ -134,10 +139,16 @@ impl RequestCounter {
         Requests {
             by_op,
             rounds: self.counts.rounds.load(Ordering::Relaxed),
+            swept: self.counts.swept.load(Ordering::Relaxed),
             bytes_sent: self.counts.bytes_sent.load(Ordering::Relaxed),
             bytes_received: self.counts.bytes_received.load(Ordering::Relaxed),
             units: self.counts.units.snapshot(),
         }
+    }
+
+    /// Notes a transaction its finish left to the sweeper.
+    pub fn note_swept(&self) {
+        self.counts.swept.fetch_add(1, Ordering::Relaxed);
     }
 
     /// The largest reservation set, fence and item seen in responses since the last call.

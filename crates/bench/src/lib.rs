@@ -1,34 +1,26 @@
-//! # twopc-bench — what the coordinator costs, measured against what a user would pick instead
+//! # twopc-bench — "should I use this instead of `TransactWriteItems`?", in production terms
 //!
 //! `make bench` runs this crate's binary against a DynamoDB Local of its own and writes
-//! `bench/results/latest.{md,svg,json}`. One run measures, side by side (each system on its own
-//! seeded tables, the systems of a workload taking turns slice by slice):
+//! `bench/results/latest.json` (every figure) and `latest.md` (tables rendered from it alone).
+//! DynamoDB Local serves one request at a time and never refuses a transaction for a conflict,
+//! so every cell runs behind the **production model** ([`inject`]): DynamoDB's latency as
+//! measured from Lambda, its transaction conflicts, and one item's partition write rate.
 //!
-//! - [`systems`]: the coordinator (`direct` transport), native `TransactWriteItems`, the seed's
-//!   serial driver, and a lone conditional `UpdateItem` (the engine's unit cost);
-//! - [`workload`]: transfers between `accounts` and `wallets`, uniform or hot keys, 2 or 8
-//!   participants; [`config`]: the full and the `--quick` parameter sets;
-//! - [`load`]: closed loop at fixed concurrency, and the seed's open-loop burst;
-//! - [`counter`]: DynamoDB requests counted by an SDK interceptor, per operation, and the
-//!   sequential rounds they form; [`capacity`]: the write capacity units each response
-//!   reports, by coordinator step; [`procfs`]: CPU time and peak memory from `/proc/self`;
-//! - [`tables`]: the tables of each system (streams off: see there), seeding and the audit that
-//!   checks after each cell that the balance sum was conserved, exactly the committed writes were
-//!   applied and no lock or reservation was left behind, every escrow idle at the value;
-//! - [`timing`]: the coordinator's ports wrapped to time each protocol step;
-//! - [`stats`]: percentiles from sorted samples; [`report`]: Markdown, hand-written SVG, JSON;
-//! - [`inject`]: the injected-latency cells: DynamoDB's latency as measured from AWS Lambda
-//!   (seeded lognormal fits per operation) laid over DynamoDB Local by a wrapped HTTP client,
-//!   native against the coordinator at one and four in flight: time to the answer and to
-//!   applied, lock holds, the one-round floor;
-//! - [`live`]: `make bench-live`, another bench: the local stack (`twopc serve`) from outside,
-//!   a committed transfer's WebSocket push fresh and after aging, and a restart.
+//! - [`systems`]: native `TransactWriteItems`, `auto` (the default mode), the staged commit and
+//!   the five-round path, each doing the same transfers; [`workload`]: transfers between
+//!   `accounts` and `wallets`, uniform or hot keys, 2 or 8 participants; [`config`]: the full
+//!   and the `--quick` runs, every parameter;
+//! - [`load`]: the closed loop; [`run`]: the cell groups (systems taking turns), the
+//!   sensitivity rows, the audits; [`tables`]: seeding and the audit that checks the balance
+//!   sum was conserved, exactly the committed writes applied and nothing left held;
+//! - [`counter`]: DynamoDB requests counted by an SDK interceptor, and the rounds they form;
+//!   [`capacity`]: the write units each response reports; [`procfs`]: CPU time; [`stats`]:
+//!   percentiles;
+//! - [`results`]: what `latest.json` holds; [`report`]: `latest.md` and the pages' figures,
+//!   rendered from it;
+//! - [`live`]: `make bench-live`, another bench: the local stack (`twopc serve`) from outside.
 //!
-//! The run itself ([`run`]: table sets, warm-up, the cells, the bursts, the audits) and what
-//! it measured ([`Report`], [`CellResult`], [`Tally`], ...) are in two private modules,
-//! `runner` and `results`, whose items this root re-exports.
-//!
-//! Every figure is reported beside the native figure of the same run, as a ratio: a lone
+//! Every figure is reported beside native's figure of the same run, as a ratio: a lone
 //! absolute time on a shared 2-core machine means little.
 #![warn(missing_docs)]
 
@@ -40,24 +32,19 @@ pub mod live;
 pub mod load;
 pub mod procfs;
 pub mod report;
+pub mod results;
+pub mod run;
 pub mod stats;
 pub mod systems;
 pub mod tables;
-pub mod timing;
 pub mod workload;
-
-mod results;
-mod runner;
 
 use std::error::Error as StdError;
 
-use aws_sdk_dynamodb::Client;
 use twopc_core::ports::PortError;
 
-use crate::counter::RequestCounter;
-
-pub use results::{BurstResult, Capacity, CellResult, Costs, Report, Tally};
-pub use runner::run;
+pub use results::{Cell, Report};
+pub use run::run;
 
 /// Why the bench could not run (a failed *check* is a result, not an error).
 #[derive(Debug, thiserror::Error)]
@@ -77,8 +64,8 @@ pub enum BenchError {
     /// Something the bench relies on does not hold.
     #[error("{0}")]
     Check(String),
-    /// Writing the report.
-    #[error("writing {path}")]
+    /// Reading or writing the report.
+    #[error("{path}")]
     Io {
         /// The file.
         path: String,
@@ -96,13 +83,4 @@ impl BenchError {
             source: Box::new(e),
         }
     }
-}
-
-/// A DynamoDB client for DynamoDB Local whose requests `counter` counts.
-pub async fn client(endpoint: &str, counter: &RequestCounter) -> Client {
-    let sdk = twopc_dynamo::sdk_config(Some(endpoint)).await;
-    let conf = aws_sdk_dynamodb::config::Builder::from(&sdk)
-        .interceptor(counter.clone())
-        .build();
-    Client::from_conf(conf)
 }

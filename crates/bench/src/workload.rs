@@ -4,9 +4,8 @@
 //! An N-participant transfer debits N/2 distinct accounts and credits N/2 distinct wallets the
 //! same amount each; every debit requires `balance >= amount`. Keys are drawn uniformly from all
 //! accounts (low contention); in the hot workload a transfer draws all its keys, with probability
-//! [`crate::config::BenchConfig::hot_fraction`], from the first
-//! [`crate::config::BenchConfig::hot_accounts`] accounts of each table (90% of transfers touch
-//! only those 10 accounts), and otherwise uniformly. The exclusive hot workload draws keys as
+//! [`KeyGen::hot_fraction`], from the first [`KeyGen::hot`] accounts of each table (or as many
+//! as it has legs of a kind, if more), and otherwise uniformly. The exclusive hot workload draws keys as
 //! the hot one, and every leg also `set`s an attribute (`memo`), so the coordinator's
 //! participants lock their items instead of reserving them (today's hot items under a
 //! non-commuting write).
@@ -81,7 +80,8 @@ pub fn account_id(i: u32) -> String {
 }
 
 /// Draws transfers.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct KeyGen {
     /// Accounts per table.
     pub accounts: u32,

@@ -8,6 +8,12 @@
 //! writes lands midway, as over a network, and DynamoDB Local's own time (which the published
 //! figures already contain, as DynamoDB's) stays hidden unless it is longer than the second
 //! half; such requests are counted ([`Injected::overruns`]).
+//!
+//! Under the production model ([`Service`]), a write that reaches the service (halfway) is
+//! admitted by it first: a transaction cancelled on a held item, or a single write refused
+//! there, is answered as DynamoDB answers it (`TransactionCanceledException` with
+//! `TransactionConflict`, `TransactionConflictException`) without reaching DynamoDB Local, and a
+//! single write waits its turn at its item's partition, its answer later by as much.
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -23,14 +29,20 @@ use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 
+use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
+use aws_smithy_types::body::SdkBody;
+
 use crate::counter::OPERATIONS;
 use crate::inject::model::LatencyModel;
+use crate::inject::service::{Admission, Service, Writes, writes_of};
 
 #[derive(Debug, Default)]
 struct Counts {
     requests: [AtomicU64; OPERATIONS.len()],
     nanos: [AtomicU64; OPERATIONS.len()],
     overruns: AtomicU64,
+    conflicts: AtomicU64,
+    queued_nanos: AtomicU64,
 }
 
 /// The delays injected so far, by [`OPERATIONS`] slot (subtract two to get a window's).
@@ -43,6 +55,11 @@ pub struct Injected {
     /// Requests that DynamoDB Local answered later than their delay allowed (their time was
     /// half the delay plus DynamoDB Local's, longer than sampled).
     pub overruns: u64,
+    /// Writes the production model's service answered with a transaction conflict (a
+    /// transaction cancelled, a single write refused).
+    pub conflicts: u64,
+    /// Time single writes waited for their item's partition, added up.
+    pub queued: Duration,
 }
 
 impl Injected {
@@ -54,6 +71,21 @@ impl Injected {
             out.total[i] = self.total[i].saturating_sub(earlier.total[i]);
         }
         out.overruns = self.overruns.saturating_sub(earlier.overruns);
+        out.conflicts = self.conflicts.saturating_sub(earlier.conflicts);
+        out.queued = self.queued.saturating_sub(earlier.queued);
+        out
+    }
+
+    /// `self + other`.
+    pub fn plus(&self, other: &Injected) -> Injected {
+        let mut out = *self;
+        for i in 0..OPERATIONS.len() {
+            out.requests[i] += other.requests[i];
+            out.total[i] += other.total[i];
+        }
+        out.overruns += other.overruns;
+        out.conflicts += other.conflicts;
+        out.queued += other.queued;
         out
     }
 
@@ -77,6 +109,14 @@ pub struct Injector {
     model: Arc<LatencyModel>,
     rng: Arc<Mutex<SmallRng>>,
     counts: Arc<Counts>,
+    service: Option<Arc<Service>>,
+}
+
+/// One request's fate: its delay, and what it writes (for the production model).
+struct Plan {
+    delay: Duration,
+    transaction: bool,
+    writes: Option<Writes>,
 }
 
 impl fmt::Debug for Injector {
@@ -94,7 +134,19 @@ impl Injector {
             rng: Arc::new(Mutex::new(SmallRng::seed_from_u64(model.seed))),
             model: Arc::new(model),
             counts: Arc::new(Counts::default()),
+            service: None,
         }
+    }
+
+    /// This injector, its writes admitted by `service` (the production model).
+    pub fn with_service(mut self, service: Service) -> Injector {
+        self.service = Some(Arc::new(service));
+        self
+    }
+
+    /// The production model's service, if any.
+    pub fn service(&self) -> Option<&Service> {
+        self.service.as_deref()
     }
 
     /// The model.
@@ -110,16 +162,48 @@ impl Injector {
             out.total[i] = Duration::from_nanos(self.counts.nanos[i].load(Ordering::Relaxed));
         }
         out.overruns = self.counts.overruns.load(Ordering::Relaxed);
+        out.conflicts = self.counts.conflicts.load(Ordering::Relaxed);
+        out.queued = Duration::from_nanos(self.counts.queued_nanos.load(Ordering::Relaxed));
         out
+    }
+
+    /// The plan of `request`: its delay, and under the production model what it writes.
+    fn plan(&self, request: &HttpRequest) -> Option<Plan> {
+        let delay = self.delay_for(request)?;
+        let op = operation(request);
+        let writes = self
+            .service
+            .as_ref()
+            .and_then(|_| writes_of(op, request.body().bytes()?));
+        Some(Plan {
+            delay,
+            transaction: op == "TransactWriteItems",
+            writes,
+        })
+    }
+
+    /// What the service does with `plan`'s writes, arriving now: `Ok(wait)` to go on after
+    /// `wait`, `Err(response)` to answer with a conflict.
+    fn admit(&self, plan: &Plan) -> Result<Duration, Box<HttpResponse>> {
+        let (Some(service), Some(writes)) = (&self.service, &plan.writes) else {
+            return Ok(Duration::ZERO);
+        };
+        let refusal = match service.admit(plan.transaction, writes, plan.delay) {
+            Admission::Served(wait) => {
+                let ns = u64::try_from(wait.as_nanos()).unwrap_or(u64::MAX);
+                self.counts.queued_nanos.fetch_add(ns, Ordering::Relaxed);
+                return Ok(wait);
+            }
+            Admission::Cancelled(at) => cancelled(writes.items.len(), at),
+            Admission::Refused => conflict_exception(),
+        };
+        self.counts.conflicts.fetch_add(1, Ordering::Relaxed);
+        Err(Box::new(refusal))
     }
 
     /// Draws (and counts) the delay of `request`; `None` if its operation is not delayed.
     pub fn delay_for(&self, request: &HttpRequest) -> Option<Duration> {
-        let op = request
-            .headers()
-            .get("x-amz-target")
-            .and_then(|t| t.rsplit('.').next())
-            .unwrap_or("other");
+        let op = operation(request);
         let items = if op == "TransactWriteItems" {
             request
                 .body()
@@ -195,18 +279,29 @@ pub struct InjectingConnector {
 
 impl HttpConnector for InjectingConnector {
     fn call(&self, request: HttpRequest) -> HttpConnectorFuture {
-        let delay = self.injector.delay_for(&request);
+        let plan = self.injector.plan(&request);
         let inner = self.inner.clone();
-        let counts = self.injector.counts.clone();
+        let injector = self.injector.clone();
         HttpConnectorFuture::new(async move {
-            let Some(delay) = delay else {
+            let Some(plan) = plan else {
                 return inner.call(request).await;
             };
-            let due = tokio::time::Instant::now() + delay;
-            tokio::time::sleep(delay / 2).await;
+            let mut due = tokio::time::Instant::now() + plan.delay;
+            tokio::time::sleep(plan.delay / 2).await;
+            match injector.admit(&plan) {
+                Ok(wait) if wait > Duration::ZERO => {
+                    tokio::time::sleep(wait).await;
+                    due += wait;
+                }
+                Ok(_) => {}
+                Err(refusal) => {
+                    tokio::time::sleep_until(due).await;
+                    return Ok(*refusal);
+                }
+            }
             let response = inner.call(request).await;
             if tokio::time::Instant::now() > due {
-                counts.overruns.fetch_add(1, Ordering::Relaxed);
+                injector.counts.overruns.fetch_add(1, Ordering::Relaxed);
             } else {
                 tokio::time::sleep_until(due).await;
             }
@@ -215,11 +310,56 @@ impl HttpConnector for InjectingConnector {
     }
 }
 
+/// The operation of a request, from `X-Amz-Target: DynamoDB_20120810.UpdateItem`.
+fn operation(request: &HttpRequest) -> &str {
+    request
+        .headers()
+        .get("x-amz-target")
+        .and_then(|t| t.rsplit('.').next())
+        .unwrap_or("other")
+}
+
+/// DynamoDB's answer to a transaction of `items` items cancelled on the item at `at`.
+fn cancelled(items: usize, at: usize) -> HttpResponse {
+    let reasons: Vec<_> = (0..items)
+        .map(|i| {
+            if i == at {
+                serde_json::json!({"Code": "TransactionConflict",
+                    "Message": "Transaction is ongoing for the item"})
+            } else {
+                serde_json::json!({"Code": "None"})
+            }
+        })
+        .collect();
+    error_response(&serde_json::json!({
+        "__type": "com.amazonaws.dynamodb.v20120810#TransactionCanceledException",
+        "Message": "Transaction cancelled, please refer cancellation reasons for specific reasons",
+        "CancellationReasons": reasons,
+    }))
+}
+
+/// DynamoDB's answer to a single write on an item a transaction holds.
+fn conflict_exception() -> HttpResponse {
+    error_response(&serde_json::json!({
+        "__type": "com.amazonaws.dynamodb.v20120810#TransactionConflictException",
+        "message": "Transaction is ongoing for the item",
+    }))
+}
+
+fn error_response(body: &serde_json::Value) -> HttpResponse {
+    let mut response = HttpResponse::new(
+        400.try_into().expect("a status code"),
+        SdkBody::from(body.to_string()),
+    );
+    response
+        .headers_mut()
+        .insert("content-type", "application/x-amz-json-1.0");
+    response
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
-    use aws_smithy_types::body::SdkBody;
     use tokio::time::Instant;
 
     /// A connector that notes when it was called and answers after `takes`.

@@ -4,10 +4,8 @@
 
 use std::error::Error as StdError;
 use std::sync::Arc;
-use std::time::Duration;
 
 use aws_sdk_dynamodb::Client;
-use rand::Rng;
 use serde_json::Value;
 use twopc_core::coordinator::{CommitMode, Coordinator, CoordinatorConfig};
 use twopc_core::direct::DirectTransport;
@@ -18,24 +16,21 @@ use twopc_core::request::Limits;
 use twopc_core::status::TxStatus;
 use twopc_dynamo::{DynamoItems, DynamoNative, DynamoTxLog};
 
-use super::serial::Serial;
-use super::{Answer, Done, Driver, Outcome, Reason, System, Votes, Wiring, services};
+use super::{AnswerMark, Done, Driver, Reason, System, TransferEnd, Votes, services};
 use crate::config::BenchConfig;
 use crate::counter::RequestCounter;
 use crate::tables::Tables;
-use crate::timing::{HopTransport, StepTimes, TimedLog, TimedTransport};
 use crate::workload::Transfer;
 
 impl Driver {
-    /// Wires `system` over `tables`; `counter` is the one `client` reports to.
+    /// Wires `system` over `tables`; `counter` is the one `client` reports to. `hot`: the
+    /// services are marked hot (`ServiceConfig::hot`), as an operator marks hot items.
     pub fn new(
         system: System,
         (client, counter): (Client, RequestCounter),
         tables: Tables,
         config: &BenchConfig,
-        (times, wiring): (StepTimes, Wiring),
     ) -> Driver {
-        let (timeout_ms, max_attempts) = (config.timeout_ms, config.max_attempts);
         let log = DynamoTxLog::new(client.clone(), &tables.tx);
         let participant = Participant::new(
             DynamoItems::new(client.clone()),
@@ -43,34 +38,22 @@ impl Driver {
             SystemClock,
             config.participant(),
         );
-        let config = CoordinatorConfig {
+        let coordinator_config = CoordinatorConfig {
             id: "twopc-bench".into(),
-            services: services(&tables)
-                .into_iter()
-                .map(|(name, mut s)| {
-                    s.hot = wiring.hot;
-                    (name, s)
-                })
-                .collect(),
+            services: services(&tables),
             limits: Limits::default(),
             mode: match system {
-                System::Staged | System::StagedApplied => CommitMode::Staged,
-                System::Auto => CommitMode::Auto,
-                _ => CommitMode::Classic,
+                System::Staged => CommitMode::Staged,
+                System::Auto | System::Native => CommitMode::Auto,
+                System::Classic => CommitMode::Classic,
             },
         };
-        let serial = Serial {
-            log: log.clone(),
-            participant: participant.clone(),
-            config: config.clone(),
-        };
-        let transport = HopTransport::new(DirectTransport::new(participant), wiring.hop);
         let native = Arc::new(DynamoNative::new(client.clone(), log.clone()));
         let coordinator = Coordinator::new(
-            TimedLog::new(log, times.clone()),
-            TimedTransport::new(transport, times).with_holds(wiring.holds),
+            log.clone(),
+            DirectTransport::new(participant),
             SystemClock,
-            config,
+            coordinator_config,
         )
         .with_native(native);
         Driver {
@@ -78,10 +61,10 @@ impl Driver {
             client,
             tables,
             coordinator,
-            serial,
+            log,
             counter,
-            timeout_ms,
-            max_attempts: max_attempts.max(1),
+            timeout_ms: config.timeout_ms,
+            retry: config.retry,
         }
     }
 
@@ -92,7 +75,7 @@ impl Driver {
 
     /// The transaction log (for the audit of unfinished records).
     pub fn log(&self) -> &DynamoTxLog {
-        &self.serial.log
+        &self.log
     }
 
     /// Runs one transfer to its end, retrying conflicts.
@@ -107,99 +90,109 @@ impl Driver {
         let mut votes = Votes::default();
         loop {
             attempts += 1;
-            let answer = Answer::new(&self.counter);
-            let (outcome, v) = self.attempt(t, body.as_ref(), &answer).await;
+            let answer = AnswerMark::new(&self.counter);
+            let (end, v) = self.attempt(t, body.as_ref(), &answer).await;
             votes.add(v);
-            if let Some(r) = outcome.reason() {
+            if let Some(r) = end.reason() {
                 aborted[r.index()] += 1;
             }
-            if outcome != Outcome::Conflict || attempts >= self.max_attempts {
+            if end != TransferEnd::Conflict || attempts >= self.retry.attempts {
                 let (answered, rounds) = answer.get();
                 return Done {
-                    outcome,
+                    end,
                     attempts,
                     aborted,
                     votes,
                     answered,
-                    rounds_to_answer: rounds.saturating_sub(rounds_at_start),
+                    rounds: rounds.saturating_sub(rounds_at_start),
                 };
             }
-            // Jittered exponential backoff: 0..2^attempts ms.
-            let ms = rand::rng().random_range(0..=1u64 << attempts);
-            tokio::time::sleep(Duration::from_millis(ms)).await;
+            let wait = self.retry.backoff(attempts, &mut rand::rng());
+            tokio::time::sleep(wait).await;
         }
     }
 
-    /// One attempt. Whoever gives the client its answer marks `answer` (every system today
-    /// when its call returns: answered once applied).
+    /// One attempt. Whoever gives the client its answer marks `answer`: native when its call
+    /// returns; the protocol after `stage` (staged: before the finish; classic: after it).
     async fn attempt(
         &self,
         t: &Transfer,
         body: Option<&Value>,
-        answer: &Answer,
-    ) -> (Outcome, Votes) {
-        let record = match (self.system, body) {
-            (System::Coordinator, Some(body)) => self
-                .coordinator
-                .submit(body, None)
-                .await
-                .map_err(|e| chain(&e)),
-            (System::Serial, Some(body)) => self.serial.run(body).await.map_err(|e| chain(&e)),
-            // The answer when the client would get it; the transfer ends once it is applied
-            // (in Lambda the extension finishes it before the environment takes the next
-            // request).
-            (System::Staged | System::StagedApplied | System::Auto, Some(body)) => {
-                match self.coordinator.stage(body, None).await {
-                    Ok(staged) => {
-                        if self.system != System::StagedApplied {
-                            answer.mark();
-                        }
-                        match staged.finish {
-                            Some(finish) => {
-                                self.coordinator.finish(finish).await.map_err(|e| chain(&e))
-                            }
-                            None => Ok(staged.answer.record),
-                        }
-                    }
-                    Err(e) => Err(chain(&e)),
+        answer: &AnswerMark,
+    ) -> (TransferEnd, Votes) {
+        let Some(body) = body else {
+            let end = self.native(t).await;
+            answer.mark();
+            return (end, Votes::default());
+        };
+        let record = match self.coordinator.stage(body, None).await {
+            Ok(staged) => {
+                answer.mark();
+                match staged.finish {
+                    Some(finish) => self.coordinator.finish(finish).await.map_err(|e| chain(&e)),
+                    None => Ok(staged.answer.record),
                 }
             }
-            (System::Native, _) => {
-                let outcome = self.native(t).await;
+            Err(e) => {
                 answer.mark();
-                return (outcome, Votes::default());
+                Err(chain(&e))
             }
-            (System::Unit, _) => {
-                let outcome = self.unit(t).await;
-                answer.mark();
-                return (outcome, Votes::default());
-            }
-            (_, None) => Err("no request body".into()),
         };
-        answer.mark();
+        let record = match record {
+            Ok(record) => self.sweep(record).await,
+            Err(e) => Err(e),
+        };
         match record {
             Ok(record) => (classify(&record), Votes::of(&record)),
-            Err(e) => (Outcome::Failed(e), Votes::default()),
+            Err(e) => (TransferEnd::Failed(e), Votes::default()),
         }
+    }
+
+    /// Plays the sweeper at once for a record its finish left decided but not finished (a
+    /// participant's completion not acknowledged: on a hot item, refused by a native
+    /// transaction's hold): drives it from the record, as the scheduled sweeper would, after a
+    /// backoff, a bounded number of times. Counted ([`RequestCounter::note_swept`]).
+    async fn sweep(&self, mut record: TxRecord) -> Result<TxRecord, String> {
+        let mut tries = 0;
+        while record.status.decision().is_some() && !record.status.is_terminal() {
+            if tries == 0 {
+                self.counter.note_swept();
+            }
+            tries += 1;
+            if tries > SWEEPS {
+                break;
+            }
+            let wait = self.retry.backoff(tries, &mut rand::rng());
+            tokio::time::sleep(wait).await;
+            record = self
+                .coordinator
+                .recover(record)
+                .await
+                .map_err(|e| chain(&e))?;
+        }
+        Ok(record)
     }
 }
 
+/// How many times the bench drives a record left unfinished before calling it a failure.
+const SWEEPS: u32 = 10;
+
 /// Reads a transfer's end off its record.
-fn classify(record: &TxRecord) -> Outcome {
+fn classify(record: &TxRecord) -> TransferEnd {
     match record.status {
-        TxStatus::Committed => Outcome::Committed,
+        TxStatus::Committed => TransferEnd::Committed,
         TxStatus::Aborted => {
             let mut reasons = record.votes.iter().filter_map(|v| match v {
                 Vote::No { reason, .. } => Some(*reason),
                 Vote::Yes { .. } => None,
             });
             if reasons.clone().any(|r| r == VoteReason::Conflict) {
-                Outcome::Conflict
+                TransferEnd::Conflict
             } else {
-                Outcome::Refused(reasons.next().map_or("none", |r| r.code()).to_owned())
+                TransferEnd::Refused(reasons.next().map_or("none", |r| r.code()).to_owned())
             }
         }
-        other => Outcome::Unfinished(format!("transaction {} left {other}", record.tx_id)),
+        other => TransferEnd::Unfinished(format!("transaction {} left {other}", record.tx_id)),
     }
 }
 

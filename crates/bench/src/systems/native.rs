@@ -1,22 +1,20 @@
-//! The systems without a coordinator: native's one `TransactWriteItems` with the coordinator's
-//! commit writes under its prepare conditions, and the unit cost's lone conditional
-//! `UpdateItem`.
+//! Native: one `TransactWriteItems` with the coordinator's commit writes under its prepare
+//! conditions.
 
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb::error::DisplayErrorContext;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
-use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem, Update};
 use twopc_core::ids::TxId;
 use twopc_core::layout;
 
-use super::{Driver, Outcome};
+use super::{Driver, TransferEnd};
 use crate::workload::{MEMO, Transfer, account_id};
 
 impl Driver {
     /// One native `TransactWriteItems` of the transfer's legs.
-    pub(super) async fn native(&self, t: &Transfer) -> Outcome {
+    pub(super) async fn native(&self, t: &Transfer) -> TransferEnd {
         let tx = TxId::random().to_string();
         let legs = t
             .debits
@@ -27,12 +25,12 @@ impl Driver {
         for (table, k, debit) in legs {
             let update = match leg(table, k, (t.amount, debit, t.exclusive), &tx) {
                 Ok(u) => u,
-                Err(e) => return Outcome::Failed(e),
+                Err(e) => return TransferEnd::Failed(e),
             };
             request = request.transact_items(TransactWriteItem::builder().update(update).build());
         }
         match request.send().await {
-            Ok(_) => Outcome::Committed,
+            Ok(_) => TransferEnd::Committed,
             Err(e) => match e.as_service_error() {
                 Some(TransactWriteItemsError::TransactionCanceledException(c)) => {
                     let codes: Vec<&str> = c
@@ -42,43 +40,15 @@ impl Driver {
                         .filter(|c| *c != "None")
                         .collect();
                     if codes.contains(&"TransactionConflict") {
-                        Outcome::Conflict
+                        TransferEnd::Conflict
                     } else {
-                        Outcome::Refused(codes.join(","))
+                        TransferEnd::Refused(codes.join(","))
                     }
                 }
                 Some(TransactWriteItemsError::TransactionInProgressException(_)) => {
-                    Outcome::Conflict
+                    TransferEnd::Conflict
                 }
-                _ => Outcome::Failed(DisplayErrorContext(&e).to_string()),
-            },
-        }
-    }
-
-    /// One conditional `UpdateItem` of the transfer's first credit.
-    pub(super) async fn unit(&self, t: &Transfer) -> Outcome {
-        let Some(k) = t.credits.first() else {
-            return Outcome::Failed("a unit write needs one key".into());
-        };
-        let (names, values) = expression(i128::from(t.amount), None, None);
-        let r = self
-            .client
-            .update_item()
-            .table_name(&self.tables.accounts)
-            .key("id", AttributeValue::S(account_id(*k)))
-            .update_expression("SET #b = #b + :d, #v = if_not_exists(#v, :z) + :one")
-            .condition_expression("attribute_exists(#id)")
-            .set_expression_attribute_names(Some(names))
-            .set_expression_attribute_values(Some(values))
-            .send()
-            .await;
-        match r {
-            Ok(_) => Outcome::Committed,
-            Err(e) => match e.as_service_error() {
-                Some(UpdateItemError::ConditionalCheckFailedException(_)) => {
-                    Outcome::Refused("ConditionalCheckFailed".into())
-                }
-                _ => Outcome::Failed(DisplayErrorContext(&e).to_string()),
+                _ => TransferEnd::Failed(DisplayErrorContext(&e).to_string()),
             },
         }
     }

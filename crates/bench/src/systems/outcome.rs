@@ -1,5 +1,5 @@
-//! How a transfer ended: its [`Outcome`], the [`Votes`] of its attempts, the [`Done`] record
-//! of attempts and aborts, and the [`Answer`] mark of when its client had the answer.
+//! How a transfer ended: its [`TransferEnd`], the [`Votes`] of its attempts, the [`Done`] record
+//! of attempts and aborts, and the [`AnswerMark`] mark of when its client had the answer.
 
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
@@ -12,7 +12,7 @@ use crate::counter::RequestCounter;
 
 /// How one transfer ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Outcome {
+pub enum TransferEnd {
     /// Applied.
     Committed,
     /// Aborted because an item was busy, on every attempt.
@@ -25,18 +25,26 @@ pub enum Outcome {
     Failed(String),
 }
 
-impl Outcome {
+impl TransferEnd {
+    /// What went wrong, if it failed rather than committed or aborted.
+    pub fn failure(&self) -> Option<String> {
+        match self {
+            TransferEnd::Unfinished(why) | TransferEnd::Failed(why) => Some(why.clone()),
+            _ => None,
+        }
+    }
+
     /// Why it aborted (`None`: committed, or a failure rather than an abort).
     pub fn reason(&self) -> Option<Reason> {
         match self {
-            Outcome::Conflict => Some(Reason::Conflict),
-            Outcome::Refused(code) => Some(Reason::of_code(code)),
-            Outcome::Committed | Outcome::Unfinished(_) | Outcome::Failed(_) => None,
+            TransferEnd::Conflict => Some(Reason::Conflict),
+            TransferEnd::Refused(code) => Some(Reason::of_code(code)),
+            TransferEnd::Committed | TransferEnd::Unfinished(_) | TransferEnd::Failed(_) => None,
         }
     }
 }
 
-/// The votes of a transfer's attempts (coordinator and serial driver; zero for the others).
+/// The votes of a transfer's attempts (zero for native).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Votes {
     /// `yes` votes of participants that reserved their item (commuting operations).
@@ -80,7 +88,7 @@ impl Votes {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Done {
     /// The end.
-    pub outcome: Outcome,
+    pub end: TransferEnd,
     /// Attempts (transactions) used.
     pub attempts: u32,
     /// Attempts that aborted, by [`Reason::index`] (the last one included if it aborted).
@@ -91,22 +99,22 @@ pub struct Done {
     pub answered: Instant,
     /// Sequential rounds of DynamoDB requests from the transfer's start to its answer, as the
     /// [`RequestCounter`] counts them (meaningful with one transfer in flight).
-    pub rounds_to_answer: u64,
+    pub rounds: u64,
 }
 
 /// The moment an attempt's client had its answer, and the rounds counted by then: marked once,
 /// by whoever gives the answer (for every system today, the end of the attempt). Clones share
 /// the mark, so one can move into a callback or a task.
 #[derive(Clone, Debug)]
-pub struct Answer {
+pub struct AnswerMark {
     counter: RequestCounter,
     at: Arc<OnceLock<(Instant, u64)>>,
 }
 
-impl Answer {
+impl AnswerMark {
     /// Not marked yet; rounds counted by `counter`.
-    pub(super) fn new(counter: &RequestCounter) -> Answer {
-        Answer {
+    pub(super) fn new(counter: &RequestCounter) -> AnswerMark {
+        AnswerMark {
             counter: counter.clone(),
             at: Arc::default(),
         }
