@@ -165,23 +165,19 @@ check: ## Formatting and lints, as CI runs them
 fmt: ## Format the code
 	cargo fmt --all
 
-# make bench: release build, a DynamoDB Local of its own, the whole bench (~5 minutes on 2 cores), report in
-# bench/results/ (latest.md, latest.svg, latest.json). BENCH_ARGS passes options (twopc-bench --help).
-.PHONY: bench bench-quick bench-injected
-bench: ddb-tools ## Measure the coordinator against native TransactWriteItems, a serial driver and UpdateItem; report in bench/results/
-	@export TWOPC_BENCH_STARTED=$$(date +%s.%N); \
-	cargo build --release --locked -p twopc-bench; \
+# make bench: release build, a DynamoDB Local of its own, the whole bench under the production
+# model of DynamoDB (~6 minutes on 2 cores), report in bench/results/ (latest.json, and latest.md
+# rendered from it) and the summary block of docs/bench.md. BENCH_ARGS passes options
+# (twopc-bench --help).
+.PHONY: bench bench-quick
+bench: ddb-tools ## Measure the protocol against native TransactWriteItems under a production model of DynamoDB; report in bench/results/
+	cargo build --release --locked -p twopc-bench
 	$(DDB) run ./target/release/twopc-bench --out bench/results $(BENCH_ARGS)
+	./target/release/twopc-bench render --out bench/results --page docs/bench.md
 
 bench-quick: ddb-tools ## A seconds-long bench with the same shape (debug build); report in target/bench-quick/
 	cargo build --locked -p twopc-bench
 	$(DDB) run ./target/debug/twopc-bench --quick --out target/bench-quick $(BENCH_ARGS)
-
-# make bench-injected: only the injected-latency cells of make bench (DynamoDB's latency as
-# measured from Lambda laid over DynamoDB Local; about a minute), report in target/bench-injected/.
-bench-injected: ddb-tools ## Only make bench's injected-latency cells (release build); report in target/bench-injected/
-	cargo build --release --locked -p twopc-bench
-	$(DDB) run ./target/release/twopc-bench --only injected --out target/bench-injected $(BENCH_ARGS)
 
 # make bench-live: the local stack from outside (twopc-bench live): `twopc serve` as `make run`
 # runs it (its debug build, what users see) with its own persisted DynamoDB Local; the harness
@@ -189,7 +185,6 @@ bench-injected: ddb-tools ## Only make bench's injected-latency cells (release b
 # messages). ~5 min on 2 cores (10,000 aging transfers); BENCH_ARGS="--quick" for a minute.
 .PHONY: bench-live
 bench-live: ddb-tools ## Time a commit's WebSocket push, fresh and after 10k transfers, and a restart; report in bench/results/live.md
-	@export TWOPC_BENCH_STARTED=$$(date +%s.%N) && \
 	cargo build --locked -p twopc && \
 	cargo build --release --locked -p twopc-bench && \
 	./target/release/twopc-bench live --twopc target/debug/twopc $(BENCH_ARGS)

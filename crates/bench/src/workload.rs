@@ -5,10 +5,7 @@
 //! same amount each; every debit requires `balance >= amount`. Keys are drawn uniformly from all
 //! accounts (low contention); in the hot workload a transfer draws all its keys, with probability
 //! [`KeyGen::hot_fraction`], from the first [`KeyGen::hot`] accounts of each table (or as many
-//! as it has legs of a kind, if more), and otherwise uniformly. The exclusive hot workload draws keys as
-//! the hot one, and every leg also `set`s an attribute (`memo`), so the coordinator's
-//! participants lock their items instead of reserving them (today's hot items under a
-//! non-commuting write).
+//! as it has legs of a kind, if more), and otherwise uniformly.
 
 use std::fmt;
 
@@ -22,15 +19,6 @@ pub enum Contention {
     Uniform,
     /// Most keys from a few hot accounts.
     Hot,
-    /// The hot keys, every item written by a `set` beside the add: locked, not reserved.
-    Exclusive,
-}
-
-impl Contention {
-    /// Whether keys come mostly from the hot accounts.
-    pub fn hot(self) -> bool {
-        matches!(self, Contention::Hot | Contention::Exclusive)
-    }
 }
 
 impl fmt::Display for Contention {
@@ -38,7 +26,6 @@ impl fmt::Display for Contention {
         f.write_str(match self {
             Contention::Uniform => "uniform",
             Contention::Hot => "hot",
-            Contention::Exclusive => "exclusive",
         })
     }
 }
@@ -67,12 +54,7 @@ pub struct Transfer {
     pub credits: Vec<u32>,
     /// Moved per leg.
     pub amount: u64,
-    /// Whether every leg also sets [`MEMO`] (so it locks its item).
-    pub exclusive: bool,
 }
-
-/// The attribute the exclusive workload's legs `set`.
-pub const MEMO: &str = "memo";
 
 /// The key of account `i` (same in both tables).
 pub fn account_id(i: u32) -> String {
@@ -107,7 +89,7 @@ impl KeyGen {
     pub fn transfer(&self, rng: &mut impl Rng, workload: Workload) -> Transfer {
         let half = workload.participants / 2;
         let credits = workload.participants - half;
-        let hot = workload.contention.hot() && rng.random_bool(self.hot_fraction);
+        let hot = workload.contention == Contention::Hot && rng.random_bool(self.hot_fraction);
         let among = if hot {
             self.hot.max(u32::try_from(credits).unwrap_or(u32::MAX))
         } else {
@@ -117,7 +99,6 @@ impl KeyGen {
             debits: Self::distinct(rng, among, half),
             credits: Self::distinct(rng, among, credits),
             amount: rng.random_range(1..=100),
-            exclusive: workload.contention == Contention::Exclusive,
         }
     }
 }
@@ -144,12 +125,7 @@ impl Transfer {
             json!({"participant": "wallets", "key": {"id": account_id(*k)},
                    "op": {"add": {"balance": a}}})
         });
-        let mut participants: Vec<Value> = debits.chain(credits).collect();
-        if self.exclusive {
-            for p in &mut participants {
-                p["op"]["set"] = json!({ MEMO: "bench" });
-            }
-        }
+        let participants: Vec<Value> = debits.chain(credits).collect();
         json!({"participants": participants, "timeoutMs": timeout_ms})
     }
 }
@@ -170,7 +146,7 @@ mod tests {
     fn transfers_balance_and_use_distinct_keys() {
         let mut rng = SmallRng::seed_from_u64(1);
         for n in [2, 8] {
-            for c in [Contention::Uniform, Contention::Hot, Contention::Exclusive] {
+            for c in [Contention::Uniform, Contention::Hot] {
                 let t = GEN.transfer(
                     &mut rng,
                     Workload {
@@ -187,21 +163,6 @@ mod tests {
                     t.request(5000)["participants"].as_array().map(Vec::len),
                     Some(n)
                 );
-            }
-        }
-    }
-
-    #[test]
-    fn exclusive_transfers_set_an_attribute_on_every_leg_and_only_they_do() {
-        let mut rng = SmallRng::seed_from_u64(3);
-        for (c, exclusive) in [(Contention::Exclusive, true), (Contention::Hot, false)] {
-            let w = Workload {
-                contention: c,
-                participants: 4,
-            };
-            let body = GEN.transfer(&mut rng, w).request(5000);
-            for p in body["participants"].as_array().expect("participants") {
-                assert_eq!(p["op"]["set"][MEMO].is_string(), exclusive, "{p}");
             }
         }
     }

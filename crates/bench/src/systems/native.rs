@@ -10,7 +10,7 @@ use twopc_core::ids::TxId;
 use twopc_core::layout;
 
 use super::{Driver, TransferEnd};
-use crate::workload::{MEMO, Transfer, account_id};
+use crate::workload::{Transfer, account_id};
 
 impl Driver {
     /// One native `TransactWriteItems` of the transfer's legs.
@@ -23,7 +23,7 @@ impl Driver {
             .chain(t.credits.iter().map(|k| (&self.tables.wallets, *k, false)));
         let mut request = self.client.transact_write_items();
         for (table, k, debit) in legs {
-            let update = match leg(table, k, (t.amount, debit, t.exclusive), &tx) {
+            let update = match leg(table, k, (t.amount, debit), &tx) {
                 Ok(u) => u,
                 Err(e) => return TransferEnd::Failed(e),
             };
@@ -81,31 +81,21 @@ fn expression(
 }
 
 /// One leg of the native transaction: the coordinator's commit writes (balance, txVersion,
-/// lastTx, and the exclusive workload's memo) under the coordinator's prepare conditions (item
+/// lastTx) under the coordinator's prepare conditions (item
 /// exists; a debit keeps the balance non-negative).
-fn leg(
-    table: &str,
-    k: u32,
-    (amount, debit, exclusive): (u64, bool, bool),
-    tx: &str,
-) -> Result<Update, String> {
+fn leg(table: &str, k: u32, (amount, debit): (u64, bool), tx: &str) -> Result<Update, String> {
     let delta = if debit {
         -i128::from(amount)
     } else {
         i128::from(amount)
     };
-    let (mut names, mut values) = expression(delta, debit.then_some(amount), Some(tx));
+    let (names, values) = expression(delta, debit.then_some(amount), Some(tx));
     let condition = if debit {
         "attribute_exists(#id) AND #b >= :a"
     } else {
         "attribute_exists(#id)"
     };
-    let mut set = "SET #b = #b + :d, #v = if_not_exists(#v, :z) + :one, #l = :tx".to_owned();
-    if exclusive {
-        names.insert("#m".into(), MEMO.into());
-        values.insert(":m".into(), AttributeValue::S("bench".into()));
-        set.push_str(", #m = :m");
-    }
+    let set = "SET #b = #b + :d, #v = if_not_exists(#v, :z) + :one, #l = :tx".to_owned();
     Update::builder()
         .table_name(table)
         .key("id", AttributeValue::S(account_id(k)))
