@@ -60,8 +60,16 @@ async fn quick_live_bench_commits_pushes_and_keeps_balances_across_a_restart() {
     }
     assert!(r.all_checks_pass(), "{md}");
 
-    // AND the report renders, with every target evaluated
-    assert_eq!(report::targets(&r).len(), 4);
+    // AND the report renders, every section present
+    for section in [
+        "## Fresh and aged",
+        "## Aging",
+        "## Stage breakdown",
+        "## Restart",
+        "## Checks",
+    ] {
+        assert!(md.contains(section), "{section}\n{md}");
+    }
     let dir = std::env::temp_dir().join(format!("twopc-bench-live-quick-{}", std::process::id()));
     report::write(&r, &dir).expect("report written");
     assert!(dir.join("live.md").exists() && dir.join("live.json").exists());
