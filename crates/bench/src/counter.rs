@@ -3,13 +3,9 @@
 //! transaction" is counted, never computed from the protocol's description.
 //!
 //! It also counts *rounds*: how often the number of requests in flight rises from zero. With one
-//! transaction in flight (concurrency 1), that is the number of sequential round trips on the
-//! transaction's critical path (requests sent together, such as concurrent prepares, share a
-//! round).
-//!
-//! The same interceptor meters what each request costs in DynamoDB's units
-//! ([`crate::capacity`]): it asks every request for its consumed capacity before serialisation
-//! and reads it back after deserialisation.
+//! transaction in flight, that is the number of sequential round trips on the transaction's
+//! critical path (requests sent together, such as concurrent prepares, share a round). And it
+//! meters what each write costs in DynamoDB's units ([`crate::capacity`]).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -21,7 +17,7 @@ use aws_sdk_dynamodb::config::interceptors::{
 use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
 use aws_sdk_dynamodb::error::BoxError;
 
-use crate::capacity::{Meter, Peaks, Units};
+use crate::capacity::{Meter, Peaks};
 
 /// The operations told apart in the counts (the last slot counts any other).
 pub const OPERATIONS: [&str; 8] = [
@@ -38,8 +34,6 @@ pub const OPERATIONS: [&str; 8] = [
 #[derive(Debug, Default)]
 struct Counts {
     by_op: [AtomicU64; OPERATIONS.len()],
-    bytes_sent: AtomicU64,
-    bytes_received: AtomicU64,
     in_flight: AtomicI64,
     rounds: AtomicU64,
     swept: AtomicU64,
@@ -61,12 +55,10 @@ pub struct Requests {
     pub rounds: u64,
     /// Transactions whose finish left them to the sweeper.
     pub swept: u64,
-    /// Request body bytes sent.
-    pub bytes_sent: u64,
-    /// Response body bytes received (`Content-Length`).
-    pub bytes_received: u64,
-    /// Capacity units the responses reported (and the refused writes' estimate).
-    pub units: Units,
+    /// Write units, in half-units (reported, and the refused writes' estimate).
+    pub write_halves: u64,
+    /// Successful writes whose response reported no units (expected 0).
+    pub unit_anomalies: u64,
 }
 
 impl Requests {
@@ -77,72 +69,45 @@ impl Requests {
 
     /// `self - earlier`.
     pub fn since(&self, earlier: &Requests) -> Requests {
-        let mut by_op = [0; OPERATIONS.len()];
-        for (i, slot) in by_op.iter_mut().enumerate() {
-            *slot = self.by_op[i].saturating_sub(earlier.by_op[i]);
-        }
-        Requests {
-            by_op,
-            rounds: self.rounds.saturating_sub(earlier.rounds),
-            swept: self.swept.saturating_sub(earlier.swept),
-            bytes_sent: self.bytes_sent.saturating_sub(earlier.bytes_sent),
-            bytes_received: self.bytes_received.saturating_sub(earlier.bytes_received),
-            units: self.units.since(&earlier.units),
-        }
+        self.zip(earlier, u64::saturating_sub)
     }
 
     /// `self + other`.
     pub fn plus(&self, other: &Requests) -> Requests {
-        let mut by_op = self.by_op;
-        for (i, slot) in by_op.iter_mut().enumerate() {
-            *slot += other.by_op[i];
-        }
-        Requests {
-            by_op,
-            rounds: self.rounds + other.rounds,
-            swept: self.swept + other.swept,
-            bytes_sent: self.bytes_sent + other.bytes_sent,
-            bytes_received: self.bytes_received + other.bytes_received,
-            units: self.units.plus(&other.units),
-        }
+        self.zip(other, |a, b| a + b)
     }
 
-    /// Attempts of one operation.
-    pub fn of(&self, op: &str) -> u64 {
-        OPERATIONS
-            .iter()
-            .position(|o| *o == op)
-            .map_or(0, |i| self.by_op[i])
+    fn zip(&self, o: &Requests, f: impl Fn(u64, u64) -> u64) -> Requests {
+        Requests {
+            by_op: std::array::from_fn(|i| f(self.by_op[i], o.by_op[i])),
+            rounds: f(self.rounds, o.rounds),
+            swept: f(self.swept, o.swept),
+            write_halves: f(self.write_halves, o.write_halves),
+            unit_anomalies: f(self.unit_anomalies, o.unit_anomalies),
+        }
     }
 }
 
 impl RequestCounter {
     /// A counter at zero, its requests not asking for their consumed capacity.
     pub fn new() -> Self {
-        RequestCounter {
-            counts: Arc::new(Counts::default()),
-        }
+        RequestCounter::default()
     }
 
-    /// Whether requests from now on ask for their consumed capacity (and the meter reads it).
-    /// Asking slows DynamoDB Local, so the bench asks only in slices set aside for it.
+    /// Whether writes from now on ask for their consumed capacity (and the meter reads it).
     pub fn ask_units(&self, on: bool) {
         self.counts.units.set_asking(on);
     }
 
     /// The counts now.
     pub fn snapshot(&self) -> Requests {
-        let mut by_op = [0; OPERATIONS.len()];
-        for (i, slot) in by_op.iter_mut().enumerate() {
-            *slot = self.counts.by_op[i].load(Ordering::Relaxed);
-        }
+        let (write_halves, unit_anomalies) = self.counts.units.snapshot();
         Requests {
-            by_op,
+            by_op: std::array::from_fn(|i| self.counts.by_op[i].load(Ordering::Relaxed)),
             rounds: self.counts.rounds.load(Ordering::Relaxed),
             swept: self.counts.swept.load(Ordering::Relaxed),
-            bytes_sent: self.counts.bytes_sent.load(Ordering::Relaxed),
-            bytes_received: self.counts.bytes_received.load(Ordering::Relaxed),
-            units: self.counts.units.snapshot(),
+            write_halves,
+            unit_anomalies,
         }
     }
 
@@ -151,7 +116,7 @@ impl RequestCounter {
         self.counts.swept.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// The largest reservation set, fence and item seen in responses since the last call.
+    /// The largest reservation set and fence seen in responses since the last call.
     pub fn take_peaks(&self) -> Peaks {
         self.counts.units.take_peaks()
     }
@@ -208,10 +173,6 @@ impl Intercept for RequestCounter {
             .position(|o| *o == op)
             .unwrap_or(OPERATIONS.len() - 1);
         self.counts.by_op[slot].fetch_add(1, Ordering::Relaxed);
-        let sent = context.request().body().bytes().map_or(0, <[u8]>::len);
-        self.counts
-            .bytes_sent
-            .fetch_add(sent as u64, Ordering::Relaxed);
         if self.counts.in_flight.fetch_add(1, Ordering::SeqCst) == 0 {
             self.counts.rounds.fetch_add(1, Ordering::Relaxed);
         }
@@ -220,21 +181,12 @@ impl Intercept for RequestCounter {
 
     fn read_after_transmit(
         &self,
-        context: &BeforeDeserializationInterceptorContextRef<'_>,
+        _context: &BeforeDeserializationInterceptorContextRef<'_>,
         _runtime_components: &RuntimeComponents,
         _cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
-        let received = context
-            .response()
-            .headers()
-            .get("content-length")
-            .and_then(|l| l.parse::<u64>().ok())
-            .unwrap_or(0);
-        self.counts
-            .bytes_received
-            .fetch_add(received, Ordering::Relaxed);
-        // Not called when the transmission itself fails: the round count is only read in
-        // healthy concurrency-1 runs, where that does not happen (failures are reported).
+        // Not called when the transmission itself fails: the round count is only read with one
+        // transfer in flight, where that does not happen (failures are reported).
         self.counts.in_flight.fetch_sub(1, Ordering::SeqCst);
         Ok(())
     }

@@ -260,7 +260,7 @@ impl SystemRun {
             answer_p50_ms: ms(percentile(&answers, 0.5)),
             answer_p99_ms: ms(percentile(&answers, 0.99)),
             applied_p50_ms: ms(percentile(&applied, 0.5)),
-            write_units_per_committed: per(self.requests.units.write_halves() as f64 / 2.0),
+            write_units_per_committed: per(self.requests.write_halves as f64 / 2.0),
             requests_per_committed: per(self.requests.total() as f64),
             rounds_to_answer: (group.concurrency == 1)
                 .then(|| rounds.get(rounds.len() / 2).copied())
