@@ -3,20 +3,25 @@
 
 use std::time::Duration;
 
-/// A latency distribution's summary.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+/// A latency distribution's summary (in JSON: milliseconds).
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
 pub struct Latency {
     /// Samples.
     pub n: usize,
     /// Mean.
+    #[serde(rename = "meanMs", serialize_with = "as_ms")]
     pub mean: Duration,
     /// Median.
+    #[serde(rename = "p50Ms", serialize_with = "as_ms")]
     pub p50: Duration,
     /// 95th percentile.
+    #[serde(rename = "p95Ms", serialize_with = "as_ms")]
     pub p95: Duration,
     /// 99th percentile.
+    #[serde(rename = "p99Ms", serialize_with = "as_ms")]
     pub p99: Duration,
     /// Largest.
+    #[serde(rename = "maxMs", serialize_with = "as_ms")]
     pub max: Duration,
 }
 
@@ -47,6 +52,19 @@ pub fn percentile(sorted: &[Duration], q: f64) -> Duration {
     }
     let rank = (q * sorted.len() as f64).ceil() as usize;
     sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+/// A duration as milliseconds, for JSON.
+pub fn as_ms<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(ms(*d))
+}
+
+/// An optional duration as milliseconds, for JSON.
+pub fn as_ms_opt<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => s.serialize_f64(ms(*d)),
+        None => s.serialize_none(),
+    }
 }
 
 /// Milliseconds as a float, for reports.

@@ -51,7 +51,7 @@ pub struct Serve {
     stopped: bool,
 }
 
-/// How a stop went.
+/// How a stop went (in JSON: its exit code, seconds, the `java` left).
 #[derive(Clone, Debug)]
 pub struct Stopped {
     /// `twopc serve`'s exit status.
@@ -60,6 +60,18 @@ pub struct Stopped {
     pub took: Duration,
     /// A DynamoDB Local (`java`) still alive after `twopc serve` exited (then stopped here).
     pub java_left: Option<u32>,
+}
+
+impl serde::Serialize for Stopped {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        serde_json::json!({
+            "exitCode": self.status.and_then(|st| st.code()),
+            "success": self.status.is_some_and(|st| st.success()),
+            "seconds": self.took.as_secs_f64(),
+            "javaLeft": self.java_left,
+        })
+        .serialize(s)
+    }
 }
 
 impl Stopped {

@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::{Value, json};
 
-use super::{Aging, LiveError, LiveReport, Measured, Stages, Stopped};
+use super::{LiveError, LiveReport, Stages, Stopped};
 use crate::stats::{Latency, ms};
 
 fn ratio(a: Duration, b: Duration) -> Option<f64> {
@@ -90,17 +90,13 @@ fn header(r: &LiveReport, now: SystemTime) -> String {
         o,
         "{} · `{}` (`twopc serve` with its own persisted DynamoDB Local in a fresh data folder, \
          as `make run` runs it) · {} cores, load average {} at the start and {} at the end · \
-         run {:.0} s{}\n",
+         run {:.0} s\n",
         crate::report::utc(now),
         r.twopc,
         r.cores,
         r.load_start.as_deref().unwrap_or("?"),
         r.load_end.as_deref().unwrap_or("?"),
         r.wall.as_secs_f64(),
-        r.make_wall.map_or_else(String::new, |w| format!(
-            ", `make bench-live` {:.0} s with its builds",
-            w.as_secs_f64()
-        ))
     );
     let _ = writeln!(
         o,
@@ -308,125 +304,21 @@ fn restart(o: &mut String, r: &LiveReport) {
     }
 }
 
-fn lat(l: &Latency) -> Value {
-    json!({"n": l.n, "p50Ms": ms(l.p50), "p95Ms": ms(l.p95), "p99Ms": ms(l.p99), "maxMs": ms(l.max), "meanMs": ms(l.mean)})
-}
-
-fn stages_json(s: &Stages) -> Value {
-    json!({
-        "batches": s.batches,
-        "records": s.records,
-        "batchGapP50Ms": ms(s.gap_p50),
-        "batchGapMaxMs": ms(s.gap_max),
-        "recordAgeOnArrival": lat(&s.age),
-        "getRecords": lat(&s.read),
-        "lake": lat(&s.lake),
-        "lookups": lat(&s.lookup),
-        "sends": lat(&s.push),
-    })
-}
-
-fn measured_json(m: &Measured) -> Value {
-    json!({
-        "committed": m.committed,
-        "failed": m.failed,
-        "abortedAttempts": m.aborted_attempts,
-        "errorAttempts": m.error_attempts,
-        "unfinished": m.unfinished,
-        "http": lat(&m.http),
-        "commitsPerSecond": m.commit_rate,
-        "push": lat(&m.push),
-        "pushesMissing": m.missing,
-        "pushesBeforeAnswer": m.before_answer,
-        "transactionCompleted": lat(&m.completed),
-        "incomplete": m.incomplete,
-        "messages": m.messages,
-        "pushSpanSeconds": m.push_span.as_secs_f64(),
-        "messagesPerSecond": m.message_rate(),
-        "stages": stages_json(&m.stages),
-    })
-}
-
-fn aging_json(a: &Aging) -> Value {
-    json!({
-        "committed": a.committed,
-        "failed": a.failed,
-        "abortedAttempts": a.aborted_attempts,
-        "errorAttempts": a.error_attempts,
-        "spanSeconds": a.span.as_secs_f64(),
-        "commitsPerSecond": super::per_second(a.committed, a.span),
-        "http": lat(&a.http),
-        "push": lat(&a.push),
-        "backlogAtLastAnswer": a.backlog,
-        "backlogMessagesAtLastAnswer": a.backlog_messages,
-        "drainFirstPushSeconds": a.drain_first.map(|t| t.as_secs_f64()),
-        "drainSeconds": a.drain.map(|t| t.as_secs_f64()),
-        "transactionCompleted": lat(&a.completed),
-        "pushesMissing": a.missing,
-        "messages": a.messages,
-        "pushSpanSeconds": a.push_span.as_secs_f64(),
-        "messagesPerSecond": super::per_second(a.messages, a.push_span),
-        "stages": stages_json(&a.stages),
-    })
-}
-
-fn stop_json(s: &Option<Stopped>) -> Value {
-    s.as_ref().map_or(Value::Null, |s| {
-        json!({
-            "exitCode": s.status.and_then(|st| st.code()),
-            "success": s.status.is_some_and(|st| st.success()),
-            "seconds": s.took.as_secs_f64(),
-            "javaLeft": s.java_left,
-        })
-    })
-}
-
-/// The JSON report.
+/// The JSON report: every figure, and the checks.
 pub fn json(r: &LiveReport) -> Value {
-    let rs = &r.restart;
-    json!({
-        "mode": r.mode,
-        "parameters": {
-            "transfers": r.transfers,
-            "concurrency": r.concurrency,
-            "age": r.age,
-            "ageConcurrency": r.age_concurrency,
-            "accounts": r.accounts,
-            "initialBalance": r.initial_balance,
-            "pushTimeoutSeconds": r.push_timeout.as_secs(),
-            "twopc": r.twopc,
-        },
-        "machine": {"cores": r.cores, "loadAverageStart": r.load_start, "loadAverageEnd": r.load_end},
-        "wallSeconds": r.wall.as_secs_f64(),
-        "makeWallSeconds": r.make_wall.map(|w| w.as_secs_f64()),
-        "fresh": measured_json(&r.fresh),
-        "aging": aging_json(&r.aging),
-        "aged": measured_json(&r.aged),
-        "dataFolderBytes": r.data_bytes,
-        "ratios": {
-            "pushP50": ratio(r.aged.push.p50, r.fresh.push.p50),
-            "pushP99": ratio(r.aged.push.p99, r.fresh.push.p99),
-            "httpP50": ratio(r.aged.http.p50, r.fresh.http.p50),
-            "httpP99": ratio(r.aged.http.p99, r.fresh.http.p99),
-        },
-        "restart": {
-            "firstStop": stop_json(&rs.first_stop),
-            "secondStop": stop_json(&rs.second_stop),
-            "startupSeconds": rs.startups.iter().map(Duration::as_secs_f64).collect::<Vec<_>>(),
-            "balancesBefore": rs.before.iter().map(|(k, v)| json!([k, v])).collect::<Vec<_>>(),
-            "balancesAfter": rs.after.iter().map(|(k, v)| json!([k, v])).collect::<Vec<_>>(),
-            "balancesKept": rs.balances_kept(),
-            "distinctMessagesBefore": rs.pushed_before,
-            "wsRepeatedBefore": rs.ws_repeated_before,
-            "wsRedelivered": rs.ws_redelivered,
-            "lakeRedelivered": rs.lake_redelivered,
-            "lakeDuplicateEventIds": rs.lake_duplicates,
-            "afterCommitted": rs.after_committed,
-            "afterPushed": rs.after_pushed,
-            "afterPush": lat(&rs.after_push),
-        },
-        "checks": r.checks().into_iter().map(|(what, ok)| json!({"what": what, "pass": ok})).collect::<Vec<_>>(),
-    })
+    let mut v = serde_json::to_value(r).unwrap_or_default();
+    v["ratios"] = json!({
+        "pushP50": ratio(r.aged.push.p50, r.fresh.push.p50),
+        "pushP99": ratio(r.aged.push.p99, r.fresh.push.p99),
+        "httpP50": ratio(r.aged.http.p50, r.fresh.http.p50),
+        "httpP99": ratio(r.aged.http.p99, r.fresh.http.p99),
+    });
+    v["checks"] = r
+        .checks()
+        .into_iter()
+        .map(|(what, pass)| json!({"what": what, "pass": pass}))
+        .collect();
+    v
 }
 
 /// Writes `live.md` and `live.json` into `dir`.

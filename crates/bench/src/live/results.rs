@@ -6,20 +6,25 @@ use std::time::Duration;
 
 use super::child::Stopped;
 use super::load::per_second;
-use crate::stats::Latency;
+use serde::Serialize;
+
+use crate::stats::{Latency, as_ms, as_ms_opt};
 
 /// Where the time of a push goes: the stream processor logs each batch it delivered (those
 /// that yielded rows or pushes) with its stages, which the run reads back from `twopc serve`'s
 /// log.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Stages {
     /// Batches the processor logged as delivered.
     pub batches: usize,
     /// Stream records in those batches.
     pub records: usize,
     /// Median time between two logged batches.
+    #[serde(serialize_with = "as_ms")]
     pub gap_p50: Duration,
     /// Longest time between two logged batches.
+    #[serde(serialize_with = "as_ms")]
     pub gap_max: Duration,
     /// Per batch: the oldest transaction record's age on arrival (coordinator's write →
     /// through the stream and the poller → the processor).
@@ -35,7 +40,8 @@ pub struct Stages {
 }
 
 /// A measured phase (fresh or aged).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Measured {
     /// `fresh` or `aged`.
     pub label: String,
@@ -66,6 +72,7 @@ pub struct Measured {
     /// WebSocket messages carrying the phase's txIds.
     pub messages: usize,
     /// First to last of those messages.
+    #[serde(serialize_with = "as_ms")]
     pub push_span: Duration,
     /// Where the push latency goes, seen from outside.
     pub stages: Stages,
@@ -79,7 +86,8 @@ impl Measured {
 }
 
 /// The aging phase.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Aging {
     /// Transfers committed.
     pub committed: usize,
@@ -90,6 +98,7 @@ pub struct Aging {
     /// Attempts that errored and were retried.
     pub error_attempts: usize,
     /// First request to last answer.
+    #[serde(serialize_with = "as_ms")]
     pub span: Duration,
     /// Request to answer.
     pub http: Latency,
@@ -100,8 +109,10 @@ pub struct Aging {
     /// Committed but without all their messages when the last answer came.
     pub backlog_messages: usize,
     /// Last answer to every aging transfer's first push (None: not within the drain timeout).
+    #[serde(serialize_with = "as_ms_opt")]
     pub drain_first: Option<Duration>,
     /// Last answer to every message of every aging transfer (None: not within the timeout).
+    #[serde(serialize_with = "as_ms_opt")]
     pub drain: Option<Duration>,
     /// Answer to `transaction.completed`.
     pub completed: Latency,
@@ -110,13 +121,15 @@ pub struct Aging {
     /// WebSocket messages carrying aging txIds.
     pub messages: usize,
     /// First to last of them.
+    #[serde(serialize_with = "as_ms")]
     pub push_span: Duration,
     /// Batches and records the processor logged meanwhile.
     pub stages: Stages,
 }
 
 /// The restart.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Restart {
     /// How the first `twopc serve` stopped.
     pub first_stop: Option<Stopped>,
@@ -154,7 +167,8 @@ impl Restart {
 }
 
 /// The whole run.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct LiveReport {
     /// Parameters.
     pub mode: String,
@@ -171,6 +185,7 @@ pub struct LiveReport {
     /// Their starting balance.
     pub initial_balance: u64,
     /// Push timeout.
+    #[serde(serialize_with = "as_ms")]
     pub push_timeout: Duration,
     /// The `twopc` binary measured.
     pub twopc: String,
@@ -181,9 +196,8 @@ pub struct LiveReport {
     /// Cores.
     pub cores: usize,
     /// The run itself.
+    #[serde(serialize_with = "as_ms")]
     pub wall: Duration,
-    /// `make bench-live` as a whole (builds included), when known.
-    pub make_wall: Option<Duration>,
     /// Fresh measurement.
     pub fresh: Measured,
     /// Aging.
