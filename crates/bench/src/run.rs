@@ -168,6 +168,11 @@ async fn run_group(
         }
     }
     let mut cells = vec![];
+    for run in &mut runs {
+        let before = run.counter.snapshot();
+        run.driver.sweep_left().await?;
+        run.requests = run.requests.plus(&run.counter.snapshot().since(&before));
+    }
     for run in runs {
         let mut cell = run.cell(group);
         let contention = group.workload.contention;

@@ -2,8 +2,12 @@
 //! two calls every participant write is made of, with a refused condition answered by the item
 //! as it was.
 
+use std::time::Duration;
+
 use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::error::ProvideErrorMetadata;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
+use rand::Rng;
 use twopc_core::item::Key;
 use twopc_core::layout::{FENCE, FORMAT, FORMAT_VERSION};
 use twopc_core::ports::{CompleteWrite, PortError};
@@ -120,6 +124,10 @@ async fn adopt(
     .map(|_| ())
 }
 
+/// Sends one conditional `UpdateItem`. An item that a native `TransactWriteItems` holds refuses
+/// single writes with `TransactionConflictException` until that transaction completes (tens of
+/// milliseconds), and nothing was written: sent again after a jittered wait
+/// ([`conflict_backoff`]) before the conflict is reported as retryable.
 async fn send(
     client: &Client,
     table: &str,
@@ -128,25 +136,47 @@ async fn send(
     w: &Write,
     context: impl Fn() -> String,
 ) -> Result<Outcome, PortError> {
-    let r = client
-        .update_item()
-        .table_name(table)
-        .set_key(Some(key_item(key)))
-        .update_expression(&w.update)
-        .condition_expression(&w.condition)
-        .set_expression_attribute_names(e.names())
-        .set_expression_attribute_values(e.values())
-        .return_values(w.returns.clone())
-        .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-        .send()
-        .await;
-    match r {
-        Ok(out) => Ok(Outcome::Written(out.attributes)),
-        Err(err) => match err.as_service_error() {
-            Some(aws_sdk_dynamodb::operation::update_item::UpdateItemError::ConditionalCheckFailedException(c)) => Ok(Outcome::Refused(c.item.clone())),
-            _ => Err(classify(context(), err)),
-        },
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let r = client
+            .update_item()
+            .table_name(table)
+            .set_key(Some(key_item(key)))
+            .update_expression(&w.update)
+            .condition_expression(&w.condition)
+            .set_expression_attribute_names(e.names())
+            .set_expression_attribute_values(e.values())
+            .return_values(w.returns.clone())
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        let err = match r {
+            Ok(out) => return Ok(Outcome::Written(out.attributes)),
+            Err(err) => err,
+        };
+        let service = err.as_service_error();
+        if let Some(aws_sdk_dynamodb::operation::update_item::UpdateItemError::ConditionalCheckFailedException(c)) = service {
+            return Ok(Outcome::Refused(c.item.clone()));
+        }
+        let conflict = service.and_then(ProvideErrorMetadata::code) == Some(TRANSACTION_CONFLICT);
+        match conflict_backoff(attempt).filter(|_| conflict) {
+            Some(bound) => {
+                let wait = bound.mul_f64(rand::rng().random_range(0.0..=1.0));
+                tokio::time::sleep(wait).await;
+            }
+            None => return Err(classify(context(), err)),
+        }
     }
+}
+
+/// DynamoDB's refusal of a single write to an item a transaction holds.
+const TRANSACTION_CONFLICT: &str = "TransactionConflictException";
+
+/// The bound of the wait after attempt `attempt` (1-based) of a write met a transaction's hold:
+/// full jitter from 10 ms, doubling, for three more attempts; `None` after the fourth.
+fn conflict_backoff(attempt: u32) -> Option<Duration> {
+    (attempt < 4).then(|| Duration::from_millis(10) * (1 << (attempt - 1)))
 }
 
 /// The raw item (strongly consistent read).
@@ -171,4 +201,19 @@ pub(crate) fn refused(item: Option<Item>) -> Result<CompleteWrite, PortError> {
     Ok(CompleteWrite::Refused(
         item.as_ref().map(item_state).transpose()?.map(Box::new),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_write_meeting_a_transactions_hold_is_sent_four_times_at_most() {
+        let bounds: Vec<_> = (1..=5).map(conflict_backoff).collect();
+        let ms = Duration::from_millis;
+        assert_eq!(
+            bounds,
+            [Some(ms(10)), Some(ms(20)), Some(ms(40)), None, None]
+        );
+    }
 }

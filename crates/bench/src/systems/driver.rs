@@ -4,19 +4,21 @@
 
 use std::error::Error as StdError;
 use std::sync::Arc;
+use std::time::Duration;
 
 use aws_sdk_dynamodb::Client;
 use serde_json::Value;
 use twopc_core::coordinator::{CommitMode, Coordinator, CoordinatorConfig};
 use twopc_core::direct::DirectTransport;
 use twopc_core::participant::Participant;
-use twopc_core::ports::SystemClock;
+use twopc_core::ports::{Clock, SystemClock, TxLog};
 use twopc_core::record::{TxRecord, Vote, VoteReason};
 use twopc_core::request::Limits;
 use twopc_core::status::TxStatus;
 use twopc_dynamo::{DynamoItems, DynamoNative, DynamoTxLog};
 
 use super::{AnswerMark, Done, Driver, Reason, System, TransferEnd, Votes, services};
+use crate::BenchError;
 use crate::config::BenchConfig;
 use crate::counter::RequestCounter;
 use crate::tables::Tables;
@@ -171,6 +173,30 @@ impl Driver {
                 .map_err(|e| chain(&e))?;
         }
         Ok(record)
+    }
+}
+
+impl Driver {
+    /// Plays the scheduled sweeper after a cell: every record left open (a transfer whose
+    /// stage failed, say, as a client would see a 503) is driven from the record once past its
+    /// deadline, as the sweeper drives it. Returns how many there were.
+    pub async fn sweep_left(&self) -> Result<usize, BenchError> {
+        if !self.system.keeps_records() {
+            return Ok(0);
+        }
+        let open = self
+            .log
+            .overdue(SystemClock.now_ms() + 3_600_000, 1000)
+            .await?;
+        if open.is_empty() {
+            return Ok(0);
+        }
+        tokio::time::sleep(Duration::from_millis(self.timeout_ms + 1000)).await;
+        for record in &open {
+            self.counter.note_swept();
+            self.coordinator.recover(record.clone()).await?;
+        }
+        Ok(open.len())
     }
 }
 
