@@ -84,3 +84,15 @@ impl BenchError {
         }
     }
 }
+
+/// An error and its sources, on one line.
+pub fn chain(e: &(dyn StdError + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    out
+}

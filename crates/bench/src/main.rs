@@ -237,15 +237,8 @@ fn render(out: &std::path::Path, pages: &[PathBuf]) -> ExitCode {
 }
 
 /// Prints an error and its sources on one line; exit status 2.
-fn fail(e: &dyn std::error::Error) -> ExitCode {
-    let mut msg = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        msg.push_str(": ");
-        msg.push_str(&s.to_string());
-        source = s.source();
-    }
-    eprintln!("twopc-bench: {msg}");
+fn fail(e: &(dyn std::error::Error + 'static)) -> ExitCode {
+    eprintln!("twopc-bench: {}", twopc_bench::chain(e));
     ExitCode::from(2)
 }
 

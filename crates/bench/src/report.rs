@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 use std::path::Path;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 use serde_json::{Value, json};
 
@@ -347,25 +347,15 @@ pub fn assumptions(c: &BenchConfig) -> Value {
     })
 }
 
-/// `YYYY-MM-DD HH:MM UTC` of a time.
+/// `YYYY-MM-DD HH:MM UTC` of a time (from the SDK's RFC 3339 formatting).
 pub fn utc(t: SystemTime) -> String {
-    let secs = t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02} UTC",
-        rem / 3600,
-        (rem % 3600) / 60
-    )
+    let rfc3339 = aws_smithy_types::DateTime::from(t)
+        .fmt(aws_smithy_types::date_time::Format::DateTime)
+        .unwrap_or_default();
+    match (rfc3339.get(..10), rfc3339.get(11..16)) {
+        (Some(date), Some(time)) => format!("{date} {time} UTC"),
+        _ => rfc3339,
+    }
 }
 
 /// The machine: its cores, CPU model and memory.
@@ -384,6 +374,7 @@ pub fn machine() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::UNIX_EPOCH;
 
     #[test]
     fn utc_dates() {

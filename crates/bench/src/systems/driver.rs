@@ -2,7 +2,6 @@
 //! conflict with a jittered backoff, each attempt by its system's path, its end read off the
 //! transaction record.
 
-use std::error::Error as StdError;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,11 +17,11 @@ use twopc_core::status::TxStatus;
 use twopc_dynamo::{DynamoItems, DynamoNative, DynamoTxLog};
 
 use super::{AnswerMark, Done, Driver, Reason, System, TransferEnd, Votes, services};
-use crate::BenchError;
 use crate::config::BenchConfig;
 use crate::counter::RequestCounter;
 use crate::tables::Tables;
 use crate::workload::Transfer;
+use crate::{BenchError, chain};
 
 impl Driver {
     /// Wires `system` over `tables`; `counter` is the one `client` reports to. `hot`: the
@@ -220,16 +219,4 @@ fn classify(record: &TxRecord) -> TransferEnd {
         }
         other => TransferEnd::Unfinished(format!("transaction {} left {other}", record.tx_id)),
     }
-}
-
-/// An error and its sources, on one line.
-fn chain(e: &(dyn StdError + 'static)) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        source = s.source();
-    }
-    out
 }
