@@ -179,15 +179,15 @@ bench-quick: ddb-tools ## A seconds-long bench with the same shape (debug build)
 	cargo build --locked -p twopc-bench
 	$(DDB) run ./target/debug/twopc-bench --quick --out target/bench-quick $(BENCH_ARGS)
 
-# make bench-live: the local stack from outside (twopc-bench live): `twopc serve` as `make run`
-# runs it (its debug build, what users see) with its own persisted DynamoDB Local; the harness
-# is the release build make bench already caches (it only sends requests and timestamps
-# messages). ~5 min on 2 cores (10,000 aging transfers); BENCH_ARGS="--quick" for a minute.
+# make bench-live: the local stack from outside (crate twopc-bench-live): `twopc serve` as
+# `make run` runs it (its debug build, what users see) with its own persisted DynamoDB Local; the
+# harness is a release build (it only sends requests and timestamps messages). ~5 min on 2
+# cores (10,000 aging transfers); BENCH_ARGS="--quick" for a minute.
 .PHONY: bench-live
 bench-live: ddb-tools ## Time a commit's WebSocket push, fresh and after 10k transfers, and a restart; report in bench/results/live.md
 	cargo build --locked -p twopc && \
-	cargo build --release --locked -p twopc-bench && \
-	./target/release/twopc-bench live --twopc target/debug/twopc $(BENCH_ARGS)
+	cargo build --release --locked -p twopc-bench-live && \
+	./target/release/twopc-bench-live --twopc target/debug/twopc $(BENCH_ARGS)
 
 ddb-start: tools ## Start DynamoDB Local for development (prints its URL; export it as TWOPC_DYNAMODB_ENDPOINT)
 	@$(DDB) start

@@ -17,8 +17,10 @@
 //!   [`capacity`]: the write units each response reports; [`procfs`]: CPU time; [`stats`]:
 //!   percentiles;
 //! - [`results`]: what `latest.json` holds; [`report`]: `latest.md` and the pages' figures,
-//!   rendered from it;
-//! - [`live`]: `make bench-live`, another bench: the local stack (`twopc serve`) from outside.
+//!   rendered from it.
+//!
+//! `make bench-live`, the other bench (the local stack from outside), is the crate
+//! `twopc-bench-live`.
 //!
 //! Every figure is reported beside native's figure of the same run, as a ratio: a lone
 //! absolute time on a shared 2-core machine means little.
@@ -28,7 +30,6 @@ pub mod capacity;
 pub mod config;
 pub mod counter;
 pub mod inject;
-pub mod live;
 pub mod load;
 pub mod procfs;
 pub mod report;

@@ -1,7 +1,6 @@
 //! `twopc-bench`: the protocol against native `TransactWriteItems` under a production model of
-//! DynamoDB laid over DynamoDB Local (`make bench`), the local stack from outside (`live`,
-//! `make bench-live`), and the report and the pages' figures rendered from `latest.json`
-//! (`render`). `--help` lists the options.
+//! DynamoDB laid over DynamoDB Local (`make bench`), and the report and the pages' figures
+//! rendered from `latest.json` (`render`). `--help` lists the options.
 //!
 //! Exit status 1 if a correctness check failed, 2 if the bench could not run.
 
@@ -11,7 +10,6 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, Parser, Subcommand};
 use twopc_bench::config::BenchConfig;
-use twopc_bench::live::LiveConfig;
 use twopc_bench::report;
 use twopc_bench::systems::System;
 use twopc_bench::workload::{Contention, Workload};
@@ -27,9 +25,6 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// The local stack from outside: a committed transfer's WebSocket push, fresh and after
-    /// aging, and a restart (`make bench-live`).
-    Live(LiveArgs),
     /// Render `latest.md` from a `latest.json` (and, with `--page`, the summary block of a page).
     Render {
         /// The report's folder.
@@ -68,40 +63,6 @@ struct BenchArgs {
     /// Measured milliseconds per slice.
     #[arg(long)]
     measure_ms: Option<u64>,
-}
-
-#[derive(Args, Debug)]
-struct LiveArgs {
-    /// A minute-long run of the same shape (report in target/bench-live-quick/).
-    #[arg(long)]
-    quick: bool,
-    /// The `twopc` binary (its debug build is what `make run` runs).
-    #[arg(long, default_value = "target/debug/twopc")]
-    twopc: PathBuf,
-    /// Where `live.md` and `live.json` go (default bench/results, or target/bench-live-quick).
-    #[arg(long)]
-    out: Option<PathBuf>,
-    /// Transfers measured, fresh and aged.
-    #[arg(long)]
-    transfers: Option<usize>,
-    /// Transfers in flight while measuring.
-    #[arg(long)]
-    concurrency: Option<usize>,
-    /// Transfers that age the stack between the two measurements.
-    #[arg(long)]
-    age: Option<usize>,
-    /// Transfers in flight while aging.
-    #[arg(long)]
-    age_concurrency: Option<usize>,
-    /// Accounts the transfers move money among (at least 2).
-    #[arg(long)]
-    accounts: Option<usize>,
-    /// A push later than this after its answer counts as missing.
-    #[arg(long)]
-    push_timeout_secs: Option<u64>,
-    /// Keep the run's folder (data, lake, logs).
-    #[arg(long)]
-    keep: bool,
 }
 
 fn parse_workload(text: &str) -> Result<Workload, String> {
@@ -157,38 +118,10 @@ impl BenchArgs {
     }
 }
 
-impl LiveArgs {
-    fn config(&self) -> (LiveConfig, PathBuf) {
-        let twopc = self.twopc.clone();
-        let mut c = if self.quick {
-            LiveConfig::quick(twopc)
-        } else {
-            LiveConfig::full(twopc)
-        };
-        let set = |field: &mut usize, v: Option<usize>| *field = v.unwrap_or(*field).max(1);
-        set(&mut c.transfers, self.transfers);
-        set(&mut c.concurrency, self.concurrency);
-        set(&mut c.age, self.age);
-        set(&mut c.age_concurrency, self.age_concurrency);
-        c.accounts = self.accounts.unwrap_or(c.accounts).max(2);
-        if let Some(s) = self.push_timeout_secs {
-            c.push_timeout = Duration::from_secs(s.max(1));
-        }
-        c.keep = self.keep;
-        let default = if self.quick {
-            "target/bench-live-quick"
-        } else {
-            "bench/results"
-        };
-        (c, self.out.clone().unwrap_or_else(|| default.into()))
-    }
-}
-
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Some(Command::Live(args)) => live(&args).await,
         Some(Command::Render { out, page }) => render(&out, &page),
         None => bench(&cli.bench).await,
     }
@@ -240,49 +173,4 @@ fn render(out: &std::path::Path, pages: &[PathBuf]) -> ExitCode {
 fn fail(e: &(dyn std::error::Error + 'static)) -> ExitCode {
     eprintln!("twopc-bench: {}", twopc_bench::chain(e));
     ExitCode::from(2)
-}
-
-async fn live(args: &LiveArgs) -> ExitCode {
-    let (config, out) = args.config();
-    eprintln!(
-        "twopc-bench live: {} run of {} (N={} at {} in flight, K={} at {})",
-        config.mode,
-        config.twopc.display(),
-        config.transfers,
-        config.concurrency,
-        config.age,
-        config.age_concurrency
-    );
-    let started = Instant::now();
-    let progress = |line: &str| eprintln!("  [{:>4.0} s] {line}", started.elapsed().as_secs_f64());
-    // Ctrl-C (or a SIGINT to this process alone) drops the run, and with it the stack it
-    // started: `Serve`'s drop stops `twopc serve`, which stops its DynamoDB Local.
-    let run = tokio::select! {
-        run = twopc_bench::live::run(&config, &progress) => run,
-        _ = tokio::signal::ctrl_c() => {
-            eprintln!("twopc-bench live: interrupted; the stack it started is stopped");
-            return ExitCode::from(130);
-        }
-    };
-    let report = match run {
-        Ok(r) => r,
-        Err(e) => return fail(&e),
-    };
-    if let Err(e) = twopc_bench::live::report::write(&report, &out) {
-        return fail(&e);
-    }
-    eprintln!(
-        "twopc-bench live: report in {} ({:.0} s)",
-        out.join("live.md").display(),
-        report.wall.as_secs_f64()
-    );
-    if report.all_checks_pass() {
-        return ExitCode::SUCCESS;
-    }
-    for (what, ok) in report.checks() {
-        if !ok {
-            eprintln!("twopc-bench live: CHECK FAILED: {what}");
-        }
-    }
-    ExitCode::from(1)
 }

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::Stages;
-use crate::stats::Latency;
+use twopc_bench::stats::Latency;
 
 /// The time of day (seconds) a log line starts with (`2026-11-23T20:37:55.010089Z ...`).
 fn log_time(line: &str) -> Option<f64> {
@@ -62,7 +62,7 @@ pub(super) fn stages(log: (&Path, u64, u64)) -> Stages {
     Stages {
         batches,
         records,
-        gap_p50: crate::stats::percentile(&gaps, 0.5),
+        gap_p50: twopc_bench::stats::percentile(&gaps, 0.5),
         gap_max: gaps.last().copied().unwrap_or_default(),
         age,
         read,

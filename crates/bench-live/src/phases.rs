@@ -13,7 +13,7 @@ use super::serve_log::{log_len, stages};
 use super::{
     Aging, LiveConfig, LiveError, LiveReport, MESSAGES_PER_ACCOUNT, MESSAGES_PER_TRANSFER, Measured,
 };
-use crate::stats::Latency;
+use twopc_bench::stats::Latency;
 
 /// Every phase on one stack: start it and create the accounts, then fresh, aging, aged and
 /// the restart.
@@ -353,7 +353,7 @@ fn dir_size(dir: &Path) -> u64 {
 
 /// A measured phase's progress line.
 fn summary(m: &Measured) -> String {
-    let ms = crate::stats::ms;
+    let ms = twopc_bench::stats::ms;
     format!(
         "  {}: http p50 {:.0} ms p99 {:.0} ms; push p50 {:.0} ms p95 {:.0} ms p99 {:.0} ms max {:.0} ms; {} missing; {} messages at {:.1}/s",
         m.label,

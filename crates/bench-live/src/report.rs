@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 use serde_json::{Value, json};
 
 use super::{LiveError, LiveReport, Stages, Stopped};
-use crate::stats::{Latency, ms};
+use twopc_bench::stats::{Latency, ms};
 
 fn ratio(a: Duration, b: Duration) -> Option<f64> {
     (!b.is_zero()).then(|| a.as_secs_f64() / b.as_secs_f64())
@@ -91,7 +91,7 @@ fn header(r: &LiveReport, now: SystemTime) -> String {
         "{} · `{}` (`twopc serve` with its own persisted DynamoDB Local in a fresh data folder, \
          as `make run` runs it) · {} cores, load average {} at the start and {} at the end · \
          run {:.0} s\n",
-        crate::report::utc(now),
+        twopc_bench::report::utc(now),
         r.twopc,
         r.cores,
         r.load_start.as_deref().unwrap_or("?"),

@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 
-use twopc_bench::live::{LiveConfig, report};
+use twopc_bench_live::{LiveConfig, report};
 
 /// `twopc` beside this test's own binary (`target/<profile>/deps/..` → `target/<profile>/twopc`).
 fn twopc_binary() -> PathBuf {
@@ -30,7 +30,7 @@ async fn quick_live_bench_commits_pushes_and_keeps_balances_across_a_restart() {
     let config = LiveConfig::quick(twopc_binary());
 
     // WHEN the whole live bench runs
-    let r = twopc_bench::live::run(&config, &|line| eprintln!("{line}"))
+    let r = twopc_bench_live::run(&config, &|line| eprintln!("{line}"))
         .await
         .expect("the live bench runs");
     let md = report::markdown(&r, std::time::SystemTime::now());

@@ -1,4 +1,4 @@
-//! `twopc-bench live` (`make bench-live`): how long a committed transfer takes to reach a
+//! # twopc-bench-live — `make bench-live`: how long a committed transfer takes to reach a
 //! WebSocket subscriber of the local stack, fresh and after the stack has aged, and whether a
 //! restart keeps what was committed.
 //!
@@ -24,6 +24,8 @@
 //! delivered with its stages (the oldest transaction record's age on arrival, `GetRecords`, the
 //! lake append, the subscription lookups, the sends).
 
+#![warn(missing_docs)]
+
 pub mod child;
 pub mod http;
 pub mod load;
@@ -36,9 +38,9 @@ mod serve_log;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use crate::procfs::load_average;
 use child::Stopped;
 use load::per_second;
+use twopc_bench::procfs::load_average;
 
 pub use results::{Aging, LiveReport, Measured, Restart, Stages};
 

@@ -8,7 +8,7 @@ use super::child::Stopped;
 use super::load::per_second;
 use serde::Serialize;
 
-use crate::stats::{Latency, as_ms, as_ms_opt};
+use twopc_bench::stats::{Latency, as_ms, as_ms_opt};
 
 /// Where the time of a push goes: the stream processor logs each batch it delivered (those
 /// that yielded rows or pushes) with its stages, which the run reads back from `twopc serve`'s
