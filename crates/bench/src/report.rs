@@ -108,6 +108,7 @@ fn model_section(a: &Value) -> String {
          | `TransactWriteItems` latency | lognormal, p50 {} ms at {} items, {} ms at {} items (linear in items), p99 {} ms | the same |\n\
          | a transaction's items held | from its arrival (half its latency) for {} of its latency; another transaction on a held item cancelled `TransactionConflict`, a single write refused `TransactionConflictException` | DynamoDB Developer Guide, \"Transaction conflict handling\"; the share is an assumption |\n\
          | one item's partition | {} write units a second; single writes to one item served one after another, one unit per KB of request | Developer Guide, \"Partitions and data distribution\"; units from the request's size are an assumption |\n\
+         | write units | as DynamoDB Local reports them, at least 2 per item of a transaction; a write refused by its condition charged by its item's size, a cancelled transaction 2 per item | Developer Guide, \"Capacity units for transactions\"; charging refusals is an assumption |\n\
          | a careful client | at most {} attempts per transfer, full-jitter backoff from {} ms doubling to {} ms, on a conflict | AWS SDKs' retry guidance |\n\
          | hot keys | {} of transfers draw every key from the first {} accounts of each table (of {}) | the bench's choice |\n",
         l["single"][0],
