@@ -265,3 +265,174 @@ fn escrow_refusal(item: Option<&ItemState>, lock: &Lock, seen: Seen, expired: &[
     }
     business_refusal(item, lock)
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::ids::TxId;
+    use crate::item::FenceEntry;
+    use crate::op::Operation;
+
+    fn lock(tx: &TxId, expires_at: u64, op: serde_json::Value) -> Lock {
+        Lock {
+            tx_id: tx.clone(),
+            expires_at,
+            began: expires_at - 5,
+            op: Operation::from_json("op", &op).expect("op"),
+            coordinator: "t".into(),
+        }
+    }
+
+    #[test]
+    fn fence_entry_refuses_a_late_prepare() {
+        let tx = TxId::random();
+        let mut item = ItemState::default();
+        item.fence.insert(
+            tx.clone(),
+            FenceEntry {
+                outcome: FenceOutcome::Committed,
+                began: 1,
+            },
+        );
+        let r = classify_refusal(
+            Some(&item),
+            &lock(&tx, 100, json!({"set": {"b": 1}})),
+            5,
+            |_| false,
+        );
+        assert!(matches!(r, Refusal::Vote(VoteReason::Fenced, _)), "{r:?}");
+    }
+
+    #[test]
+    fn the_horizon_refuses_a_prepare_that_began_at_or_before_it_unless_the_lock_is_its_own() {
+        let tx = TxId::random();
+        let mine = lock(&tx, 100, json!({"set": {"b": 1}})); // began 95
+        let mut item = ItemState {
+            horizon: 95,
+            ..Default::default()
+        };
+        let r = classify_refusal(Some(&item), &mine, 5, |_| false);
+        assert!(
+            matches!(&r, Refusal::Vote(VoteReason::Fenced, m) if m.contains("horizon")),
+            "{r:?}"
+        );
+        item.horizon = 94;
+        assert!(
+            !matches!(
+                classify_refusal(Some(&item), &mine, 5, |_| false),
+                Refusal::Vote(VoteReason::Fenced, _)
+            ),
+            "a transaction that began after the horizon is not fenced by it"
+        );
+        item.horizon = 99;
+        item.lock = Some(mine.clone());
+        assert!(
+            !matches!(
+                classify_refusal(Some(&item), &mine, 5, |_| false),
+                Refusal::Vote(VoteReason::Fenced, _)
+            ),
+            "a retried prepare finding its own lock is not fenced by a horizon raised meanwhile"
+        );
+    }
+
+    #[test]
+    fn another_lock_is_settled_through_its_owner_never_taken() {
+        // Live or expired, the holder is handed to the lock rule (which settles a live one only
+        // if its owner decided); the prepare never writes over it.
+        let (me, other) = (TxId::random(), TxId::random());
+        let item = ItemState {
+            lock: Some(lock(&other, 50, json!({"set": {"b": 1}}))),
+            ..Default::default()
+        };
+        let mine = lock(&me, 100, json!({"set": {"b": 1}}));
+        for now in [49, 51] {
+            assert!(
+                matches!(classify_refusal(Some(&item), &mine, now, |_| false),
+                    Refusal::Held { owners, waiting: false } if owners.len() == 1 && owners[0].tx_id == other),
+                "at {now}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_exclusive_operation_waits_for_reservations_and_a_reservation_for_nothing_but_a_lock() {
+        let (me, other) = (TxId::random(), TxId::random());
+        let item = ItemState {
+            attributes: [("b".to_owned(), json!(10))].into(),
+            reservations: [(other.clone(), lock(&other, 50, json!({"add": {"b": -1}})))].into(),
+            ..Default::default()
+        };
+        let exclusive = lock(&me, 100, json!({"set": {"b": 1}}));
+        assert!(matches!(
+            classify_refusal(Some(&item), &exclusive, 10, |_| false),
+            Refusal::Held { waiting: true, .. }
+        ));
+        let paused = ItemState {
+            paused_until: 20,
+            ..item
+        };
+        let reserving = lock(&me, 100, json!({"add": {"b": 1}}));
+        assert!(matches!(
+            classify_refusal(Some(&paused), &reserving, 10, |_| false),
+            Refusal::Vote(VoteReason::Conflict, m) if m.contains("paused")
+        ));
+    }
+
+    #[test]
+    fn failed_require_names_the_current_value() {
+        let tx = TxId::random();
+        let item = ItemState {
+            attributes: [("balance".to_owned(), json!(50))].into(),
+            ..Default::default()
+        };
+        let r = classify_refusal(
+            Some(&item),
+            &lock(
+                &tx,
+                100,
+                json!({"add": {"balance": -100}, "require": {"balance": {"gte": 100}}}),
+            ),
+            1,
+            |_| false,
+        );
+        match r {
+            Refusal::Vote(VoteReason::Condition, m) => {
+                assert!(m.contains("balance gte 100 (is 50)"), "{m}")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn add_to_a_non_number_is_invalid() {
+        let tx = TxId::random();
+        let item = ItemState {
+            attributes: [("balance".to_owned(), json!("x"))].into(),
+            ..Default::default()
+        };
+        let r = classify_refusal(
+            Some(&item),
+            &lock(&tx, 100, json!({"add": {"balance": 1}})),
+            1,
+            |_| false,
+        );
+        assert!(matches!(r, Refusal::Vote(VoteReason::Invalid, _)), "{r:?}");
+    }
+
+    #[test]
+    fn put_on_an_existing_item_fails_its_condition() {
+        let tx = TxId::random();
+        let r = classify_refusal(
+            Some(&ItemState::default()),
+            &lock(&tx, 100, json!({"put": {"a": 1}})),
+            1,
+            |_| false,
+        );
+        assert!(
+            matches!(r, Refusal::Vote(VoteReason::Condition, _)),
+            "{r:?}"
+        );
+    }
+}

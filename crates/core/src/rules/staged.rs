@@ -71,3 +71,95 @@ pub fn staged_decision(answers: impl IntoIterator<Item = Option<Inquiry>>) -> St
         StagedDecision::Wait
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rules::*;
+
+    #[test]
+    fn an_inquiry_reads_held_prevented_or_committed_and_prevents_only_when_asked() {
+        let real = Seen {
+            shape: Shape::Real,
+            ..Seen::ABSENT
+        };
+        let held = Seen {
+            holder: Holder::Me,
+            ..real
+        };
+        let reserved = Seen {
+            reserved_by_me: true,
+            ..real
+        };
+        for prevent in [false, true] {
+            assert_eq!(inquire(held, prevent), InquiryStep::Answer(Inquiry::Held));
+            assert_eq!(
+                inquire(reserved, prevent),
+                InquiryStep::Answer(Inquiry::Held)
+            );
+            let aborted = Seen {
+                entry: Some(FenceOutcome::Aborted),
+                ..real
+            };
+            assert_eq!(
+                inquire(aborted, prevent),
+                InquiryStep::Answer(Inquiry::Prevented)
+            );
+            let covered = Seen {
+                covered: true,
+                ..real
+            };
+            assert_eq!(
+                inquire(covered, prevent),
+                InquiryStep::Answer(Inquiry::Prevented)
+            );
+            let committed = Seen {
+                entry: Some(FenceOutcome::Committed),
+                ..real
+            };
+            assert_eq!(
+                inquire(committed, prevent),
+                InquiryStep::Answer(Inquiry::Committed)
+            );
+        }
+        // Another's lock does not protect the transaction from being prevented.
+        let other = Seen {
+            holder: Holder::Other { expired: false },
+            ..real
+        };
+        assert_eq!(inquire(other, false), InquiryStep::Answer(Inquiry::Open));
+        assert_eq!(inquire(other, true), InquiryStep::Fence);
+        assert_eq!(
+            inquire(Seen::ABSENT, false),
+            InquiryStep::Answer(Inquiry::Open)
+        );
+        assert_eq!(inquire(Seen::ABSENT, true), InquiryStep::Bury);
+        let tombstone = Seen {
+            shape: Shape::Tombstone,
+            ..Seen::ABSENT
+        };
+        assert_eq!(inquire(tombstone, true), InquiryStep::Fence);
+    }
+
+    #[test]
+    fn one_prevented_participant_aborts_and_only_all_held_commits() {
+        use Inquiry::*;
+        assert_eq!(
+            staged_decision([Some(Held), Some(Committed), Some(Held)]),
+            StagedDecision::Commit
+        );
+        assert_eq!(staged_decision([Some(Held), None]), StagedDecision::Wait);
+        assert_eq!(
+            staged_decision([Some(Open), Some(Held)]),
+            StagedDecision::Wait
+        );
+        assert_eq!(
+            staged_decision([None, Some(Prevented)]),
+            StagedDecision::Abort
+        );
+        assert_eq!(
+            staged_decision([Some(Held), Some(Prevented), Some(Open)]),
+            StagedDecision::Abort
+        );
+    }
+}
