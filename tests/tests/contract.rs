@@ -16,7 +16,7 @@ use twopc_core::ports::{
     ParticipantStore, PortError, PrepareWrite, Swapped, TxLog,
 };
 use twopc_core::record::{TxRecord, VoteReason};
-use twopc_core::request::KeySchema;
+use twopc_core::service::KeySchema;
 use twopc_core::status::TxStatus;
 use twopc_dynamo::{DynamoItems, DynamoNative, DynamoTxLog};
 use twopc_tests::{World, key};

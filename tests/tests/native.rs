@@ -11,7 +11,7 @@ use twopc_core::ids::TxId;
 use twopc_core::op::Mode;
 use twopc_core::ports::{Clock, TxLog};
 use twopc_core::record::{Target, Vote, VoteReason};
-use twopc_core::request::{KeyAttribute, KeySchema, KeyType, ServiceConfig};
+use twopc_core::service::{KeyAttribute, KeySchema, KeyType, ServiceConfig};
 use twopc_core::status::TxStatus;
 use twopc_dynamo::tables::{TableKind, TableSpec, ensure_table};
 use twopc_fanout::detect::{Detected, TableRole, Tables, change_of, detect};
@@ -359,14 +359,14 @@ async fn the_stream_sees_each_natively_committed_item_change_once() {
             w.accounts.clone(),
             TableRole::Participant {
                 participant: "accounts".into(),
-                key: twopc_core::request::KeySchema::string_hash("id"),
+                key: twopc_core::service::KeySchema::string_hash("id"),
             },
         ),
         (
             w.wallets.clone(),
             TableRole::Participant {
                 participant: "wallets".into(),
-                key: twopc_core::request::KeySchema::string_hash("id"),
+                key: twopc_core::service::KeySchema::string_hash("id"),
             },
         ),
     ]

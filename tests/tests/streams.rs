@@ -5,7 +5,7 @@
 use std::sync::Mutex;
 
 use serde_json::{Value, json};
-use twopc_core::request::KeySchema;
+use twopc_core::service::KeySchema;
 use twopc_core::status::TxStatus;
 use twopc_dynamo::connections::DynamoConnections;
 use twopc_dynamo::tables::{TableKind, TableSpec, ensure_table};

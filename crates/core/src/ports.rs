@@ -15,7 +15,7 @@ use crate::message::{
 };
 use crate::op::Operation;
 use crate::record::{Target, TxRecord, Vote};
-use crate::request::KeySchema;
+use crate::service::KeySchema;
 use crate::status::TxStatus;
 
 type Source = Box<dyn StdError + Send + Sync>;

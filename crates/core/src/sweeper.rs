@@ -14,7 +14,7 @@ use crate::coordinator::Coordinator;
 use crate::ids::TxId;
 use crate::participant::{Participant, Resolved};
 use crate::ports::{Clock, ParticipantStore, PortError, Transport, TxLog};
-use crate::request::KeySchema;
+use crate::service::KeySchema;
 use crate::status::TxStatus;
 
 /// Bounds of one run.

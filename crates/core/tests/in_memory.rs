@@ -17,7 +17,8 @@ use twopc_core::op::Operation;
 use twopc_core::participant::{Participant, ParticipantConfig};
 use twopc_core::ports::{Clock, ManualClock, ParticipantStore, Swapped, Transport, TxLog};
 use twopc_core::record::{Target, TxRecord, Vote, VoteReason};
-use twopc_core::request::{KeySchema, Limits, ServiceConfig};
+use twopc_core::request::Limits;
+use twopc_core::service::{KeySchema, ServiceConfig};
 use twopc_core::status::TxStatus;
 use twopc_core::sweeper::{LockTable, SweepConfig, Sweeper};
 

@@ -24,7 +24,8 @@ use twopc_core::ports::{
     Clock, ManualClock, ParticipantStore, SystemClock, Transport, TransportError, TxLog,
 };
 use twopc_core::record::{Target, TxRecord, Vote, VoteReason};
-use twopc_core::request::{KeySchema, Limits, ServiceConfig};
+use twopc_core::request::Limits;
+use twopc_core::service::{KeySchema, ServiceConfig};
 use twopc_core::signing::Secret;
 use twopc_core::status::TxStatus;
 use twopc_participant_sdk::http::{HttpConfig, router};

@@ -12,7 +12,8 @@ use crate::ports::{
     TxLog,
 };
 use crate::record::{Target, TxRecord, Vote};
-use crate::request::{RequestError, ServiceKind};
+use crate::request::RequestError;
+use crate::service::ServiceKind;
 use crate::rules::{self};
 use crate::status::TxStatus;
 

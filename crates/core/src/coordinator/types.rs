@@ -7,7 +7,8 @@ use crate::ids::TxId;
 use crate::message::Prune;
 use crate::ports::PortError;
 use crate::record::{TxRecord, Vote};
-use crate::request::{Limits, RequestError, ServiceConfig, Wait};
+use crate::request::{Limits, RequestError, Wait};
+use crate::service::ServiceConfig;
 use crate::status::{Decision, TxStatus};
 
 /// The coordinator's configuration.
