@@ -38,6 +38,18 @@ struct Bank {
 
 const TABLE: &str = "accounts";
 
+/// `body` run to its end: the coordinator's one way in, then the work after the answer at once.
+async fn to_end<L: TxLog, T: Transport, C: Clock>(
+    c: &Coordinator<L, T, C>,
+    body: &Value,
+) -> TxRecord {
+    let answered = c.submit(body, None).await.expect("submit");
+    match answered.finish {
+        Some(finish) => c.finish(finish).await.expect("finish"),
+        None => answered.answer.record,
+    }
+}
+
 fn key(id: &str) -> Key {
     [("id".to_owned(), json!(id))].into()
 }
@@ -103,10 +115,7 @@ fn transfer(from: &str, to: &str, amount: &str) -> Value {
 
 impl Bank {
     async fn transfer(&self, from: &str, to: &str, amount: &str) -> TxRecord {
-        self.coordinator
-            .submit(&transfer(from, to, amount), None)
-            .await
-            .expect("submit")
+        to_end(&self.coordinator, &transfer(from, to, amount)).await
     }
 
     /// Decides `record` to commit, as its coordinator would have before going silent.
@@ -390,10 +399,7 @@ async fn a_coordinator_whose_clock_runs_past_the_margin_is_refused_and_leaves_no
         ahead,
         b.coordinator.config().clone(),
     );
-    let record = coordinator
-        .submit(&transfer("alice", "bob", "10"), None)
-        .await
-        .expect("submit");
+    let record = to_end(&coordinator, &transfer("alice", "bob", "10")).await;
     assert_eq!(record.status, TxStatus::Aborted);
     assert!(
         record.votes.iter().all(|v| matches!(

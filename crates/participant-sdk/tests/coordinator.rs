@@ -211,7 +211,12 @@ fn order(payment: Value) -> Value {
 
 impl Shop {
     async fn submit(&self, body: Value) -> TxRecord {
-        self.coordinator.submit(&body, None).await.expect("submit")
+        // The coordinator's one way in, then the work after the answer at once.
+        let answered = self.coordinator.submit(&body, None).await.expect("submit");
+        match answered.finish {
+            Some(finish) => self.coordinator.finish(finish).await.expect("finish"),
+            None => answered.answer.record,
+        }
     }
 
     async fn balance(&self) -> String {

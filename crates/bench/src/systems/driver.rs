@@ -139,17 +139,19 @@ impl Driver {
         answer: &Answer,
     ) -> (Outcome, Votes) {
         let record = match (self.system, body) {
-            (System::Coordinator, Some(body)) => self
-                .coordinator
-                .submit(body, None)
-                .await
-                .map_err(|e| chain(&e)),
+            (System::Coordinator, Some(body)) => match self.coordinator.submit(body, None).await {
+                Ok(answered) => match answered.finish {
+                    Some(finish) => self.coordinator.finish(finish).await.map_err(|e| chain(&e)),
+                    None => Ok(answered.answer.record),
+                },
+                Err(e) => Err(chain(&e)),
+            },
             (System::Serial, Some(body)) => self.serial.run(body).await.map_err(|e| chain(&e)),
             // The answer when the client would get it; the transfer ends once it is applied
             // (in Lambda the extension finishes it before the environment takes the next
             // request).
             (System::Staged | System::StagedApplied | System::Auto, Some(body)) => {
-                match self.coordinator.stage(body, None).await {
+                match self.coordinator.submit(body, None).await {
                     Ok(staged) => {
                         if self.system != System::StagedApplied {
                             answer.mark();
