@@ -13,6 +13,8 @@ mod refusal;
 
 pub use refusal::{Refusal, classify_native_refusal, classify_refusal, show_key};
 
+use std::ops::ControlFlow;
+
 use tracing::{error, info, warn};
 
 use crate::ids::TxId;
@@ -26,7 +28,7 @@ use crate::ports::{
     Clock, CompleteWrite, Completion, Created, ParticipantStore, PortError, PrepareWrite, Swapped,
     TxLog,
 };
-use crate::record::{Vote, VoteReason};
+use crate::record::{TxRecord, Vote, VoteReason};
 use crate::rules::{
     self, AbortStep, CommitStep, InquiryStep, Reply, Resolution, Seen, Shape, Violation,
 };
@@ -127,6 +129,8 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
     /// Prepare: hold the item for the transaction (a lock, or a reservation for a commuting
     /// operation) and check the operation's rules. Other holders it meets are settled by the
     /// lock rule where they may be (expired, or already decided); live ones make it a conflict.
+    /// A loop over trying the write ([`Self::try_hold`]) and settling what refused it
+    /// ([`Self::settle`]), a bounded number of times.
     pub async fn prepare(
         &self,
         table: &str,
@@ -138,7 +142,9 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
                 "no operation: a table's participant needs one (a payload is for custom participants)",
             ));
         }
-        let mode = req.op.mode();
+        if let Some(refused) = self.too_far_ahead(req.began) {
+            return Ok(refused);
+        }
         let lock = Lock {
             tx_id: req.tx_id.clone(),
             expires_at: req.deadline,
@@ -146,14 +152,10 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
             op: req.op.clone(),
             coordinator: req.coordinator.clone(),
         };
-        let no = |reason, msg: String| PrepareReply::no(reason, msg);
-        if let Some(refused) = self.too_far_ahead(req.began) {
-            return Ok(refused);
-        }
         for attempt in 0..=self.config.max_resolutions {
             let now = self.clock.now_ms();
             if now >= req.deadline {
-                return Ok(no(
+                return Ok(PrepareReply::no(
                     VoteReason::Expired,
                     format!(
                         "the transaction's deadline passed {} ms ago",
@@ -161,92 +163,131 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
                     ),
                 ));
             }
-            let write = match mode {
-                Mode::Exclusive => self.store.prepare(table, &req.key, &lock).await?,
-                Mode::Reserved => {
-                    let most = self.config.max_reservations;
-                    self.store
-                        .reserve(table, &req.key, &lock, now, most)
-                        .await?
-                }
+            let item = match self.try_hold(table, req, &lock, now).await? {
+                ControlFlow::Break(held) => return Ok(held),
+                ControlFlow::Continue(item) => item,
             };
-            let item = match write {
-                PrepareWrite::Locked { fence, horizon } => {
-                    return Ok(PrepareReply {
-                        vote: Vote::yes(mode),
-                        prune: rules::plan_prune(
-                            &fence,
-                            horizon,
-                            &req.tx_id,
-                            now,
-                            self.config.fence_window_ms,
-                            self.config.fence_capacity,
-                        ),
-                    });
-                }
-                PrepareWrite::Refused(item) => item,
-            };
-            let full = |i: &ItemState| i.reservations.len() >= self.config.max_reservations;
-            let refusal = classify_refusal(item.as_deref(), &lock, now, full);
-            let (owners, waiting) = match refusal {
-                Refusal::Vote(VoteReason::NotFound, _) if item.is_none() => {
-                    return Ok(no(
-                        VoteReason::NotFound,
-                        format!("no item with key {}", show_key(&req.key)),
-                    ));
-                }
-                Refusal::Vote(reason, message) => return Ok(no(reason, message)),
-                Refusal::Held { owners, waiting } => (owners, waiting),
-                Refusal::Stale(attributes) if attempt < self.config.max_resolutions => {
-                    let names: Vec<&str> = attributes.iter().map(String::as_str).collect();
-                    warn!(tx_id = %req.tx_id, table, key = %show_key(&req.key), attributes = ?names,
-                        "idle escrow out of step with the value (written outside the protocol): reset");
-                    self.store.reset_escrow(table, &req.key, &names).await?;
-                    continue;
-                }
-                Refusal::Stale(_) => break,
-            };
-            if attempt == self.config.max_resolutions {
-                break;
+            let last = attempt == self.config.max_resolutions;
+            if let Some(refused) = self.settle(table, req, &lock, item, now, last).await? {
+                return Ok(refused);
             }
-            let mut live = vec![];
-            for owner in &owners {
-                match self.resolve(table, &req.key, owner).await? {
-                    Resolved::OwnerLive => live.push(owner.tx_id.to_string()),
-                    Resolved::NeedsRecovery => {
-                        live.push(format!(
-                            "{} (staged, past its deadline: being recovered)",
-                            owner.tx_id
-                        ));
-                    }
-                    Resolved::Aborted | Resolved::RolledForward | Resolved::DroppedStale => {}
-                }
-            }
-            if live.is_empty() {
-                continue; // every holder settled here: try again
-            }
-            if waiting {
-                let until = (now + self.config.reservation_pause_ms).min(req.deadline);
-                self.store
-                    .pause_reservations(table, &req.key, until)
-                    .await?;
-                return Ok(no(
-                    VoteReason::Conflict,
-                    format!(
-                        "reserved by live transactions {}; new reservations are paused until they end, so a retry can take the item",
-                        live.join(", ")
-                    ),
-                ));
-            }
-            return Ok(no(
-                VoteReason::Conflict,
-                format!("held by live transaction {}", live.join(", ")),
-            ));
         }
-        Ok(no(
+        Ok(PrepareReply::no(
             VoteReason::Conflict,
-            "the item kept being held by other transactions".to_owned(),
+            "the item kept being held by other transactions",
         ))
+    }
+
+    /// The prepare's one conditional write: breaks with the yes vote (and the prune its
+    /// release will carry) if it holds the item, else goes on with the item that refused it.
+    async fn try_hold(
+        &self,
+        table: &str,
+        req: &PrepareRequest,
+        lock: &Lock,
+        now: u64,
+    ) -> Result<ControlFlow<PrepareReply, Option<Box<ItemState>>>, PortError> {
+        let mode = req.op.mode();
+        let write = match mode {
+            Mode::Exclusive => self.store.prepare(table, &req.key, lock).await?,
+            Mode::Reserved => {
+                let most = self.config.max_reservations;
+                self.store.reserve(table, &req.key, lock, now, most).await?
+            }
+        };
+        Ok(match write {
+            PrepareWrite::Locked { fence, horizon } => ControlFlow::Break(PrepareReply {
+                vote: Vote::yes(mode),
+                prune: rules::plan_prune(
+                    &fence,
+                    horizon,
+                    &req.tx_id,
+                    now,
+                    self.config.fence_window_ms,
+                    self.config.fence_capacity,
+                ),
+            }),
+            PrepareWrite::Refused(item) => ControlFlow::Continue(item),
+        })
+    }
+
+    /// What a refused write leads to ([`classify_refusal`]): a no vote, or `None` to try again
+    /// once the holders in the way are settled (or an idle escrow written outside the protocol
+    /// is reset). On the `last` attempt nothing is settled: the prepare gives up.
+    async fn settle(
+        &self,
+        table: &str,
+        req: &PrepareRequest,
+        lock: &Lock,
+        item: Option<Box<ItemState>>,
+        now: u64,
+        last: bool,
+    ) -> Result<Option<PrepareReply>, PortError> {
+        let no = |reason, message: String| Ok(Some(PrepareReply::no(reason, message)));
+        let full = |i: &ItemState| i.reservations.len() >= self.config.max_reservations;
+        let (owners, waiting) = match classify_refusal(item.as_deref(), lock, now, full) {
+            Refusal::Vote(VoteReason::NotFound, _) if item.is_none() => {
+                return no(
+                    VoteReason::NotFound,
+                    format!("no item with key {}", show_key(&req.key)),
+                );
+            }
+            Refusal::Vote(reason, message) => return no(reason, message),
+            Refusal::Held { owners, waiting } => (owners, waiting),
+            Refusal::Stale(_) if last => return Ok(None),
+            Refusal::Stale(attributes) => {
+                let names: Vec<&str> = attributes.iter().map(String::as_str).collect();
+                warn!(tx_id = %req.tx_id, table, key = %show_key(&req.key), attributes = ?names,
+                    "idle escrow out of step with the value (written outside the protocol): reset");
+                self.store.reset_escrow(table, &req.key, &names).await?;
+                return Ok(None);
+            }
+        };
+        if last {
+            return Ok(None);
+        }
+        let live = self.settle_holders(table, &req.key, &owners).await?;
+        if live.is_empty() {
+            return Ok(None); // every holder settled here: try again
+        }
+        if waiting {
+            let until = (now + self.config.reservation_pause_ms).min(req.deadline);
+            self.store
+                .pause_reservations(table, &req.key, until)
+                .await?;
+            return no(
+                VoteReason::Conflict,
+                format!(
+                    "reserved by live transactions {}; new reservations are paused until they end, so a retry can take the item",
+                    live.join(", ")
+                ),
+            );
+        }
+        no(
+            VoteReason::Conflict,
+            format!("held by live transaction {}", live.join(", ")),
+        )
+    }
+
+    /// Settles each holder by the lock rule ([`Self::resolve`]); the ones still live, named.
+    async fn settle_holders(
+        &self,
+        table: &str,
+        key: &Key,
+        owners: &[Lock],
+    ) -> Result<Vec<String>, PortError> {
+        let mut live = vec![];
+        for owner in owners {
+            match self.resolve(table, key, owner).await? {
+                Resolved::OwnerLive => live.push(owner.tx_id.to_string()),
+                Resolved::NeedsRecovery => live.push(format!(
+                    "{} (staged, past its deadline: being recovered)",
+                    owner.tx_id
+                )),
+                Resolved::Aborted | Resolved::RolledForward | Resolved::DroppedStale => {}
+            }
+        }
+        Ok(live)
     }
 
     /// Commit: apply the operation of the record and release the lock.
@@ -426,21 +467,8 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
             match rules::resolve(status, past) {
                 Resolution::OwnerLive => return Ok(Resolved::OwnerLive),
                 Resolution::Recover => {
-                    // No transport here to inquire the other participants: mark the record,
-                    // for the completer on the transactions stream (the sweeper backs it up).
-                    // Once: the record just read says whether someone asked already, and a
-                    // refused conditional write still costs a write unit.
-                    if record.as_ref().is_some_and(|r| r.recovery_asked.is_some()) {
-                        return Ok(Resolved::NeedsRecovery);
-                    }
-                    match self.log.ask_recovery(&owner.tx_id, now).await {
-                        Ok(asked) => {
-                            info!(tx_id = %owner.tx_id, table, key = %show_key(key), asked,
-                            "holder is STAGING past its deadline: its recovery is asked for")
-                        }
-                        Err(e) => warn!(tx_id = %owner.tx_id, error = %e,
-                            "holder is STAGING past its deadline; asking for its recovery failed (the sweeper will find it)"),
-                    }
+                    self.ask_recovery(table, key, owner, record.as_ref(), now)
+                        .await;
                     return Ok(Resolved::NeedsRecovery);
                 }
                 Resolution::RecordAborted => {
@@ -454,20 +482,11 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
                         Created::Exists(r) => record = Some(*r),
                     }
                 }
-                // Past its deadline and undecided: decide abort, by compare-and-swap. If the
-                // owner's coordinator decided first, we follow its decision instead.
                 Resolution::DecideAbort => {
-                    let Some(r) = record.as_ref() else {
-                        return Err(vanished(&owner.tx_id));
-                    };
-                    record = match self
-                        .log
-                        .transition(r, TxStatus::Aborting, None, now)
-                        .await?
-                    {
-                        Swapped::Done(r) | Swapped::Lost(Some(r)) => Some(*r),
-                        Swapped::Lost(None) => return Err(vanished(&owner.tx_id)),
-                    };
+                    record = Some(
+                        self.decide_abort(&owner.tx_id, record.as_ref(), now)
+                            .await?,
+                    );
                 }
                 Resolution::RollForward => {
                     let reply = self.commit(table, &complete_request(owner, key)).await?;
@@ -497,6 +516,52 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
             context: format!("resolving {} on {table}", owner.tx_id),
             source: "the owner's record kept changing".into(),
         })
+    }
+
+    /// A holder `STAGING` past its deadline: with no transport here to inquire its other
+    /// participants, marks its record for the completer on the transactions stream (the
+    /// sweeper backs it up). Once: the record just read says whether someone asked already,
+    /// and a refused conditional write still costs a write unit.
+    async fn ask_recovery(
+        &self,
+        table: &str,
+        key: &Key,
+        owner: &Lock,
+        record: Option<&TxRecord>,
+        now: u64,
+    ) {
+        if record.is_some_and(|r| r.recovery_asked.is_some()) {
+            return;
+        }
+        match self.log.ask_recovery(&owner.tx_id, now).await {
+            Ok(asked) => {
+                info!(tx_id = %owner.tx_id, table, key = %show_key(key), asked,
+                "holder is STAGING past its deadline: its recovery is asked for")
+            }
+            Err(e) => warn!(tx_id = %owner.tx_id, error = %e,
+                "holder is STAGING past its deadline; asking for its recovery failed (the sweeper will find it)"),
+        }
+    }
+
+    /// Past its deadline and undecided: decides abort, by compare-and-swap. If the owner's
+    /// coordinator decided first, the record says so, and the lock rule follows it instead.
+    async fn decide_abort(
+        &self,
+        owner: &TxId,
+        record: Option<&TxRecord>,
+        now: u64,
+    ) -> Result<TxRecord, PortError> {
+        let Some(r) = record else {
+            return Err(vanished(owner));
+        };
+        match self
+            .log
+            .transition(r, TxStatus::Aborting, None, now)
+            .await?
+        {
+            Swapped::Done(r) | Swapped::Lost(Some(r)) => Ok(*r),
+            Swapped::Lost(None) => Err(vanished(owner)),
+        }
     }
 
     async fn abort_here(&self, table: &str, key: &Key, owner: &Lock) -> Result<(), PortError> {
