@@ -70,7 +70,9 @@ pub fn classify_native_refusal(item: Option<&ItemState>, lock: &Lock, now: u64) 
     classify_step(item, lock, now, seen, Mode::Exclusive, step)
 }
 
-/// The one classification of a refused write, once its rule has said why.
+/// The one classification of a refused write, once its rule has said why: a vote for a
+/// refusal of the protocol's own ([`protocol_vote`]), the holders to settle, or the operation's
+/// own conditions.
 fn classify_step(
     item: Option<&ItemState>,
     lock: &Lock,
@@ -79,29 +81,46 @@ fn classify_step(
     mode: Mode,
     step: PrepareStep,
 ) -> Refusal {
-    let vote = |reason, message: String| Refusal::Vote(reason, message);
     let refusal = match step {
         PrepareStep::Refuse(r) => r,
         // The protocol admits it, so one of the operation's own conditions failed.
         PrepareStep::Lock => PrepareRefusal::Business,
     };
-    let reservations = |expired_only: bool| -> Vec<Lock> {
-        item.map(|i| {
-            i.reservations
-                .iter()
-                .filter(|(id, r)| **id != lock.tx_id && (!expired_only || now > r.expires_at))
-                .map(|(_, r)| r.clone())
-                .collect()
-        })
-        .unwrap_or_default()
-    };
-    let lock_owner = || {
-        item.and_then(|i| i.lock.clone())
-            .into_iter()
-            .collect::<Vec<_>>()
-    };
+    if let Some(vote) = protocol_vote(refusal, item, lock) {
+        return vote;
+    }
+    let held = |owners, waiting| Refusal::Held { owners, waiting };
     match refusal {
-        PrepareRefusal::Fenced(outcome) => vote(
+        // A live lock's owner may already have decided: settling it here is the lock rule's
+        // answer too, and it spares the newcomer a wait for the lease.
+        PrepareRefusal::Locked => held(lock_owner(item), false),
+        PrepareRefusal::ResolveOwner => {
+            let mut owners = lock_owner(item);
+            if owners.is_empty() {
+                owners = reservations(item, lock, now, true);
+            }
+            held(owners, false)
+        }
+        PrepareRefusal::Reserved => held(reservations(item, lock, now, false), true),
+        // `Business`: the operation's own conditions (the rest are votes, above).
+        _ => match mode {
+            Mode::Exclusive => business_refusal(item, lock),
+            Mode::Reserved => {
+                escrow_refusal(item, lock, seen, &reservations(item, lock, now, true))
+            }
+        },
+    }
+}
+
+/// The no vote for a refusal of the protocol's own, in words a client can act on (`None`: a
+/// holder to settle, or the operation's own conditions).
+fn protocol_vote(
+    refusal: PrepareRefusal,
+    item: Option<&ItemState>,
+    lock: &Lock,
+) -> Option<Refusal> {
+    let (reason, message) = match refusal {
+        PrepareRefusal::Fenced(outcome) => (
             VoteReason::Fenced,
             format!(
                 "transaction {} already {} on this item",
@@ -112,7 +131,7 @@ fn classify_step(
                 }
             ),
         ),
-        PrepareRefusal::BelowHorizon => vote(
+        PrepareRefusal::BelowHorizon => (
             VoteReason::Fenced,
             format!(
                 "transaction {} began at or before this item's fence horizon ({} ms): it ended here already, or more than the fence's capacity of later transactions ended here before this prepare",
@@ -120,38 +139,18 @@ fn classify_step(
                 item.map_or(0, |i| i.horizon)
             ),
         ),
-        // A live lock's owner may already have decided: settling it here is the lock rule's
-        // answer too, and it spares the newcomer a wait for the lease.
-        PrepareRefusal::Locked => Refusal::Held {
-            owners: lock_owner(),
-            waiting: false,
-        },
-        PrepareRefusal::ResolveOwner => {
-            let mut owners = lock_owner();
-            if owners.is_empty() {
-                owners = reservations(true);
-            }
-            Refusal::Held {
-                owners,
-                waiting: false,
-            }
-        }
-        PrepareRefusal::Reserved => Refusal::Held {
-            owners: reservations(false),
-            waiting: true,
-        },
-        PrepareRefusal::Full => vote(
+        PrepareRefusal::Full => (
             VoteReason::Conflict,
             format!(
                 "{} transactions hold reservations on this item, the most it takes (TWOPC_MAX_RESERVATIONS): retry",
                 item.map_or(0, |i| i.reservations.len())
             ),
         ),
-        PrepareRefusal::Paused => vote(
+        PrepareRefusal::Paused => (
             VoteReason::Conflict,
             "new reservations of this item are paused while an exclusive operation waits for it: retry".to_owned(),
         ),
-        PrepareRefusal::NotFound(shape) => vote(
+        PrepareRefusal::NotFound(shape) => (
             VoteReason::NotFound,
             match shape {
                 Shape::Tombstone => "no such item (it was deleted)",
@@ -160,22 +159,40 @@ fn classify_step(
             }
             .to_owned(),
         ),
-        PrepareRefusal::OtherOperation => vote(
+        PrepareRefusal::OtherOperation => (
             VoteReason::Invalid,
             format!(
                 "transaction {} already holds this item with another operation: one item named twice (two spellings of its key?); refused, the hold keeps its operation",
                 lock.tx_id
             ),
         ),
-        PrepareRefusal::Exists => vote(
+        PrepareRefusal::Exists => (
             VoteReason::Condition,
             "put: the item already exists".to_owned(),
         ),
-        PrepareRefusal::Business => match mode {
-            Mode::Exclusive => business_refusal(item, lock),
-            Mode::Reserved => escrow_refusal(item, lock, seen, &reservations(true)),
-        },
-    }
+        PrepareRefusal::Locked
+        | PrepareRefusal::ResolveOwner
+        | PrepareRefusal::Reserved
+        | PrepareRefusal::Business => return None,
+    };
+    Some(Refusal::Vote(reason, message))
+}
+
+/// The item's lock, as the one holder to settle (none: nobody).
+fn lock_owner(item: Option<&ItemState>) -> Vec<Lock> {
+    item.and_then(|i| i.lock.clone()).into_iter().collect()
+}
+
+/// Other transactions' reservations on the item (only the expired ones, if `expired_only`).
+fn reservations(item: Option<&ItemState>, lock: &Lock, now: u64, expired_only: bool) -> Vec<Lock> {
+    item.map(|i| {
+        i.reservations
+            .iter()
+            .filter(|(id, r)| **id != lock.tx_id && (!expired_only || now > r.expires_at))
+            .map(|(_, r)| r.clone())
+            .collect()
+    })
+    .unwrap_or_default()
 }
 
 /// Which of the operation's own conditions failed: an `add` to a non-number, or the `require`s,
