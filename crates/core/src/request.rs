@@ -152,31 +152,8 @@ impl TxRequest {
                 )));
             }
         }
-        let wait = match obj.get("wait") {
-            None => Wait::Decided,
-            Some(Value::String(w)) if w == Wait::NAMES[0] => Wait::Decided,
-            Some(Value::String(w)) if w == Wait::NAMES[1] => Wait::Applied,
-            Some(other) => {
-                return Err(invalid(format!(
-                    "\"wait\" is {other}; use \"decided\" (answer once the outcome is decided, the default) or \"applied\" (once every participant applied it)"
-                )));
-            }
-        };
-        let timeout_ms = match obj.get("timeoutMs") {
-            None => limits.default_timeout_ms,
-            Some(v) => v
-                .as_u64()
-                .filter(|t| (limits.min_timeout_ms..=limits.max_timeout_ms).contains(t))
-                .ok_or_else(|| {
-                    RequestError::new(
-                        codes::INVALID_TIMEOUT,
-                        format!(
-                            "timeoutMs must be a whole number of milliseconds from {} to {}",
-                            limits.min_timeout_ms, limits.max_timeout_ms
-                        ),
-                    )
-                })?,
-        };
+        let wait = parse_wait(obj.get("wait"))?;
+        let timeout_ms = parse_timeout(obj.get("timeoutMs"), limits)?;
         let list = obj
             .get("participants")
             .and_then(Value::as_array)
@@ -196,43 +173,8 @@ impl TxRequest {
                 ),
             ));
         }
-        // One item is one item whichever way its key is spelled (DynamoDB reads numbers by
-        // value): items are told apart by their table and canonical key, never by JSON text.
-        let mut seen: BTreeMap<(String, String), usize> = BTreeMap::new();
-        let mut participants: Vec<ParticipantRequest> = Vec::with_capacity(list.len());
-        for (i, entry) in list.iter().enumerate() {
-            let path = format!("participants[{i}]");
-            let p = parse_participant(&path, entry, services)?;
-            let item = (
-                format!("{:?}", p.service.target),
-                serde_json::to_string(&canonical_key(&p.key)).unwrap_or_default(),
-            );
-            if let Some(&first) = seen.get(&item) {
-                if p.service.kind == ServiceKind::Custom {
-                    return Err(RequestError::new(
-                        codes::DUPLICATE_PARTICIPANT,
-                        format!(
-                            "{path}: the custom participant {:?} appears more than once; it takes one payload per transaction",
-                            p.participant
-                        ),
-                    ));
-                }
-                let show = |key: &Key| serde_json::to_string(key).unwrap_or_default();
-                return Err(RequestError::new(
-                    codes::DUPLICATE_ITEM,
-                    format!(
-                        "{path}: the item {} of {:?} is the one participants[{first}] names ({}: numbers are read by value); combine their operations into one",
-                        show(&p.key),
-                        p.participant,
-                        show(&participants[first].key),
-                    ),
-                ));
-            }
-            seen.insert(item, i);
-            participants.push(p);
-        }
         Ok(TxRequest {
-            participants,
+            participants: parse_participants(list, services)?,
             timeout_ms,
             wait,
         })
@@ -300,6 +242,92 @@ impl TxRequest {
     }
 }
 
+/// The request's `"wait"` (absent: [`Wait::Decided`]).
+fn parse_wait(v: Option<&Value>) -> Result<Wait, RequestError> {
+    match v {
+        None => Ok(Wait::Decided),
+        Some(Value::String(w)) if w == Wait::NAMES[0] => Ok(Wait::Decided),
+        Some(Value::String(w)) if w == Wait::NAMES[1] => Ok(Wait::Applied),
+        Some(other) => Err(RequestError::new(
+            codes::INVALID_REQUEST,
+            format!(
+                "\"wait\" is {other}; use \"decided\" (answer once the outcome is decided, the default) or \"applied\" (once every participant applied it)"
+            ),
+        )),
+    }
+}
+
+/// The request's `"timeoutMs"`, within the limits (absent: the default).
+fn parse_timeout(v: Option<&Value>, limits: &Limits) -> Result<u64, RequestError> {
+    let Some(v) = v else {
+        return Ok(limits.default_timeout_ms);
+    };
+    v.as_u64()
+        .filter(|t| (limits.min_timeout_ms..=limits.max_timeout_ms).contains(t))
+        .ok_or_else(|| {
+            RequestError::new(
+                codes::INVALID_TIMEOUT,
+                format!(
+                    "timeoutMs must be a whole number of milliseconds from {} to {}",
+                    limits.min_timeout_ms, limits.max_timeout_ms
+                ),
+            )
+        })
+}
+
+/// Every participant of the list, each item named once. One item is one item whichever way
+/// its key is spelled (DynamoDB reads numbers by value): items are told apart by their table
+/// and canonical key, never by JSON text.
+fn parse_participants(
+    list: &[Value],
+    services: &BTreeMap<String, ServiceConfig>,
+) -> Result<Vec<ParticipantRequest>, RequestError> {
+    let mut seen: BTreeMap<(String, String), usize> = BTreeMap::new();
+    let mut participants: Vec<ParticipantRequest> = Vec::with_capacity(list.len());
+    for (i, entry) in list.iter().enumerate() {
+        let path = format!("participants[{i}]");
+        let p = parse_participant(&path, entry, services)?;
+        let item = (
+            format!("{:?}", p.service.target),
+            serde_json::to_string(&canonical_key(&p.key)).unwrap_or_default(),
+        );
+        if let Some(&first) = seen.get(&item) {
+            return Err(named_twice(&path, &p, &participants[first], first));
+        }
+        seen.insert(item, i);
+        participants.push(p);
+    }
+    Ok(participants)
+}
+
+/// The refusal of a participant naming what `participants[first]` names already.
+fn named_twice(
+    path: &str,
+    p: &ParticipantRequest,
+    first: &ParticipantRequest,
+    first_ix: usize,
+) -> RequestError {
+    if p.service.kind == ServiceKind::Custom {
+        return RequestError::new(
+            codes::DUPLICATE_PARTICIPANT,
+            format!(
+                "{path}: the custom participant {:?} appears more than once; it takes one payload per transaction",
+                p.participant
+            ),
+        );
+    }
+    let show = |key: &Key| serde_json::to_string(key).unwrap_or_default();
+    RequestError::new(
+        codes::DUPLICATE_ITEM,
+        format!(
+            "{path}: the item {} of {:?} is the one participants[{first_ix}] names ({}: numbers are read by value); combine their operations into one",
+            show(&p.key),
+            p.participant,
+            show(&first.key),
+        ),
+    )
+}
+
 fn parse_participant(
     path: &str,
     entry: &Value,
@@ -318,24 +346,7 @@ fn parse_participant(
             )));
         }
     }
-    let name = obj
-        .get("participant")
-        .and_then(Value::as_str)
-        .ok_or_else(|| {
-            invalid(format!(
-                "{path}.participant: expected the name of a service"
-            ))
-        })?;
-    let service = services.get(name).ok_or_else(|| {
-        let known: Vec<&str> = services.keys().map(String::as_str).collect();
-        RequestError::new(
-            codes::UNKNOWN_PARTICIPANT,
-            format!(
-                "{path}.participant: no service named {name:?}; configured: {}",
-                known.join(", ")
-            ),
-        )
-    })?;
+    let (name, service) = service_named(path, obj, services)?;
     check_fields_for_kind(path, name, service, obj)?;
     let (key, op, payload) = match (service.kind, &service.key) {
         (ServiceKind::Table, Some(schema)) => {
@@ -365,6 +376,34 @@ fn parse_participant(
         op,
         payload,
     })
+}
+
+/// The participant's `"participant"`: the name of a configured service, and the service.
+fn service_named<'a>(
+    path: &str,
+    obj: &'a Map<String, Value>,
+    services: &'a BTreeMap<String, ServiceConfig>,
+) -> Result<(&'a str, &'a ServiceConfig), RequestError> {
+    let name = obj
+        .get("participant")
+        .and_then(Value::as_str)
+        .ok_or_else(|| {
+            RequestError::new(
+                codes::INVALID_REQUEST,
+                format!("{path}.participant: expected the name of a service"),
+            )
+        })?;
+    let service = services.get(name).ok_or_else(|| {
+        let known: Vec<&str> = services.keys().map(String::as_str).collect();
+        RequestError::new(
+            codes::UNKNOWN_PARTICIPANT,
+            format!(
+                "{path}.participant: no service named {name:?}; configured: {}",
+                known.join(", ")
+            ),
+        )
+    })?;
+    Ok((name, service))
 }
 
 /// A table's entry names `key` and `op`; a custom participant's names `payload` only. Anything
