@@ -106,6 +106,7 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
                 deadline: record.deadline,
                 began: record.created_at,
                 key: p.key.clone(),
+                op: (!p.op.is_empty()).then(|| p.op.clone()),
                 prevent,
             };
             let record = &record;

@@ -393,10 +393,10 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
         req: &InquireRequest,
     ) -> Result<InquireReply, PortError> {
         let answer = |inquiry| Ok(InquireReply { inquiry });
+        // A hold of the transaction carrying another operation than `req`'s is not its hold.
         let seen = |item: Option<&ItemState>| {
-            item.map_or(Seen::ABSENT, |i| {
-                Seen::of(i, &req.tx_id, req.began, self.clock.now_ms())
-            })
+            let now = self.clock.now_ms();
+            Seen::inquiring(item, &req.tx_id, req.began, req.op.as_ref(), now)
         };
         if !req.prevent {
             let item = self.store.read(table, &req.key).await?;

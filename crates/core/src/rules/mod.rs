@@ -48,6 +48,7 @@ pub use staged::{InquiryStep, StagedDecision, inquire, staged_decision};
 
 use crate::ids::TxId;
 use crate::item::{FenceOutcome, ItemState, Lock};
+use crate::op::Operation;
 
 /// What an inquiry found (the answer on the wire, which [`inquire`] and [`staged_decision`]
 /// decide by).
@@ -114,7 +115,8 @@ pub struct Seen {
     pub paused: bool,
     /// Whether the transaction's own hold (lock or reservation) carries another operation than
     /// the one it prepares now: not a retry, but one item named twice (two spellings of one
-    /// key). Only a prepare knows its operation ([`Seen::preparing`]); false for other steps.
+    /// key). Only a prepare and an inquiry know their operation ([`Seen::preparing`],
+    /// [`Seen::inquiring`]); false for other steps.
     pub other_op: bool,
 }
 
@@ -176,24 +178,36 @@ impl Seen {
         }
     }
 
-    /// What a prepare (or reservation) of `lock` reads of `item` at `now` (no item:
-    /// [`Seen::ABSENT`]): [`Seen::of`], and whether the transaction's own hold carries another
-    /// operation ([`Operation::same_as`](crate::op::Operation::same_as): numbers by value, as
-    /// the store gives them back).
+    /// What a prepare (or reservation) of `lock` reads of `item` at `now`: as an inquiry
+    /// asking about the lock's operation ([`Seen::inquiring`]).
     pub fn preparing(item: Option<&ItemState>, lock: &Lock, now: u64) -> Seen {
+        Seen::inquiring(item, &lock.tx_id, lock.began, Some(&lock.op), now)
+    }
+
+    /// What a step of transaction `tx` (which began at `began`) about its operation `op` reads
+    /// of `item` at `now` (no item: [`Seen::ABSENT`]): [`Seen::of`], and whether the
+    /// transaction's own hold carries another operation
+    /// ([`Operation::same_as`](crate::op::Operation::same_as): numbers by value, as the store
+    /// gives them back; `op` `None`: not compared).
+    pub fn inquiring(
+        item: Option<&ItemState>,
+        tx: &TxId,
+        began: u64,
+        op: Option<&Operation>,
+        now: u64,
+    ) -> Seen {
         let Some(item) = item else {
             return Seen::ABSENT;
         };
-        let tx = &lock.tx_id;
         let own = item
             .lock
             .iter()
             .filter(|l| &l.tx_id == tx)
             .chain(item.reservations.get(tx));
-        let other_op = own.into_iter().any(|held| !held.op.same_as(&lock.op));
+        let other_op = op.is_some_and(|op| own.into_iter().any(|held| !held.op.same_as(op)));
         Seen {
             other_op,
-            ..Seen::of(item, tx, lock.began, now)
+            ..Seen::of(item, tx, began, now)
         }
     }
 }

@@ -24,8 +24,16 @@ pub enum InquiryStep {
 
 /// The inquiry rule: what an inquiry (a recoverer's, with `prevent`; a helper's, without)
 /// finds of the transaction on one item, and the write that prevents it where nothing does yet.
+/// A hold of the transaction carrying another operation than the one asked about
+/// ([`Seen::other_op`]: the item named twice) is evidence of that operation, not of this one,
+/// which can never be held here: the hold leaves only by the transaction's release, whose
+/// entry fences it out. So it answers `Prevented`, writing nothing (checked after the
+/// transaction's own fence entry, as [`prepare`](super::prepare) checks it).
 pub fn inquire(seen: Seen, prevent: bool) -> InquiryStep {
     let answer = InquiryStep::Answer;
+    if seen.held_by_me() && seen.other_op && seen.entry.is_none() {
+        return answer(Inquiry::Prevented);
+    }
     if seen.held_by_me() {
         return answer(Inquiry::Held);
     }
@@ -139,6 +147,44 @@ mod tests {
             ..Seen::ABSENT
         };
         assert_eq!(inquire(tombstone, true), InquiryStep::Fence);
+    }
+
+    #[test]
+    fn its_own_hold_with_another_operation_is_no_evidence_and_prevents_the_inquired_one() {
+        let real = Seen {
+            shape: Shape::Real,
+            ..Seen::ABSENT
+        };
+        let other_op = |s: Seen| Seen {
+            other_op: true,
+            ..s
+        };
+        let locked = Seen {
+            holder: Holder::Me,
+            ..real
+        };
+        let reserved = Seen {
+            reserved_by_me: true,
+            ..real
+        };
+        for held in [locked, reserved] {
+            for prevent in [false, true] {
+                // The hold carries the operation of the item's other name: this one can
+                // never be held here, and nothing needs writing to make sure of it.
+                assert_eq!(
+                    inquire(other_op(held), prevent),
+                    InquiryStep::Answer(Inquiry::Prevented)
+                );
+                // The same operation is the transaction's hold.
+                assert_eq!(inquire(held, prevent), InquiryStep::Answer(Inquiry::Held));
+            }
+        }
+        // Without a hold of its own there is nothing to compare.
+        assert_eq!(
+            inquire(other_op(real), false),
+            InquiryStep::Answer(Inquiry::Open)
+        );
+        assert_eq!(inquire(other_op(real), true), InquiryStep::Fence);
     }
 
     #[test]
