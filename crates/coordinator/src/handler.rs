@@ -25,6 +25,7 @@ use twopc_runtime::telemetry::{Metrics, record_tx, tx_span};
 use twopc_runtime::{Clients, LiveCoordinator};
 
 use crate::after::{AfterAnswer, Work};
+use twopc_core::ports::{Clock, SystemClock};
 
 /// The header a client names its idempotency key with (matched case-insensitively).
 pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
@@ -291,10 +292,7 @@ async fn pending(app: &App, req: &ApiGatewayProxyRequest) -> Answer {
         Ok(q) => q,
         Err(message) => return api::error(codes::INVALID_LISTING, message),
     };
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or_default();
+    let now = SystemClock.now_ms();
     let log = app.coordinator.log();
     match log
         .pending(
