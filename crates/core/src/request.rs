@@ -111,17 +111,17 @@ pub enum Wait {
 
 impl Wait {
     /// The names a request may give.
-    pub const NAMES: [&str; 2] = ["decided", "applied"];
+    pub(crate) const NAMES: [&str; 2] = ["decided", "applied"];
 }
 
 const MAX_KEY_STRING: usize = 1024;
 /// The largest payload one custom participant may be given (bytes of its compact JSON): the
 /// record holds every participant's payload and must fit one DynamoDB item (400 KB).
-pub const MAX_PAYLOAD_BYTES: usize = 8 * 1024;
+pub(crate) const MAX_PAYLOAD_BYTES: usize = 8 * 1024;
 const MAX_IDEMPOTENCY_KEY: usize = 255;
 
 /// Checks an `Idempotency-Key` header value.
-pub fn check_idempotency_key(key: &str) -> Result<(), RequestError> {
+pub(crate) fn check_idempotency_key(key: &str) -> Result<(), RequestError> {
     if key.is_empty()
         || key.len() > MAX_IDEMPOTENCY_KEY
         || !key.bytes().all(|b| (0x21..0x7f).contains(&b))

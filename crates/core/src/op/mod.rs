@@ -14,7 +14,8 @@
 
 mod check;
 
-pub use check::{OpError, check_attribute_name, check_value, decimal_from_json};
+pub use check::OpError;
+pub(crate) use check::{check_attribute_name, check_value, decimal_from_json};
 use check::{invalid, kind, object, parse_condition};
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -26,9 +27,9 @@ use crate::decimal::{Decimal, canonical_json};
 use crate::layout::ITEM_PROTOCOL_ATTRIBUTES;
 
 /// Most attributes one operation may name in all (keeps expressions far below DynamoDB's 4 KB).
-pub const MAX_ATTRIBUTES: usize = 64;
+pub(crate) const MAX_ATTRIBUTES: usize = 64;
 /// Deepest nesting of lists and maps in a value.
-pub const MAX_DEPTH: usize = 32;
+pub(crate) const MAX_DEPTH: usize = 32;
 const MAX_NAME_LEN: usize = 255;
 
 /// A comparison in a `require` clause.
@@ -307,7 +308,7 @@ impl Operation {
 
     /// Checks the operation against the item's key: key attributes cannot be changed; `put` may
     /// repeat the key only with the same values; `notExists` on a key attribute needs `put`.
-    pub fn check_against_key(
+    pub(crate) fn check_against_key(
         &self,
         path: &str,
         key: &BTreeMap<String, Value>,

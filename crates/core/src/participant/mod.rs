@@ -11,7 +11,8 @@
 mod clock;
 mod refusal;
 
-pub use refusal::{Refusal, classify_native_refusal, classify_refusal, show_key};
+pub(crate) use refusal::show_key;
+pub use refusal::{Refusal, classify_native_refusal, classify_refusal};
 
 use std::ops::ControlFlow;
 

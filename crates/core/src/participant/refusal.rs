@@ -10,7 +10,7 @@ use crate::rules::{
 };
 
 /// Renders a key for messages.
-pub fn show_key(key: &Key) -> String {
+pub(crate) fn show_key(key: &Key) -> String {
     serde_json::to_string(key).unwrap_or_else(|_| "?".to_owned())
 }
 

@@ -32,14 +32,13 @@ mod staged;
 pub use admit::{
     EscrowRefusal, EscrowSeen, Keeps, PrepareRefusal, PrepareStep, escrow, prepare, reserve,
 };
-pub use clock::{age, too_far_ahead};
+pub use clock::age;
+pub(crate) use clock::too_far_ahead;
 pub use decide::{
     AfterLostSwap, Recovery, Resolution, after_lost_decide, after_lost_finalize,
     completer_recovers, decision, recovery, resolve,
 };
-pub use native::{
-    NATIVE_MAX_ACTIONS, NATIVE_MAX_BYTES, NativeFacts, NativeStep, NotNative, native, native_write,
-};
+pub use native::{NativeFacts, NativeStep, NotNative, native, native_write};
 pub use path::{NotStaged, Reach, StageFacts, stages};
 pub use release::{
     AbortStep, CommitStep, FenceOut, Reply, Violation, abort, commit, fence_out, plan_prune,

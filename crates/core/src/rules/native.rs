@@ -52,9 +52,9 @@ pub struct NativeFacts {
 }
 
 /// Most actions in one `TransactWriteItems` (the record's put is one of them).
-pub const NATIVE_MAX_ACTIONS: usize = 100;
+pub(crate) const NATIVE_MAX_ACTIONS: usize = 100;
 /// Most bytes in one `TransactWriteItems`.
-pub const NATIVE_MAX_BYTES: usize = 4 * 1024 * 1024;
+pub(crate) const NATIVE_MAX_BYTES: usize = 4 * 1024 * 1024;
 
 /// Whether a transaction may be committed as one native `TransactWriteItems` (every item's
 /// write and the record's put), given its participants and an upper estimate of the request's
