@@ -490,13 +490,7 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
                     );
                 }
                 Resolution::RollForward => {
-                    let reply = self.commit(table, &complete_request(owner, key)).await?;
-                    if !reply.acknowledged() {
-                        return Err(PortError::Fatal {
-                            context: format!("rolling {} forward on {table}", owner.tx_id),
-                            source: "protocol violation (logged)".into(),
-                        });
-                    }
+                    self.roll_forward(table, key, owner).await?;
                     return Ok(Resolved::RolledForward);
                 }
                 Resolution::AbortHere => {
@@ -506,9 +500,8 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
                 Resolution::DropStale => {
                     error!(tx_id = %owner.tx_id, table, key = %show_key(key),
                         "stale lock of a COMMITTED transaction found; removing it without applying its operation");
-                    self.store
-                        .drop_lock(table, key, &owner.tx_id, &owner.op)
-                        .await?;
+                    let op = &owner.op;
+                    self.store.drop_lock(table, key, &owner.tx_id, op).await?;
                     return Ok(Resolved::DroppedStale);
                 }
             }
@@ -565,16 +558,17 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
         }
     }
 
+    /// The owner decided commit: its operation applied here, its lock released.
+    async fn roll_forward(&self, table: &str, key: &Key, owner: &Lock) -> Result<(), PortError> {
+        let reply = self.commit(table, &complete_request(owner, key)).await?;
+        acknowledged(reply, || {
+            format!("rolling {} forward on {table}", owner.tx_id)
+        })
+    }
+
     async fn abort_here(&self, table: &str, key: &Key, owner: &Lock) -> Result<(), PortError> {
         let reply = self.abort(table, &complete_request(owner, key)).await?;
-        if reply.acknowledged() {
-            Ok(())
-        } else {
-            Err(PortError::Fatal {
-                context: format!("aborting {} on {table}", owner.tx_id),
-                source: "protocol violation (logged)".into(),
-            })
-        }
+        acknowledged(reply, || format!("aborting {} on {table}", owner.tx_id))
     }
 
     /// What a commit or abort of `req` writes: its fence entry (`outcome`), its prune, the hint.
@@ -594,6 +588,18 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
     fn seen(&self, item: Option<&ItemState>, req: &CompleteRequest) -> Seen {
         item.map_or(Seen::ABSENT, |i| {
             Seen::of(i, &req.tx_id, req.began, self.clock.now_ms())
+        })
+    }
+}
+
+/// A resolver's own commit or abort, acknowledged; else the violation it met (logged).
+fn acknowledged(reply: CompleteReply, context: impl FnOnce() -> String) -> Result<(), PortError> {
+    if reply.acknowledged() {
+        Ok(())
+    } else {
+        Err(PortError::Fatal {
+            context: context(),
+            source: "protocol violation (logged)".into(),
         })
     }
 }

@@ -122,14 +122,7 @@ fn protocol_vote(
     let (reason, message) = match refusal {
         PrepareRefusal::Fenced(outcome) => (
             VoteReason::Fenced,
-            format!(
-                "transaction {} already {} on this item",
-                lock.tx_id,
-                match outcome {
-                    FenceOutcome::Committed => "committed",
-                    FenceOutcome::Aborted => "aborted",
-                }
-            ),
+            format!("transaction {} already {} on this item", lock.tx_id, ended(outcome)),
         ),
         PrepareRefusal::BelowHorizon => (
             VoteReason::Fenced,
@@ -176,6 +169,14 @@ fn protocol_vote(
         | PrepareRefusal::Business => return None,
     };
     Some(Refusal::Vote(reason, message))
+}
+
+/// How a fence entry says its transaction ended.
+fn ended(outcome: FenceOutcome) -> &'static str {
+    match outcome {
+        FenceOutcome::Committed => "committed",
+        FenceOutcome::Aborted => "aborted",
+    }
 }
 
 /// The item's lock, as the one holder to settle (none: nobody).
