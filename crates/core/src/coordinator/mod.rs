@@ -421,36 +421,8 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
         if record.status.is_terminal() {
             return Ok(record);
         }
-        let calls = record.participants.iter().enumerate().map(|(i, p)| {
-            let record = &record;
-            async move {
-                let req = CompleteRequest {
-                    tx_id: record.tx_id.clone(),
-                    deadline: record.deadline,
-                    began: record.created_at,
-                    key: p.key.clone(),
-                    op: p.op.clone(),
-                    prune: prunes.get(i).cloned().flatten(),
-                    refused: record.votes.get(i).is_some_and(Vote::refused),
-                };
-                let reply = match decision {
-                    Decision::Commit => self.transport.commit(&p.target, &req).await,
-                    Decision::Abort => self.transport.abort(&p.target, &req).await,
-                };
-                self.checkpoint(FaultPoint::AfterComplete(i)).await;
-                match reply {
-                    Ok(CompleteReply::Violation { message }) => {
-                        error!(tx_id = %record.tx_id, participant = %p.participant, %message, "participant reported a protocol violation");
-                        false
-                    }
-                    Ok(_) => true,
-                    Err(e) => {
-                        warn!(tx_id = %record.tx_id, participant = %p.participant, error = %e, "completion not acknowledged; the sweeper will retry");
-                        false
-                    }
-                }
-            }
-        });
+        let calls = (0..record.participants.len())
+            .map(|i| self.complete_one(&record, i, prunes.get(i).cloned().flatten(), decision));
         let acks = join_all(calls).await;
         if !acks.iter().all(|a| *a) {
             return Ok(record);
@@ -469,6 +441,43 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
                     (AfterLostSwap::Follow(_), Some(r)) => Ok(*r),
                     (_, found) => Err(broken(&record.tx_id, "finalizing", found.as_deref())),
                 }
+            }
+        }
+    }
+
+    /// Sends the decision to participant `i`: whether it acknowledged (a violation it reports
+    /// is logged, and not an acknowledgement).
+    async fn complete_one(
+        &self,
+        record: &TxRecord,
+        i: usize,
+        prune: Option<Prune>,
+        decision: Decision,
+    ) -> bool {
+        let p = &record.participants[i];
+        let req = CompleteRequest {
+            tx_id: record.tx_id.clone(),
+            deadline: record.deadline,
+            began: record.created_at,
+            key: p.key.clone(),
+            op: p.op.clone(),
+            prune,
+            refused: record.votes.get(i).is_some_and(Vote::refused),
+        };
+        let reply = match decision {
+            Decision::Commit => self.transport.commit(&p.target, &req).await,
+            Decision::Abort => self.transport.abort(&p.target, &req).await,
+        };
+        self.checkpoint(FaultPoint::AfterComplete(i)).await;
+        match reply {
+            Ok(CompleteReply::Violation { message }) => {
+                error!(tx_id = %record.tx_id, participant = %p.participant, %message, "participant reported a protocol violation");
+                false
+            }
+            Ok(_) => true,
+            Err(e) => {
+                warn!(tx_id = %record.tx_id, participant = %p.participant, error = %e, "completion not acknowledged; the sweeper will retry");
+                false
             }
         }
     }
