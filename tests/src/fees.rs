@@ -19,7 +19,7 @@ use twopc_core::message::{
 };
 use twopc_core::ports::{ManualClock, PortError, Transport, TransportError};
 use twopc_core::record::Target;
-use twopc_core::request::ServiceConfig;
+use twopc_core::service::ServiceConfig;
 use twopc_dynamo::DynamoTxLog;
 use twopc_dynamo::tables::{TableKind, TableSpec, ensure_table};
 use twopc_participant_sdk::state::TxState;

@@ -10,16 +10,16 @@ use std::collections::BTreeMap;
 
 use aws_sdk_dynamodb::Client;
 use serde_json::{Value, json};
-use twopc_core::coordinator::{CommitMode, Coordinator, CoordinatorConfig};
+use twopc_core::coordinator::{CommitMode, Coordinator, CoordinatorConfig, SubmitError};
 use twopc_core::direct::DirectTransport;
 use twopc_core::ids::TxId;
 use twopc_core::item::{ItemState, Key};
 use twopc_core::message::{CompleteReply, CompleteRequest, PrepareReply, PrepareRequest};
 use twopc_core::participant::{Participant, ParticipantConfig};
-use twopc_core::ports::{Clock, ManualClock, ParticipantStore, SystemClock, Transport};
-use twopc_core::record::Target;
-use twopc_core::record::{Vote, VoteReason};
-use twopc_core::request::{KeySchema, Limits, ServiceConfig};
+use twopc_core::ports::{Clock, ManualClock, ParticipantStore, SystemClock, Transport, TxLog};
+use twopc_core::record::{Target, TxRecord, Vote, VoteReason};
+use twopc_core::request::Limits;
+use twopc_core::service::{KeySchema, ServiceConfig};
 use twopc_core::sweeper::{LockTable, SweepConfig, Sweeper};
 use twopc_dynamo::tables::{TableKind, TableSpec, ensure_table};
 use twopc_dynamo::{DynamoItems, DynamoNative, DynamoTxLog};
@@ -32,6 +32,32 @@ pub mod openapi;
 pub mod template;
 
 pub use crash::CrashAt;
+
+/// A transaction run the one way the coordinator's handler runs it, to its end:
+/// [`Coordinator::submit`], then the work after the answer ([`Coordinator::finish`]) at once, a
+/// test having no client to answer first. Its record as it ends.
+pub trait SubmitToEnd {
+    /// `submit`, then `finish`.
+    fn submit_to_end<'a>(
+        &'a self,
+        body: &'a Value,
+        idempotency_key: Option<&'a str>,
+    ) -> impl Future<Output = Result<TxRecord, SubmitError>> + Send + 'a;
+}
+
+impl<L: TxLog, T: Transport, C: Clock> SubmitToEnd for Coordinator<L, T, C> {
+    async fn submit_to_end(
+        &self,
+        body: &Value,
+        idempotency_key: Option<&str>,
+    ) -> Result<TxRecord, SubmitError> {
+        let answered = self.submit(body, idempotency_key).await?;
+        match answered.finish {
+            Some(finish) => Ok(self.finish(finish).await?),
+            None => Ok(answered.answer.record),
+        }
+    }
+}
 
 /// The participant logic as wired in tests.
 pub type TestParticipant = Participant<DynamoItems, DynamoTxLog, ManualClock>;
@@ -254,7 +280,7 @@ impl World {
         amount: i64,
     ) -> twopc_core::record::TxRecord {
         self.coordinator
-            .submit(&transfer(from, to, amount), None)
+            .submit_to_end(&transfer(from, to, amount), None)
             .await
             .expect("submit")
     }

@@ -44,7 +44,7 @@ use twopc_dynamo::DynamoNative;
 use twopc_participant_sdk::state::{Phase, TxState};
 use twopc_participant_sdk::{Resolved, StateStore};
 use twopc_tests::fees::{self, FEES, FeesService, Hold, HookDeath, MAX_FEE, Route, Tally};
-use twopc_tests::{CrashAt, SkewedClock, World};
+use twopc_tests::{CrashAt, SkewedClock, SubmitToEnd, World};
 
 const TIMEOUT_MS: u64 = 1_000;
 /// The skewed run's coordinators: one this far behind the participants' clock (within its
@@ -477,7 +477,7 @@ async fn run(bank: Bank) -> Seen {
                 let coordinator =
                     coordinator(w, fees, chaos, bank, plan.offset).with_faults(crash.clone());
                 let result = crash
-                    .run(coordinator.submit(&body(&plan, bank.timeout_ms), Some(&plan.key)))
+                    .run(coordinator.submit_to_end(&body(&plan, bank.timeout_ms), Some(&plan.key)))
                     .await;
                 counters
                     .faults_fired

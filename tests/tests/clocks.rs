@@ -12,7 +12,7 @@ use twopc_core::participant::ParticipantConfig;
 use twopc_core::ports::Clock;
 use twopc_core::record::{Vote, VoteReason};
 use twopc_core::status::TxStatus;
-use twopc_tests::{SkewedClock, World, complete_req, prepare_req, reason, transfer};
+use twopc_tests::{SkewedClock, SubmitToEnd, World, complete_req, prepare_req, reason, transfer};
 
 /// The default margin (`TWOPC_FENCE_MARGIN_MS`).
 const MARGIN_MS: u64 = 10_000;
@@ -128,7 +128,7 @@ async fn a_coordinator_whose_clock_runs_ahead_aborts_with_clock_skew_and_moves_n
 
         // WHEN it runs a transfer
         let record = c
-            .submit(&transfer("alice", "bob", 10), None)
+            .submit_to_end(&transfer("alice", "bob", 10), None)
             .await
             .expect("submit");
 

@@ -23,7 +23,7 @@ use twopc_core::ports::{
     Transport,
 };
 use twopc_core::record::Target;
-use twopc_core::request::KeySchema;
+use twopc_core::service::KeySchema;
 use twopc_dynamo::{DynamoItems, DynamoTxLog};
 use twopc_participant_sdk::conformance::{
     Atomicity, Effects, Entry, Fail, Failure, Faults, Resolved, Step, Tx, UnderTest,

@@ -16,7 +16,7 @@ use twopc_core::ports::{
     ParticipantStore, PortError, PrepareWrite, Swapped, TxLog,
 };
 use twopc_core::record::{TxRecord, VoteReason};
-use twopc_core::request::KeySchema;
+use twopc_core::service::KeySchema;
 use twopc_core::status::TxStatus;
 use twopc_dynamo::{DynamoItems, DynamoNative, DynamoTxLog};
 use twopc_tests::{World, key};
@@ -156,6 +156,7 @@ contract!(
     an_item_takes_at_most_the_most_reservations,
     bury_aborted_prevents_a_transaction_on_an_absent_key_only,
     an_inquiry_reads_held_or_prevents_and_a_prevented_prepare_never_lands,
+    an_inquiry_about_another_operation_than_its_hold_is_prevented_and_writes_nothing,
     a_native_transaction_writes_every_item_and_the_record_at_once,
     a_native_transaction_writes_nothing_when_one_item_refuses,
     a_native_transaction_gives_way_where_the_protocol_holds_an_item,
@@ -1497,6 +1498,7 @@ async fn an_inquiry_reads_held_or_prevents_and_a_prevented_prepare_never_lands<
         deadline: NOW + 5_000,
         began: NOW,
         key: key(id),
+        op: None,
         prevent,
     };
     let answer = |r: InquireRequest| {
@@ -1525,6 +1527,58 @@ async fn an_inquiry_reads_held_or_prevents_and_a_prevented_prepare_never_lands<
         bob.fence.get(&gone).map(|e| e.outcome),
         Some(FenceOutcome::Aborted)
     );
+}
+
+async fn an_inquiry_about_another_operation_than_its_hold_is_prevented_and_writes_nothing<
+    I: ParticipantStore + Clone,
+    L: TxLog + Clone,
+>(
+    s: Stores<I, L>,
+) {
+    use twopc_core::message::InquireRequest;
+    use twopc_core::participant::{Participant, ParticipantConfig};
+    use twopc_core::ports::ManualClock;
+    use twopc_core::rules::Inquiry;
+    // GIVEN alice locked by a transaction for one of its operations (the item named twice)
+    s.seed("alice", json!({"balance": 10})).await;
+    let p = Participant::new(
+        s.items().clone(),
+        s.log().clone(),
+        ManualClock::new(NOW),
+        ParticipantConfig::default(),
+    );
+    let tx = TxId::random();
+    let first = json!({"set": {"memo": "first"}});
+    assert!(locked(
+        &prepare(&s, "alice", &lock(&tx, NOW, first.clone())).await
+    ));
+    let ask = |o: Option<Value>, prevent: bool| InquireRequest {
+        tx_id: tx.clone(),
+        deadline: NOW + 5_000,
+        began: NOW,
+        key: key("alice"),
+        op: o.map(op),
+        prevent,
+    };
+    let answer = |r: InquireRequest| {
+        let (p, table) = (&p, s.table().to_owned());
+        async move { p.inquire(&table, &r).await.expect("inquire").inquiry }
+    };
+    // WHEN an inquiry asks about its other operation THEN it is prevented, with or without
+    // prevent, and nothing is written: the hold keeps its operation, no entry fences it
+    let second = json!({"set": {"memo": "second"}});
+    for prevent in [false, true] {
+        assert_eq!(
+            answer(ask(Some(second.clone()), prevent)).await,
+            Inquiry::Prevented
+        );
+    }
+    let alice = read(&s, "alice").await.expect("alice");
+    assert_eq!(alice.lock.map(|l| l.tx_id), Some(tx.clone()));
+    assert!(alice.fence.is_empty());
+    // The operation the hold carries, or none given, finds it held.
+    assert_eq!(answer(ask(Some(first), true)).await, Inquiry::Held);
+    assert_eq!(answer(ask(None, true)).await, Inquiry::Held);
 }
 
 /// A `COMMITTED` record for a native transaction.

@@ -27,7 +27,7 @@ use twopc_runtime::telemetry::Metrics;
 use twopc_runtime::{Aws, Clients, LiveCoordinator};
 use twopc_tests::lambda::LocalFunction;
 use twopc_tests::template::{Template, value};
-use twopc_tests::{CrashAt, World, complete_req, endpoint, prepare_req};
+use twopc_tests::{CrashAt, SubmitToEnd, World, complete_req, endpoint, prepare_req};
 
 const TEMPLATE: Template<'static> = Template::repo();
 /// The function the template's `WalletsParticipantFunction` runs, as `cargo lambda watch`
@@ -132,7 +132,7 @@ async fn a_plain_table_transfer_with_the_templates_defaults_is_one_native_write(
         {"participant": "accounts", "key": {"id": "alice"},
          "op": {"add": {"balance": -10}, "require": {"balance": {"gte": 10}}}},
         {"participant": "accounts", "key": {"id": "bob"}, "op": {"add": {"balance": 10}}}]});
-    let staged = c.stage(&within, None).await.expect("stage");
+    let staged = c.submit(&within, None).await.expect("stage");
     assert_eq!(staged.answer.outcome, Outcome::Committed);
     // Native: answered terminal with nothing left to do, and no fence entry (a protocol
     // commit writes one).
@@ -176,7 +176,7 @@ async fn puts_deletes_an_abort_and_reservations_go_through_the_wallets_function(
         {"participant": "wallets", "key": {"id": "dave"}, "op": {"put": {"balance": 5}}},
         {"participant": "wallets", "key": {"id": "carol"}, "op": {"delete": true}},
         {"participant": "accounts", "key": {"id": "bob"}, "op": {"delete": true}}]});
-    let rec = c.submit(&body, None).await.expect("submit");
+    let rec = c.submit_to_end(&body, None).await.expect("submit");
 
     // THEN each item holds its change: written by the function, and by the coordinator itself
     assert_eq!(
@@ -200,7 +200,7 @@ async fn puts_deletes_an_abort_and_reservations_go_through_the_wallets_function(
     assert_deleted(&w, "accounts", "bob").await;
 
     // WHEN alice pays bob's wallet THEN both sides reserve (commuting adds) and commit
-    let rec = c.submit(&to_wallet(30), None).await.expect("submit");
+    let rec = c.submit_to_end(&to_wallet(30), None).await.expect("submit");
     assert_eq!(rec.status, TxStatus::Committed, "{rec:?}");
     assert_eq!(rec.votes, vec![Vote::yes(Mode::Reserved); 2], "{rec:?}");
     assert_eq!(
@@ -213,7 +213,7 @@ async fn puts_deletes_an_abort_and_reservations_go_through_the_wallets_function(
         {"participant": "wallets", "key": {"id": "bob"},
          "op": {"add": {"balance": -1000}, "require": {"balance": {"gte": 1000}}}},
         {"participant": "accounts", "key": {"id": "alice"}, "op": {"add": {"balance": 1000}}}]});
-    let rec = c.submit(&overdraft, None).await.expect("submit");
+    let rec = c.submit_to_end(&overdraft, None).await.expect("submit");
     assert_eq!(rec.status, TxStatus::Aborted, "{rec:?}");
     assert!(
         matches!(
@@ -258,7 +258,10 @@ async fn the_sweeper_rolls_a_decided_commit_forward_and_resolves_an_orphan_lock(
         .expect("participants")
         .push(json!({"participant": "accounts", "key": {"id": "bob"}, "op": {"delete": true}}));
     crash
-        .run(c.with_faults(crash.clone()).submit(&body, Some(&key)))
+        .run(
+            c.with_faults(crash.clone())
+                .submit_to_end(&body, Some(&key)),
+        )
         .await
         .expect_err("crashes");
     let decided = TxId::for_idempotency_key(&key);
@@ -360,7 +363,10 @@ async fn the_completer_recovers_at_once_what_a_participant_asked_for_and_the_lis
     let mut body = to_wallet(10);
     body["timeoutMs"] = json!(2_000);
     crash
-        .run(c.with_faults(crash.clone()).submit(&body, Some(&key)))
+        .run(
+            c.with_faults(crash.clone())
+                .submit_to_end(&body, Some(&key)),
+        )
         .await
         .expect_err("crashes");
     let tx = TxId::for_idempotency_key(&key);

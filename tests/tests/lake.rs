@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use twopc_core::request::KeySchema;
+use twopc_core::service::KeySchema;
 use twopc_core::status::TxStatus;
 use twopc_fanout::detect::{TableRole, Tables};
 use twopc_fanout::lake::field;

@@ -11,7 +11,7 @@ use twopc_core::status::TxStatus;
 use twopc_runtime::config::{Config, Role, var};
 use twopc_runtime::{Clients, LiveCoordinator, coordinator};
 use twopc_tests::lambda::{LocalFunction, participant_env};
-use twopc_tests::{World, transfer};
+use twopc_tests::{SubmitToEnd, World, transfer};
 
 const BIG: &str = "12345678901234567890123456789012345678";
 
@@ -56,7 +56,7 @@ async fn a_transfer_through_the_participant_function_commits_and_an_overdraft_ab
 
     // WHEN alice sends 30 to bob THEN both sides apply it
     let rec = c
-        .submit(&transfer("alice", "bob", 30), None)
+        .submit_to_end(&transfer("alice", "bob", 30), None)
         .await
         .expect("submit");
     assert_eq!(
@@ -78,7 +78,7 @@ async fn a_transfer_through_the_participant_function_commits_and_an_overdraft_ab
     // WHEN she tries to send more than she has THEN the participant function votes no and
     // nothing moves
     let rec = c
-        .submit(&transfer("alice", "bob", 1000), None)
+        .submit_to_end(&transfer("alice", "bob", 1000), None)
         .await
         .expect("submit");
     assert_eq!(rec.status, TxStatus::Aborted, "{rec:?}");
@@ -133,7 +133,7 @@ async fn a_38_digit_amount_crosses_the_lambda_transport_exactly() {
             {{"participant": "accounts", "key": {{"id": "carol"}}, "op": {{"add": {{"balance": {BIG}}}}}}}]}}"#
     ))
     .expect("json");
-    let rec = c.submit(&body, Some("big-1")).await.expect("submit");
+    let rec = c.submit_to_end(&body, Some("big-1")).await.expect("submit");
     assert_eq!(
         rec.status,
         TxStatus::Committed,
@@ -158,7 +158,7 @@ async fn an_unknown_function_is_an_unreachable_no_vote_and_nothing_stays_locked(
     let lambda = LocalFunction::start("participant", &participant_env(&w, "accounts")).await;
     let c = coordinator_via(&w, &lambda, "no-such-function").await;
 
-    let rec = c.submit(&transfer("alice", "bob", 30), None).await;
+    let rec = c.submit_to_end(&transfer("alice", "bob", 30), None).await;
     // Abort reaches no participant behind the missing function either: the record may stay
     // ABORTING for the sweeper, but it never commits.
     let rec = rec.expect("submit");

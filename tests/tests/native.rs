@@ -5,13 +5,13 @@
 
 use serde_json::{Value, json};
 use twopc_core::api::{self, codes};
-use twopc_core::coordinator::{CommitMode, CoordinatorConfig, Outcome, Staged, SubmitError};
+use twopc_core::coordinator::{Answered, CommitMode, CoordinatorConfig, Outcome, SubmitError};
 use twopc_core::decimal::Decimal;
 use twopc_core::ids::TxId;
 use twopc_core::op::Mode;
 use twopc_core::ports::{Clock, TxLog};
 use twopc_core::record::{Target, Vote, VoteReason};
-use twopc_core::request::{KeyAttribute, KeySchema, KeyType, ServiceConfig};
+use twopc_core::service::{KeyAttribute, KeySchema, KeyType, ServiceConfig};
 use twopc_core::status::TxStatus;
 use twopc_dynamo::tables::{TableKind, TableSpec, ensure_table};
 use twopc_fanout::detect::{Detected, TableRole, Tables, change_of, detect};
@@ -30,16 +30,16 @@ async fn balances(w: &World) -> (String, String) {
     )
 }
 
-async fn stage(w: &World, body: &Value, key: Option<&str>) -> Staged {
+async fn stage(w: &World, body: &Value, key: Option<&str>) -> Answered {
     w.coordinator_in(CommitMode::Auto)
-        .stage(body, key)
+        .submit(body, key)
         .await
         .expect("stage")
 }
 
 /// Whether the transaction went native: answered terminal with nothing left to do, and no
 /// item carries a fence entry of it (the protocol's commit writes one).
-async fn went_native(w: &World, staged: &Staged) -> bool {
+async fn went_native(w: &World, staged: &Answered) -> bool {
     let tx = &staged.answer.record.tx_id;
     let mut fenced = false;
     for (service, id) in [("accounts", "alice"), ("wallets", "bob")] {
@@ -130,7 +130,7 @@ async fn a_keyed_native_transaction_replays_its_answer_and_applies_once() {
     // The key with another body is refused; nothing is written.
     let other = w
         .coordinator_in(CommitMode::Auto)
-        .stage(&transfer("alice", "bob", 20), Some("native-key-1"))
+        .submit(&transfer("alice", "bob", 20), Some("native-key-1"))
         .await;
     assert!(other.is_err(), "a reused key with another body is refused");
     assert_eq!(balances(&w).await, ("90".into(), "10".into()));
@@ -146,7 +146,7 @@ async fn what_the_store_cannot_commit_alone_is_staged() {
     config.services.get_mut("wallets").expect("wallets").hot = true;
     let c = w.coordinator_with(config);
     let hot = c
-        .stage(&transfer("alice", "bob", 10), None)
+        .submit(&transfer("alice", "bob", 10), None)
         .await
         .expect("stage");
     assert_eq!(hot.answer.outcome, Outcome::Committed);
@@ -165,7 +165,7 @@ async fn what_the_store_cannot_commit_alone_is_staged() {
         {"participant": "wallets", "key": {"id": "carol"}, "op": {"delete": true}}
     ]});
     let c = w.coordinator_in(CommitMode::Auto);
-    let staged = c.stage(&delete, None).await.expect("stage");
+    let staged = c.submit(&delete, None).await.expect("stage");
     assert_eq!(staged.answer.outcome, Outcome::Committed);
     assert_eq!(staged.answer.record.status, TxStatus::Staging);
     c.finish(staged.finish.expect("work after the answer"))
@@ -175,7 +175,7 @@ async fn what_the_store_cannot_commit_alone_is_staged() {
     for mode in [CommitMode::Staged, CommitMode::Classic] {
         let c = w.coordinator_in(mode);
         let staged = c
-            .stage(&transfer("alice", "bob", 1), None)
+            .submit(&transfer("alice", "bob", 1), None)
             .await
             .expect("stage");
         let went = went_native(&w, &staged).await;
@@ -299,7 +299,7 @@ async fn one_number_keyed_item_under_two_spellings_is_refused_duplicate_item_on_
             });
             // THEN it is refused duplicate_item, with or without an idempotency key,
             for key in [None, Some("two-spellings")] {
-                match c.stage(&body, key).await {
+                match c.submit(&body, key).await {
                     Err(SubmitError::Request(e)) => {
                         assert_eq!(e.code, codes::DUPLICATE_ITEM, "{mode:?} {a}/{b}: {e}")
                     }
@@ -327,7 +327,7 @@ async fn a_change_dynamodb_can_never_write_is_refused_invalid_for_store_not_retr
     )
     .expect("json");
     // WHEN a native transaction would take her past it
-    let r = w.coordinator_in(CommitMode::Auto).stage(&body, None).await;
+    let r = w.coordinator_in(CommitMode::Auto).submit(&body, None).await;
     // THEN DynamoDB's refusal is a 400 that says to change the request, never 503 "retry",
     match r {
         Err(SubmitError::Request(e)) => {
@@ -359,14 +359,14 @@ async fn the_stream_sees_each_natively_committed_item_change_once() {
             w.accounts.clone(),
             TableRole::Participant {
                 participant: "accounts".into(),
-                key: twopc_core::request::KeySchema::string_hash("id"),
+                key: twopc_core::service::KeySchema::string_hash("id"),
             },
         ),
         (
             w.wallets.clone(),
             TableRole::Participant {
                 participant: "wallets".into(),
-                key: twopc_core::request::KeySchema::string_hash("id"),
+                key: twopc_core::service::KeySchema::string_hash("id"),
             },
         ),
     ]

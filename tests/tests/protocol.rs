@@ -18,7 +18,7 @@ use twopc_core::ports::{
 };
 use twopc_core::record::{Target, TxRecord, Vote, VoteReason};
 use twopc_core::status::TxStatus;
-use twopc_tests::{World, complete_req, key, op, prepare_req, reason, transfer};
+use twopc_tests::{SubmitToEnd, World, complete_req, key, op, prepare_req, reason, transfer};
 
 async fn bank(w: &World) {
     w.seed("accounts", "alice", json!({"balance": 100})).await;
@@ -176,7 +176,7 @@ async fn put_creates_an_item_and_an_aborted_put_leaves_only_a_tombstone() {
     };
     let rec = w
         .coordinator
-        .submit(&create("carol", 5), None)
+        .submit_to_end(&create("carol", 5), None)
         .await
         .expect("submit");
     assert_eq!(rec.status, TxStatus::Committed);
@@ -190,7 +190,7 @@ async fn put_creates_an_item_and_an_aborted_put_leaves_only_a_tombstone() {
 
     let rec = w
         .coordinator
-        .submit(&create("dave", 1000), None)
+        .submit_to_end(&create("dave", 1000), None)
         .await
         .expect("submit");
     assert_eq!(rec.status, TxStatus::Aborted);
@@ -198,7 +198,7 @@ async fn put_creates_an_item_and_an_aborted_put_leaves_only_a_tombstone() {
 
     let again = w
         .coordinator
-        .submit(&create("carol", 5), None)
+        .submit_to_end(&create("carol", 5), None)
         .await
         .expect("submit");
     assert!(
@@ -219,7 +219,11 @@ async fn delete_leaves_a_tombstone_that_reads_as_absent_and_a_put_can_take() {
     let w = World::new().await;
     bank(&w).await;
     let body = json!({"participants": [{"participant": "wallets", "key": {"id": "bob"}, "op": {"delete": true, "require": {"balance": {"eq": 0}}}}]});
-    let rec = w.coordinator.submit(&body, None).await.expect("submit");
+    let rec = w
+        .coordinator
+        .submit_to_end(&body, None)
+        .await
+        .expect("submit");
     assert_eq!(rec.status, TxStatus::Committed);
     let bob = assert_tombstone(&w, "wallets", "bob").await;
     assert_eq!(
@@ -229,7 +233,11 @@ async fn delete_leaves_a_tombstone_that_reads_as_absent_and_a_put_can_take() {
     assert_eq!(bob.attributes.get(layout::VERSION), Some(&json!(1)));
     // Anything but a put finds no item.
     let add = json!({"participants": [{"participant": "wallets", "key": {"id": "bob"}, "op": {"add": {"balance": 1}}}]});
-    let rec = w.coordinator.submit(&add, None).await.expect("submit");
+    let rec = w
+        .coordinator
+        .submit_to_end(&add, None)
+        .await
+        .expect("submit");
     assert_eq!(rec.status, TxStatus::Aborted);
     assert!(
         matches!(
@@ -245,7 +253,11 @@ async fn delete_leaves_a_tombstone_that_reads_as_absent_and_a_put_can_take() {
     // A put creates it again, over the tombstone.
     w.clock.advance(1);
     let put = json!({"participants": [{"participant": "wallets", "key": {"id": "bob"}, "op": {"put": {"balance": 7}}}]});
-    let rec = w.coordinator.submit(&put, None).await.expect("submit");
+    let rec = w
+        .coordinator
+        .submit_to_end(&put, None)
+        .await
+        .expect("submit");
     assert_eq!(rec.status, TxStatus::Committed);
     let bob = w.item("wallets", "bob").await.expect("bob");
     assert!(!bob.tombstone && !bob.placeholder, "{bob:?}");
@@ -277,7 +289,11 @@ async fn a_late_duplicate_prepare_of_a_put_cannot_recreate_an_item_deleted_since
     assert_eq!(w.commit("wallets", &commit).await, CompleteReply::Done);
     w.clock.advance(1);
     let delete = json!({"participants": [{"participant": "wallets", "key": {"id": "carol"}, "op": {"delete": true}}]});
-    let rec = w.coordinator.submit(&delete, None).await.expect("delete");
+    let rec = w
+        .coordinator
+        .submit_to_end(&delete, None)
+        .await
+        .expect("delete");
     assert_eq!(rec.status, TxStatus::Committed);
     let late = w.prepare("wallets", &prep).await;
     assert_eq!(reason(&late), Some(VoteReason::Fenced));
@@ -457,7 +473,11 @@ async fn late_prepare_after_abort_is_refused_by_the_fence() {
     let body = json!({"participants": [
         {"participant": "accounts", "key": {"id": "alice"}, "op": {"add": {"balance": -10}}},
         {"participant": "wallets", "key": {"id": "bob"}, "op": {"add": {"balance": 10}, "require": {"balance": {"gte": 1}}}}]});
-    let rec = w.coordinator.submit(&body, None).await.expect("submit");
+    let rec = w
+        .coordinator
+        .submit_to_end(&body, None)
+        .await
+        .expect("submit");
     assert_eq!(rec.status, TxStatus::Aborted);
     for (i, table) in [(0, &w.accounts), (1, &w.wallets)] {
         let p = &rec.participants[i];
@@ -1166,7 +1186,7 @@ async fn coordinator_losing_the_decide_race_follows_the_recorded_abort() {
         w.coordinator.config().clone(),
     );
     let rec = coordinator
-        .submit(&transfer("alice", "bob", 10), None)
+        .submit_to_end(&transfer("alice", "bob", 10), None)
         .await
         .expect("submit");
     assert_eq!(
@@ -1203,7 +1223,11 @@ async fn point_one_plus_point_two_is_exactly_point_three() {
         {"participant": "wallets", "key": {"id": "bob"}, "op": {"add": {"balance": "-0.2"}}}]}"#,
     )
     .expect("json");
-    let rec = w.coordinator.submit(&body, None).await.expect("submit");
+    let rec = w
+        .coordinator
+        .submit_to_end(&body, None)
+        .await
+        .expect("submit");
     assert_eq!(rec.status, TxStatus::Committed);
     assert_eq!(
         w.attr("accounts", "alice", "balance").await.as_deref(),
@@ -1229,7 +1253,11 @@ async fn thirty_eight_digit_values_survive_a_transaction_exactly() {
     let body: Value = serde_json::from_str(r#"{"participants": [
         {"participant": "accounts", "key": {"id": "alice"}, "op": {"add": {"balance": 1}, "require": {"balance": {"gte": 9999999999999999999999999999999999998}}}},
         {"participant": "wallets", "key": {"id": "bob"}, "op": {"set": {"exact": 1234567890123456789.0123456789012345678}}}]}"#).expect("json");
-    let rec = w.coordinator.submit(&body, None).await.expect("submit");
+    let rec = w
+        .coordinator
+        .submit_to_end(&body, None)
+        .await
+        .expect("submit");
     assert_eq!(rec.status, TxStatus::Committed, "{:?}", rec.votes);
     assert_eq!(
         w.attr("accounts", "alice", "balance").await.as_deref(),
@@ -1255,12 +1283,12 @@ async fn idempotency_key_replay_returns_the_same_transaction_applied_once() {
     bank(&w).await;
     let first = w
         .coordinator
-        .submit(&transfer("alice", "bob", 10), Some("order-1"))
+        .submit_to_end(&transfer("alice", "bob", 10), Some("order-1"))
         .await
         .expect("first");
     let again = w
         .coordinator
-        .submit(&transfer("alice", "bob", 10), Some("order-1"))
+        .submit_to_end(&transfer("alice", "bob", 10), Some("order-1"))
         .await
         .expect("replay");
     assert_eq!(first.tx_id, again.tx_id);
@@ -1277,12 +1305,12 @@ async fn idempotency_key_with_another_body_is_refused() {
     let w = World::new().await;
     bank(&w).await;
     w.coordinator
-        .submit(&transfer("alice", "bob", 10), Some("order-2"))
+        .submit_to_end(&transfer("alice", "bob", 10), Some("order-2"))
         .await
         .expect("first");
     let err = w
         .coordinator
-        .submit(&transfer("alice", "bob", 20), Some("order-2"))
+        .submit_to_end(&transfer("alice", "bob", 20), Some("order-2"))
         .await
         .unwrap_err();
     match err {
@@ -1338,7 +1366,7 @@ async fn bad_requests_are_refused_before_anything_is_written() {
         ),
     ];
     for (body, code) in cases {
-        match w.coordinator.submit(&body, None).await {
+        match w.coordinator.submit_to_end(&body, None).await {
             Err(SubmitError::Request(e)) => assert_eq!(e.code, code, "{body}: {}", e.message),
             other => panic!("{body}: expected {code}, got {other:?}"),
         }

@@ -16,7 +16,9 @@ use twopc_core::participant::ParticipantConfig;
 use twopc_core::ports::{Clock, TxLog};
 use twopc_core::record::{Vote, VoteReason};
 use twopc_core::status::TxStatus;
-use twopc_tests::{CrashAt, World, complete_req, exclusive, prepare_req, reason, transfer};
+use twopc_tests::{
+    CrashAt, SubmitToEnd, World, complete_req, exclusive, prepare_req, reason, transfer,
+};
 
 /// A debit of `amount` from `balance`, never below 0: commutes, so it reserves.
 fn debit(amount: i64) -> Value {
@@ -77,7 +79,7 @@ async fn crashed_transfer(w: &World, body: &Value, point: FaultPoint) -> TxId {
     let crash = Arc::new(CrashAt::new(point));
     let c = w.coordinator_via(w.direct()).with_faults(crash.clone());
     let stopped = crash
-        .run(c.submit(body, Some(&key)))
+        .run(c.submit_to_end(body, Some(&key)))
         .await
         .expect_err("must crash");
     assert_eq!(stopped, point);
@@ -188,7 +190,7 @@ async fn a_prepare_meeting_a_decided_reservation_settles_it_without_waiting() {
     // alice, then locks.
     let rec = w
         .coordinator
-        .submit(&exclusive(transfer("alice", "bob", 5)), None)
+        .submit_to_end(&exclusive(transfer("alice", "bob", 5)), None)
         .await
         .expect("submit");
     assert_eq!(rec.status, TxStatus::Committed, "{:?}", rec.votes);

@@ -10,7 +10,7 @@ use twopc_core::item::FenceOutcome;
 use twopc_core::ports::{Clock, TxLog};
 use twopc_core::record::VoteReason;
 use twopc_core::status::TxStatus;
-use twopc_tests::{CrashAt, World, prepare_req, transfer};
+use twopc_tests::{CrashAt, SubmitToEnd, World, prepare_req, transfer};
 
 async fn bank(w: &World) {
     w.seed("accounts", "alice", json!({"balance": 100})).await;
@@ -40,7 +40,7 @@ async fn a_staged_commit_is_answered_before_it_is_applied_and_finished_after() {
     bank(&w).await;
     let c = w.coordinator_in(CommitMode::Staged);
     let staged = c
-        .stage(&transfer("alice", "bob", 10), None)
+        .submit(&transfer("alice", "bob", 10), None)
         .await
         .expect("stage");
     assert_eq!(staged.answer.outcome, Outcome::Committed);
@@ -66,7 +66,7 @@ async fn a_staged_abort_is_answered_once_its_decision_is_recorded() {
     bank(&w).await;
     let c = w.coordinator_in(CommitMode::Staged);
     let staged = c
-        .stage(&transfer("alice", "bob", 1000), None)
+        .submit(&transfer("alice", "bob", 1000), None)
         .await
         .expect("stage");
     assert_eq!(staged.answer.outcome, Outcome::Aborted);
@@ -87,9 +87,15 @@ async fn a_keyed_staged_transaction_writes_its_record_first_and_its_replay_answe
     bank(&w).await;
     let c = w.coordinator_in(CommitMode::Staged);
     let body = transfer("alice", "bob", 10);
-    let first = c.submit(&body, Some("staged-key")).await.expect("submit");
+    let first = c
+        .submit_to_end(&body, Some("staged-key"))
+        .await
+        .expect("submit");
     assert_eq!(first.status, TxStatus::Committed);
-    let again = c.submit(&body, Some("staged-key")).await.expect("replay");
+    let again = c
+        .submit_to_end(&body, Some("staged-key"))
+        .await
+        .expect("replay");
     assert_eq!(
         (again.tx_id, again.status),
         (first.tx_id, TxStatus::Committed)
@@ -111,7 +117,7 @@ async fn an_answered_commit_whose_coordinator_dies_is_committed_by_the_sweeper()
         .with_faults(crash.clone());
     let key = "staged-crash-after-answer";
     let stopped = crash
-        .run(c.submit(&transfer("alice", "bob", 10), Some(key)))
+        .run(c.submit_to_end(&transfer("alice", "bob", 10), Some(key)))
         .await
         .expect_err("must crash");
     assert_eq!(stopped, FaultPoint::AfterAnswer);
@@ -174,14 +180,14 @@ async fn a_replay_helps_an_abandoned_staging_record_that_every_participant_holds
     let key = "staged-help";
     let body = transfer("alice", "bob", 10);
     crash
-        .run(dead.submit(&body, Some(key)))
+        .run(dead.submit_to_end(&body, Some(key)))
         .await
         .expect_err("crash");
     // The client retries before the deadline: the replay finds every participant holding the
     // transaction, makes the commit explicit and finishes it.
     let replay = w
         .coordinator_in(CommitMode::Staged)
-        .submit(&body, Some(key))
+        .submit_to_end(&body, Some(key))
         .await
         .expect("replay");
     assert_eq!(replay.status, TxStatus::Committed);
@@ -208,7 +214,7 @@ async fn a_transaction_with_a_refused_prepare_is_never_answered_committed() {
     assert!(w.prepare("wallets", &hold).await.vote.is_yes());
     let staged = w
         .coordinator_in(CommitMode::Staged)
-        .stage(&twopc_tests::exclusive(transfer("alice", "bob", 10)), None)
+        .submit(&twopc_tests::exclusive(transfer("alice", "bob", 10)), None)
         .await
         .expect("stage");
     assert_eq!(staged.answer.outcome, Outcome::Aborted);
@@ -233,7 +239,7 @@ async fn a_participant_meeting_an_overdue_staging_hold_asks_and_the_completer_re
         .with_faults(crash.clone());
     let key = "staged-asked";
     crash
-        .run(dead.submit(&transfer("alice", "bob", 10), Some(key)))
+        .run(dead.submit_to_end(&transfer("alice", "bob", 10), Some(key)))
         .await
         .expect_err("crash");
     let tx = TxId::for_idempotency_key(key);
@@ -305,7 +311,7 @@ async fn a_fresh_ask_is_acted_on_by_a_completer_whose_clock_lags_behind_the_dead
         .with_faults(crash.clone());
     let key = "staged-asked-lagging";
     crash
-        .run(dead.submit(&transfer("alice", "bob", 10), Some(key)))
+        .run(dead.submit_to_end(&transfer("alice", "bob", 10), Some(key)))
         .await
         .expect_err("crash");
     let tx = TxId::for_idempotency_key(key);

@@ -4,7 +4,6 @@
 //! change becomes a lake row and a push, and a subscriber whose connection is gone is forgotten.
 
 use std::sync::{Arc, Mutex};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::Router;
 use axum::body::Bytes;
@@ -15,6 +14,7 @@ use axum::routing::post;
 use lambda_runtime::{Context, LambdaEvent};
 use serde_json::{Value, json};
 use twopc_core::ids::TxId;
+use twopc_core::ports::{Clock, SystemClock};
 use twopc_dynamo::connections::DynamoConnections;
 use twopc_dynamo::tables::{TableKind, TableSpec, ensure_table};
 use twopc_fanout::rows::entity_topic;
@@ -90,9 +90,7 @@ async fn a_committed_change_reaches_the_lake_and_its_gone_subscriber_is_forgotte
     };
     ensure_table(&client, &spec).await.expect("the table");
     let subscriptions = DynamoConnections::new(client, &table, 7_200);
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
+    let now = SystemClock.now_secs();
     let key = serde_json::Map::from_iter([("id".to_owned(), json!("alice"))]);
     let topic = entity_topic("accounts", &key);
     subscriptions

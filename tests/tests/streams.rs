@@ -5,7 +5,8 @@
 use std::sync::Mutex;
 
 use serde_json::{Value, json};
-use twopc_core::request::KeySchema;
+use twopc_core::ports::{Clock, SystemClock};
+use twopc_core::service::KeySchema;
 use twopc_core::status::TxStatus;
 use twopc_dynamo::connections::DynamoConnections;
 use twopc_dynamo::tables::{TableKind, TableSpec, ensure_table};
@@ -258,9 +259,7 @@ async fn a_gone_connection_is_forgotten() {
 }
 
 fn now_secs() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
+    SystemClock.now_secs()
 }
 
 #[tokio::test]

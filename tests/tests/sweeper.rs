@@ -12,7 +12,7 @@ use twopc_core::ports::{Clock, Transport, TransportError, TxLog};
 use twopc_core::record::Target;
 use twopc_core::status::TxStatus;
 use twopc_core::sweeper::SweepConfig;
-use twopc_tests::{CrashAt, World, transfer};
+use twopc_tests::{CrashAt, SubmitToEnd, World, transfer};
 
 async fn bank(w: &World) {
     w.seed("accounts", "alice", json!({"balance": 100})).await;
@@ -25,7 +25,7 @@ async fn crashed_transfer(w: &World, point: FaultPoint) -> TxId {
     let crash = std::sync::Arc::new(CrashAt::new(point));
     let c = w.coordinator_via(w.direct()).with_faults(crash.clone());
     let stopped = crash
-        .run(c.submit(&transfer("alice", "bob", 10), Some(&key)))
+        .run(c.submit_to_end(&transfer("alice", "bob", 10), Some(&key)))
         .await
         .expect_err("must crash");
     assert_eq!(stopped, point);
@@ -105,7 +105,7 @@ async fn sweeper_finishes_a_decided_abort() {
     let crash = std::sync::Arc::new(CrashAt::new(FaultPoint::AfterDecide));
     let c = w.coordinator_via(w.direct()).with_faults(crash.clone());
     crash
-        .run(c.submit(&transfer("alice", "bob", 1_000), Some(key)))
+        .run(c.submit_to_end(&transfer("alice", "bob", 1_000), Some(key)))
         .await
         .expect_err("crash");
     let tx = TxId::for_idempotency_key(key);

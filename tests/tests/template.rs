@@ -13,8 +13,8 @@ use twopc_core::layout::{
     DEADLINE, EXPIRE_AT, LOCK_EXPIRES_AT, LOCK_SHARD, PENDING, RETRY_AFTER, TX_ID,
 };
 use twopc_core::record::Target;
-use twopc_core::request::{KeySchema, KeyType, ServiceKind};
 use twopc_core::rules::{self, NativeFacts, NotNative};
+use twopc_core::service::{KeySchema, KeyType, ServiceKind};
 use twopc_dynamo::tables::{LOCK_INDEX, PENDING_INDEX};
 use twopc_runtime::config::{Config, Role, var};
 

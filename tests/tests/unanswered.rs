@@ -22,7 +22,7 @@ use twopc_core::record::Target;
 use twopc_core::status::TxStatus;
 use twopc_core::sweeper::{SweepConfig, SweepReport};
 use twopc_tests::fees::{FEES, FEES_URL, FeesService, Route};
-use twopc_tests::{CrashAt, World};
+use twopc_tests::{CrashAt, SubmitToEnd, World};
 
 /// `fees`, reached in-process, that can stop answering (every call a timeout), and be slowed.
 #[derive(Clone)]
@@ -137,7 +137,7 @@ async fn abandoned_while_fees_goes_silent(
     .with_faults(crash.clone());
     let key = format!("order-{}", TxId::random());
     crash
-        .run(c.submit(&order(), Some(&key)))
+        .run(c.submit_to_end(&order(), Some(&key)))
         .await
         .expect_err("dies before deciding");
     flaky.down.store(true, Ordering::SeqCst);
@@ -283,7 +283,7 @@ async fn order_latency_staged_against_classic() {
         for i in 0..orders() * 2 {
             let c = if i % 2 == 0 { &classic } else { &staged };
             let started = Instant::now();
-            let s = c.stage(&order(), None).await.expect("stage");
+            let s = c.submit(&order(), None).await.expect("stage");
             answer[i % 2].push(started.elapsed().as_micros());
             assert_eq!(
                 s.answer.outcome,

@@ -9,7 +9,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, StreamSpecification, W
 use futures::stream::{self, StreamExt, TryStreamExt};
 use twopc_core::decimal::Decimal;
 use twopc_core::layout;
-use twopc_core::request::KeySchema;
+use twopc_core::service::KeySchema;
 use twopc_dynamo::items::item_state;
 use twopc_dynamo::tables::{TableKind, TableSpec, ensure_table};
 

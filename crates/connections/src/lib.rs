@@ -9,6 +9,7 @@ use std::convert::Infallible;
 use aws_lambda_events::apigw::{ApiGatewayProxyResponse, ApiGatewayWebsocketProxyRequest};
 use lambda_runtime::LambdaEvent;
 use twopc_authorizer::refusal::codes;
+use twopc_core::ports::{Clock, SystemClock};
 use twopc_dynamo::connections::DynamoConnections;
 use twopc_runtime::telemetry::Metrics;
 
@@ -39,9 +40,7 @@ pub async fn handle(
     app: &App,
     event: LambdaEvent<ApiGatewayWebsocketProxyRequest>,
 ) -> Result<ApiGatewayProxyResponse, Infallible> {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
+    let now = SystemClock.now_secs();
     let answer = twopc_fanout::connections::handle(&app.store, &event.payload, now).await;
     // The SubscribeRefusals alarm's metric.
     if let Some(code) = refusal_code(&answer) {
@@ -74,11 +73,7 @@ mod tests {
         };
         // Alice's token grants accounts/alice only (the sample connect event).
         let mut connect = sample(include_str!("../../../events/connections-connect.json"));
-        let exp = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .expect("clock")
-            .as_secs()
-            + 3_600;
+        let exp = SystemClock.now_secs() + 3_600;
         connect
             .request_context
             .authorizer

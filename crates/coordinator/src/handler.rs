@@ -17,15 +17,15 @@ use lambda_runtime::LambdaEvent;
 use serde_json::Value;
 use tracing::{Instrument, Span, error, info, warn};
 use twopc_core::api::{self, Answer, codes};
-use twopc_core::coordinator::{Finish, Submitted};
+use twopc_core::coordinator::Finish;
 use twopc_core::ids::TxId;
-use twopc_core::request::Wait;
 use twopc_dynamo::txlog::PendingCursor;
 use twopc_runtime::config::Config;
 use twopc_runtime::telemetry::{Metrics, record_tx, tx_span};
 use twopc_runtime::{Clients, LiveCoordinator};
 
 use crate::after::{AfterAnswer, Work};
+use twopc_core::ports::{Clock, SystemClock};
 
 /// The header a client names its idempotency key with (matched case-insensitively).
 pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
@@ -209,7 +209,7 @@ fn body_json(req: &ApiGatewayProxyRequest, max: usize) -> Result<Value, Answer> 
     })
 }
 
-/// The `Idempotency-Key` header as text; the coordinator checks it (`stage`, before anything
+/// The `Idempotency-Key` header as text; the coordinator checks it (`submit`, before anything
 /// is written), so bytes that are not text become U+FFFD, which it refuses with the others.
 fn idempotency_key(headers: &HeaderMap) -> Option<Cow<'_, str>> {
     headers
@@ -226,11 +226,12 @@ async fn submit(app: &App, req: &ApiGatewayProxyRequest, span: &Span) -> (Answer
     let key = idempotency_key(&req.headers);
     if let Some(k) = &key {
         // Known before anything is written: every line of this transaction carries it. The
-        // key itself is checked once, by `stage`.
+        // key itself is checked once, by `submit`.
         record_tx(span, &TxId::for_idempotency_key(k));
     }
-    let staged = match app.coordinator.stage(&body, key.as_deref()).await {
-        Ok(staged) => staged,
+    // The work after the answer comes back unless the request asked to wait for it.
+    let answered = match app.coordinator.submit(&body, key.as_deref()).await {
+        Ok(answered) => answered,
         Err(e) => {
             let answer = api::failed(&e);
             if answer.status >= 500 {
@@ -239,23 +240,8 @@ async fn submit(app: &App, req: &ApiGatewayProxyRequest, span: &Span) -> (Answer
             return (answer, None);
         }
     };
-    record_tx(span, &staged.answer.record.tx_id);
-    let (answered, after) = match (staged.finish, staged.wait) {
-        (None, _) => (staged.answer, None),
-        // Read-your-writes: answered once every participant applied the outcome.
-        (Some(finish), Wait::Applied) => {
-            let outcome = staged.answer.outcome;
-            let record = match app.coordinator.finish(finish).await {
-                Ok(record) => record,
-                Err(e) => {
-                    warn!(error = %e, "finishing failed; the stream's completer and the sweeper finish it");
-                    staged.answer.record
-                }
-            };
-            (Submitted { record, outcome }, None)
-        }
-        (Some(finish), Wait::Decided) => (staged.answer, Some(finish)),
-    };
+    record_tx(span, &answered.answer.record.tx_id);
+    let (answered, after) = (answered.answer, answered.finish);
     app.metrics
         .transaction(&answered, started.elapsed().as_millis() as u64);
     info!(status = %answered.record.status, outcome = answered.outcome.as_str(), "transaction answered");
@@ -306,10 +292,7 @@ async fn pending(app: &App, req: &ApiGatewayProxyRequest) -> Answer {
         Ok(q) => q,
         Err(message) => return api::error(codes::INVALID_LISTING, message),
     };
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or_default();
+    let now = SystemClock.now_ms();
     let log = app.coordinator.log();
     match log
         .pending(

@@ -11,7 +11,7 @@ use std::str::FromStr;
 use bigdecimal::BigDecimal;
 
 /// Most significant digits DynamoDB keeps.
-pub const MAX_DIGITS: usize = 38;
+pub(crate) const MAX_DIGITS: usize = 38;
 const MAX_EXP: i64 = 125; // position of the most significant digit
 const MIN_EXP: i64 = -130;
 
@@ -65,7 +65,7 @@ impl Decimal {
 
     /// The exact sum, or DynamoDB's refusal of it (more than 38 significant digits, or out of
     /// range).
-    pub fn checked_add(&self, other: &Decimal) -> Result<Decimal, DecimalError> {
+    pub(crate) fn checked_add(&self, other: &Decimal) -> Result<Decimal, DecimalError> {
         Decimal::from_big(&(self.big() + other.big()))
     }
 

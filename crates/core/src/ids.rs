@@ -55,7 +55,7 @@ impl TxId {
     }
 
     /// Reads [`TxId::short`]'s form back.
-    pub fn from_short(text: &str) -> Result<Self, TxIdError> {
+    pub(crate) fn from_short(text: &str) -> Result<Self, TxIdError> {
         let refuse = || TxIdError(text.chars().take(80).collect());
         let bytes = URL_SAFE_NO_PAD.decode(text).map_err(|_| refuse())?;
         let uuid = Uuid::from_slice(&bytes).map_err(|_| refuse())?;

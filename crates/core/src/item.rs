@@ -18,7 +18,7 @@ pub type Key = BTreeMap<String, Value>;
 /// value, so `{"id": 1}`, `{"id": 1.0}` and `{"id": 10e-1}` name one item. Two keys name the
 /// same item iff their canonical forms are equal. Compared, never written: requests and records
 /// keep each key as the client spelled it.
-pub fn canonical_key(key: &Key) -> Key {
+pub(crate) fn canonical_key(key: &Key) -> Key {
     key.iter()
         .map(|(name, v)| (name.clone(), canonical_json(v)))
         .collect()
@@ -123,7 +123,7 @@ impl FenceEntry {
     }
 
     /// Reads [`FenceEntry::stored`]'s number back (`None`: not a whole, non-zero number).
-    pub fn from_stored(v: &Value) -> Option<FenceEntry> {
+    pub(crate) fn from_stored(v: &Value) -> Option<FenceEntry> {
         let n = v.as_i64()?;
         let outcome = match n.signum() {
             1 => FenceOutcome::Committed,
@@ -241,7 +241,7 @@ impl Escrow {
     }
 
     /// The ceiling standing reservations keep, if any does.
-    pub fn standing_ceiling(&self) -> Option<&Bound> {
+    pub(crate) fn standing_ceiling(&self) -> Option<&Bound> {
         self.ceiling.as_ref().filter(|_| self.ceilings > 0)
     }
 

@@ -3,7 +3,8 @@
 //! Map of the crate:
 //! - [`decimal`], [`ids`], [`status`]: exact numbers, transaction ids, the status machine.
 //! - [`op`]: the participant operation language and its validation.
-//! - [`request`]: the client's request, service configuration, limits, request hashing.
+//! - [`request`]: the client's request, its limits and validation, request hashing;
+//!   [`service`]: the configuration of the services a request may name.
 //! - [`layout`]: every attribute name the protocol stores, named once.
 //! - [`record`]: the transaction record (participants, status, votes); [`item`]: what the
 //!   protocol keeps on a participant item (lock, fence, horizon, shape); [`message`]: prepare,
@@ -45,6 +46,7 @@ pub mod ports;
 pub mod record;
 pub mod request;
 pub mod rules;
+pub mod service;
 pub mod signing;
 pub mod status;
 pub mod sweeper;

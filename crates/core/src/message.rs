@@ -149,6 +149,12 @@ pub struct InquireRequest {
     pub began: u64,
     /// The item.
     pub key: Key,
+    /// The operation the transaction's request names for the item (a table's; absent for a
+    /// custom participant's, and from an older coordinator: not compared). A hold of the
+    /// transaction carrying another operation is not evidence of this one: the item named
+    /// twice, under two spellings of its key (`rules::inquire`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub op: Option<Operation>,
     /// Prevent the transaction where it does not hold the item.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub prevent: bool,
@@ -315,12 +321,25 @@ mod tests {
             deadline: 2,
             began: 1,
             key: [("id".to_owned(), serde_json::json!("alice"))].into(),
+            op: Some(
+                Operation::from_json("op", &serde_json::json!({"add": {"balance": -1}}))
+                    .expect("op"),
+            ),
             prevent: true,
         });
         let wire = call.to_json();
         assert_eq!(wire["action"], "inquire");
         assert_eq!(wire["request"]["prevent"], true);
+        assert_eq!(wire["request"]["op"]["add"]["balance"], -1);
         assert_eq!(ParticipantCall::from_json(wire).expect("parse"), call);
+        // Without an operation (a custom participant's, an older coordinator's): none on the wire.
+        let ParticipantCall::Inquire(req) = call else {
+            unreachable!()
+        };
+        let bare = ParticipantCall::Inquire(InquireRequest { op: None, ..req });
+        let wire = bare.to_json();
+        assert!(wire["request"].get("op").is_none());
+        assert_eq!(ParticipantCall::from_json(wire).expect("parse"), bare);
         let reply: InquireReply =
             serde_json::from_value(serde_json::json!({"inquiry": "prevented"})).expect("reply");
         assert_eq!(reply.inquiry, Inquiry::Prevented);

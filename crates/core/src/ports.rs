@@ -15,7 +15,7 @@ use crate::message::{
 };
 use crate::op::Operation;
 use crate::record::{Target, TxRecord, Vote};
-use crate::request::KeySchema;
+use crate::service::KeySchema;
 use crate::status::TxStatus;
 
 type Source = Box<dyn StdError + Send + Sync>;
@@ -60,10 +60,16 @@ pub enum PortError {
     },
 }
 
-/// Wall-clock time in epoch milliseconds, injected so tests control it.
+/// Wall-clock time in epoch milliseconds, injected so tests control it: the one "now" of the
+/// workspace ([`SystemClock`] outside tests).
 pub trait Clock: Send + Sync {
     /// Now.
     fn now_ms(&self) -> u64;
+
+    /// Now in epoch seconds (token expiries, time-to-live attributes).
+    fn now_secs(&self) -> u64 {
+        self.now_ms() / 1000
+    }
 }
 
 /// The system clock.

@@ -68,7 +68,7 @@ impl VoteReason {
 
     /// The code of the 409 answer a no vote for this reason aborts with (serde's spelling of
     /// the reason; a test pins the two together).
-    pub fn abort_code(self) -> Code {
+    pub(crate) fn abort_code(self) -> Code {
         match self {
             VoteReason::Conflict => codes::VOTE_CONFLICT,
             VoteReason::Condition => codes::VOTE_CONDITION,

@@ -1,9 +1,8 @@
-//! The client's request (`POST /transactions`), its validation and its hash, and the
-//! configuration of the services it may name.
+//! The client's request (`POST /transactions`): its validation against the configured
+//! services ([`crate::service`]) and limits, and its hash.
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
@@ -12,137 +11,9 @@ use crate::decimal::Decimal;
 use crate::ids::TxId;
 use crate::item::{Key, canonical_key};
 use crate::op::{OpError, Operation};
-use crate::record::{ParticipantEntry, Target, TxRecord};
+use crate::record::{ParticipantEntry, TxRecord};
+use crate::service::{KeySchema, KeyType, ServiceConfig, ServiceKind};
 use crate::status::TxStatus;
-
-/// The type of a key attribute.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum KeyType {
-    /// String.
-    S,
-    /// Number.
-    N,
-}
-
-/// One key attribute.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct KeyAttribute {
-    /// Name.
-    pub name: String,
-    /// Type.
-    #[serde(rename = "type")]
-    pub kind: KeyType,
-}
-
-/// A table's key schema.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct KeySchema {
-    /// Partition key.
-    pub hash: KeyAttribute,
-    /// Sort key, if any.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub range: Option<KeyAttribute>,
-}
-
-impl KeySchema {
-    /// A schema with a string partition key only.
-    pub fn string_hash(name: &str) -> Self {
-        KeySchema {
-            hash: KeyAttribute {
-                name: name.to_owned(),
-                kind: KeyType::S,
-            },
-            range: None,
-        }
-    }
-
-    /// The key attributes.
-    pub fn attributes(&self) -> impl Iterator<Item = &KeyAttribute> {
-        std::iter::once(&self.hash).chain(self.range.as_ref())
-    }
-}
-
-/// What kind of participant a service is: what a request names for it, and who validates it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ServiceKind {
-    /// Items of a DynamoDB table: a request names an item's `key` and an `op` in the operation
-    /// language, which the coordinator validates.
-    #[default]
-    Table,
-    /// A service with its own logic (`twopc-participant-sdk`): a request gives an opaque JSON
-    /// `payload` (no key, no op), which the participant validates in prepare. It keeps one state
-    /// per transaction, so it appears at most once in a transaction.
-    Custom,
-}
-
-/// A participant service the coordinator may name.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ServiceConfig {
-    /// How it is reached.
-    pub target: Target,
-    /// What a request names for it (absent: a table).
-    #[serde(default, skip_serializing_if = "is_table")]
-    pub kind: ServiceKind,
-    /// Its table's key (a table's only; a custom participant has none).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub key: Option<KeySchema>,
-    /// Its items are hot (many transactions at once on one item, commuting `add`s): they take
-    /// concurrent reservations, so its transactions are never committed natively
-    /// (`CommitMode::Auto`).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub hot: bool,
-    /// Its answers are as available as the transaction record (`"highlyAvailable": true`):
-    /// its transactions may be staged in the default mode (`rules::stages`), and one left
-    /// `STAGING` waits for its answer. Without it, a transaction naming a custom participant,
-    /// or a table's reached over HTTP, takes the classic path, aborted at its deadline.
-    #[serde(
-        default,
-        rename = "highlyAvailable",
-        skip_serializing_if = "std::ops::Not::not"
-    )]
-    pub highly_available: bool,
-}
-
-fn is_table(kind: &ServiceKind) -> bool {
-    *kind == ServiceKind::Table
-}
-
-impl ServiceConfig {
-    /// A table's participant.
-    pub fn table(target: Target, key: KeySchema) -> Self {
-        ServiceConfig {
-            target,
-            kind: ServiceKind::Table,
-            key: Some(key),
-            hot: false,
-            highly_available: false,
-        }
-    }
-
-    /// A custom participant.
-    pub fn custom(target: Target) -> Self {
-        ServiceConfig {
-            target,
-            kind: ServiceKind::Custom,
-            key: None,
-            hot: false,
-            highly_available: false,
-        }
-    }
-
-    /// What is wrong with this configuration, if anything: a table needs a key, a custom
-    /// participant has none.
-    pub fn problem(&self) -> Option<&'static str> {
-        match (self.kind, &self.key) {
-            (ServiceKind::Table, None) => Some("a table's service needs \"key\" (its key schema)"),
-            (ServiceKind::Custom, Some(_)) => {
-                Some("a custom participant has no \"key\" (it keeps one state per transaction)")
-            }
-            _ => None,
-        }
-    }
-}
 
 /// Limits and defaults of the coordinator.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -240,17 +111,17 @@ pub enum Wait {
 
 impl Wait {
     /// The names a request may give.
-    pub const NAMES: [&str; 2] = ["decided", "applied"];
+    pub(crate) const NAMES: [&str; 2] = ["decided", "applied"];
 }
 
 const MAX_KEY_STRING: usize = 1024;
 /// The largest payload one custom participant may be given (bytes of its compact JSON): the
 /// record holds every participant's payload and must fit one DynamoDB item (400 KB).
-pub const MAX_PAYLOAD_BYTES: usize = 8 * 1024;
+pub(crate) const MAX_PAYLOAD_BYTES: usize = 8 * 1024;
 const MAX_IDEMPOTENCY_KEY: usize = 255;
 
 /// Checks an `Idempotency-Key` header value.
-pub fn check_idempotency_key(key: &str) -> Result<(), RequestError> {
+pub(crate) fn check_idempotency_key(key: &str) -> Result<(), RequestError> {
     if key.is_empty()
         || key.len() > MAX_IDEMPOTENCY_KEY
         || !key.bytes().all(|b| (0x21..0x7f).contains(&b))
@@ -281,31 +152,8 @@ impl TxRequest {
                 )));
             }
         }
-        let wait = match obj.get("wait") {
-            None => Wait::Decided,
-            Some(Value::String(w)) if w == Wait::NAMES[0] => Wait::Decided,
-            Some(Value::String(w)) if w == Wait::NAMES[1] => Wait::Applied,
-            Some(other) => {
-                return Err(invalid(format!(
-                    "\"wait\" is {other}; use \"decided\" (answer once the outcome is decided, the default) or \"applied\" (once every participant applied it)"
-                )));
-            }
-        };
-        let timeout_ms = match obj.get("timeoutMs") {
-            None => limits.default_timeout_ms,
-            Some(v) => v
-                .as_u64()
-                .filter(|t| (limits.min_timeout_ms..=limits.max_timeout_ms).contains(t))
-                .ok_or_else(|| {
-                    RequestError::new(
-                        codes::INVALID_TIMEOUT,
-                        format!(
-                            "timeoutMs must be a whole number of milliseconds from {} to {}",
-                            limits.min_timeout_ms, limits.max_timeout_ms
-                        ),
-                    )
-                })?,
-        };
+        let wait = parse_wait(obj.get("wait"))?;
+        let timeout_ms = parse_timeout(obj.get("timeoutMs"), limits)?;
         let list = obj
             .get("participants")
             .and_then(Value::as_array)
@@ -325,43 +173,8 @@ impl TxRequest {
                 ),
             ));
         }
-        // One item is one item whichever way its key is spelled (DynamoDB reads numbers by
-        // value): items are told apart by their table and canonical key, never by JSON text.
-        let mut seen: BTreeMap<(String, String), usize> = BTreeMap::new();
-        let mut participants: Vec<ParticipantRequest> = Vec::with_capacity(list.len());
-        for (i, entry) in list.iter().enumerate() {
-            let path = format!("participants[{i}]");
-            let p = parse_participant(&path, entry, services)?;
-            let item = (
-                format!("{:?}", p.service.target),
-                serde_json::to_string(&canonical_key(&p.key)).unwrap_or_default(),
-            );
-            if let Some(&first) = seen.get(&item) {
-                if p.service.kind == ServiceKind::Custom {
-                    return Err(RequestError::new(
-                        codes::DUPLICATE_PARTICIPANT,
-                        format!(
-                            "{path}: the custom participant {:?} appears more than once; it takes one payload per transaction",
-                            p.participant
-                        ),
-                    ));
-                }
-                let show = |key: &Key| serde_json::to_string(key).unwrap_or_default();
-                return Err(RequestError::new(
-                    codes::DUPLICATE_ITEM,
-                    format!(
-                        "{path}: the item {} of {:?} is the one participants[{first}] names ({}: numbers are read by value); combine their operations into one",
-                        show(&p.key),
-                        p.participant,
-                        show(&participants[first].key),
-                    ),
-                ));
-            }
-            seen.insert(item, i);
-            participants.push(p);
-        }
         Ok(TxRequest {
-            participants,
+            participants: parse_participants(list, services)?,
             timeout_ms,
             wait,
         })
@@ -429,6 +242,92 @@ impl TxRequest {
     }
 }
 
+/// The request's `"wait"` (absent: [`Wait::Decided`]).
+fn parse_wait(v: Option<&Value>) -> Result<Wait, RequestError> {
+    match v {
+        None => Ok(Wait::Decided),
+        Some(Value::String(w)) if w == Wait::NAMES[0] => Ok(Wait::Decided),
+        Some(Value::String(w)) if w == Wait::NAMES[1] => Ok(Wait::Applied),
+        Some(other) => Err(RequestError::new(
+            codes::INVALID_REQUEST,
+            format!(
+                "\"wait\" is {other}; use \"decided\" (answer once the outcome is decided, the default) or \"applied\" (once every participant applied it)"
+            ),
+        )),
+    }
+}
+
+/// The request's `"timeoutMs"`, within the limits (absent: the default).
+fn parse_timeout(v: Option<&Value>, limits: &Limits) -> Result<u64, RequestError> {
+    let Some(v) = v else {
+        return Ok(limits.default_timeout_ms);
+    };
+    v.as_u64()
+        .filter(|t| (limits.min_timeout_ms..=limits.max_timeout_ms).contains(t))
+        .ok_or_else(|| {
+            RequestError::new(
+                codes::INVALID_TIMEOUT,
+                format!(
+                    "timeoutMs must be a whole number of milliseconds from {} to {}",
+                    limits.min_timeout_ms, limits.max_timeout_ms
+                ),
+            )
+        })
+}
+
+/// Every participant of the list, each item named once. One item is one item whichever way
+/// its key is spelled (DynamoDB reads numbers by value): items are told apart by their table
+/// and canonical key, never by JSON text.
+fn parse_participants(
+    list: &[Value],
+    services: &BTreeMap<String, ServiceConfig>,
+) -> Result<Vec<ParticipantRequest>, RequestError> {
+    let mut seen: BTreeMap<(String, String), usize> = BTreeMap::new();
+    let mut participants: Vec<ParticipantRequest> = Vec::with_capacity(list.len());
+    for (i, entry) in list.iter().enumerate() {
+        let path = format!("participants[{i}]");
+        let p = parse_participant(&path, entry, services)?;
+        let item = (
+            format!("{:?}", p.service.target),
+            serde_json::to_string(&canonical_key(&p.key)).unwrap_or_default(),
+        );
+        if let Some(&first) = seen.get(&item) {
+            return Err(named_twice(&path, &p, &participants[first], first));
+        }
+        seen.insert(item, i);
+        participants.push(p);
+    }
+    Ok(participants)
+}
+
+/// The refusal of a participant naming what `participants[first]` names already.
+fn named_twice(
+    path: &str,
+    p: &ParticipantRequest,
+    first: &ParticipantRequest,
+    first_ix: usize,
+) -> RequestError {
+    if p.service.kind == ServiceKind::Custom {
+        return RequestError::new(
+            codes::DUPLICATE_PARTICIPANT,
+            format!(
+                "{path}: the custom participant {:?} appears more than once; it takes one payload per transaction",
+                p.participant
+            ),
+        );
+    }
+    let show = |key: &Key| serde_json::to_string(key).unwrap_or_default();
+    RequestError::new(
+        codes::DUPLICATE_ITEM,
+        format!(
+            "{path}: the item {} of {:?} is the one participants[{first_ix}] names ({}: numbers are read by value); combine their operations into one",
+            show(&p.key),
+            p.participant,
+            show(&first.key),
+        ),
+    )
+}
+
 fn parse_participant(
     path: &str,
     entry: &Value,
@@ -447,24 +346,7 @@ fn parse_participant(
             )));
         }
     }
-    let name = obj
-        .get("participant")
-        .and_then(Value::as_str)
-        .ok_or_else(|| {
-            invalid(format!(
-                "{path}.participant: expected the name of a service"
-            ))
-        })?;
-    let service = services.get(name).ok_or_else(|| {
-        let known: Vec<&str> = services.keys().map(String::as_str).collect();
-        RequestError::new(
-            codes::UNKNOWN_PARTICIPANT,
-            format!(
-                "{path}.participant: no service named {name:?}; configured: {}",
-                known.join(", ")
-            ),
-        )
-    })?;
+    let (name, service) = service_named(path, obj, services)?;
     check_fields_for_kind(path, name, service, obj)?;
     let (key, op, payload) = match (service.kind, &service.key) {
         (ServiceKind::Table, Some(schema)) => {
@@ -494,6 +376,34 @@ fn parse_participant(
         op,
         payload,
     })
+}
+
+/// The participant's `"participant"`: the name of a configured service, and the service.
+fn service_named<'a>(
+    path: &str,
+    obj: &'a Map<String, Value>,
+    services: &'a BTreeMap<String, ServiceConfig>,
+) -> Result<(&'a str, &'a ServiceConfig), RequestError> {
+    let name = obj
+        .get("participant")
+        .and_then(Value::as_str)
+        .ok_or_else(|| {
+            RequestError::new(
+                codes::INVALID_REQUEST,
+                format!("{path}.participant: expected the name of a service"),
+            )
+        })?;
+    let service = services.get(name).ok_or_else(|| {
+        let known: Vec<&str> = services.keys().map(String::as_str).collect();
+        RequestError::new(
+            codes::UNKNOWN_PARTICIPANT,
+            format!(
+                "{path}.participant: no service named {name:?}; configured: {}",
+                known.join(", ")
+            ),
+        )
+    })?;
+    Ok((name, service))
 }
 
 /// A table's entry names `key` and `op`; a custom participant's names `payload` only. Anything
@@ -581,8 +491,11 @@ fn parse_key(path: &str, v: Option<&Value>, schema: &KeySchema) -> Result<Key, R
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use serde_json::json;
+
+    use super::*;
+    use crate::record::Target;
+    use crate::service::KeyAttribute;
 
     fn services() -> BTreeMap<String, ServiceConfig> {
         [
@@ -807,29 +720,5 @@ mod tests {
         let a = parse(order(json!({"amount": 1}))).expect("valid").hash();
         assert_eq!(a, parse(order(json!({"amount": 1}))).expect("valid").hash());
         assert_ne!(a, parse(order(json!({"amount": 2}))).expect("valid").hash());
-    }
-
-    #[test]
-    fn service_kinds_are_read_and_checked() {
-        let custom: ServiceConfig = serde_json::from_value(
-            json!({"kind": "custom", "target": {"transport": "http", "url": "http://p"}}),
-        )
-        .expect("custom");
-        assert_eq!(custom.problem(), None);
-        let table: ServiceConfig = serde_json::from_value(json!({
-            "target": {"transport": "direct", "table": "t"}, "key": {"hash": {"name": "id", "type": "S"}}}))
-        .expect("table");
-        assert_eq!(table.kind, ServiceKind::Table);
-        assert_eq!(table.problem(), None);
-        assert!(
-            serde_json::to_value(&table)
-                .expect("ser")
-                .get("kind")
-                .is_none()
-        );
-        let keyless: ServiceConfig =
-            serde_json::from_value(json!({"target": {"transport": "direct", "table": "t"}}))
-                .expect("parses");
-        assert!(keyless.problem().is_some());
     }
 }

@@ -14,7 +14,7 @@ use crate::coordinator::Coordinator;
 use crate::ids::TxId;
 use crate::participant::{Participant, Resolved};
 use crate::ports::{Clock, ParticipantStore, PortError, Transport, TxLog};
-use crate::request::KeySchema;
+use crate::service::KeySchema;
 use crate::status::TxStatus;
 
 /// Bounds of one run.
@@ -124,6 +124,36 @@ impl<L: TxLog, T: Transport, C: Clock + Clone, S: ParticipantStore> Sweeper<L, T
     /// One pass: overdue records first, then orphan locks.
     pub async fn run(&self) -> Result<SweepReport, PortError> {
         let mut report = SweepReport::default();
+        self.recover_overdue(&mut report).await?;
+        for lt in &self.lock_tables {
+            self.settle_expired_locks(lt, &mut report).await?;
+        }
+        report.oldest_overdue_ms = match self.coordinator.log().oldest_pending_deadline().await {
+            Ok(deadline) => Some(deadline.map_or(0, |d| self.clock.now_ms().saturating_sub(d))),
+            Err(e) => {
+                warn!(error = %e, "could not read the oldest pending transaction");
+                None
+            }
+        };
+        if report.found > 0 || report.expired_locks > 0 {
+            info!(
+                found = report.found,
+                aborted = report.aborted,
+                rolled_forward = report.rolled_forward,
+                failed = report.failed,
+                expired_locks = report.expired_locks,
+                locks_resolved = report.locks_resolved,
+                "sweep done"
+            );
+        } else {
+            debug!("sweep done: nothing overdue");
+        }
+        Ok(report)
+    }
+
+    /// Drives every overdue record (up to the bound) by `Coordinator::recover`, a few at once;
+    /// one left unfinished is backed off ([`Self::back_off`]).
+    async fn recover_overdue(&self, report: &mut SweepReport) -> Result<(), PortError> {
         let now = self.clock.now_ms();
         let overdue = self
             .coordinator
@@ -157,21 +187,7 @@ impl<L: TxLog, T: Transport, C: Clock + Clone, S: ParticipantStore> Sweeper<L, T
                     if let Err(e) = &result {
                         warn!(tx_id = %id, error = %e, "sweeper could not drive the transaction");
                     }
-                    let delay = self
-                        .config
-                        .backoff_base_ms
-                        .saturating_mul(1u64 << attempts.min(20))
-                        .min(self.config.backoff_max_ms);
-                    let now = self.clock.now_ms();
-                    warn!(tx_id = %id, attempts = attempts + 1, retry_in_ms = delay, "transaction left unfinished; retrying later");
-                    if let Err(e) = self
-                        .coordinator
-                        .log()
-                        .note_failed_attempt(&id, now + delay, now)
-                        .await
-                    {
-                        warn!(tx_id = %id, error = %e, "could not record the failed attempt");
-                    }
+                    self.back_off(&id, attempts).await;
                     if staging {
                         warn!(tx_id = %id, "STAGING past its deadline, not ended: a participant did not answer its inquiry; its other items stay held until it does");
                         report.staging_unfinished += 1;
@@ -181,51 +197,59 @@ impl<L: TxLog, T: Transport, C: Clock + Clone, S: ParticipantStore> Sweeper<L, T
                 }
             }
         }
-        for lt in &self.lock_tables {
-            let now = self.clock.now_ms();
-            let locks = self
-                .participant
-                .store()
-                .expired_locks(&lt.table, &lt.key, now, self.config.max_locks_per_table)
-                .await?;
-            report.expired_locks += locks.len();
-            let settled: Vec<bool> = stream::iter(locks)
-                .map(|(key, lock)| async move {
-                    match self.participant.resolve(&lt.table, &key, &lock).await {
-                        Ok(Resolved::OwnerLive | Resolved::NeedsRecovery) => false,
-                        Ok(_) => true,
-                        Err(e) => {
-                            warn!(tx_id = %lock.tx_id, table = %lt.table, error = %e, "could not resolve an expired lock");
-                            false
-                        }
+        Ok(())
+    }
+
+    /// Notes a failed attempt on the record, so that later runs retry it after a delay that
+    /// doubles with each attempt (`attempts`, `retryAfter`) instead of spinning on it.
+    async fn back_off(&self, id: &TxId, attempts: u32) {
+        let delay = self
+            .config
+            .backoff_base_ms
+            .saturating_mul(1u64 << attempts.min(20))
+            .min(self.config.backoff_max_ms);
+        let now = self.clock.now_ms();
+        warn!(tx_id = %id, attempts = attempts + 1, retry_in_ms = delay, "transaction left unfinished; retrying later");
+        if let Err(e) = self
+            .coordinator
+            .log()
+            .note_failed_attempt(id, now + delay, now)
+            .await
+        {
+            warn!(tx_id = %id, error = %e, "could not record the failed attempt");
+        }
+    }
+
+    /// Settles the expired locks of one table found through its lock index, by the lock rule
+    /// (`Participant::resolve`), a few at once.
+    async fn settle_expired_locks(
+        &self,
+        lt: &LockTable,
+        report: &mut SweepReport,
+    ) -> Result<(), PortError> {
+        let now = self.clock.now_ms();
+        let locks = self
+            .participant
+            .store()
+            .expired_locks(&lt.table, &lt.key, now, self.config.max_locks_per_table)
+            .await?;
+        report.expired_locks += locks.len();
+        let settled: Vec<bool> = stream::iter(locks)
+            .map(|(key, lock)| async move {
+                match self.participant.resolve(&lt.table, &key, &lock).await {
+                    Ok(Resolved::OwnerLive | Resolved::NeedsRecovery) => false,
+                    Ok(_) => true,
+                    Err(e) => {
+                        warn!(tx_id = %lock.tx_id, table = %lt.table, error = %e, "could not resolve an expired lock");
+                        false
                     }
-                })
-                .buffer_unordered(self.config.concurrency.max(1))
-                .collect()
-                .await;
-            report.locks_resolved += settled.iter().filter(|s| **s).count();
-            report.locks_left += settled.iter().filter(|s| !**s).count();
-        }
-        report.oldest_overdue_ms = match self.coordinator.log().oldest_pending_deadline().await {
-            Ok(deadline) => Some(deadline.map_or(0, |d| self.clock.now_ms().saturating_sub(d))),
-            Err(e) => {
-                warn!(error = %e, "could not read the oldest pending transaction");
-                None
-            }
-        };
-        if report.found > 0 || report.expired_locks > 0 {
-            info!(
-                found = report.found,
-                aborted = report.aborted,
-                rolled_forward = report.rolled_forward,
-                failed = report.failed,
-                expired_locks = report.expired_locks,
-                locks_resolved = report.locks_resolved,
-                "sweep done"
-            );
-        } else {
-            debug!("sweep done: nothing overdue");
-        }
-        Ok(report)
+                }
+            })
+            .buffer_unordered(self.config.concurrency.max(1))
+            .collect()
+            .await;
+        report.locks_resolved += settled.iter().filter(|s| **s).count();
+        report.locks_left += settled.iter().filter(|s| !**s).count();
+        Ok(())
     }
 }

@@ -17,7 +17,8 @@ use twopc_core::op::Operation;
 use twopc_core::participant::{Participant, ParticipantConfig};
 use twopc_core::ports::{Clock, ManualClock, ParticipantStore, Swapped, Transport, TxLog};
 use twopc_core::record::{Target, TxRecord, Vote, VoteReason};
-use twopc_core::request::{KeySchema, Limits, ServiceConfig};
+use twopc_core::request::Limits;
+use twopc_core::service::{KeySchema, ServiceConfig};
 use twopc_core::status::TxStatus;
 use twopc_core::sweeper::{LockTable, SweepConfig, Sweeper};
 
@@ -36,6 +37,18 @@ struct Bank {
 }
 
 const TABLE: &str = "accounts";
+
+/// `body` run to its end: the coordinator's one way in, then the work after the answer at once.
+async fn to_end<L: TxLog, T: Transport, C: Clock>(
+    c: &Coordinator<L, T, C>,
+    body: &Value,
+) -> TxRecord {
+    let answered = c.submit(body, None).await.expect("submit");
+    match answered.finish {
+        Some(finish) => c.finish(finish).await.expect("finish"),
+        None => answered.answer.record,
+    }
+}
 
 fn key(id: &str) -> Key {
     [("id".to_owned(), json!(id))].into()
@@ -102,10 +115,7 @@ fn transfer(from: &str, to: &str, amount: &str) -> Value {
 
 impl Bank {
     async fn transfer(&self, from: &str, to: &str, amount: &str) -> TxRecord {
-        self.coordinator
-            .submit(&transfer(from, to, amount), None)
-            .await
-            .expect("submit")
+        to_end(&self.coordinator, &transfer(from, to, amount)).await
     }
 
     /// Decides `record` to commit, as its coordinator would have before going silent.
@@ -389,10 +399,7 @@ async fn a_coordinator_whose_clock_runs_past_the_margin_is_refused_and_leaves_no
         ahead,
         b.coordinator.config().clone(),
     );
-    let record = coordinator
-        .submit(&transfer("alice", "bob", "10"), None)
-        .await
-        .expect("submit");
+    let record = to_end(&coordinator, &transfer("alice", "bob", "10")).await;
     assert_eq!(record.status, TxStatus::Aborted);
     assert!(
         record.votes.iter().all(|v| matches!(

@@ -13,7 +13,7 @@ use twopc_core::layout::{
 };
 use twopc_core::op::{Mode, Operation};
 use twopc_core::ports::{CompleteWrite, Completion, ParticipantStore, PortError, PrepareWrite};
-use twopc_core::request::KeySchema;
+use twopc_core::service::KeySchema;
 
 use crate::clauses::{
     Release, commit_marks, entry, fence_path, first_key_name, format_mark, number, op_conditions,

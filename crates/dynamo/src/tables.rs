@@ -13,7 +13,7 @@ use twopc_core::layout::{
     DEADLINE, EXPIRE_AT, LOCK_EXPIRES_AT, LOCK_SHARD, PENDING, RETRY_AFTER, TX_ID,
 };
 use twopc_core::ports::PortError;
-use twopc_core::request::{KeySchema, KeyType};
+use twopc_core::service::{KeySchema, KeyType};
 
 use crate::error::classify;
 

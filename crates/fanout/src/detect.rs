@@ -9,7 +9,7 @@ use twopc_core::layout::{
     VERSION, VOTES, is_protocol_attribute,
 };
 use twopc_core::record::{ParticipantEntry, Vote};
-use twopc_core::request::KeySchema;
+use twopc_core::service::KeySchema;
 use twopc_core::status::TxStatus;
 
 /// A table the processor knows.

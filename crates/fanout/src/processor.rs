@@ -13,6 +13,7 @@ use tracing::{info, warn};
 use crate::detect::{Change, Detected, Tables, change_of, detect, written_ms};
 use crate::ports::{Lake, Push, PushError, Subscriptions};
 use crate::rows::{message, row};
+use twopc_core::ports::{Clock, SystemClock};
 
 /// How many subscription lookups a batch makes at once.
 const LOOKUPS_AT_ONCE: usize = 16;
@@ -277,7 +278,5 @@ struct Pushed {
 }
 
 fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
+    SystemClock.now_ms()
 }

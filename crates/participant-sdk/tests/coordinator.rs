@@ -24,7 +24,8 @@ use twopc_core::ports::{
     Clock, ManualClock, ParticipantStore, SystemClock, Transport, TransportError, TxLog,
 };
 use twopc_core::record::{Target, TxRecord, Vote, VoteReason};
-use twopc_core::request::{KeySchema, Limits, ServiceConfig};
+use twopc_core::request::Limits;
+use twopc_core::service::{KeySchema, ServiceConfig};
 use twopc_core::signing::Secret;
 use twopc_core::status::TxStatus;
 use twopc_participant_sdk::http::{HttpConfig, router};
@@ -210,7 +211,12 @@ fn order(payment: Value) -> Value {
 
 impl Shop {
     async fn submit(&self, body: Value) -> TxRecord {
-        self.coordinator.submit(&body, None).await.expect("submit")
+        // The coordinator's one way in, then the work after the answer at once.
+        let answered = self.coordinator.submit(&body, None).await.expect("submit");
+        match answered.finish {
+            Some(finish) => self.coordinator.finish(finish).await.expect("finish"),
+            None => answered.answer.record,
+        }
     }
 
     async fn balance(&self) -> String {

@@ -6,7 +6,7 @@
 
 use lambda_runtime::LambdaEvent;
 use serde_json::Value;
-use twopc_core::message::{CompleteReply, ParticipantCall};
+use twopc_core::message::ParticipantCall;
 use twopc_runtime::LiveParticipant;
 pub use twopc_runtime::call::CallError;
 use twopc_runtime::call::answer_call;
@@ -19,19 +19,8 @@ pub struct App {
     pub participant: LiveParticipant,
     /// The table this function serves.
     pub table: String,
-    /// Where protocol violations and prepares' ages are counted.
+    /// Where prepares' ages are counted.
     pub metrics: Metrics,
-}
-
-impl App {
-    /// A commit or abort reply as JSON, a violation counted (the participant logic has logged
-    /// it; the metric is what the alarm watches).
-    fn counted(&self, reply: CompleteReply) -> serde_json::Result<Value> {
-        if matches!(reply, CompleteReply::Violation { .. }) {
-            self.metrics.protocol_violation();
-        }
-        serde_json::to_value(reply)
-    }
 }
 
 /// Handles one call.
@@ -43,8 +32,10 @@ pub async fn handle(app: &App, event: LambdaEvent<Value>) -> Result<Value, CallE
                 app.metrics.began_age(table, p.age(r.began));
                 p.prepare(table, r).await.map(serde_json::to_value)
             }
-            ParticipantCall::Commit(r) => p.commit(table, r).await.map(|r| app.counted(r)),
-            ParticipantCall::Abort(r) => p.abort(table, r).await.map(|r| app.counted(r)),
+            // A violation answered here is counted by whoever sent the call (its dispatcher),
+            // once; the participant logic has logged it.
+            ParticipantCall::Commit(r) => p.commit(table, r).await.map(serde_json::to_value),
+            ParticipantCall::Abort(r) => p.abort(table, r).await.map(serde_json::to_value),
             ParticipantCall::Inquire(r) => p.inquire(table, r).await.map(serde_json::to_value),
         }
     };
@@ -150,7 +141,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_commit_without_its_prepare_is_a_counted_protocol_violation() {
+    async fn a_commit_without_its_prepare_is_a_protocol_violation_counted_by_its_sender() {
         // GIVEN alice, never prepared for the sample transaction
         let w = twopc_tests::World::new().await;
         w.seed("accounts", "alice", json!({"balance": 100})).await;
@@ -159,7 +150,8 @@ mod tests {
         let reply: CompleteReply =
             serde_json::from_value(call(&app, json(COMMIT)).await.expect("an answer"))
                 .expect("a reply");
-        // THEN it is refused as a violation, nothing is applied, and the alarm's metric counts it
+        // THEN it is refused as a violation and nothing is applied; the alarm's metric is its
+        // sender's to count (`DispatchTransport`), so the function does not count it again
         assert!(
             matches!(reply, CompleteReply::Violation { .. }),
             "{reply:?}"
@@ -168,10 +160,12 @@ mod tests {
             w.attr("accounts", "alice", "balance").await.as_deref(),
             Some("100")
         );
-        let lines = app.metrics.lines();
-        assert_eq!(lines.len(), 1);
-        assert_eq!(lines[0]["ProtocolViolations"], 1);
-        assert_eq!(lines[0]["Function"], "participant");
+        assert!(
+            app.metrics
+                .lines()
+                .iter()
+                .all(|l| l.get("ProtocolViolations").is_none())
+        );
     }
 
     #[tokio::test]

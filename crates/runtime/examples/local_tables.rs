@@ -7,7 +7,7 @@
 //! ```
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use twopc_core::request::KeySchema;
+use twopc_core::service::KeySchema;
 use twopc_dynamo::tables::{TableKind, TableSpec, ensure_table};
 
 #[tokio::main]

@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use twopc_core::coordinator::CommitMode;
 use twopc_core::participant::ParticipantConfig;
-use twopc_core::request::{KeySchema, Limits, ServiceConfig};
+use twopc_core::request::Limits;
+use twopc_core::service::{KeySchema, ServiceConfig};
 use twopc_core::signing::Secret;
 use twopc_core::sweeper::{LockTable, SweepConfig};
 use twopc_function::env::Env;
@@ -481,7 +482,7 @@ fn parse_lock_tables(json: &str) -> Result<Vec<LockTable>, ConfigError> {
 mod tests {
     use super::*;
     use twopc_core::record::Target;
-    use twopc_core::request::ServiceKind;
+    use twopc_core::service::ServiceKind;
 
     fn lookup(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
         let map: BTreeMap<String, String> = pairs

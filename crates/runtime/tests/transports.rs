@@ -466,7 +466,7 @@ async fn both_transports_carry_the_callers_trace_so_a_transaction_is_one_trace()
 }
 
 #[tokio::test]
-async fn the_dispatcher_counts_violations_of_http_participants_not_of_participant_functions() {
+async fn the_dispatcher_counts_every_violation_its_participants_answer() {
     use twopc_core::direct::DirectTransport;
     use twopc_core::memory::{MemoryItems, MemoryTxLog};
     use twopc_core::participant::{Participant, ParticipantConfig};
@@ -496,14 +496,14 @@ async fn the_dispatcher_counts_violations_of_http_participants_not_of_participan
             .count()
     };
 
-    // A participant function counts its own violations: the dispatcher does not count again.
+    // A participant function's violation is counted here, once (the function does not count).
     let reply = t.commit(&function(), &complete()).await.expect("a reply");
     assert!(
         matches!(reply, CompleteReply::Violation { .. }),
         "{reply:?}"
     );
-    assert_eq!(counted(&metrics), 0);
-    // An http participant has no metrics of ours: the dispatcher counts its violation.
+    assert_eq!(counted(&metrics), 1);
+    // So is an http participant's.
     let reply = t
         .abort(&Target::Http { url: url.clone() }, &complete())
         .await
@@ -512,5 +512,5 @@ async fn the_dispatcher_counts_violations_of_http_participants_not_of_participan
         matches!(reply, CompleteReply::Violation { .. }),
         "{reply:?}"
     );
-    assert_eq!(counted(&metrics), 1);
+    assert_eq!(counted(&metrics), 2);
 }

@@ -142,7 +142,7 @@ mod tests {
     use twopc_core::status::TxStatus;
     use twopc_dynamo::DynamoItems;
     use twopc_runtime::config::{Role, var};
-    use twopc_tests::{CrashAt, World, transfer};
+    use twopc_tests::{CrashAt, SubmitToEnd, World, transfer};
 
     const SCHEDULE: &str = include_str!("../../../events/sweeper-schedule.json");
     const ASKED: &str = include_str!("../../../events/sweeper-asked-recovery.json");
@@ -168,7 +168,7 @@ mod tests {
         let c = c.with_faults(crash.clone());
         let key = format!("abandoned-{}", TxId::random());
         crash
-            .run(c.submit(body, Some(&key)))
+            .run(c.submit_to_end(body, Some(&key)))
             .await
             .expect_err("crashes");
         TxId::for_idempotency_key(&key)

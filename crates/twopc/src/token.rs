@@ -8,6 +8,7 @@ use twopc_authorizer::Grants;
 use twopc_authorizer::local::LocalIssuer;
 
 use crate::cli::{EXIT_OK, Failure};
+use twopc_core::ports::{Clock, SystemClock};
 
 /// Options of `twopc token`.
 #[derive(Clone, Debug, clap::Args)]
@@ -58,9 +59,7 @@ pub fn mint(args: &TokenArgs, json: bool) -> Result<u8, Failure> {
         Grants::from_claim(Some(&claim)).map_err(|e| Failure::new(e.code(), e.to_string()))?;
     let issuer = LocalIssuer::load_or_create(&args.data_dir)
         .map_err(|e| Failure::new("signing_key", e.to_string()))?;
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
+    let now = SystemClock.now_secs();
     let token = issuer
         .mint(&args.sub, &grants, now, args.ttl)
         .map_err(|e| Failure::new("signing_key", e))?;

@@ -9,16 +9,13 @@ use std::process::Stdio;
 use serde_json::{Value, json};
 use tokio::process::Command;
 use twopc_core::ids::TxId;
-use twopc_core::ports::TxLog;
+use twopc_core::ports::{Clock, SystemClock, TxLog};
 use twopc_core::record::TxRecord;
 use twopc_core::status::TxStatus;
 use twopc_dynamo::DynamoTxLog;
 
 fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("after 1970")
-        .as_millis() as u64
+    SystemClock.now_ms()
 }
 
 fn record(deadline: u64, status: TxStatus) -> TxRecord {

@@ -14,11 +14,10 @@ use common::{
 };
 use serde_json::{Value, json};
 use twopc_authorizer::local::{self, LocalIssuer};
+use twopc_core::ports::{Clock, SystemClock};
 
 fn now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
+    SystemClock.now_secs()
 }
 
 fn claims() -> Value {

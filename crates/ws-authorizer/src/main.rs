@@ -1,6 +1,7 @@
 //! The WebSocket `$connect` authorizer: `main` wires configuration, logs and the key source once.
 
 use lambda_runtime::{Error, LambdaEvent, run, service_fn};
+use twopc_core::ports::{Clock, SystemClock};
 use twopc_runtime::config::{Config, Role};
 use twopc_runtime::telemetry::{Metrics, init_tracing};
 use ws_authorizer::{App, handle, verifier};
@@ -17,9 +18,7 @@ async fn main() -> Result<(), Error> {
     };
     let app = &app;
     run(service_fn(move |event: LambdaEvent<_>| async move {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
+        let now = SystemClock.now_secs();
         Ok::<_, Error>(handle(app, &event.payload, now).await)
     }))
     .await

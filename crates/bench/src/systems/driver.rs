@@ -126,7 +126,7 @@ impl Driver {
             answer.mark();
             return (end, Votes::default());
         };
-        let record = match self.coordinator.stage(body, None).await {
+        let record = match self.coordinator.submit(body, None).await {
             Ok(staged) => {
                 answer.mark();
                 match staged.finish {

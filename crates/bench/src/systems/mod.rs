@@ -30,7 +30,7 @@ use twopc_core::coordinator::Coordinator;
 use twopc_core::direct::DirectTransport;
 use twopc_core::ports::SystemClock;
 use twopc_core::record::Target;
-use twopc_core::request::{KeySchema, ServiceConfig};
+use twopc_core::service::{KeySchema, ServiceConfig};
 use twopc_dynamo::{DynamoItems, DynamoTxLog};
 
 use crate::config::Retry;

@@ -2,20 +2,22 @@
 //! commit/abort, finalize — and `recover`, which drives any record to its end from the record
 //! alone (used by replays and by the sweeper).
 //!
-//! Two ways to commit ([`CommitMode`]). *Classic*: begin (`PREPARING`), prepare, decide, then
-//! answer after completing (five rounds). *Staged*: the record is written `STAGING` together
-//! with the prepares; once the put is acknowledged and every vote is yes the transaction is
-//! committed (implicitly) and the client is answered, and the commit is made explicit,
-//! completed and finalized after the answer ([`Coordinator::stage`], then
-//! [`Coordinator::finish`]). `docs/protocol.md`, "The staged commit".
+//! Three ways to commit ([`CommitMode`]), one way in ([`Coordinator::submit`], then
+//! [`Coordinator::finish`] after the answer). *Native*: one `TransactWriteItems`. *Classic*:
+//! begin (`PREPARING`), prepare, decide, then answer after completing (five rounds).
+//! *Staged*: the record is written `STAGING` together with the prepares; once the put is
+//! acknowledged and every vote is yes the transaction is committed (implicitly) and the client
+//! is answered, and the commit is made explicit, completed and finalized after the answer.
+//! `docs/protocol.md`, "The staged commit".
 
 mod native;
 mod path;
 mod recover;
 mod types;
 
-pub use types::{CommitMode, CoordinatorConfig, Finish, Outcome, Staged, SubmitError, Submitted};
+pub use types::{Answered, CommitMode, CoordinatorConfig, Finish, Outcome, SubmitError, Submitted};
 
+use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use futures::future::join_all;
@@ -28,7 +30,7 @@ use crate::ids::TxId;
 use crate::message::{CompleteReply, CompleteRequest, PrepareReply, PrepareRequest, Prune};
 use crate::ports::{Clock, Created, NativeStore, PortError, Swapped, Transport, TxLog};
 use crate::record::{TxRecord, Vote, VoteReason};
-use crate::request::{RequestError, TxRequest, check_idempotency_key};
+use crate::request::{RequestError, TxRequest, Wait, check_idempotency_key};
 use crate::rules::{self, AfterLostSwap};
 use crate::status::{Decision, TxStatus};
 
@@ -93,163 +95,186 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
         TxRequest::parse(body, &self.config.services, &self.config.limits)
     }
 
-    /// Runs a transaction to its end (or as far as it can: a record left `COMMITTING` or
-    /// `ABORTING` is finished by the sweeper). Returns the record as it stands. In staged mode,
-    /// this is [`Self::stage`] then [`Self::finish`]: the answer after the applies.
+    /// Runs a transaction up to its answer, the one way in (`docs/protocol.md`, "Which path"):
+    /// natively where the store can commit it alone; else staged (the record put `STAGING`
+    /// with the prepares, answered "committed" from the acknowledged put and every yes vote,
+    /// or "aborted" after winning `STAGING → ABORTING`); else classic, to its end. What is
+    /// left after the answer is [`Answered::finish`], for [`Self::finish`] once the client has
+    /// it, unless the request asked to `"wait": "applied"`: then it is run here first.
     pub async fn submit(
         &self,
         body: &Value,
         idempotency_key: Option<&str>,
-    ) -> Result<TxRecord, SubmitError> {
-        let staged = self.stage(body, idempotency_key).await?;
-        match staged.finish {
-            Some(finish) => Ok(self.finish(finish).await?),
-            None => Ok(staged.answer.record),
-        }
-    }
-
-    /// Runs a transaction up to its answer. Classic: to its end, as [`Self::submit`] did
-    /// always. Staged: the record put (`STAGING`) and the prepares (in parallel for a request
-    /// without an idempotency key; after the put for one with a key, so that a replay, whose
-    /// put is refused, never sends a prepare), then the answer: "committed" from the
-    /// acknowledged put and every yes vote; "aborted" after winning `STAGING → ABORTING`. What
-    /// is left ([`Staged::finish`]) is for [`Self::finish`], after the answer is sent.
-    pub async fn stage(
-        &self,
-        body: &Value,
-        idempotency_key: Option<&str>,
-    ) -> Result<Staged, SubmitError> {
+    ) -> Result<Answered, SubmitError> {
         if let Some(k) = idempotency_key {
             check_idempotency_key(k)?;
         }
         let request = self.validate(body)?;
-        let wait = request.wait;
-        let now = self.clock.now_ms();
+        let record = self.begin_record(&request, idempotency_key);
+        let answered = self.answer(record, idempotency_key).await?;
+        Ok(match (answered.finish, request.wait) {
+            (Some(finish), Wait::Applied) => self.applied(answered.answer, finish).await,
+            (finish, _) => Answered {
+                answer: answered.answer,
+                finish,
+            },
+        })
+    }
+
+    /// The record that begins `request`'s transaction, now: its id from the idempotency key
+    /// (or fresh), and who begins it (this coordinator, once: a retried put of ours is ours).
+    fn begin_record(&self, request: &TxRequest, idempotency_key: Option<&str>) -> TxRecord {
         let tx_id = idempotency_key.map_or_else(TxId::random, TxId::for_idempotency_key);
         let begun_by = format!("{}/{}", self.config.id, TxId::random());
-        let mut record = request.begin(tx_id.clone(), idempotency_key, begun_by, now);
-        let unavailable = |source| SubmitError::Unavailable {
-            tx_id: Some(tx_id.clone()),
-            source,
-        };
+        request.begin(tx_id, idempotency_key, begun_by, self.clock.now_ms())
+    }
+
+    /// The answer: native if [`Self::natively`] admits the transaction and no protocol hold
+    /// is in the way, else the protocol's round.
+    async fn answer(
+        &self,
+        record: TxRecord,
+        idempotency_key: Option<&str>,
+    ) -> Result<Answered, SubmitError> {
         if let Some(native) = self.natively(&record) {
             match self
                 .commit_natively(native, &record, idempotency_key.is_some())
                 .await?
             {
-                Some(answer) => {
-                    return Ok(Staged {
-                        answer,
-                        finish: None,
-                        wait,
-                    });
-                }
-                None => info!(tx_id = %tx_id, "the protocol holds an item: staged instead"),
+                Some(answer) => return Ok(Answered::done(answer)),
+                None => info!(tx_id = %record.tx_id, "the protocol holds an item: staged instead"),
             }
         }
-        // Staged only where every participant answers the inquiries a STAGING record's
-        // recovery needs from a highly available log: one that never answers would keep the
-        // transaction, and its other items, undecided (`rules::stages`).
+        self.round(record, idempotency_key).await
+    }
+
+    /// The protocol's round: begin and prepare, then the answer. Staged only where every
+    /// participant answers the inquiries a `STAGING` record's recovery needs from a highly
+    /// available log: one that never answers would keep the transaction, and its other items,
+    /// undecided (`rules::stages`). Staged, a commit is answered once every vote is yes (it is
+    /// implicit), an abort after its decision; classic, after the transaction ended.
+    async fn round(
+        &self,
+        mut record: TxRecord,
+        idempotency_key: Option<&str>,
+    ) -> Result<Answered, SubmitError> {
         let staged = self.stages(&record);
         if staged {
             record.status = TxStatus::Staging;
         }
-
-        // 1. Begin (and, staged without a key, prepare at the same time).
         let parallel = staged && idempotency_key.is_none();
+        let replies = match self.begin_and_prepare(&record, parallel).await? {
+            ControlFlow::Continue(replies) => replies,
+            ControlFlow::Break(answer) => return Ok(Answered::done(answer)),
+        };
+        self.checkpoint(FaultPoint::BeforeDecide).await;
+        let decision = rules::decision(replies.iter().map(|r| r.vote.is_yes()));
+        let votes: Vec<Vote> = replies.iter().map(|r| r.vote.clone()).collect();
+        // What each prepare's reply planned for its item (the prune), carried by the
+        // completion of the decision it was planned for.
+        let prunes: Vec<Option<Prune>> = replies.into_iter().map(|r| r.prune).collect();
+        let finish = Finish {
+            record,
+            votes,
+            prunes,
+            planned: decision,
+        };
+        if staged && decision == Decision::Commit {
+            return Ok(self.implicitly_committed(finish).await);
+        }
+        // The write of COMMITTING (or ABORTING) is the decision point. A staged abort is
+        // answered after it too: a retried copy of a refused prepare could still make every
+        // participant hold the transaction, and a helper then commit it.
+        let unavailable = unavailable(&finish.record.tx_id);
+        let decided = self
+            .decide(&finish.record, decision, &finish.votes)
+            .await
+            .map_err(&unavailable)?;
+        self.checkpoint(FaultPoint::AfterDecide).await;
+        let finish = Finish {
+            record: decided,
+            ..finish
+        };
+        if staged {
+            return Ok(Answered {
+                answer: Submitted::of(finish.record.clone()),
+                finish: Some(finish),
+            });
+        }
+        // Classic: complete everywhere, then finalize, before answering.
+        let done = self.finish(finish).await.map_err(&unavailable)?;
+        Ok(Answered::done(Submitted::of(done)))
+    }
+
+    /// Begins (the record put) and prepares every participant: both at once if `parallel`
+    /// (staged without an idempotency key), else the prepares after the put, so that a
+    /// replay, whose put is refused, never sends a prepare. Breaks with the answer when the
+    /// put found a record there already.
+    async fn begin_and_prepare(
+        &self,
+        record: &TxRecord,
+        parallel: bool,
+    ) -> Result<ControlFlow<Submitted, Vec<PrepareReply>>, SubmitError> {
         let (begun, early) = if parallel {
-            let (begun, replies) = futures::join!(self.begin(&record), self.prepare_all(&record));
+            let (begun, replies) = futures::join!(self.begin(record), self.prepare_all(record));
             (begun, Some(replies))
         } else {
-            (self.begin(&record).await, None)
+            (self.begin(record).await, None)
         };
-        match begun.map_err(unavailable)? {
+        match begun.map_err(unavailable(&record.tx_id))? {
             Begun::Ours => {}
             // Staged without a key, the id is fresh: a record already there was written by a
             // resolver that found our locks expired before our put landed (ABORTED). Not a
             // replay; the lock rule aborts what our prepares hold.
             Begun::Existing(existing) if parallel => {
                 warn!(tx_id = %existing.tx_id, status = %existing.status, "staged put refused: a resolver recorded the transaction first");
-                return Ok(Staged {
-                    answer: Submitted::of(*existing),
-                    finish: None,
-                    wait,
-                });
+                return Ok(ControlFlow::Break(Submitted::of(*existing)));
             }
             Begun::Existing(existing) => {
                 let replayed = self.replay(existing, &record.request_hash).await?;
-                return Ok(Staged {
-                    answer: Submitted::of(replayed),
-                    finish: None,
-                    wait,
-                });
+                return Ok(ControlFlow::Break(Submitted::of(replayed)));
             }
         }
         self.checkpoint(FaultPoint::AfterBegin).await;
-
-        // 2. Prepare, all participants at once.
-        let replies = match early {
+        Ok(ControlFlow::Continue(match early {
             Some(replies) => replies,
-            None => self.prepare_all(&record).await,
-        };
-        self.checkpoint(FaultPoint::BeforeDecide).await;
+            None => self.prepare_all(record).await,
+        }))
+    }
 
-        let decision = rules::decision(replies.iter().map(|r| r.vote.is_yes()));
-        let votes: Vec<Vote> = replies.iter().map(|r| r.vote.clone()).collect();
-        // What each prepare's reply planned for its item (the prune), carried by the
-        // completion of the decision it was planned for.
-        let prunes: Vec<Option<Prune>> = replies.into_iter().map(|r| r.prune).collect();
-        if staged && decision == Decision::Commit {
-            // Committed implicitly: our put is acknowledged and every participant holds the
-            // transaction, which nobody but this coordinator may act on before it is explicit
-            // (`docs/protocol.md`, "The staged commit").
-            let answer = Submitted {
-                record: TxRecord {
-                    votes: votes.clone(),
-                    ..record.clone()
-                },
-                outcome: Outcome::Committed,
-            };
-            self.checkpoint(FaultPoint::AfterAnswer).await;
-            return Ok(Staged {
-                answer,
-                finish: Some(Finish {
-                    record,
-                    votes,
-                    prunes,
-                    planned: decision,
-                }),
-                wait,
-            });
-        }
-
-        // 3. Decide: the write of COMMITTING (or ABORTING) is the decision point. A staged abort
-        // is answered after it too: a retried copy of a refused prepare could still make every
-        // participant hold the transaction, and a helper then commit it.
-        let decided = self
-            .decide(&record, decision, &votes)
-            .await
-            .map_err(unavailable)?;
-        self.checkpoint(FaultPoint::AfterDecide).await;
-        let finish = Finish {
-            record: decided,
-            votes,
-            prunes,
-            planned: decision,
+    /// Committed implicitly: our put is acknowledged and every participant holds the
+    /// transaction, which nobody but this coordinator may act on before it is explicit
+    /// (`docs/protocol.md`, "The staged commit"). Answered "committed" with the votes; the
+    /// explicit commit is left for [`Self::finish`].
+    async fn implicitly_committed(&self, finish: Finish) -> Answered {
+        let answer = Submitted {
+            record: TxRecord {
+                votes: finish.votes.clone(),
+                ..finish.record.clone()
+            },
+            outcome: Outcome::Committed,
         };
-        if staged {
-            return Ok(Staged {
-                answer: Submitted::of(finish.record.clone()),
-                finish: Some(finish),
-                wait,
-            });
+        self.checkpoint(FaultPoint::AfterAnswer).await;
+        Answered {
+            answer,
+            finish: Some(finish),
         }
-        // 4-5. Classic: complete everywhere, then finalize, before answering.
-        let done = self.finish(finish).await.map_err(unavailable)?;
-        Ok(Staged {
-            answer: Submitted::of(done),
-            finish: None,
-            wait,
+    }
+
+    /// Read-your-writes (`"wait": "applied"`): the work after the answer, run before it. The
+    /// outcome stands whatever finishing does; if it fails, the stream's completer and the
+    /// sweeper finish the transaction, and the answer carries the record as it was.
+    async fn applied(&self, answer: Submitted, finish: Finish) -> Answered {
+        let record = match self.finish(finish).await {
+            Ok(record) => record,
+            Err(e) => {
+                warn!(error = %e, "finishing failed; the stream's completer and the sweeper finish it");
+                answer.record
+            }
+        };
+        Answered::done(Submitted {
+            record,
+            outcome: answer.outcome,
         })
     }
 
@@ -396,36 +421,8 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
         if record.status.is_terminal() {
             return Ok(record);
         }
-        let calls = record.participants.iter().enumerate().map(|(i, p)| {
-            let record = &record;
-            async move {
-                let req = CompleteRequest {
-                    tx_id: record.tx_id.clone(),
-                    deadline: record.deadline,
-                    began: record.created_at,
-                    key: p.key.clone(),
-                    op: p.op.clone(),
-                    prune: prunes.get(i).cloned().flatten(),
-                    refused: record.votes.get(i).is_some_and(Vote::refused),
-                };
-                let reply = match decision {
-                    Decision::Commit => self.transport.commit(&p.target, &req).await,
-                    Decision::Abort => self.transport.abort(&p.target, &req).await,
-                };
-                self.checkpoint(FaultPoint::AfterComplete(i)).await;
-                match reply {
-                    Ok(CompleteReply::Violation { message }) => {
-                        error!(tx_id = %record.tx_id, participant = %p.participant, %message, "participant reported a protocol violation");
-                        false
-                    }
-                    Ok(_) => true,
-                    Err(e) => {
-                        warn!(tx_id = %record.tx_id, participant = %p.participant, error = %e, "completion not acknowledged; the sweeper will retry");
-                        false
-                    }
-                }
-            }
-        });
+        let calls = (0..record.participants.len())
+            .map(|i| self.complete_one(&record, i, prunes.get(i).cloned().flatten(), decision));
         let acks = join_all(calls).await;
         if !acks.iter().all(|a| *a) {
             return Ok(record);
@@ -447,6 +444,43 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
             }
         }
     }
+
+    /// Sends the decision to participant `i`: whether it acknowledged (a violation it reports
+    /// is logged, and not an acknowledgement).
+    async fn complete_one(
+        &self,
+        record: &TxRecord,
+        i: usize,
+        prune: Option<Prune>,
+        decision: Decision,
+    ) -> bool {
+        let p = &record.participants[i];
+        let req = CompleteRequest {
+            tx_id: record.tx_id.clone(),
+            deadline: record.deadline,
+            began: record.created_at,
+            key: p.key.clone(),
+            op: p.op.clone(),
+            prune,
+            refused: record.votes.get(i).is_some_and(Vote::refused),
+        };
+        let reply = match decision {
+            Decision::Commit => self.transport.commit(&p.target, &req).await,
+            Decision::Abort => self.transport.abort(&p.target, &req).await,
+        };
+        self.checkpoint(FaultPoint::AfterComplete(i)).await;
+        match reply {
+            Ok(CompleteReply::Violation { message }) => {
+                error!(tx_id = %record.tx_id, participant = %p.participant, %message, "participant reported a protocol violation");
+                false
+            }
+            Ok(_) => true,
+            Err(e) => {
+                warn!(tx_id = %record.tx_id, participant = %p.participant, error = %e, "completion not acknowledged; the sweeper will retry");
+                false
+            }
+        }
+    }
 }
 
 enum Begun {
@@ -462,6 +496,14 @@ fn broken(tx: &TxId, doing: &str, found: Option<&TxRecord>) -> PortError {
             context: format!("{doing} {tx}"),
             source: format!("the record is {} after a failed swap", r.status).into(),
         },
+    }
+}
+
+/// A store's failure while `tx`'s record may exist: the transaction is left for recovery.
+fn unavailable(tx: &TxId) -> impl Fn(PortError) -> SubmitError + '_ {
+    move |source| SubmitError::Unavailable {
+        tx_id: Some(tx.clone()),
+        source,
     }
 }
 

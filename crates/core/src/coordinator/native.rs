@@ -1,6 +1,8 @@
 //! Committing a transaction as one native `TransactWriteItems`, when [`rules::native`] admits
 //! it: the record put `COMMITTED` with every item's write, or nothing.
 
+use std::ops::ControlFlow;
+
 use tracing::{debug, warn};
 
 use crate::codes;
@@ -12,11 +14,12 @@ use crate::ports::{
     TxLog,
 };
 use crate::record::{Target, TxRecord, Vote};
-use crate::request::{RequestError, ServiceKind};
+use crate::request::RequestError;
 use crate::rules::{self};
+use crate::service::ServiceKind;
 use crate::status::TxStatus;
 
-use super::{CommitMode, Coordinator, SubmitError, Submitted};
+use super::{CommitMode, Coordinator, SubmitError, Submitted, unavailable};
 
 impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
     /// The native store, if `record` is to be committed natively: [`CommitMode::Auto`], a
@@ -59,88 +62,29 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
         record: &TxRecord,
         keyed: bool,
     ) -> Result<Option<Submitted>, SubmitError> {
-        let unavailable = |source| SubmitError::Unavailable {
-            tx_id: Some(record.tx_id.clone()),
-            source,
+        let Some(writes) = native_writes(record) else {
+            return Ok(None); // `natively` admitted only direct tables
         };
-        let mut writes = Vec::with_capacity(record.participants.len());
-        for p in &record.participants {
-            let Target::Direct { table } = &p.target else {
-                return Ok(None); // `natively` admitted only direct tables
-            };
-            writes.push(NativeWrite {
-                table,
-                key: &p.key,
-                op: &p.op,
-            });
-        }
-        let yes = || Vote::yes(Mode::Exclusive);
         let committed = TxRecord {
             status: TxStatus::Committed,
-            votes: writes.iter().map(|_| yes()).collect(),
+            votes: writes.iter().map(|_| Vote::yes(Mode::Exclusive)).collect(),
             ..record.clone()
         };
-        let outcome = match native.commit_at_once(&committed, &writes).await {
-            Ok(outcome) => outcome,
-            Err(e @ PortError::Undetermined { .. }) => {
-                // All or nothing, and retried with the same token: the record says which.
-                warn!(tx_id = %record.tx_id, error = %e, "native commit undetermined: reading the record");
-                return match self.log.get(&record.tx_id).await.map_err(unavailable)? {
-                    Some(found) => Ok(Some(Submitted::of(found))),
-                    None => Err(unavailable(e)),
-                };
+        let items = match self.write_natively(native, &committed, &writes).await? {
+            ControlFlow::Break(answer) => return Ok(Some(answer)),
+            ControlFlow::Continue(NativeOutcome::Committed) => {
+                return Ok(Some(Submitted::of(committed)));
             }
-            // DynamoDB called the request invalid (a sum past its range, an item past 400 KB):
-            // nothing was written, and sending it again cannot help. A 4xx saying so, never
-            // "retry".
-            Err(PortError::Invalid { message, .. }) => {
-                warn!(tx_id = %record.tx_id, message, "native commit refused as invalid");
-                return Err(SubmitError::Request(RequestError::new(
-                    codes::INVALID_FOR_STORE,
-                    format!(
-                        "DynamoDB refused the transaction as invalid, and nothing was written ({message}): change the request"
-                    ),
-                )));
-            }
-            Err(e) => return Err(unavailable(e)),
-        };
-        let items = match outcome {
-            NativeOutcome::Committed => return Ok(Some(Submitted::of(committed))),
-            NativeOutcome::Cancelled {
+            ControlFlow::Continue(NativeOutcome::Cancelled {
                 record: Some(existing),
                 ..
-            } => {
-                return if keyed {
-                    Ok(Some(Submitted::of(
-                        self.replay(existing, &record.request_hash).await?,
-                    )))
-                } else {
-                    Ok(Some(Submitted::of(*existing)))
-                };
-            }
-            NativeOutcome::Cancelled { items, .. } => items,
+            }) => return Ok(Some(self.found(existing, record, keyed).await?)),
+            ControlFlow::Continue(NativeOutcome::Cancelled { items, .. }) => items,
         };
         let now = self.clock.now_ms();
-        let mut votes = Vec::with_capacity(items.len());
-        for (found, w) in items.iter().zip(&writes) {
-            let lock = Lock {
-                tx_id: record.tx_id.clone(),
-                expires_at: record.deadline,
-                began: record.created_at,
-                op: w.op.clone(),
-                coordinator: self.config.id.clone(),
-            };
-            votes.push(match found {
-                NativeItem::Held => yes(),
-                NativeItem::Busy => return Ok(None),
-                NativeItem::Refused(item) => {
-                    match classify_native_refusal(item.as_deref(), &lock, now) {
-                        Refusal::Vote(reason, message) => Vote::no(reason, message),
-                        Refusal::Held { .. } | Refusal::Stale(_) => return Ok(None),
-                    }
-                }
-            });
-        }
+        let Some(votes) = self.native_votes(record, &items, &writes, now) else {
+            return Ok(None);
+        };
         if votes.iter().all(Vote::is_yes) {
             // Cancelled, yet nothing refused: a write DynamoDB itself refused. The protocol
             // path reports it properly.
@@ -152,12 +96,113 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
             updated_at: now,
             ..record.clone()
         };
-        match self.log.create(&aborted).await.map_err(unavailable)? {
+        match self
+            .log
+            .create(&aborted)
+            .await
+            .map_err(unavailable(&record.tx_id))?
+        {
             Created::New => Ok(Some(Submitted::of(aborted))),
-            Created::Exists(existing) if keyed => Ok(Some(Submitted::of(
-                self.replay(existing, &record.request_hash).await?,
-            ))),
-            Created::Exists(existing) => Ok(Some(Submitted::of(*existing))),
+            Created::Exists(existing) => Ok(Some(self.found(existing, record, keyed).await?)),
         }
     }
+
+    /// The one native write, its outcome. Undetermined, the record says what happened (all or
+    /// nothing, and retried with the same token): the answer, breaking. Invalid to DynamoDB
+    /// (a sum past its range, an item past 400 KB): nothing was written, and sending it again
+    /// cannot help; a 4xx saying so, never "retry".
+    async fn write_natively(
+        &self,
+        native: &dyn NativeStore,
+        committed: &TxRecord,
+        writes: &[NativeWrite<'_>],
+    ) -> Result<ControlFlow<Submitted, NativeOutcome>, SubmitError> {
+        let unavailable = unavailable(&committed.tx_id);
+        match native.commit_at_once(committed, writes).await {
+            Ok(outcome) => Ok(ControlFlow::Continue(outcome)),
+            Err(e @ PortError::Undetermined { .. }) => {
+                warn!(tx_id = %committed.tx_id, error = %e, "native commit undetermined: reading the record");
+                match self.log.get(&committed.tx_id).await.map_err(&unavailable)? {
+                    Some(found) => Ok(ControlFlow::Break(Submitted::of(found))),
+                    None => Err(unavailable(e)),
+                }
+            }
+            Err(PortError::Invalid { message, .. }) => {
+                warn!(tx_id = %committed.tx_id, message, "native commit refused as invalid");
+                Err(SubmitError::Request(RequestError::new(
+                    codes::INVALID_FOR_STORE,
+                    format!(
+                        "DynamoDB refused the transaction as invalid, and nothing was written ({message}): change the request"
+                    ),
+                )))
+            }
+            Err(e) => Err(unavailable(e)),
+        }
+    }
+
+    /// The vote each item's prepare would have had, from what cancelled the native write there
+    /// (a write that would have applied: yes). `None` where the protocol holds an item or
+    /// another request was writing one: the transaction takes the protocol path.
+    fn native_votes(
+        &self,
+        record: &TxRecord,
+        items: &[NativeItem],
+        writes: &[NativeWrite<'_>],
+        now: u64,
+    ) -> Option<Vec<Vote>> {
+        let mut votes = Vec::with_capacity(items.len());
+        for (found, w) in items.iter().zip(writes) {
+            let lock = Lock {
+                tx_id: record.tx_id.clone(),
+                expires_at: record.deadline,
+                began: record.created_at,
+                op: w.op.clone(),
+                coordinator: self.config.id.clone(),
+            };
+            votes.push(match found {
+                NativeItem::Held => Vote::yes(Mode::Exclusive),
+                NativeItem::Busy => return None,
+                NativeItem::Refused(item) => {
+                    match classify_native_refusal(item.as_deref(), &lock, now) {
+                        Refusal::Vote(reason, message) => Vote::no(reason, message),
+                        Refusal::Held { .. } | Refusal::Stale(_) => return None,
+                    }
+                }
+            });
+        }
+        Some(votes)
+    }
+
+    /// The answer from a record found already there: a replay for a request with an
+    /// idempotency key; without one (a fresh id), what the record says.
+    async fn found(
+        &self,
+        existing: Box<TxRecord>,
+        record: &TxRecord,
+        keyed: bool,
+    ) -> Result<Submitted, SubmitError> {
+        if keyed {
+            Ok(Submitted::of(
+                self.replay(existing, &record.request_hash).await?,
+            ))
+        } else {
+            Ok(Submitted::of(*existing))
+        }
+    }
+}
+
+/// Each participant's native write, if every one is a direct table's.
+fn native_writes(record: &TxRecord) -> Option<Vec<NativeWrite<'_>>> {
+    record
+        .participants
+        .iter()
+        .map(|p| match &p.target {
+            Target::Direct { table } => Some(NativeWrite {
+                table,
+                key: &p.key,
+                op: &p.op,
+            }),
+            _ => None,
+        })
+        .collect()
 }

@@ -5,8 +5,8 @@ use tracing::info;
 
 use crate::ports::{Clock, Transport, TxLog};
 use crate::record::{Target, TxRecord};
-use crate::request::ServiceKind;
 use crate::rules;
+use crate::service::ServiceKind;
 
 use super::{CommitMode, Coordinator};
 

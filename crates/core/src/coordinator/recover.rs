@@ -22,7 +22,7 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
     }
 
     /// How long a `STAGING` record is left to its stager before a status read helps it.
-    pub const HELP_AFTER_MS: u64 = 1_000;
+    pub(crate) const HELP_AFTER_MS: u64 = 1_000;
 
     /// Reads a record, helping a `STAGING` one its stager seems to have left (older than
     /// [`Self::HELP_AFTER_MS`]): before its deadline, read-only inquiries and, if every
@@ -95,7 +95,7 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
     /// helper (a replay, before the deadline) only reads, and only ever commits. Either makes
     /// its decision by compare-and-swap, then completes. Left as it is when undecidable yet (a
     /// participant unreachable, or open).
-    pub async fn recover_staged(
+    pub(crate) async fn recover_staged(
         &self,
         record: TxRecord,
         prevent: bool,
@@ -106,6 +106,7 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
                 deadline: record.deadline,
                 began: record.created_at,
                 key: p.key.clone(),
+                op: (!p.op.is_empty()).then(|| p.op.clone()),
                 prevent,
             };
             let record = &record;

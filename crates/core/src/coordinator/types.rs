@@ -1,5 +1,5 @@
 //! The coordinator's configuration ([`CoordinatorConfig`], [`CommitMode`]) and what it answers:
-//! [`Outcome`], [`Submitted`], [`Staged`], [`Finish`], [`SubmitError`].
+//! [`Outcome`], [`Submitted`], [`Answered`], [`Finish`], [`SubmitError`].
 
 use std::collections::BTreeMap;
 
@@ -7,7 +7,8 @@ use crate::ids::TxId;
 use crate::message::Prune;
 use crate::ports::PortError;
 use crate::record::{TxRecord, Vote};
-use crate::request::{Limits, RequestError, ServiceConfig, Wait};
+use crate::request::{Limits, RequestError};
+use crate::service::ServiceConfig;
 use crate::status::{Decision, TxStatus};
 
 /// The coordinator's configuration.
@@ -121,7 +122,7 @@ impl Submitted {
     }
 }
 
-/// What is left to do after a staged answer: make the commit explicit (or complete the abort),
+/// What is left to do after an answer: make the commit explicit (or complete the abort),
 /// complete every participant, finalize. Run by [`Coordinator::finish`](super::Coordinator::finish).
 #[derive(Debug)]
 #[must_use = "a staged transaction is finished by Coordinator::finish (or, if dropped, by recovery)"]
@@ -139,15 +140,26 @@ impl Finish {
     }
 }
 
-/// A staged answer and the work left after it.
+/// A transaction as answered, and the work left after the answer
+/// ([`Coordinator::submit`](super::Coordinator::submit)).
 #[derive(Debug)]
-pub struct Staged {
+pub struct Answered {
     /// What to answer now.
     pub answer: Submitted,
-    /// What to run after answering (`None`: nothing left, or left to recovery).
+    /// What to run after answering, by [`Coordinator::finish`](super::Coordinator::finish)
+    /// (`None`: nothing left, or left to recovery). A caller with no client to answer first
+    /// (a test, a benchmark) runs it at once.
     pub finish: Option<Finish>,
-    /// When the client asked to be answered: with [`Wait::Applied`], run `finish` first.
-    pub wait: Wait,
+}
+
+impl Answered {
+    /// An answer with nothing left to do after it.
+    pub(super) fn done(answer: Submitted) -> Answered {
+        Answered {
+            answer,
+            finish: None,
+        }
+    }
 }
 
 /// Why `submit` did not produce an outcome.

@@ -31,8 +31,8 @@ use crate::item::{Escrow, FenceEntry, ItemState, Key, Lock, StoredReservation};
 use crate::layout::VERSION;
 use crate::op::Operation;
 use crate::ports::{CompleteWrite, Completion, ParticipantStore, PortError, PrepareWrite};
-use crate::request::KeySchema;
 use crate::rules::{self, AbortStep, FenceOut, PrepareStep, Seen};
+use crate::service::KeySchema;
 
 /// Participant items in memory, any number of tables. Clones share the items.
 #[derive(Clone, Debug, Default)]

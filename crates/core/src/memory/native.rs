@@ -1,6 +1,6 @@
 //! Native transactions in memory: the record and every item written in one step, or nothing.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use crate::item::ItemState;
 use crate::ports::{NativeFuture, NativeItem, NativeOutcome, NativeStore, NativeWrite, PortError};
@@ -8,6 +8,9 @@ use crate::record::TxRecord;
 use crate::rules::{self, NativeStep};
 
 use super::{MemoryItems, MemoryTxLog, apply, business_holds, key_id, poisoned, seen};
+
+/// Every table's items, by key.
+type Tables = HashMap<String, BTreeMap<String, ItemState>>;
 
 /// The in-memory stores' all-or-nothing write across the log and the items (what DynamoDB's
 /// `TransactWriteItems` is to the DynamoDB adapters): both locked for the whole step.
@@ -46,19 +49,7 @@ impl MemoryNative {
         }
         let found: Vec<NativeItem> = writes
             .iter()
-            .map(|w| {
-                let item = tables.get(w.table).and_then(|t| t.get(&key_id(w.key)));
-                let empty = BTreeMap::new();
-                let attrs = item.map_or(&empty, |i| &i.attributes);
-                let seen = seen(item, tx, record.created_at, record.created_at);
-                if rules::native_write(seen, w.op.creates()) == NativeStep::Apply
-                    && business_holds(w.op, w.key, attrs)
-                {
-                    NativeItem::Held
-                } else {
-                    NativeItem::Refused(item.cloned().map(Box::new))
-                }
-            })
+            .map(|w| condition(&tables, record, w))
             .collect();
         let existing = records.get(tx).cloned().map(Box::new);
         if existing.is_some() || found.iter().any(|f| *f != NativeItem::Held) {
@@ -71,21 +62,7 @@ impl MemoryNative {
         // nothing.
         let mut next = Vec::with_capacity(writes.len());
         for w in writes {
-            let mut item = tables
-                .get(w.table)
-                .and_then(|t| t.get(&key_id(w.key)))
-                .cloned()
-                .unwrap_or_else(|| ItemState {
-                    attributes: w.key.clone(),
-                    ..ItemState::default()
-                });
-            item.tombstone = false;
-            // No reservation stands: the escrow of what it adds to is idle, and goes.
-            for name in w.op.add.keys() {
-                item.escrow.remove(name);
-            }
-            apply(&mut item, w.key, tx, w.op)?;
-            next.push((w, item));
+            next.push((w, written(&tables, record, w)?));
         }
         for (w, item) in next {
             tables
@@ -96,6 +73,45 @@ impl MemoryNative {
         records.insert(tx.clone(), record.clone());
         Ok(NativeOutcome::Committed)
     }
+}
+
+/// Whether `w`'s condition holds on its item as found ([`rules::native_write`] and the
+/// operation's own conditions), else the item that refused it.
+fn condition(tables: &Tables, record: &TxRecord, w: &NativeWrite<'_>) -> NativeItem {
+    let item = tables.get(w.table).and_then(|t| t.get(&key_id(w.key)));
+    let empty = BTreeMap::new();
+    let attrs = item.map_or(&empty, |i| &i.attributes);
+    let seen = seen(item, &record.tx_id, record.created_at, record.created_at);
+    if rules::native_write(seen, w.op.creates()) == NativeStep::Apply
+        && business_holds(w.op, w.key, attrs)
+    {
+        NativeItem::Held
+    } else {
+        NativeItem::Refused(item.cloned().map(Box::new))
+    }
+}
+
+/// `w`'s item after its write, on a copy.
+fn written(
+    tables: &Tables,
+    record: &TxRecord,
+    w: &NativeWrite<'_>,
+) -> Result<ItemState, PortError> {
+    let mut item = tables
+        .get(w.table)
+        .and_then(|t| t.get(&key_id(w.key)))
+        .cloned()
+        .unwrap_or_else(|| ItemState {
+            attributes: w.key.clone(),
+            ..ItemState::default()
+        });
+    item.tombstone = false;
+    // No reservation stands: the escrow of what it adds to is idle, and goes.
+    for name in w.op.add.keys() {
+        item.escrow.remove(name);
+    }
+    apply(&mut item, w.key, &record.tx_id, w.op)?;
+    Ok(item)
 }
 
 impl NativeStore for MemoryNative {

@@ -38,7 +38,7 @@ pub(super) fn invalid(msg: impl Into<String>) -> OpError {
 }
 
 /// Checks an attribute name: `[A-Za-z_][A-Za-z0-9_-]*`, at most 255 bytes.
-pub fn check_attribute_name(name: &str) -> Result<(), OpError> {
+pub(crate) fn check_attribute_name(name: &str) -> Result<(), OpError> {
     let mut chars = name.chars();
     let first_ok = chars
         .next()
@@ -55,7 +55,7 @@ pub fn check_attribute_name(name: &str) -> Result<(), OpError> {
 }
 
 /// Checks a value for storage: every number exact, nesting bounded.
-pub fn check_value(path: &str, value: &Value) -> Result<(), OpError> {
+pub(crate) fn check_value(path: &str, value: &Value) -> Result<(), OpError> {
     fn walk(path: &str, v: &Value, depth: usize) -> Result<(), OpError> {
         if depth > MAX_DEPTH {
             return Err(invalid(format!(
@@ -79,7 +79,7 @@ pub fn check_value(path: &str, value: &Value) -> Result<(), OpError> {
 }
 
 /// Reads a JSON number or decimal string as an exact decimal.
-pub fn decimal_from_json(path: &str, value: &Value) -> Result<Decimal, OpError> {
+pub(crate) fn decimal_from_json(path: &str, value: &Value) -> Result<Decimal, OpError> {
     let text = match value {
         Value::Number(n) => n.to_string(),
         Value::String(s) => s.clone(),

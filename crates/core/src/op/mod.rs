@@ -14,7 +14,8 @@
 
 mod check;
 
-pub use check::{OpError, check_attribute_name, check_value, decimal_from_json};
+pub use check::OpError;
+pub(crate) use check::{check_attribute_name, check_value, decimal_from_json};
 use check::{invalid, kind, object, parse_condition};
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -26,9 +27,9 @@ use crate::decimal::{Decimal, canonical_json};
 use crate::layout::ITEM_PROTOCOL_ATTRIBUTES;
 
 /// Most attributes one operation may name in all (keeps expressions far below DynamoDB's 4 KB).
-pub const MAX_ATTRIBUTES: usize = 64;
+pub(crate) const MAX_ATTRIBUTES: usize = 64;
 /// Deepest nesting of lists and maps in a value.
-pub const MAX_DEPTH: usize = 32;
+pub(crate) const MAX_DEPTH: usize = 32;
 const MAX_NAME_LEN: usize = 255;
 
 /// A comparison in a `require` clause.
@@ -180,6 +181,33 @@ pub struct Operation {
     pub require: BTreeMap<String, Condition>,
 }
 
+/// An operation's `set` or `put`: attribute names and the values they take, each checked.
+fn attribute_values(at: &str, value: &Value) -> Result<BTreeMap<String, Value>, OpError> {
+    let mut values = BTreeMap::new();
+    for (name, val) in object(at, value)? {
+        check_attribute_name(name)?;
+        check_value(&format!("{at}.{name}"), val)?;
+        values.insert(name.clone(), val.clone());
+    }
+    Ok(values)
+}
+
+/// An operation's `remove`: a list of attribute names, each checked.
+fn attribute_names(at: &str, value: &Value) -> Result<BTreeSet<String>, OpError> {
+    let list = value
+        .as_array()
+        .ok_or_else(|| invalid(format!("{at}: expected a list of attribute names")))?;
+    let mut names = BTreeSet::new();
+    for name in list {
+        let name = name
+            .as_str()
+            .ok_or_else(|| invalid(format!("{at}: expected attribute names (strings)")))?;
+        check_attribute_name(name)?;
+        names.insert(name.to_owned());
+    }
+    Ok(names)
+}
+
 impl Operation {
     /// Parses an operation from its JSON form; `path` prefixes error messages (`participants[0].op`).
     pub fn from_json(path: &str, v: &Value) -> Result<Operation, OpError> {
@@ -188,13 +216,7 @@ impl Operation {
         for (field, value) in obj {
             let at = format!("{path}.{field}");
             match field.as_str() {
-                "set" => {
-                    for (name, val) in object(&at, value)? {
-                        check_attribute_name(name)?;
-                        check_value(&format!("{at}.{name}"), val)?;
-                        op.set.insert(name.clone(), val.clone());
-                    }
-                }
+                "set" => op.set = attribute_values(&at, value)?,
                 "add" => {
                     for (name, val) in object(&at, value)? {
                         check_attribute_name(name)?;
@@ -202,27 +224,8 @@ impl Operation {
                         op.add.insert(name.clone(), d);
                     }
                 }
-                "remove" => {
-                    let list = value.as_array().ok_or_else(|| {
-                        invalid(format!("{at}: expected a list of attribute names"))
-                    })?;
-                    for name in list {
-                        let name = name.as_str().ok_or_else(|| {
-                            invalid(format!("{at}: expected attribute names (strings)"))
-                        })?;
-                        check_attribute_name(name)?;
-                        op.remove.insert(name.to_owned());
-                    }
-                }
-                "put" => {
-                    let mut item = BTreeMap::new();
-                    for (name, val) in object(&at, value)? {
-                        check_attribute_name(name)?;
-                        check_value(&format!("{at}.{name}"), val)?;
-                        item.insert(name.clone(), val.clone());
-                    }
-                    op.put = Some(item);
-                }
+                "remove" => op.remove = attribute_names(&at, value)?,
+                "put" => op.put = Some(attribute_values(&at, value)?),
                 "delete" => match value {
                     Value::Bool(b) => op.delete = *b,
                     other => {
@@ -307,7 +310,7 @@ impl Operation {
 
     /// Checks the operation against the item's key: key attributes cannot be changed; `put` may
     /// repeat the key only with the same values; `notExists` on a key attribute needs `put`.
-    pub fn check_against_key(
+    pub(crate) fn check_against_key(
         &self,
         path: &str,
         key: &BTreeMap<String, Value>,

@@ -11,7 +11,10 @@
 mod clock;
 mod refusal;
 
-pub use refusal::{Refusal, classify_native_refusal, classify_refusal, show_key};
+pub(crate) use refusal::show_key;
+pub use refusal::{Refusal, classify_native_refusal, classify_refusal};
+
+use std::ops::ControlFlow;
 
 use tracing::{error, info, warn};
 
@@ -26,7 +29,7 @@ use crate::ports::{
     Clock, CompleteWrite, Completion, Created, ParticipantStore, PortError, PrepareWrite, Swapped,
     TxLog,
 };
-use crate::record::{Vote, VoteReason};
+use crate::record::{TxRecord, Vote, VoteReason};
 use crate::rules::{
     self, AbortStep, CommitStep, InquiryStep, Reply, Resolution, Seen, Shape, Violation,
 };
@@ -127,6 +130,8 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
     /// Prepare: hold the item for the transaction (a lock, or a reservation for a commuting
     /// operation) and check the operation's rules. Other holders it meets are settled by the
     /// lock rule where they may be (expired, or already decided); live ones make it a conflict.
+    /// A loop over trying the write ([`Self::try_hold`]) and settling what refused it
+    /// ([`Self::settle`]), a bounded number of times.
     pub async fn prepare(
         &self,
         table: &str,
@@ -138,7 +143,9 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
                 "no operation: a table's participant needs one (a payload is for custom participants)",
             ));
         }
-        let mode = req.op.mode();
+        if let Some(refused) = self.too_far_ahead(req.began) {
+            return Ok(refused);
+        }
         let lock = Lock {
             tx_id: req.tx_id.clone(),
             expires_at: req.deadline,
@@ -146,14 +153,10 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
             op: req.op.clone(),
             coordinator: req.coordinator.clone(),
         };
-        let no = |reason, msg: String| PrepareReply::no(reason, msg);
-        if let Some(refused) = self.too_far_ahead(req.began) {
-            return Ok(refused);
-        }
         for attempt in 0..=self.config.max_resolutions {
             let now = self.clock.now_ms();
             if now >= req.deadline {
-                return Ok(no(
+                return Ok(PrepareReply::no(
                     VoteReason::Expired,
                     format!(
                         "the transaction's deadline passed {} ms ago",
@@ -161,92 +164,131 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
                     ),
                 ));
             }
-            let write = match mode {
-                Mode::Exclusive => self.store.prepare(table, &req.key, &lock).await?,
-                Mode::Reserved => {
-                    let most = self.config.max_reservations;
-                    self.store
-                        .reserve(table, &req.key, &lock, now, most)
-                        .await?
-                }
+            let item = match self.try_hold(table, req, &lock, now).await? {
+                ControlFlow::Break(held) => return Ok(held),
+                ControlFlow::Continue(item) => item,
             };
-            let item = match write {
-                PrepareWrite::Locked { fence, horizon } => {
-                    return Ok(PrepareReply {
-                        vote: Vote::yes(mode),
-                        prune: rules::plan_prune(
-                            &fence,
-                            horizon,
-                            &req.tx_id,
-                            now,
-                            self.config.fence_window_ms,
-                            self.config.fence_capacity,
-                        ),
-                    });
-                }
-                PrepareWrite::Refused(item) => item,
-            };
-            let full = |i: &ItemState| i.reservations.len() >= self.config.max_reservations;
-            let refusal = classify_refusal(item.as_deref(), &lock, now, full);
-            let (owners, waiting) = match refusal {
-                Refusal::Vote(VoteReason::NotFound, _) if item.is_none() => {
-                    return Ok(no(
-                        VoteReason::NotFound,
-                        format!("no item with key {}", show_key(&req.key)),
-                    ));
-                }
-                Refusal::Vote(reason, message) => return Ok(no(reason, message)),
-                Refusal::Held { owners, waiting } => (owners, waiting),
-                Refusal::Stale(attributes) if attempt < self.config.max_resolutions => {
-                    let names: Vec<&str> = attributes.iter().map(String::as_str).collect();
-                    warn!(tx_id = %req.tx_id, table, key = %show_key(&req.key), attributes = ?names,
-                        "idle escrow out of step with the value (written outside the protocol): reset");
-                    self.store.reset_escrow(table, &req.key, &names).await?;
-                    continue;
-                }
-                Refusal::Stale(_) => break,
-            };
-            if attempt == self.config.max_resolutions {
-                break;
+            let last = attempt == self.config.max_resolutions;
+            if let Some(refused) = self.settle(table, req, &lock, item, now, last).await? {
+                return Ok(refused);
             }
-            let mut live = vec![];
-            for owner in &owners {
-                match self.resolve(table, &req.key, owner).await? {
-                    Resolved::OwnerLive => live.push(owner.tx_id.to_string()),
-                    Resolved::NeedsRecovery => {
-                        live.push(format!(
-                            "{} (staged, past its deadline: being recovered)",
-                            owner.tx_id
-                        ));
-                    }
-                    Resolved::Aborted | Resolved::RolledForward | Resolved::DroppedStale => {}
-                }
-            }
-            if live.is_empty() {
-                continue; // every holder settled here: try again
-            }
-            if waiting {
-                let until = (now + self.config.reservation_pause_ms).min(req.deadline);
-                self.store
-                    .pause_reservations(table, &req.key, until)
-                    .await?;
-                return Ok(no(
-                    VoteReason::Conflict,
-                    format!(
-                        "reserved by live transactions {}; new reservations are paused until they end, so a retry can take the item",
-                        live.join(", ")
-                    ),
-                ));
-            }
-            return Ok(no(
-                VoteReason::Conflict,
-                format!("held by live transaction {}", live.join(", ")),
-            ));
         }
-        Ok(no(
+        Ok(PrepareReply::no(
             VoteReason::Conflict,
-            "the item kept being held by other transactions".to_owned(),
+            "the item kept being held by other transactions",
         ))
+    }
+
+    /// The prepare's one conditional write: breaks with the yes vote (and the prune its
+    /// release will carry) if it holds the item, else goes on with the item that refused it.
+    async fn try_hold(
+        &self,
+        table: &str,
+        req: &PrepareRequest,
+        lock: &Lock,
+        now: u64,
+    ) -> Result<ControlFlow<PrepareReply, Option<Box<ItemState>>>, PortError> {
+        let mode = req.op.mode();
+        let write = match mode {
+            Mode::Exclusive => self.store.prepare(table, &req.key, lock).await?,
+            Mode::Reserved => {
+                let most = self.config.max_reservations;
+                self.store.reserve(table, &req.key, lock, now, most).await?
+            }
+        };
+        Ok(match write {
+            PrepareWrite::Locked { fence, horizon } => ControlFlow::Break(PrepareReply {
+                vote: Vote::yes(mode),
+                prune: rules::plan_prune(
+                    &fence,
+                    horizon,
+                    &req.tx_id,
+                    now,
+                    self.config.fence_window_ms,
+                    self.config.fence_capacity,
+                ),
+            }),
+            PrepareWrite::Refused(item) => ControlFlow::Continue(item),
+        })
+    }
+
+    /// What a refused write leads to ([`classify_refusal`]): a no vote, or `None` to try again
+    /// once the holders in the way are settled (or an idle escrow written outside the protocol
+    /// is reset). On the `last` attempt nothing is settled: the prepare gives up.
+    async fn settle(
+        &self,
+        table: &str,
+        req: &PrepareRequest,
+        lock: &Lock,
+        item: Option<Box<ItemState>>,
+        now: u64,
+        last: bool,
+    ) -> Result<Option<PrepareReply>, PortError> {
+        let no = |reason, message: String| Ok(Some(PrepareReply::no(reason, message)));
+        let full = |i: &ItemState| i.reservations.len() >= self.config.max_reservations;
+        let (owners, waiting) = match classify_refusal(item.as_deref(), lock, now, full) {
+            Refusal::Vote(VoteReason::NotFound, _) if item.is_none() => {
+                return no(
+                    VoteReason::NotFound,
+                    format!("no item with key {}", show_key(&req.key)),
+                );
+            }
+            Refusal::Vote(reason, message) => return no(reason, message),
+            Refusal::Held { owners, waiting } => (owners, waiting),
+            Refusal::Stale(_) if last => return Ok(None),
+            Refusal::Stale(attributes) => {
+                let names: Vec<&str> = attributes.iter().map(String::as_str).collect();
+                warn!(tx_id = %req.tx_id, table, key = %show_key(&req.key), attributes = ?names,
+                    "idle escrow out of step with the value (written outside the protocol): reset");
+                self.store.reset_escrow(table, &req.key, &names).await?;
+                return Ok(None);
+            }
+        };
+        if last {
+            return Ok(None);
+        }
+        let live = self.settle_holders(table, &req.key, &owners).await?;
+        if live.is_empty() {
+            return Ok(None); // every holder settled here: try again
+        }
+        if waiting {
+            let until = (now + self.config.reservation_pause_ms).min(req.deadline);
+            self.store
+                .pause_reservations(table, &req.key, until)
+                .await?;
+            return no(
+                VoteReason::Conflict,
+                format!(
+                    "reserved by live transactions {}; new reservations are paused until they end, so a retry can take the item",
+                    live.join(", ")
+                ),
+            );
+        }
+        no(
+            VoteReason::Conflict,
+            format!("held by live transaction {}", live.join(", ")),
+        )
+    }
+
+    /// Settles each holder by the lock rule ([`Self::resolve`]); the ones still live, named.
+    async fn settle_holders(
+        &self,
+        table: &str,
+        key: &Key,
+        owners: &[Lock],
+    ) -> Result<Vec<String>, PortError> {
+        let mut live = vec![];
+        for owner in owners {
+            match self.resolve(table, key, owner).await? {
+                Resolved::OwnerLive => live.push(owner.tx_id.to_string()),
+                Resolved::NeedsRecovery => live.push(format!(
+                    "{} (staged, past its deadline: being recovered)",
+                    owner.tx_id
+                )),
+                Resolved::Aborted | Resolved::RolledForward | Resolved::DroppedStale => {}
+            }
+        }
+        Ok(live)
     }
 
     /// Commit: apply the operation of the record and release the lock.
@@ -352,10 +394,10 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
         req: &InquireRequest,
     ) -> Result<InquireReply, PortError> {
         let answer = |inquiry| Ok(InquireReply { inquiry });
+        // A hold of the transaction carrying another operation than `req`'s is not its hold.
         let seen = |item: Option<&ItemState>| {
-            item.map_or(Seen::ABSENT, |i| {
-                Seen::of(i, &req.tx_id, req.began, self.clock.now_ms())
-            })
+            let now = self.clock.now_ms();
+            Seen::inquiring(item, &req.tx_id, req.began, req.op.as_ref(), now)
         };
         if !req.prevent {
             let item = self.store.read(table, &req.key).await?;
@@ -426,21 +468,8 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
             match rules::resolve(status, past) {
                 Resolution::OwnerLive => return Ok(Resolved::OwnerLive),
                 Resolution::Recover => {
-                    // No transport here to inquire the other participants: mark the record,
-                    // for the completer on the transactions stream (the sweeper backs it up).
-                    // Once: the record just read says whether someone asked already, and a
-                    // refused conditional write still costs a write unit.
-                    if record.as_ref().is_some_and(|r| r.recovery_asked.is_some()) {
-                        return Ok(Resolved::NeedsRecovery);
-                    }
-                    match self.log.ask_recovery(&owner.tx_id, now).await {
-                        Ok(asked) => {
-                            info!(tx_id = %owner.tx_id, table, key = %show_key(key), asked,
-                            "holder is STAGING past its deadline: its recovery is asked for")
-                        }
-                        Err(e) => warn!(tx_id = %owner.tx_id, error = %e,
-                            "holder is STAGING past its deadline; asking for its recovery failed (the sweeper will find it)"),
-                    }
+                    self.ask_recovery(table, key, owner, record.as_ref(), now)
+                        .await;
                     return Ok(Resolved::NeedsRecovery);
                 }
                 Resolution::RecordAborted => {
@@ -454,29 +483,14 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
                         Created::Exists(r) => record = Some(*r),
                     }
                 }
-                // Past its deadline and undecided: decide abort, by compare-and-swap. If the
-                // owner's coordinator decided first, we follow its decision instead.
                 Resolution::DecideAbort => {
-                    let Some(r) = record.as_ref() else {
-                        return Err(vanished(&owner.tx_id));
-                    };
-                    record = match self
-                        .log
-                        .transition(r, TxStatus::Aborting, None, now)
-                        .await?
-                    {
-                        Swapped::Done(r) | Swapped::Lost(Some(r)) => Some(*r),
-                        Swapped::Lost(None) => return Err(vanished(&owner.tx_id)),
-                    };
+                    record = Some(
+                        self.decide_abort(&owner.tx_id, record.as_ref(), now)
+                            .await?,
+                    );
                 }
                 Resolution::RollForward => {
-                    let reply = self.commit(table, &complete_request(owner, key)).await?;
-                    if !reply.acknowledged() {
-                        return Err(PortError::Fatal {
-                            context: format!("rolling {} forward on {table}", owner.tx_id),
-                            source: "protocol violation (logged)".into(),
-                        });
-                    }
+                    self.roll_forward(table, key, owner).await?;
                     return Ok(Resolved::RolledForward);
                 }
                 Resolution::AbortHere => {
@@ -486,9 +500,8 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
                 Resolution::DropStale => {
                     error!(tx_id = %owner.tx_id, table, key = %show_key(key),
                         "stale lock of a COMMITTED transaction found; removing it without applying its operation");
-                    self.store
-                        .drop_lock(table, key, &owner.tx_id, &owner.op)
-                        .await?;
+                    let op = &owner.op;
+                    self.store.drop_lock(table, key, &owner.tx_id, op).await?;
                     return Ok(Resolved::DroppedStale);
                 }
             }
@@ -499,16 +512,63 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
         })
     }
 
+    /// A holder `STAGING` past its deadline: with no transport here to inquire its other
+    /// participants, marks its record for the completer on the transactions stream (the
+    /// sweeper backs it up). Once: the record just read says whether someone asked already,
+    /// and a refused conditional write still costs a write unit.
+    async fn ask_recovery(
+        &self,
+        table: &str,
+        key: &Key,
+        owner: &Lock,
+        record: Option<&TxRecord>,
+        now: u64,
+    ) {
+        if record.is_some_and(|r| r.recovery_asked.is_some()) {
+            return;
+        }
+        match self.log.ask_recovery(&owner.tx_id, now).await {
+            Ok(asked) => {
+                info!(tx_id = %owner.tx_id, table, key = %show_key(key), asked,
+                "holder is STAGING past its deadline: its recovery is asked for")
+            }
+            Err(e) => warn!(tx_id = %owner.tx_id, error = %e,
+                "holder is STAGING past its deadline; asking for its recovery failed (the sweeper will find it)"),
+        }
+    }
+
+    /// Past its deadline and undecided: decides abort, by compare-and-swap. If the owner's
+    /// coordinator decided first, the record says so, and the lock rule follows it instead.
+    async fn decide_abort(
+        &self,
+        owner: &TxId,
+        record: Option<&TxRecord>,
+        now: u64,
+    ) -> Result<TxRecord, PortError> {
+        let Some(r) = record else {
+            return Err(vanished(owner));
+        };
+        match self
+            .log
+            .transition(r, TxStatus::Aborting, None, now)
+            .await?
+        {
+            Swapped::Done(r) | Swapped::Lost(Some(r)) => Ok(*r),
+            Swapped::Lost(None) => Err(vanished(owner)),
+        }
+    }
+
+    /// The owner decided commit: its operation applied here, its lock released.
+    async fn roll_forward(&self, table: &str, key: &Key, owner: &Lock) -> Result<(), PortError> {
+        let reply = self.commit(table, &complete_request(owner, key)).await?;
+        acknowledged(reply, || {
+            format!("rolling {} forward on {table}", owner.tx_id)
+        })
+    }
+
     async fn abort_here(&self, table: &str, key: &Key, owner: &Lock) -> Result<(), PortError> {
         let reply = self.abort(table, &complete_request(owner, key)).await?;
-        if reply.acknowledged() {
-            Ok(())
-        } else {
-            Err(PortError::Fatal {
-                context: format!("aborting {} on {table}", owner.tx_id),
-                source: "protocol violation (logged)".into(),
-            })
-        }
+        acknowledged(reply, || format!("aborting {} on {table}", owner.tx_id))
     }
 
     /// What a commit or abort of `req` writes: its fence entry (`outcome`), its prune, the hint.
@@ -528,6 +588,18 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
     fn seen(&self, item: Option<&ItemState>, req: &CompleteRequest) -> Seen {
         item.map_or(Seen::ABSENT, |i| {
             Seen::of(i, &req.tx_id, req.began, self.clock.now_ms())
+        })
+    }
+}
+
+/// A resolver's own commit or abort, acknowledged; else the violation it met (logged).
+fn acknowledged(reply: CompleteReply, context: impl FnOnce() -> String) -> Result<(), PortError> {
+    if reply.acknowledged() {
+        Ok(())
+    } else {
+        Err(PortError::Fatal {
+            context: context(),
+            source: "protocol violation (logged)".into(),
         })
     }
 }
@@ -584,174 +656,5 @@ fn violation(table: &str, key: &Key, tx: &TxId, what: &str) -> CompleteReply {
     error!(tx_id = %tx, table, key = %show_key(key), "PROTOCOL VIOLATION: {what}");
     CompleteReply::Violation {
         message: format!("{what} (table {table}, key {})", show_key(key)),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::item::FenceEntry;
-    use crate::op::Operation;
-    use serde_json::json;
-
-    fn lock(tx: &TxId, expires_at: u64, op: serde_json::Value) -> Lock {
-        Lock {
-            tx_id: tx.clone(),
-            expires_at,
-            began: expires_at - 5,
-            op: Operation::from_json("op", &op).expect("op"),
-            coordinator: "t".into(),
-        }
-    }
-
-    #[test]
-    fn fence_entry_refuses_a_late_prepare() {
-        let tx = TxId::random();
-        let mut item = ItemState::default();
-        item.fence.insert(
-            tx.clone(),
-            FenceEntry {
-                outcome: FenceOutcome::Committed,
-                began: 1,
-            },
-        );
-        let r = classify_refusal(
-            Some(&item),
-            &lock(&tx, 100, json!({"set": {"b": 1}})),
-            5,
-            |_| false,
-        );
-        assert!(matches!(r, Refusal::Vote(VoteReason::Fenced, _)), "{r:?}");
-    }
-
-    #[test]
-    fn the_horizon_refuses_a_prepare_that_began_at_or_before_it_unless_the_lock_is_its_own() {
-        let tx = TxId::random();
-        let mine = lock(&tx, 100, json!({"set": {"b": 1}})); // began 95
-        let mut item = ItemState {
-            horizon: 95,
-            ..Default::default()
-        };
-        let r = classify_refusal(Some(&item), &mine, 5, |_| false);
-        assert!(
-            matches!(&r, Refusal::Vote(VoteReason::Fenced, m) if m.contains("horizon")),
-            "{r:?}"
-        );
-        item.horizon = 94;
-        assert!(
-            !matches!(
-                classify_refusal(Some(&item), &mine, 5, |_| false),
-                Refusal::Vote(VoteReason::Fenced, _)
-            ),
-            "a transaction that began after the horizon is not fenced by it"
-        );
-        item.horizon = 99;
-        item.lock = Some(mine.clone());
-        assert!(
-            !matches!(
-                classify_refusal(Some(&item), &mine, 5, |_| false),
-                Refusal::Vote(VoteReason::Fenced, _)
-            ),
-            "a retried prepare finding its own lock is not fenced by a horizon raised meanwhile"
-        );
-    }
-
-    #[test]
-    fn another_lock_is_settled_through_its_owner_never_taken() {
-        // Live or expired, the holder is handed to the lock rule (which settles a live one only
-        // if its owner decided); the prepare never writes over it.
-        let (me, other) = (TxId::random(), TxId::random());
-        let item = ItemState {
-            lock: Some(lock(&other, 50, json!({"set": {"b": 1}}))),
-            ..Default::default()
-        };
-        let mine = lock(&me, 100, json!({"set": {"b": 1}}));
-        for now in [49, 51] {
-            assert!(
-                matches!(classify_refusal(Some(&item), &mine, now, |_| false),
-                    Refusal::Held { owners, waiting: false } if owners.len() == 1 && owners[0].tx_id == other),
-                "at {now}"
-            );
-        }
-    }
-
-    #[test]
-    fn an_exclusive_operation_waits_for_reservations_and_a_reservation_for_nothing_but_a_lock() {
-        let (me, other) = (TxId::random(), TxId::random());
-        let item = ItemState {
-            attributes: [("b".to_owned(), json!(10))].into(),
-            reservations: [(other.clone(), lock(&other, 50, json!({"add": {"b": -1}})))].into(),
-            ..Default::default()
-        };
-        let exclusive = lock(&me, 100, json!({"set": {"b": 1}}));
-        assert!(matches!(
-            classify_refusal(Some(&item), &exclusive, 10, |_| false),
-            Refusal::Held { waiting: true, .. }
-        ));
-        let paused = ItemState {
-            paused_until: 20,
-            ..item
-        };
-        let reserving = lock(&me, 100, json!({"add": {"b": 1}}));
-        assert!(matches!(
-            classify_refusal(Some(&paused), &reserving, 10, |_| false),
-            Refusal::Vote(VoteReason::Conflict, m) if m.contains("paused")
-        ));
-    }
-
-    #[test]
-    fn failed_require_names_the_current_value() {
-        let tx = TxId::random();
-        let item = ItemState {
-            attributes: [("balance".to_owned(), json!(50))].into(),
-            ..Default::default()
-        };
-        let r = classify_refusal(
-            Some(&item),
-            &lock(
-                &tx,
-                100,
-                json!({"add": {"balance": -100}, "require": {"balance": {"gte": 100}}}),
-            ),
-            1,
-            |_| false,
-        );
-        match r {
-            Refusal::Vote(VoteReason::Condition, m) => {
-                assert!(m.contains("balance gte 100 (is 50)"), "{m}")
-            }
-            other => panic!("{other:?}"),
-        }
-    }
-
-    #[test]
-    fn add_to_a_non_number_is_invalid() {
-        let tx = TxId::random();
-        let item = ItemState {
-            attributes: [("balance".to_owned(), json!("x"))].into(),
-            ..Default::default()
-        };
-        let r = classify_refusal(
-            Some(&item),
-            &lock(&tx, 100, json!({"add": {"balance": 1}})),
-            1,
-            |_| false,
-        );
-        assert!(matches!(r, Refusal::Vote(VoteReason::Invalid, _)), "{r:?}");
-    }
-
-    #[test]
-    fn put_on_an_existing_item_fails_its_condition() {
-        let tx = TxId::random();
-        let r = classify_refusal(
-            Some(&ItemState::default()),
-            &lock(&tx, 100, json!({"put": {"a": 1}})),
-            1,
-            |_| false,
-        );
-        assert!(
-            matches!(r, Refusal::Vote(VoteReason::Condition, _)),
-            "{r:?}"
-        );
     }
 }

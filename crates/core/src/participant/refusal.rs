@@ -10,7 +10,7 @@ use crate::rules::{
 };
 
 /// Renders a key for messages.
-pub fn show_key(key: &Key) -> String {
+pub(crate) fn show_key(key: &Key) -> String {
     serde_json::to_string(key).unwrap_or_else(|_| "?".to_owned())
 }
 
@@ -70,7 +70,9 @@ pub fn classify_native_refusal(item: Option<&ItemState>, lock: &Lock, now: u64) 
     classify_step(item, lock, now, seen, Mode::Exclusive, step)
 }
 
-/// The one classification of a refused write, once its rule has said why.
+/// The one classification of a refused write, once its rule has said why: a vote for a
+/// refusal of the protocol's own ([`protocol_vote`]), the holders to settle, or the operation's
+/// own conditions.
 fn classify_step(
     item: Option<&ItemState>,
     lock: &Lock,
@@ -79,40 +81,50 @@ fn classify_step(
     mode: Mode,
     step: PrepareStep,
 ) -> Refusal {
-    let vote = |reason, message: String| Refusal::Vote(reason, message);
     let refusal = match step {
         PrepareStep::Refuse(r) => r,
         // The protocol admits it, so one of the operation's own conditions failed.
         PrepareStep::Lock => PrepareRefusal::Business,
     };
-    let reservations = |expired_only: bool| -> Vec<Lock> {
-        item.map(|i| {
-            i.reservations
-                .iter()
-                .filter(|(id, r)| **id != lock.tx_id && (!expired_only || now > r.expires_at))
-                .map(|(_, r)| r.clone())
-                .collect()
-        })
-        .unwrap_or_default()
-    };
-    let lock_owner = || {
-        item.and_then(|i| i.lock.clone())
-            .into_iter()
-            .collect::<Vec<_>>()
-    };
+    if let Some(vote) = protocol_vote(refusal, item, lock) {
+        return vote;
+    }
+    let held = |owners, waiting| Refusal::Held { owners, waiting };
     match refusal {
-        PrepareRefusal::Fenced(outcome) => vote(
+        // A live lock's owner may already have decided: settling it here is the lock rule's
+        // answer too, and it spares the newcomer a wait for the lease.
+        PrepareRefusal::Locked => held(lock_owner(item), false),
+        PrepareRefusal::ResolveOwner => {
+            let mut owners = lock_owner(item);
+            if owners.is_empty() {
+                owners = reservations(item, lock, now, true);
+            }
+            held(owners, false)
+        }
+        PrepareRefusal::Reserved => held(reservations(item, lock, now, false), true),
+        // `Business`: the operation's own conditions (the rest are votes, above).
+        _ => match mode {
+            Mode::Exclusive => business_refusal(item, lock),
+            Mode::Reserved => {
+                escrow_refusal(item, lock, seen, &reservations(item, lock, now, true))
+            }
+        },
+    }
+}
+
+/// The no vote for a refusal of the protocol's own, in words a client can act on (`None`: a
+/// holder to settle, or the operation's own conditions).
+fn protocol_vote(
+    refusal: PrepareRefusal,
+    item: Option<&ItemState>,
+    lock: &Lock,
+) -> Option<Refusal> {
+    let (reason, message) = match refusal {
+        PrepareRefusal::Fenced(outcome) => (
             VoteReason::Fenced,
-            format!(
-                "transaction {} already {} on this item",
-                lock.tx_id,
-                match outcome {
-                    FenceOutcome::Committed => "committed",
-                    FenceOutcome::Aborted => "aborted",
-                }
-            ),
+            format!("transaction {} already {} on this item", lock.tx_id, ended(outcome)),
         ),
-        PrepareRefusal::BelowHorizon => vote(
+        PrepareRefusal::BelowHorizon => (
             VoteReason::Fenced,
             format!(
                 "transaction {} began at or before this item's fence horizon ({} ms): it ended here already, or more than the fence's capacity of later transactions ended here before this prepare",
@@ -120,38 +132,18 @@ fn classify_step(
                 item.map_or(0, |i| i.horizon)
             ),
         ),
-        // A live lock's owner may already have decided: settling it here is the lock rule's
-        // answer too, and it spares the newcomer a wait for the lease.
-        PrepareRefusal::Locked => Refusal::Held {
-            owners: lock_owner(),
-            waiting: false,
-        },
-        PrepareRefusal::ResolveOwner => {
-            let mut owners = lock_owner();
-            if owners.is_empty() {
-                owners = reservations(true);
-            }
-            Refusal::Held {
-                owners,
-                waiting: false,
-            }
-        }
-        PrepareRefusal::Reserved => Refusal::Held {
-            owners: reservations(false),
-            waiting: true,
-        },
-        PrepareRefusal::Full => vote(
+        PrepareRefusal::Full => (
             VoteReason::Conflict,
             format!(
                 "{} transactions hold reservations on this item, the most it takes (TWOPC_MAX_RESERVATIONS): retry",
                 item.map_or(0, |i| i.reservations.len())
             ),
         ),
-        PrepareRefusal::Paused => vote(
+        PrepareRefusal::Paused => (
             VoteReason::Conflict,
             "new reservations of this item are paused while an exclusive operation waits for it: retry".to_owned(),
         ),
-        PrepareRefusal::NotFound(shape) => vote(
+        PrepareRefusal::NotFound(shape) => (
             VoteReason::NotFound,
             match shape {
                 Shape::Tombstone => "no such item (it was deleted)",
@@ -160,22 +152,48 @@ fn classify_step(
             }
             .to_owned(),
         ),
-        PrepareRefusal::OtherOperation => vote(
+        PrepareRefusal::OtherOperation => (
             VoteReason::Invalid,
             format!(
                 "transaction {} already holds this item with another operation: one item named twice (two spellings of its key?); refused, the hold keeps its operation",
                 lock.tx_id
             ),
         ),
-        PrepareRefusal::Exists => vote(
+        PrepareRefusal::Exists => (
             VoteReason::Condition,
             "put: the item already exists".to_owned(),
         ),
-        PrepareRefusal::Business => match mode {
-            Mode::Exclusive => business_refusal(item, lock),
-            Mode::Reserved => escrow_refusal(item, lock, seen, &reservations(true)),
-        },
+        PrepareRefusal::Locked
+        | PrepareRefusal::ResolveOwner
+        | PrepareRefusal::Reserved
+        | PrepareRefusal::Business => return None,
+    };
+    Some(Refusal::Vote(reason, message))
+}
+
+/// How a fence entry says its transaction ended.
+fn ended(outcome: FenceOutcome) -> &'static str {
+    match outcome {
+        FenceOutcome::Committed => "committed",
+        FenceOutcome::Aborted => "aborted",
     }
+}
+
+/// The item's lock, as the one holder to settle (none: nobody).
+fn lock_owner(item: Option<&ItemState>) -> Vec<Lock> {
+    item.and_then(|i| i.lock.clone()).into_iter().collect()
+}
+
+/// Other transactions' reservations on the item (only the expired ones, if `expired_only`).
+fn reservations(item: Option<&ItemState>, lock: &Lock, now: u64, expired_only: bool) -> Vec<Lock> {
+    item.map(|i| {
+        i.reservations
+            .iter()
+            .filter(|(id, r)| **id != lock.tx_id && (!expired_only || now > r.expires_at))
+            .map(|(_, r)| r.clone())
+            .collect()
+    })
+    .unwrap_or_default()
 }
 
 /// Which of the operation's own conditions failed: an `add` to a non-number, or the `require`s,
@@ -264,4 +282,175 @@ fn escrow_refusal(item: Option<&ItemState>, lock: &Lock, seen: Seen, expired: &[
         }
     }
     business_refusal(item, lock)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::ids::TxId;
+    use crate::item::FenceEntry;
+    use crate::op::Operation;
+
+    fn lock(tx: &TxId, expires_at: u64, op: serde_json::Value) -> Lock {
+        Lock {
+            tx_id: tx.clone(),
+            expires_at,
+            began: expires_at - 5,
+            op: Operation::from_json("op", &op).expect("op"),
+            coordinator: "t".into(),
+        }
+    }
+
+    #[test]
+    fn fence_entry_refuses_a_late_prepare() {
+        let tx = TxId::random();
+        let mut item = ItemState::default();
+        item.fence.insert(
+            tx.clone(),
+            FenceEntry {
+                outcome: FenceOutcome::Committed,
+                began: 1,
+            },
+        );
+        let r = classify_refusal(
+            Some(&item),
+            &lock(&tx, 100, json!({"set": {"b": 1}})),
+            5,
+            |_| false,
+        );
+        assert!(matches!(r, Refusal::Vote(VoteReason::Fenced, _)), "{r:?}");
+    }
+
+    #[test]
+    fn the_horizon_refuses_a_prepare_that_began_at_or_before_it_unless_the_lock_is_its_own() {
+        let tx = TxId::random();
+        let mine = lock(&tx, 100, json!({"set": {"b": 1}})); // began 95
+        let mut item = ItemState {
+            horizon: 95,
+            ..Default::default()
+        };
+        let r = classify_refusal(Some(&item), &mine, 5, |_| false);
+        assert!(
+            matches!(&r, Refusal::Vote(VoteReason::Fenced, m) if m.contains("horizon")),
+            "{r:?}"
+        );
+        item.horizon = 94;
+        assert!(
+            !matches!(
+                classify_refusal(Some(&item), &mine, 5, |_| false),
+                Refusal::Vote(VoteReason::Fenced, _)
+            ),
+            "a transaction that began after the horizon is not fenced by it"
+        );
+        item.horizon = 99;
+        item.lock = Some(mine.clone());
+        assert!(
+            !matches!(
+                classify_refusal(Some(&item), &mine, 5, |_| false),
+                Refusal::Vote(VoteReason::Fenced, _)
+            ),
+            "a retried prepare finding its own lock is not fenced by a horizon raised meanwhile"
+        );
+    }
+
+    #[test]
+    fn another_lock_is_settled_through_its_owner_never_taken() {
+        // Live or expired, the holder is handed to the lock rule (which settles a live one only
+        // if its owner decided); the prepare never writes over it.
+        let (me, other) = (TxId::random(), TxId::random());
+        let item = ItemState {
+            lock: Some(lock(&other, 50, json!({"set": {"b": 1}}))),
+            ..Default::default()
+        };
+        let mine = lock(&me, 100, json!({"set": {"b": 1}}));
+        for now in [49, 51] {
+            assert!(
+                matches!(classify_refusal(Some(&item), &mine, now, |_| false),
+                    Refusal::Held { owners, waiting: false } if owners.len() == 1 && owners[0].tx_id == other),
+                "at {now}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_exclusive_operation_waits_for_reservations_and_a_reservation_for_nothing_but_a_lock() {
+        let (me, other) = (TxId::random(), TxId::random());
+        let item = ItemState {
+            attributes: [("b".to_owned(), json!(10))].into(),
+            reservations: [(other.clone(), lock(&other, 50, json!({"add": {"b": -1}})))].into(),
+            ..Default::default()
+        };
+        let exclusive = lock(&me, 100, json!({"set": {"b": 1}}));
+        assert!(matches!(
+            classify_refusal(Some(&item), &exclusive, 10, |_| false),
+            Refusal::Held { waiting: true, .. }
+        ));
+        let paused = ItemState {
+            paused_until: 20,
+            ..item
+        };
+        let reserving = lock(&me, 100, json!({"add": {"b": 1}}));
+        assert!(matches!(
+            classify_refusal(Some(&paused), &reserving, 10, |_| false),
+            Refusal::Vote(VoteReason::Conflict, m) if m.contains("paused")
+        ));
+    }
+
+    #[test]
+    fn failed_require_names_the_current_value() {
+        let tx = TxId::random();
+        let item = ItemState {
+            attributes: [("balance".to_owned(), json!(50))].into(),
+            ..Default::default()
+        };
+        let r = classify_refusal(
+            Some(&item),
+            &lock(
+                &tx,
+                100,
+                json!({"add": {"balance": -100}, "require": {"balance": {"gte": 100}}}),
+            ),
+            1,
+            |_| false,
+        );
+        match r {
+            Refusal::Vote(VoteReason::Condition, m) => {
+                assert!(m.contains("balance gte 100 (is 50)"), "{m}")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn add_to_a_non_number_is_invalid() {
+        let tx = TxId::random();
+        let item = ItemState {
+            attributes: [("balance".to_owned(), json!("x"))].into(),
+            ..Default::default()
+        };
+        let r = classify_refusal(
+            Some(&item),
+            &lock(&tx, 100, json!({"add": {"balance": 1}})),
+            1,
+            |_| false,
+        );
+        assert!(matches!(r, Refusal::Vote(VoteReason::Invalid, _)), "{r:?}");
+    }
+
+    #[test]
+    fn put_on_an_existing_item_fails_its_condition() {
+        let tx = TxId::random();
+        let r = classify_refusal(
+            Some(&ItemState::default()),
+            &lock(&tx, 100, json!({"put": {"a": 1}})),
+            1,
+            |_| false,
+        );
+        assert!(
+            matches!(r, Refusal::Vote(VoteReason::Condition, _)),
+            "{r:?}"
+        );
+    }
 }

@@ -274,3 +274,192 @@ pub fn escrow(seen: EscrowSeen) -> Result<(), EscrowRefusal> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rules::fixtures::*;
+    use crate::rules::*;
+
+    #[test]
+    fn prepare_locks_a_free_real_item_and_a_retry_finding_its_own_lock() {
+        assert_eq!(prepare(REAL, false), PrepareStep::Lock);
+        let mine_covered = Seen {
+            covered: true,
+            ..seen(Shape::Real, Holder::Me)
+        };
+        assert_eq!(
+            prepare(mine_covered, false),
+            PrepareStep::Lock,
+            "a horizon raised after our lock does not refuse our retry"
+        );
+        assert_eq!(
+            prepare(seen(Shape::Placeholder, Holder::Me), true),
+            PrepareStep::Lock
+        );
+    }
+
+    #[test]
+    fn its_own_hold_with_another_operation_refuses_a_prepare_and_a_reservation() {
+        use PrepareRefusal::*;
+        let other_op = |s: Seen| Seen {
+            other_op: true,
+            ..s
+        };
+        let locked = seen(Shape::Real, Holder::Me);
+        let reserved = Seen {
+            reserved_by_me: true,
+            ..REAL
+        };
+        for held in [locked, reserved] {
+            assert_eq!(
+                prepare(other_op(held), false),
+                PrepareStep::Refuse(OtherOperation)
+            );
+            assert_eq!(
+                reserve(other_op(held), false),
+                PrepareStep::Refuse(OtherOperation)
+            );
+        }
+        assert_eq!(
+            prepare(other_op(seen(Shape::Placeholder, Holder::Me)), true),
+            PrepareStep::Refuse(OtherOperation)
+        );
+        // The same operation is a retry; and with no hold of its own, nothing to compare.
+        assert_eq!(prepare(locked, false), PrepareStep::Lock);
+        assert_eq!(reserve(reserved, false), PrepareStep::Lock);
+        assert_eq!(prepare(other_op(REAL), false), PrepareStep::Lock);
+        // Its own fence entry still comes first.
+        let ended = Seen {
+            entry: Some(FenceOutcome::Committed),
+            ..other_op(locked)
+        };
+        assert_eq!(
+            prepare(ended, false),
+            PrepareStep::Refuse(Fenced(FenceOutcome::Committed))
+        );
+    }
+
+    #[test]
+    fn the_fence_then_the_horizon_then_another_lock_refuse_a_prepare() {
+        use PrepareRefusal::*;
+        let fenced = Seen {
+            entry: Some(FenceOutcome::Aborted),
+            covered: true,
+            ..seen(Shape::Real, LIVE_OTHER)
+        };
+        assert_eq!(
+            prepare(fenced, false),
+            PrepareStep::Refuse(Fenced(FenceOutcome::Aborted))
+        );
+        let covered = Seen {
+            covered: true,
+            ..seen(Shape::Real, LIVE_OTHER)
+        };
+        assert_eq!(prepare(covered, false), PrepareStep::Refuse(BelowHorizon));
+        assert_eq!(
+            prepare(seen(Shape::Real, LIVE_OTHER), false),
+            PrepareStep::Refuse(Locked)
+        );
+        assert_eq!(
+            prepare(seen(Shape::Real, EXPIRED_OTHER), false),
+            PrepareStep::Refuse(ResolveOwner),
+            "an expired lock is resolved, never taken"
+        );
+    }
+
+    #[test]
+    fn a_put_needs_no_item_or_a_tombstone_and_other_operations_a_real_item() {
+        use PrepareRefusal::*;
+        assert_eq!(prepare(Seen::ABSENT, true), PrepareStep::Lock);
+        assert_eq!(
+            prepare(seen(Shape::Tombstone, Holder::Nobody), true),
+            PrepareStep::Lock
+        );
+        assert_eq!(prepare(REAL, true), PrepareStep::Refuse(Exists));
+        for shape in [Shape::Absent, Shape::Tombstone] {
+            assert_eq!(
+                prepare(seen(shape, Holder::Nobody), false),
+                PrepareStep::Refuse(NotFound(shape))
+            );
+        }
+        assert_eq!(
+            prepare(seen(Shape::Placeholder, LIVE_OTHER), false),
+            PrepareStep::Refuse(Locked),
+            "someone else's placeholder is locked"
+        );
+    }
+
+    /// A debit of `amount` with `gte amount` on a value with a standing lowest (floors 0).
+    fn debit(value: i32, lowest: i32, amount: i32, standing_floor: Option<i32>) -> EscrowSeen {
+        EscrowSeen {
+            stale: false,
+            strict_lower: false,
+            strict_upper: false,
+            change: Ordering::Less,
+            value_vs_lower: Some(value.cmp(&amount)),
+            value_vs_upper: None,
+            lowest_vs_lower: Some(lowest.cmp(&amount)),
+            highest_vs_upper: None,
+            floor: Keeps::of(Some(0), standing_floor, |a, b| a == b),
+            ceiling: Keeps::Neither,
+        }
+    }
+
+    #[test]
+    fn a_debit_is_checked_against_the_lowest_value_in_flight() {
+        // 100 committed, debits of 60 standing: a debit of 40 fits, one of 41 does not.
+        assert_eq!(escrow(debit(100, 40, 40, Some(0))), Ok(()));
+        assert_eq!(
+            escrow(debit(100, 40, 41, Some(0))),
+            Err(EscrowRefusal::InFlight)
+        );
+        // The committed value itself is short: no outcome helps.
+        assert_eq!(escrow(debit(30, 30, 41, None)), Err(EscrowRefusal::Breaks));
+    }
+
+    #[test]
+    fn standing_reservations_keep_one_floor() {
+        // `gte 150` with a debit of 50 keeps the value above 100; others keep it above 0.
+        let other_floor = EscrowSeen {
+            floor: Keeps::of(Some(100), Some(0), |a, b| a == b),
+            ..debit(500, 500, 150, Some(0))
+        };
+        assert_eq!(escrow(other_floor), Err(EscrowRefusal::Disagrees));
+        // A debit without a bound may not move toward a floor others keep; a credit may.
+        let unbounded = EscrowSeen {
+            value_vs_lower: None,
+            lowest_vs_lower: None,
+            floor: Keeps::Theirs,
+            ..debit(500, 500, 10, Some(0))
+        };
+        assert_eq!(escrow(unbounded), Err(EscrowRefusal::Disagrees));
+        let credit = EscrowSeen {
+            change: Ordering::Greater,
+            ..unbounded
+        };
+        assert_eq!(escrow(credit), Ok(()));
+        // An upper bound is checked against the highest, and the ceiling works the same way.
+        let over = EscrowSeen {
+            stale: false,
+            strict_lower: false,
+            strict_upper: false,
+            change: Ordering::Greater,
+            value_vs_lower: None,
+            lowest_vs_lower: None,
+            value_vs_upper: Some(Ordering::Less),
+            highest_vs_upper: Some(Ordering::Greater),
+            floor: Keeps::Neither,
+            ceiling: Keeps::Same,
+        };
+        assert_eq!(escrow(over), Err(EscrowRefusal::InFlight));
+        let debit_under_a_ceiling = EscrowSeen {
+            change: Ordering::Less,
+            ceiling: Keeps::Theirs,
+            value_vs_upper: None,
+            highest_vs_upper: None,
+            ..over
+        };
+        assert_eq!(escrow(debit_under_a_ceiling), Ok(()));
+    }
+}

@@ -10,7 +10,7 @@
 /// How far `began` lies ahead of `now` past `margin` (ms): `Some(ahead)` if `began - now`
 /// exceeds the margin. A participant refuses such a prepare (`clockSkew`), and an abort does
 /// not fence such a transaction out (its prepares are refused here for as long anyway).
-pub fn too_far_ahead(began: u64, now: u64, margin: u64) -> Option<u64> {
+pub(crate) fn too_far_ahead(began: u64, now: u64, margin: u64) -> Option<u64> {
     let ahead = began.checked_sub(now)?;
     (ahead > margin).then_some(ahead)
 }

@@ -125,3 +125,80 @@ pub fn recovery(status: TxStatus, deadline_passed: bool) -> Recovery {
 pub fn completer_recovers(asked_before: bool, status: TxStatus, asked: bool) -> bool {
     status == TxStatus::Staging && asked && !asked_before
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_lock_rule_follows_the_owners_record() {
+        use TxStatus::*;
+        assert_eq!(resolve(None, true), Resolution::RecordAborted);
+        assert_eq!(resolve(None, false), Resolution::OwnerLive);
+        assert_eq!(resolve(Some(Preparing), false), Resolution::OwnerLive);
+        assert_eq!(resolve(Some(Preparing), true), Resolution::DecideAbort);
+        assert_eq!(resolve(Some(Committing), true), Resolution::RollForward);
+        assert_eq!(resolve(Some(Aborting), true), Resolution::AbortHere);
+        assert_eq!(resolve(Some(Aborted), false), Resolution::AbortHere);
+        assert_eq!(resolve(Some(Committed), true), Resolution::DropStale);
+    }
+
+    #[test]
+    fn the_record_moves_by_the_votes_and_lost_swaps_follow_the_record() {
+        use TxStatus::*;
+        assert_eq!(decision([true, true].into_iter()), Decision::Commit);
+        assert_eq!(decision([true, false].into_iter()), Decision::Abort);
+        assert_eq!(
+            after_lost_decide(Some(Aborting)),
+            AfterLostSwap::Follow(Decision::Abort)
+        );
+        assert_eq!(
+            after_lost_decide(Some(Committed)),
+            AfterLostSwap::Follow(Decision::Commit)
+        );
+        assert_eq!(after_lost_decide(Some(Preparing)), AfterLostSwap::Fatal);
+        assert_eq!(after_lost_decide(None), AfterLostSwap::Fatal);
+        assert_eq!(
+            after_lost_finalize(Some(Committed), Decision::Commit),
+            AfterLostSwap::Follow(Decision::Commit)
+        );
+        assert_eq!(
+            after_lost_finalize(Some(Aborted), Decision::Commit),
+            AfterLostSwap::Fatal
+        );
+        assert_eq!(recovery(Preparing, false), Recovery::Leave);
+        // The completer acts on a participant's ask, once, and only while STAGING.
+        assert!(completer_recovers(false, Staging, true));
+        assert!(
+            !completer_recovers(true, Staging, true),
+            "asked before: a repeat"
+        );
+        assert!(
+            !completer_recovers(false, Staging, false),
+            "the stager's own write"
+        );
+        assert!(
+            !completer_recovers(false, Committing, true),
+            "decided meanwhile"
+        );
+        assert_eq!(recovery(Preparing, true), Recovery::DecideAbort);
+        assert_eq!(
+            recovery(Committing, false),
+            Recovery::Complete(Decision::Commit)
+        );
+        assert_eq!(recovery(Aborted, true), Recovery::Ended);
+    }
+
+    #[test]
+    fn a_staging_owner_is_never_aborted_for_its_deadline_alone() {
+        assert_eq!(
+            resolve(Some(TxStatus::Staging), false),
+            Resolution::OwnerLive
+        );
+        assert_eq!(resolve(Some(TxStatus::Staging), true), Resolution::Recover);
+        assert_eq!(recovery(TxStatus::Staging, false), Recovery::Leave);
+        assert_eq!(recovery(TxStatus::Staging, true), Recovery::Inquire);
+        // PREPARING keeps today's rule: aborted once its deadline passed.
+        assert_eq!(recovery(TxStatus::Preparing, true), Recovery::DecideAbort);
+    }
+}

@@ -52,9 +52,9 @@ pub struct NativeFacts {
 }
 
 /// Most actions in one `TransactWriteItems` (the record's put is one of them).
-pub const NATIVE_MAX_ACTIONS: usize = 100;
+pub(crate) const NATIVE_MAX_ACTIONS: usize = 100;
 /// Most bytes in one `TransactWriteItems`.
-pub const NATIVE_MAX_BYTES: usize = 4 * 1024 * 1024;
+pub(crate) const NATIVE_MAX_BYTES: usize = 4 * 1024 * 1024;
 
 /// Whether a transaction may be committed as one native `TransactWriteItems` (every item's
 /// write and the record's put), given its participants and an upper estimate of the request's
@@ -129,5 +129,114 @@ pub fn native_write(seen: Seen, creates: bool) -> NativeStep {
             | PrepareRefusal::BelowHorizon,
         ) => NativeStep::Protocol,
         PrepareStep::Refuse(r) => NativeStep::Refuse(r),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rules::*;
+
+    fn table() -> NativeFacts {
+        NativeFacts {
+            table: true,
+            direct: true,
+            hot: false,
+            deletes: false,
+        }
+    }
+
+    #[test]
+    fn native_takes_plain_direct_tables_and_names_the_first_reason_it_refuses() {
+        assert_eq!(native([table(), table()], 1_000), Ok(()));
+        let with = |f: fn(&mut NativeFacts)| {
+            let mut p = table();
+            f(&mut p);
+            native([table(), p], 1_000)
+        };
+        assert_eq!(with(|p| p.table = false), Err(NotNative::Custom));
+        assert_eq!(with(|p| p.direct = false), Err(NotNative::NotDirect));
+        assert_eq!(with(|p| p.hot = true), Err(NotNative::Hot));
+        assert_eq!(with(|p| p.deletes = true), Err(NotNative::Delete));
+        assert_eq!(
+            native(vec![table(); NATIVE_MAX_ACTIONS - 1], 1),
+            Ok(()),
+            "99 items and the record fill one request"
+        );
+        assert_eq!(
+            native(vec![table(); NATIVE_MAX_ACTIONS], 1),
+            Err(NotNative::TooMany)
+        );
+        assert_eq!(
+            native([table()], NATIVE_MAX_BYTES + 1),
+            Err(NotNative::TooLarge)
+        );
+    }
+
+    #[test]
+    fn a_native_write_applies_only_where_an_exclusive_prepare_would_lock_at_once() {
+        let real = Seen {
+            shape: Shape::Real,
+            ..Seen::ABSENT
+        };
+        assert_eq!(native_write(real, false), NativeStep::Apply);
+        assert_eq!(native_write(Seen::ABSENT, true), NativeStep::Apply);
+        let tomb = Seen {
+            shape: Shape::Tombstone,
+            // A tombstone's fence and horizon are about other transactions.
+            covered: true,
+            ..Seen::ABSENT
+        };
+        assert_eq!(native_write(tomb, true), NativeStep::Apply);
+        // Where the protocol holds the item, it gives way.
+        for held in [
+            Seen {
+                holder: Holder::Other { expired: false },
+                ..real
+            },
+            Seen {
+                holder: Holder::Other { expired: true },
+                ..real
+            },
+            Seen {
+                reserved_by_others: Others::Live,
+                ..real
+            },
+            Seen {
+                reserved_by_others: Others::Expired,
+                ..real
+            },
+            Seen {
+                shape: Shape::Placeholder,
+                holder: Holder::Other { expired: false },
+                ..Seen::ABSENT
+            },
+        ] {
+            assert_eq!(native_write(held, false), NativeStep::Protocol, "{held:?}");
+        }
+        // A pause keeps reservations out, not a native write.
+        assert_eq!(
+            native_write(
+                Seen {
+                    paused: true,
+                    ..real
+                },
+                false
+            ),
+            NativeStep::Apply
+        );
+        // The shape against the operation: refused as a prepare is.
+        assert_eq!(
+            native_write(Seen::ABSENT, false),
+            NativeStep::Refuse(PrepareRefusal::NotFound(Shape::Absent))
+        );
+        assert_eq!(
+            native_write(tomb, false),
+            NativeStep::Refuse(PrepareRefusal::NotFound(Shape::Tombstone))
+        );
+        assert_eq!(
+            native_write(real, true),
+            NativeStep::Refuse(PrepareRefusal::Exists)
+        );
     }
 }

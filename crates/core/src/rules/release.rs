@@ -170,3 +170,152 @@ pub fn plan_prune(
         horizon: new_horizon,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rules::fixtures::*;
+    use crate::rules::*;
+
+    fn fence(began: &[u64]) -> (Vec<TxId>, BTreeMap<TxId, FenceEntry>) {
+        let ids: Vec<TxId> = began.iter().map(|_| TxId::random()).collect();
+        let map = ids
+            .iter()
+            .zip(began)
+            .map(|(id, &began)| {
+                (
+                    id.clone(),
+                    FenceEntry {
+                        outcome: FenceOutcome::Committed,
+                        began,
+                    },
+                )
+            })
+            .collect();
+        (ids, map)
+    }
+
+    #[test]
+    fn prune_removes_stale_entries_and_raises_the_horizon_to_the_latest_removed() {
+        // now = 100, window = 75: an entry that began before 25 is stale.
+        let (ids, f) = fence(&[10, 30, 40, 20]);
+        let me = TxId::random();
+        let p = plan_prune(&f, 5, &me, 100, 75, 32).expect("something to prune");
+        let mut want = vec![ids[0].clone(), ids[3].clone()];
+        want.sort();
+        let mut got = p.ids.clone();
+        got.sort();
+        assert_eq!(got, want);
+        assert_eq!(p.horizon, 20, "the latest began among removed entries");
+        // Nothing stale, room enough: nothing to do.
+        assert_eq!(plan_prune(&f, 5, &me, 0, 75, 32), None);
+        // A horizon already above the removed entries stays.
+        assert_eq!(
+            plan_prune(&f, 77, &me, 100, 75, 32).expect("prune").horizon,
+            77
+        );
+    }
+
+    #[test]
+    fn prune_keeps_the_newest_entries_within_capacity_and_never_its_own() {
+        let (ids, mut f) = fence(&[10, 40, 20, 30]);
+        let me = TxId::random();
+        f.insert(
+            me.clone(),
+            FenceEntry {
+                outcome: FenceOutcome::Aborted,
+                began: 1,
+            },
+        );
+        // Capacity 3: room for two others besides the holder's own entry (a fence this small
+        // is pruned to its room: a quarter of two is none). The holder's own entry is stale
+        // (began 1, window 50), and stays all the same; the others are fresh.
+        let p = plan_prune(&f, 0, &me, 55, 50, 3).expect("over capacity");
+        let mut got = p.ids.clone();
+        got.sort();
+        let mut want = vec![ids[0].clone(), ids[2].clone()]; // began 10 and 20
+        want.sort();
+        assert_eq!(got, want);
+        assert_eq!(p.horizon, 20);
+        assert!(!p.ids.contains(&me));
+    }
+
+    #[test]
+    fn a_full_fence_is_pruned_to_three_quarters_so_the_next_releases_need_not_prune() {
+        // Capacity 9: room for 8 others. 9 fresh others: over, so down to 6 (the newest).
+        let began: Vec<u64> = (1..=9).map(|b| b * 10).collect();
+        let (ids, f) = fence(&began);
+        let me = TxId::random();
+        let p = plan_prune(&f, 0, &me, 100, 500, 9).expect("over capacity");
+        let mut got = p.ids.clone();
+        got.sort();
+        let mut want = ids[..3].to_vec(); // began 10, 20, 30
+        want.sort();
+        assert_eq!(got, want);
+        assert_eq!(p.horizon, 30);
+        // At the room exactly, nothing is pruned: the next releases add entries freely.
+        let (_, eight) = fence(&began[..8]);
+        assert_eq!(plan_prune(&eight, 0, &me, 100, 500, 9), None);
+    }
+
+    #[test]
+    fn commit_without_its_lock_reads_the_fence_and_the_horizon() {
+        let without = |entry, covered| Seen {
+            entry,
+            covered,
+            ..REAL
+        };
+        assert_eq!(
+            commit(seen(Shape::Real, Holder::Me), false),
+            CommitStep::Apply
+        );
+        assert_eq!(
+            commit(without(Some(FenceOutcome::Committed), false), false),
+            CommitStep::Answer(Reply::AlreadyDone)
+        );
+        assert_eq!(
+            commit(without(None, true), false),
+            CommitStep::Answer(Reply::AlreadyDone),
+            "an entry pruned under the horizon was applied"
+        );
+        assert_eq!(
+            commit(without(None, false), false),
+            CommitStep::Answer(Reply::Violation(Violation::NeitherLockNorEntry))
+        );
+        assert_eq!(
+            commit(without(Some(FenceOutcome::Aborted), true), false),
+            CommitStep::Answer(Reply::Violation(Violation::CommitOfAborted))
+        );
+        assert_eq!(
+            commit(Seen::ABSENT, true),
+            CommitStep::Answer(Reply::AlreadyDone)
+        );
+        assert_eq!(
+            commit(Seen::ABSENT, false),
+            CommitStep::Answer(Reply::Violation(Violation::NoItem))
+        );
+    }
+
+    #[test]
+    fn abort_without_its_lock_fences_the_transaction_out_unless_it_is_already() {
+        assert_eq!(abort(seen(Shape::Real, Holder::Me)), AbortStep::Release);
+        assert_eq!(abort(seen(Shape::Real, LIVE_OTHER)), AbortStep::FenceOut);
+        assert_eq!(abort(REAL), AbortStep::FenceOut);
+        assert_eq!(abort(Seen::ABSENT), AbortStep::Answer(Reply::AlreadyDone));
+        let covered = Seen {
+            covered: true,
+            ..REAL
+        };
+        assert_eq!(abort(covered), AbortStep::Answer(Reply::AlreadyDone));
+        let committed = Seen {
+            entry: Some(FenceOutcome::Committed),
+            ..REAL
+        };
+        assert_eq!(
+            abort(committed),
+            AbortStep::Answer(Reply::Violation(Violation::AbortOfCommitted))
+        );
+        assert_eq!(fence_out(3, 4), FenceOut::Entry);
+        assert_eq!(fence_out(4, 4), FenceOut::RaiseHorizon);
+    }
+}

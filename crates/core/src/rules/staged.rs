@@ -24,8 +24,16 @@ pub enum InquiryStep {
 
 /// The inquiry rule: what an inquiry (a recoverer's, with `prevent`; a helper's, without)
 /// finds of the transaction on one item, and the write that prevents it where nothing does yet.
+/// A hold of the transaction carrying another operation than the one asked about
+/// ([`Seen::other_op`]: the item named twice) is evidence of that operation, not of this one,
+/// which can never be held here: the hold leaves only by the transaction's release, whose
+/// entry fences it out. So it answers `Prevented`, writing nothing (checked after the
+/// transaction's own fence entry, as [`prepare`](super::prepare) checks it).
 pub fn inquire(seen: Seen, prevent: bool) -> InquiryStep {
     let answer = InquiryStep::Answer;
+    if seen.held_by_me() && seen.other_op && seen.entry.is_none() {
+        return answer(Inquiry::Prevented);
+    }
     if seen.held_by_me() {
         return answer(Inquiry::Held);
     }
@@ -69,5 +77,135 @@ pub fn staged_decision(answers: impl IntoIterator<Item = Option<Inquiry>>) -> St
         StagedDecision::Commit
     } else {
         StagedDecision::Wait
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rules::*;
+
+    #[test]
+    fn an_inquiry_reads_held_prevented_or_committed_and_prevents_only_when_asked() {
+        let real = Seen {
+            shape: Shape::Real,
+            ..Seen::ABSENT
+        };
+        let held = Seen {
+            holder: Holder::Me,
+            ..real
+        };
+        let reserved = Seen {
+            reserved_by_me: true,
+            ..real
+        };
+        for prevent in [false, true] {
+            assert_eq!(inquire(held, prevent), InquiryStep::Answer(Inquiry::Held));
+            assert_eq!(
+                inquire(reserved, prevent),
+                InquiryStep::Answer(Inquiry::Held)
+            );
+            let aborted = Seen {
+                entry: Some(FenceOutcome::Aborted),
+                ..real
+            };
+            assert_eq!(
+                inquire(aborted, prevent),
+                InquiryStep::Answer(Inquiry::Prevented)
+            );
+            let covered = Seen {
+                covered: true,
+                ..real
+            };
+            assert_eq!(
+                inquire(covered, prevent),
+                InquiryStep::Answer(Inquiry::Prevented)
+            );
+            let committed = Seen {
+                entry: Some(FenceOutcome::Committed),
+                ..real
+            };
+            assert_eq!(
+                inquire(committed, prevent),
+                InquiryStep::Answer(Inquiry::Committed)
+            );
+        }
+        // Another's lock does not protect the transaction from being prevented.
+        let other = Seen {
+            holder: Holder::Other { expired: false },
+            ..real
+        };
+        assert_eq!(inquire(other, false), InquiryStep::Answer(Inquiry::Open));
+        assert_eq!(inquire(other, true), InquiryStep::Fence);
+        assert_eq!(
+            inquire(Seen::ABSENT, false),
+            InquiryStep::Answer(Inquiry::Open)
+        );
+        assert_eq!(inquire(Seen::ABSENT, true), InquiryStep::Bury);
+        let tombstone = Seen {
+            shape: Shape::Tombstone,
+            ..Seen::ABSENT
+        };
+        assert_eq!(inquire(tombstone, true), InquiryStep::Fence);
+    }
+
+    #[test]
+    fn its_own_hold_with_another_operation_is_no_evidence_and_prevents_the_inquired_one() {
+        let real = Seen {
+            shape: Shape::Real,
+            ..Seen::ABSENT
+        };
+        let other_op = |s: Seen| Seen {
+            other_op: true,
+            ..s
+        };
+        let locked = Seen {
+            holder: Holder::Me,
+            ..real
+        };
+        let reserved = Seen {
+            reserved_by_me: true,
+            ..real
+        };
+        for held in [locked, reserved] {
+            for prevent in [false, true] {
+                // The hold carries the operation of the item's other name: this one can
+                // never be held here, and nothing needs writing to make sure of it.
+                assert_eq!(
+                    inquire(other_op(held), prevent),
+                    InquiryStep::Answer(Inquiry::Prevented)
+                );
+                // The same operation is the transaction's hold.
+                assert_eq!(inquire(held, prevent), InquiryStep::Answer(Inquiry::Held));
+            }
+        }
+        // Without a hold of its own there is nothing to compare.
+        assert_eq!(
+            inquire(other_op(real), false),
+            InquiryStep::Answer(Inquiry::Open)
+        );
+        assert_eq!(inquire(other_op(real), true), InquiryStep::Fence);
+    }
+
+    #[test]
+    fn one_prevented_participant_aborts_and_only_all_held_commits() {
+        use Inquiry::*;
+        assert_eq!(
+            staged_decision([Some(Held), Some(Committed), Some(Held)]),
+            StagedDecision::Commit
+        );
+        assert_eq!(staged_decision([Some(Held), None]), StagedDecision::Wait);
+        assert_eq!(
+            staged_decision([Some(Open), Some(Held)]),
+            StagedDecision::Wait
+        );
+        assert_eq!(
+            staged_decision([None, Some(Prevented)]),
+            StagedDecision::Abort
+        );
+        assert_eq!(
+            staged_decision([Some(Held), Some(Prevented), Some(Open)]),
+            StagedDecision::Abort
+        );
     }
 }

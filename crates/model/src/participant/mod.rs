@@ -164,9 +164,7 @@ pub const ANOTHER_OPERATION: PrepareRefusal = PrepareRefusal::Business;
 /// twice under two spellings of its key. Checked after the transaction's own fence entry, as
 /// `rules::prepare` and `rules::reserve` check it (`Seen::other_op`). A prepare that finds it
 /// is refused ([`ANOTHER_OPERATION`]): the hold keeps its operation, nothing is written, the
-/// vote is no. An inquiry that finds it answers `Prevented`: that operation can never be held
-/// here, because the hold it meets leaves only by its transaction's release, which writes the
-/// entry that fences it out.
+/// vote is no. (An inquiry that finds it is core's own [`rules::inquire`]'s: `Prevented`.)
 pub fn own_hold_with_another_operation(seen: Seen, other_op: bool) -> bool {
     other_op && seen.entry.is_none() && seen.held_by_me()
 }
@@ -486,9 +484,9 @@ pub fn abort<const TXS: usize>(
 /// [`Upkeep::Raise`] (the fence is full), the horizon raised to `tx`; `Bury`: a tombstone
 /// carrying the `aborted` entry, written only while the key is absent. Either answers
 /// `Prevented`. Override: [`Variant::PreventSkipsAbsent`] answers `Prevented` on an absent key
-/// and writes nothing. First, [`own_hold_with_another_operation`] (`other_op`: `tx`'s hold on
-/// the item carries another operation than the one asked about) answers `Prevented`, nothing
-/// written: a hold is evidence of the operation it carries, not of another.
+/// and writes nothing. `other_op` (`tx`'s hold on the item carries another operation than the
+/// one asked about) is the rule's [`Seen::other_op`]: it answers `Prevented`, nothing written,
+/// a hold being evidence of the operation it carries, not of another.
 pub fn inquire<const TXS: usize>(
     variant: Variant,
     mut item: ItemState<TXS>,
@@ -498,10 +496,10 @@ pub fn inquire<const TXS: usize>(
     deadline_passed: &[bool; TXS],
 ) -> (ItemState<TXS>, Inquiry) {
     let t = tx.ix();
-    let seen = item.seen_by(tx, deadline_passed);
-    if own_hold_with_another_operation(seen, other_op) {
-        return (item, Inquiry::Prevented);
-    }
+    let seen = Seen {
+        other_op,
+        ..item.seen_by(tx, deadline_passed)
+    };
     match rules::inquire(seen, prevent) {
         InquiryStep::Answer(answer) => (item, answer),
         InquiryStep::Fence => {

@@ -348,6 +348,7 @@ impl<P: UnderTest> Kit<P> {
             deadline: tx.deadline,
             began: tx.began,
             key: tx.entry.key.clone(),
+            op: None,
             prevent,
         }
     }

@@ -23,8 +23,8 @@ pub use self::http::HttpTransport;
 pub use self::lambda::LambdaTransport;
 
 /// Routes each call to the transport its target names, and counts the protocol violations its
-/// in-process and `http` participants answer ([`Metrics::protocol_violation`]): a participant
-/// function counts its own, so `lambda` answers are not counted twice. Its in-process
+/// participants answer, whatever their transport ([`Metrics::protocol_violation`]): the one
+/// place violations are counted (a participant function does not count its own). Its in-process
 /// participants' prepares report their age ([`Metrics::began_age`]), as a participant
 /// function's do.
 #[derive(Debug)]
@@ -97,7 +97,7 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Transport for DispatchTransport<S,
     ) -> Result<CompleteReply, TransportError> {
         match target {
             Target::Direct { .. } => self.counted(self.direct.commit(target, req).await),
-            Target::Lambda { .. } => self.lambda.commit(target, req).await,
+            Target::Lambda { .. } => self.counted(self.lambda.commit(target, req).await),
             Target::Http { .. } => self.counted(self.http.commit(target, req).await),
         }
     }
@@ -109,7 +109,7 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Transport for DispatchTransport<S,
     ) -> Result<CompleteReply, TransportError> {
         match target {
             Target::Direct { .. } => self.counted(self.direct.abort(target, req).await),
-            Target::Lambda { .. } => self.lambda.abort(target, req).await,
+            Target::Lambda { .. } => self.counted(self.lambda.abort(target, req).await),
             Target::Http { .. } => self.counted(self.http.abort(target, req).await),
         }
     }

@@ -9,7 +9,7 @@ use aws_sdk_dynamodb::Client;
 use serde_json::{Value, json};
 use twopc_core::ports::PortError;
 use twopc_core::record::Target;
-use twopc_core::request::{KeySchema, ServiceConfig};
+use twopc_core::service::{KeySchema, ServiceConfig};
 use twopc_dynamo::tables::{TableKind, TableSpec};
 use twopc_runtime::config::var;
 

@@ -19,6 +19,7 @@ use tokio::sync::mpsc;
 use twopc_authorizer::local::LocalIssuer;
 use twopc_authorizer::verify::JwkSet;
 use twopc_authorizer::{Principal, Refusal, Verifier};
+use twopc_core::ports::{Clock, SystemClock};
 use twopc_dynamo::connections::DynamoConnections;
 
 /// How long a connection admitted by the shared token lasts (API Gateway's connection limit).
@@ -36,9 +37,7 @@ pub struct Gateway {
 }
 
 fn now_secs() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
+    SystemClock.now_secs()
 }
 
 fn connection_id() -> String {

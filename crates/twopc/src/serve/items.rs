@@ -10,7 +10,7 @@ use axum::response::Response;
 use serde_json::{Value, json};
 use twopc_core::api::codes;
 use twopc_core::ports::ParticipantStore;
-use twopc_core::request::KeyType;
+use twopc_core::service::KeyType;
 
 use super::answers::{json_response, refusal, refusal_as};
 use super::stack::Stack;

@@ -20,6 +20,7 @@ use twopc_fanout::processor::Processor;
 
 use super::demo::Demo;
 use super::{ServeArgs, ServeError};
+use twopc_core::ports::{Clock, SystemClock};
 
 /// The stream poller and the lake's roller, running in the background.
 pub struct Streams {
@@ -114,9 +115,7 @@ pub async fn start(
         .await
         .map_err(ServeError::Streams)?;
     // One name per run (a pid may come again): files never collide across restarts.
-    let started = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis());
+    let started = SystemClock.now_ms();
     let lake = Arc::new(ParquetLake::new(
         &args.lake_dir,
         format!("twopc-serve-{started}-{}", std::process::id()),
