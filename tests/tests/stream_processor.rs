@@ -14,11 +14,13 @@ use axum::response::IntoResponse;
 use axum::routing::post;
 use lambda_runtime::{Context, LambdaEvent};
 use serde_json::{Value, json};
+use stream_processor::StreamSettings;
 use twopc_core::ids::TxId;
 use twopc_dynamo::connections::DynamoConnections;
 use twopc_dynamo::tables::{TableKind, TableSpec, ensure_table};
 use twopc_fanout::rows::entity_topic;
-use twopc_runtime::config::{Config, Role, var};
+use twopc_function::var;
+use twopc_runtime::config::Settings;
 use twopc_runtime::telemetry::Metrics;
 use twopc_tests::endpoint;
 
@@ -114,12 +116,11 @@ async fn a_committed_change_reaches_the_lake_and_its_gone_subscriber_is_forgotte
         (var::WEBSOCKET_ENDPOINT, url),
         (var::DYNAMODB_ENDPOINT, endpoint()),
     ];
-    let config = Config::from_lookup(Role::StreamProcessor, |name| {
+    let config = StreamSettings::from_lookup(|name| {
         env.iter().find(|(k, _)| *k == name).map(|(_, v)| v.clone())
     })
     .expect("config");
-    let processor = stream_processor::processor(&config, &twopc_runtime::Aws::load(&config).await)
-        .expect("the processor");
+    let processor = stream_processor::processor(&config, &twopc_runtime::Aws::load(&config).await);
 
     // WHEN the sample batch (alice's committed change) arrives
     let event = serde_json::from_str(SAMPLE).expect("the sample batch");

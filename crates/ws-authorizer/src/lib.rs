@@ -20,20 +20,20 @@ use aws_lambda_events::iam::{IamPolicyEffect, IamPolicyStatement};
 use serde_json::Value;
 use tracing::info;
 use twopc_authorizer::{KeySource, Principal, Refusal, Verifier, VerifierConfig};
-use twopc_runtime::config::{Config, ConfigError};
+use twopc_function::env::ConfigError;
+use twopc_function::var;
+use twopc_runtime::config::WsAuthorizerSettings;
 use twopc_runtime::telemetry::Metrics;
-
-/// The environment variables this function reads (named once, in `twopc_runtime`).
-pub use twopc_runtime::config::var;
 
 /// How long a connection admitted by the shared token lasts (API Gateway closes any at 2 h).
 pub const SHARED_TOKEN_SECS: u64 = 7_200;
 
-/// The issuer's verifier the authorizer's configuration (`Role::WsAuthorizer`) describes,
-/// `None` when no JWKS URL is set; a URL or an algorithm that cannot be used is refused naming
-/// its variable.
-pub fn verifier(config: &Config) -> Result<Option<Verifier<jwks::HttpsJwks>>, ConfigError> {
-    let Some(jwt) = config.ws.as_ref().and_then(|ws| ws.jwt.as_ref()) else {
+/// The issuer's verifier the authorizer's settings describe, `None` when no JWKS URL is set; a
+/// URL or an algorithm that cannot be used is refused naming its variable.
+pub fn verifier(
+    settings: &WsAuthorizerSettings,
+) -> Result<Option<Verifier<jwks::HttpsJwks>>, ConfigError> {
+    let Some(jwt) = &settings.jwt else {
         return Ok(None);
     };
     let mut verifier = VerifierConfig::new(&jwt.issuer, &jwt.audience);

@@ -1,5 +1,5 @@
 //! The local stack's parts, wired once: the configuration (the demo's, read through the same
-//! `Config` the coordinator function reads from its environment), the clients, the tables and
+//! settings the coordinator and the sweeper functions read from their environment), the clients, the tables and
 //! seed, the coordinator's handler, the sweeper, the WebSocket gateway and the stream poller.
 
 use std::sync::Arc;
@@ -11,8 +11,11 @@ use twopc_core::ports::SystemClock;
 use twopc_dynamo::connections::DynamoConnections;
 use twopc_dynamo::tables::ensure_table;
 use twopc_dynamo::txlog::DynamoTxLog;
+use twopc_function::var;
 use twopc_participant_sdk::{DynamoStates, SdkParticipant};
-use twopc_runtime::config::{Config, Role, var};
+use twopc_runtime::config::{
+    CONNECTION_TTL_SECS, ConnectionsSettings, CoordinatorSettings, Settings, SweeperSettings,
+};
 use twopc_runtime::record::Caller;
 use twopc_runtime::telemetry::Metrics;
 use twopc_runtime::{Aws, Clients, LiveParticipant, LiveSweeper};
@@ -45,8 +48,8 @@ pub struct Stack {
     pub secret: twopc_core::signing::Secret,
     /// The demo's services and tables.
     pub demo: Demo,
-    /// The configuration.
-    pub config: Config,
+    /// The coordinator's settings (the services, the body limit).
+    pub settings: CoordinatorSettings,
     /// The stream poller and the lake's roller: stopped with the server, before DynamoDB Local
     /// is.
     pub streams: streams::Streams,
@@ -73,11 +76,20 @@ impl Stack {
         };
         let mut variables = demo.variables(endpoint, &secret);
         variables.insert(var::COMMIT_MODE, args.commit_mode.clone());
-        let config = Config::from_lookup(Role::Coordinator, |name| variables.get(name).cloned())?;
+        let lookup = |name: &str| variables.get(name).cloned();
+        let settings = CoordinatorSettings::from_lookup(lookup)?;
+        let sweeper = SweeperSettings::from_lookup(lookup)?;
         // Each part acts as the function that runs it in AWS, and its calls are recorded as
-        // that function's; the stack's own requests (its tables and seed, item browsing, the
-        // streams' positions, the card payments' service) are no function's: never recorded.
-        let aws = Aws::load(&config).await;
+        // that function's, the resources named as each function's settings name them; the
+        // stack's own requests (its tables and seed, item browsing, the streams' positions, the
+        // card payments' service) are no function's: never recorded.
+        let resources = [
+            settings.resources(),
+            sweeper.resources(),
+            ConnectionsSettings::from_lookup(lookup)?.resources(),
+        ]
+        .concat();
+        let aws = Aws::load_named(&settings.shared, resources).await;
         let clients = Clients::of(&aws);
         let tools = twopc_dynamo::client(Some(endpoint)).await;
         eprintln!("- creating tables {}* if missing", args.table_prefix);
@@ -102,13 +114,13 @@ impl Stack {
             DynamoConnections::new(
                 aws.acting_as(Caller::Connections).dynamodb(),
                 demo.connections_table(),
-                twopc_runtime::config::CONNECTION_TTL_SECS,
+                CONNECTION_TTL_SECS,
             ),
             issuer,
             args.ws_token.clone(),
         ));
         let completer = Arc::new(twopc_runtime::coordinator(
-            &config,
+            &sweeper,
             &Clients::of(&aws.acting_as(Caller::Completer)),
         ));
         let streams = streams::start(
@@ -124,7 +136,10 @@ impl Stack {
         let cards = CardGateway::default();
         let payments = SdkParticipant::builder(cards.clone())
             .states(DynamoStates::new(tools.clone(), demo.table(PAYMENTS)))
-            .log(DynamoTxLog::new(tools.clone(), &config.transactions_table))
+            .log(DynamoTxLog::new(
+                tools.clone(),
+                &settings.protocol.transactions_table,
+            ))
             .build();
         let browsing = Clients {
             dynamodb: tools.clone(),
@@ -136,11 +151,14 @@ impl Stack {
             secret: twopc_core::signing::Secret::new(secret),
             gateway,
             client: tools,
-            app: App::new(&config, &clients, Metrics::in_memory("twopc-serve")),
-            sweeper: twopc_runtime::sweeper(&config, &Clients::of(&aws.acting_as(Caller::Sweeper))),
-            participant: twopc_runtime::participant(&config, &browsing),
+            app: App::new(&settings, &clients, Metrics::in_memory("twopc-serve")),
+            sweeper: twopc_runtime::sweeper(
+                &sweeper,
+                &Clients::of(&aws.acting_as(Caller::Sweeper)),
+            ),
+            participant: twopc_runtime::participant(&settings.protocol, &browsing),
             demo,
-            config,
+            settings,
             streams,
         })
     }

@@ -17,6 +17,7 @@ use twopc_fanout::parquet_lake::{ParquetLake, roll_and_checkpoint};
 use twopc_fanout::poll::Checkpointer;
 use twopc_fanout::poll::Poller;
 use twopc_fanout::processor::Processor;
+use twopc_runtime::config::CONNECTION_TTL_SECS;
 
 use super::demo::Demo;
 use super::{ServeArgs, ServeError};
@@ -131,7 +132,7 @@ pub async fn start(
     let subscriptions = DynamoConnections::new(
         aws.dynamodb(),
         demo.connections_table(),
-        twopc_runtime::config::CONNECTION_TTL_SECS,
+        CONNECTION_TTL_SECS,
     );
     let push = twopc_fanout::sinks::ApiGatewayPush::new(aws.websocket_management(url));
     let processor = Arc::new(Processor::new(tables, lake.clone(), subscriptions, push));
