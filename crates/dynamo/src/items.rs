@@ -25,7 +25,7 @@ use crate::expr::{Expr, update_expression};
 use crate::release::{self, locked_by};
 use crate::reservations::{self, Give};
 use crate::tables::{INDEX_SHARDS, LOCK_INDEX, shard_of};
-use crate::write::{Outcome, Write, get, refused, write};
+use crate::write::{Write, WriteOutcome, get, refused, write};
 
 /// Participant items in any table, through one DynamoDB client.
 #[derive(Clone, Debug)]
@@ -171,14 +171,14 @@ impl ParticipantStore for DynamoItems {
         })
         .await?
         {
-            Outcome::Written(attrs) => {
+            WriteOutcome::Written(attrs) => {
                 let state = item_state(&attrs.unwrap_or_default())?;
                 Ok(PrepareWrite::Locked {
                     fence: state.fence,
                     horizon: state.horizon,
                 })
             }
-            Outcome::Refused(item) => Ok(PrepareWrite::Refused(
+            WriteOutcome::Refused(item) => Ok(PrepareWrite::Refused(
                 item.as_ref().map(item_state).transpose()?.map(Box::new),
             )),
         }
@@ -224,8 +224,8 @@ impl ParticipantStore for DynamoItems {
             returns: ReturnValue::None,
         };
         match write(&self.client, table, key, e, w, ctx).await? {
-            Outcome::Written(_) => Ok(CompleteWrite::Done),
-            Outcome::Refused(item) => refused(item),
+            WriteOutcome::Written(_) => Ok(CompleteWrite::Done),
+            WriteOutcome::Refused(item) => refused(item),
         }
     }
 
@@ -348,9 +348,9 @@ impl ParticipantStore for DynamoItems {
             })
             .await?
             {
-                Outcome::Written(_) => return Ok(CompleteWrite::Done),
-                Outcome::Refused(None) => return Ok(CompleteWrite::Refused(None)),
-                Outcome::Refused(Some(item)) => (item.contains_key(FENCE), item_state(&item)?),
+                WriteOutcome::Written(_) => return Ok(CompleteWrite::Done),
+                WriteOutcome::Refused(None) => return Ok(CompleteWrite::Refused(None)),
+                WriteOutcome::Refused(Some(item)) => (item.contains_key(FENCE), item_state(&item)?),
             };
             let fenced = refused.fence.contains_key(tx) || fence.began <= refused.horizon;
             let ours = refused.lock.as_ref().is_some_and(|l| &l.tx_id == tx)
@@ -400,9 +400,9 @@ impl ParticipantStore for DynamoItems {
         })
         .await?
         {
-            Outcome::Written(_) => Ok(CompleteWrite::Done),
-            Outcome::Refused(None) => Ok(CompleteWrite::Refused(None)),
-            Outcome::Refused(Some(item)) => {
+            WriteOutcome::Written(_) => Ok(CompleteWrite::Done),
+            WriteOutcome::Refused(None) => Ok(CompleteWrite::Refused(None)),
+            WriteOutcome::Refused(Some(item)) => {
                 Ok(CompleteWrite::Refused(Some(Box::new(item_state(&item)?))))
             }
         }

@@ -16,7 +16,7 @@ use crate::clauses::{Release, entry, fence_path, key_item, number, owned_by, rel
 use crate::error::{classify, corrupt};
 use crate::expr::{Expr, update_expression};
 use crate::state::item_state;
-use crate::write::{Outcome, Write, get, write};
+use crate::write::{Write, WriteOutcome, get, write};
 
 /// Releases `tx`'s lock (optionally writing its fence entry, pruning as planned). A real
 /// item stays; `tx`'s placeholder becomes a tombstone, keeping its fence and horizon.
@@ -65,8 +65,8 @@ pub(crate) async fn release(
         })
         .await?
         {
-            Outcome::Written(_) => return Ok(CompleteWrite::Done),
-            Outcome::Refused(Some(item)) => {
+            WriteOutcome::Written(_) => return Ok(CompleteWrite::Done),
+            WriteOutcome::Refused(Some(item)) => {
                 let state = item_state(&item)?;
                 let ours = state.lock.as_ref().is_some_and(|l| &l.tx_id == tx);
                 if ours && state.placeholder != placeholder {
@@ -75,7 +75,7 @@ pub(crate) async fn release(
                 }
                 return Ok(CompleteWrite::Refused(Some(Box::new(state))));
             }
-            Outcome::Refused(None) => return Ok(CompleteWrite::Refused(None)),
+            WriteOutcome::Refused(None) => return Ok(CompleteWrite::Refused(None)),
         }
     }
 }

@@ -32,7 +32,7 @@ use crate::error::corrupt;
 use crate::expr::{Expr, update_with_add};
 use crate::state::item_state;
 use crate::tables::shard_of;
-use crate::write::{Outcome, Write, write};
+use crate::write::{Write, WriteOutcome, write};
 
 /// What a release of a reservation does with the reserved changes.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -211,15 +211,15 @@ pub(crate) async fn reserve(
     };
     let ctx = || format!("reserving for {} in {table}", lock.tx_id);
     let item = match write(client, table, key, e, w, ctx).await? {
-        Outcome::Written(old) => {
+        WriteOutcome::Written(old) => {
             let state = item_state(&old.unwrap_or_default())?;
             return Ok(PrepareWrite::Locked {
                 fence: state.fence,
                 horizon: state.horizon,
             });
         }
-        Outcome::Refused(None) => return Ok(PrepareWrite::Refused(None)),
-        Outcome::Refused(Some(item)) => item_state(&item)?,
+        WriteOutcome::Refused(None) => return Ok(PrepareWrite::Refused(None)),
+        WriteOutcome::Refused(Some(item)) => item_state(&item)?,
     };
     let seen = Seen::preparing(Some(&item), lock, now);
     if seen.reserved_by_me && rules::reserve(seen, false) == PrepareStep::Lock {
@@ -291,9 +291,9 @@ pub(crate) async fn release(
         returns: ReturnValue::None,
     };
     match write(client, table, key, e, w, ctx).await? {
-        Outcome::Written(_) => Ok(CompleteWrite::Done),
-        Outcome::Refused(None) => Ok(CompleteWrite::Refused(None)),
-        Outcome::Refused(Some(item)) => {
+        WriteOutcome::Written(_) => Ok(CompleteWrite::Done),
+        WriteOutcome::Refused(None) => Ok(CompleteWrite::Refused(None)),
+        WriteOutcome::Refused(Some(item)) => {
             Ok(CompleteWrite::Refused(Some(Box::new(item_state(&item)?))))
         }
     }

@@ -21,7 +21,7 @@ pub(crate) struct Write {
     pub(crate) returns: ReturnValue,
 }
 
-pub(crate) enum Outcome {
+pub(crate) enum WriteOutcome {
     Written(Option<Item>),
     Refused(Option<Item>),
 }
@@ -46,7 +46,7 @@ pub(crate) async fn write(
     e: Expr,
     w: Write,
     context: impl Fn() -> String,
-) -> Result<Outcome, PortError> {
+) -> Result<WriteOutcome, PortError> {
     let mut e = e;
     let (fence, format) = (e.name(FENCE), e.name(FORMAT));
     let w = Write {
@@ -58,7 +58,7 @@ pub(crate) async fn write(
     };
     for _ in 0..3 {
         let item = match send(client, table, key, &e, &w, &context).await? {
-            Outcome::Refused(Some(item)) if earlier_format(&item) => item,
+            WriteOutcome::Refused(Some(item)) if earlier_format(&item) => item,
             outcome => return Ok(outcome),
         };
         // Refused for its format, or for something else as well: which one, the item says.
@@ -127,7 +127,7 @@ async fn send(
     e: &Expr,
     w: &Write,
     context: impl Fn() -> String,
-) -> Result<Outcome, PortError> {
+) -> Result<WriteOutcome, PortError> {
     let r = client
         .update_item()
         .table_name(table)
@@ -141,9 +141,9 @@ async fn send(
         .send()
         .await;
     match r {
-        Ok(out) => Ok(Outcome::Written(out.attributes)),
+        Ok(out) => Ok(WriteOutcome::Written(out.attributes)),
         Err(err) => match err.as_service_error() {
-            Some(aws_sdk_dynamodb::operation::update_item::UpdateItemError::ConditionalCheckFailedException(c)) => Ok(Outcome::Refused(c.item.clone())),
+            Some(aws_sdk_dynamodb::operation::update_item::UpdateItemError::ConditionalCheckFailedException(c)) => Ok(WriteOutcome::Refused(c.item.clone())),
             _ => Err(classify(context(), err)),
         },
     }

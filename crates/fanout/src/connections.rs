@@ -15,7 +15,7 @@ use aws_lambda_events::apigw::{ApiGatewayProxyResponse, ApiGatewayWebsocketProxy
 use aws_lambda_events::encodings::Body;
 use serde_json::{Map, Value, json};
 use tracing::{info, warn};
-use twopc_authorizer::{Grants, Refusal, Wanted};
+use twopc_authorizer::{AccessRefusal, Grants, Wanted};
 use twopc_core::ports::PortError;
 use twopc_dynamo::connections::{DynamoConnections, StoredConnection};
 
@@ -225,7 +225,7 @@ fn error(status: i64, code: &str, message: impl std::fmt::Display) -> ApiGateway
     )
 }
 
-fn refused(status: i64, connection: &str, r: &Refusal) -> ApiGatewayProxyResponse {
+fn refused(status: i64, connection: &str, r: &AccessRefusal) -> ApiGatewayProxyResponse {
     // Logged by code, never with the token (which this handler never sees).
     info!(connection, code = r.code(), "websocket request refused");
     error(status, r.code(), r)
@@ -253,7 +253,7 @@ pub async fn handle<S: ConnectionStore>(
                 Err(r) => return refused(401, connection, &r),
             };
             if principal.exp <= now_secs {
-                return refused(401, connection, &Refusal::Expired(principal.exp));
+                return refused(401, connection, &AccessRefusal::Expired(principal.exp));
             }
             let grants = serde_json::to_string(&principal.grants).unwrap_or_else(|_| "{}".into());
             match store
@@ -280,7 +280,7 @@ pub async fn handle<S: ConnectionStore>(
             };
             let stored = match store.connection(connection).await {
                 Ok(Some(stored)) => stored,
-                Ok(None) => return refused(200, connection, &Refusal::NoPrincipal),
+                Ok(None) => return refused(200, connection, &AccessRefusal::NoPrincipal),
                 Err(e) => {
                     warn!(connection, error = %e, "could not read the connection");
                     return error(
@@ -291,11 +291,11 @@ pub async fn handle<S: ConnectionStore>(
                 }
             };
             if stored.expire_at <= now_secs {
-                return refused(200, connection, &Refusal::ConnectionExpired);
+                return refused(200, connection, &AccessRefusal::ConnectionExpired);
             }
             let grants: Grants = match serde_json::from_str(&stored.grants) {
                 Ok(g) => g,
-                Err(_) => return refused(200, connection, &Refusal::NoPrincipal),
+                Err(_) => return refused(200, connection, &AccessRefusal::NoPrincipal),
             };
             if let Err(r) = grants.check_all(asked.iter().map(Asked::wanted)) {
                 return refused(200, connection, &r);

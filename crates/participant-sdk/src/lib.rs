@@ -55,4 +55,4 @@ pub use twopc_core::record::VoteReason;
 pub use twopc_function::env::ConfigError;
 /// Installs JSON log lines on stdout, filtered by `RUST_LOG` (once per process; later calls do
 /// nothing).
-pub use twopc_function::logs::init_tracing as init_logs;
+pub use twopc_function::logs::init_tracing;

@@ -19,7 +19,7 @@ use twopc_core::sweeper::SweepReport;
 
 /// A metric's unit, as CloudWatch names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Unit {
+pub(crate) enum Unit {
     /// A count.
     Count,
     /// Milliseconds.
@@ -37,7 +37,7 @@ impl Unit {
 
 /// One EMF line: `dimension_sets` name dimensions from `dimensions`; every metric is reported
 /// under each set. Values are whole numbers (`u64`, or `i64` where a metric may be negative).
-pub fn emf_line<V: Into<Value> + Copy>(
+pub(crate) fn emf_line<V: Into<Value> + Copy>(
     namespace: &str,
     timestamp_ms: u64,
     dimensions: &[(&str, &str)],
@@ -297,7 +297,7 @@ pub struct StreamBatch {
 
 /// Why a transaction aborted: its first no vote's reason, or `deadline` (aborted by recovery
 /// past its deadline, before every vote was in).
-pub fn abort_reason(record: &TxRecord) -> &'static str {
+pub(crate) fn abort_reason(record: &TxRecord) -> &'static str {
     record
         .votes
         .iter()

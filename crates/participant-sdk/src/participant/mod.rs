@@ -25,7 +25,7 @@ use twopc_core::rules::{
 use twopc_core::status::Decision;
 
 use crate::hooks::{Call, HookError, Hooks, Reservation};
-use crate::state::{InquiryPlan, Phase, Refusal, TxState};
+use crate::state::{InquiryPlan, Phase, ReserveRefusal, TxState};
 use crate::store::{StateStore, Written};
 
 /// How long a `confirm` or `cancel` call may take by default (ms): [`Builder::claim`].
@@ -144,7 +144,7 @@ impl<H: Hooks, S: StateStore, L: TxLog, C: Clock> SdkParticipant<H, S, L, C> {
         let claim = loop {
             match &found {
                 Some(s) if s.phase == Phase::Refused => {
-                    let r = s.refusal.clone().unwrap_or(Refusal {
+                    let r = s.refusal.clone().unwrap_or(ReserveRefusal {
                         reason: VoteReason::Invalid,
                         message: String::new(),
                     });
@@ -215,7 +215,7 @@ impl<H: Hooks, S: StateStore, L: TxLog, C: Clock> SdkParticipant<H, S, L, C> {
             Ok(Reservation::Held) => (claim.moved(Phase::Reserved, None, now), yes()),
             Ok(Reservation::Refused { reason, message }) => {
                 let mut next = claim.moved(Phase::Refused, None, now);
-                next.refusal = Some(Refusal {
+                next.refusal = Some(ReserveRefusal {
                     reason,
                     message: message.clone(),
                 });

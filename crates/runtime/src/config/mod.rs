@@ -146,7 +146,7 @@ impl Shared {
     }
 
     /// Whether any endpoint points at a local emulator (then static dummy credentials are used).
-    pub fn is_local(&self) -> bool {
+    pub(crate) fn is_local(&self) -> bool {
         self.dynamodb_endpoint.is_some() || self.lambda_endpoint.is_some()
     }
 

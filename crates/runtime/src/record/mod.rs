@@ -38,7 +38,7 @@ pub(crate) use names::DIRECT;
 use names::{LAMBDA, Names, dynamodb_actions};
 
 /// What starts each recorded line on standard error (`TWOPC_RECORD_AWS_CALLS=-`).
-pub const STDERR_PREFIX: &str = "twopc-aws-call ";
+pub(crate) const STDERR_PREFIX: &str = "twopc-aws-call ";
 
 /// Who makes a call: a function of `template.yaml`, or the completer (the sweeper function
 /// invoked by the transactions table's stream).
@@ -120,7 +120,7 @@ pub struct Call {
 /// The interceptor: records each request of a client before it goes on the wire. Clones share
 /// the record of what this process already wrote.
 #[derive(Clone, Debug)]
-pub struct Recorder {
+pub(crate) struct Recorder {
     caller: Caller,
     shared: Arc<Shared>,
 }
@@ -137,7 +137,11 @@ impl Recorder {
     /// Records into a file of this process in `folder` (`-`: standard error), naming
     /// resources as `resources` do (each with the variable that named it), the calls of
     /// `caller`.
-    pub fn new(folder: &Path, resources: Vec<(String, &'static str)>, caller: Caller) -> Recorder {
+    pub(crate) fn new(
+        folder: &Path,
+        resources: Vec<(String, &'static str)>,
+        caller: Caller,
+    ) -> Recorder {
         let file = (folder != Path::new("-"))
             .then(|| folder.join(format!("calls-{}.jsonl", std::process::id())));
         Recorder {
@@ -151,7 +155,7 @@ impl Recorder {
     }
 
     /// The same record, for the calls of another caller in this process.
-    pub fn acting_as(&self, caller: Caller) -> Recorder {
+    pub(crate) fn acting_as(&self, caller: Caller) -> Recorder {
         Recorder {
             caller,
             shared: self.shared.clone(),

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use coordinator::handler::App;
-use payments::Gateway as CardGateway;
+use payments::CardGateway;
 use twopc_core::ids::TxId;
 use twopc_core::ports::SystemClock;
 use twopc_dynamo::connections::DynamoConnections;
