@@ -55,14 +55,7 @@ impl TryFrom<PaymentFields> for Payment {
         if f.card.is_empty() {
             return Err("\"card\": expected a non-empty string");
         }
-        // Positive: not negative and some digit of its significand is not 0.
-        let significand = f
-            .amount
-            .as_str()
-            .split(['e', 'E'])
-            .next()
-            .unwrap_or_default();
-        if f.amount.is_negative() || !significand.bytes().any(|b| (b'1'..=b'9').contains(&b)) {
+        if !f.amount.is_positive() {
             return Err("\"amount\": must be more than 0");
         }
         Ok(Payment {
