@@ -3,10 +3,8 @@
 //! was told to.
 
 use serde_json::{Value, json};
-use twopc_core::record::{Vote, VoteReason};
-use twopc_core::status::TxStatus;
-use twopc_participant_sdk::MemoryStates;
-use twopc_participant_sdk::conformance::{Kit, Subject};
+use twopc_participant_sdk::conformance::{Kit, Subject, TxStatus};
+use twopc_participant_sdk::{MemoryStates, Vote, VoteReason};
 
 use payments::{CardGateway, Payment};
 

@@ -7,12 +7,11 @@ use std::sync::Arc;
 use coordinator::handler::App;
 use payments::CardGateway;
 use twopc_core::ids::TxId;
-use twopc_core::ports::SystemClock;
 use twopc_dynamo::connections::DynamoConnections;
 use twopc_dynamo::tables::ensure_table;
 use twopc_dynamo::txlog::DynamoTxLog;
 use twopc_function::var;
-use twopc_participant_sdk::{DynamoStates, SdkParticipant};
+use twopc_participant_sdk::{DynamoParticipant, DynamoStates, SdkParticipant};
 use twopc_runtime::config::{
     CONNECTION_TTL_SECS, ConnectionsSettings, CoordinatorSettings, Settings, SweeperSettings,
 };
@@ -23,9 +22,6 @@ use twopc_runtime::{Aws, Clients, LiveParticipant, LiveSweeper};
 use super::demo::{Demo, PAYMENTS};
 use super::gateway::Gateway;
 use super::{ServeArgs, ServeError, streams};
-
-/// The demo's custom participant: card payments on the participant SDK, its state in DynamoDB.
-pub type Payments = SdkParticipant<CardGateway, DynamoStates, DynamoTxLog, SystemClock>;
 
 /// Everything the routes use.
 pub struct Stack {
@@ -40,7 +36,7 @@ pub struct Stack {
     /// The participant logic, for reading items (not recorded: the stack's own browsing).
     pub participant: LiveParticipant,
     /// The custom participant (served under `demo::PAYMENTS_PATH`).
-    pub payments: Payments,
+    pub payments: DynamoParticipant<CardGateway>,
     /// Its simulated card gateway.
     pub cards: CardGateway,
     /// The secret the coordinator signs its requests to `payments` (and any `--http-participant`)
