@@ -64,57 +64,12 @@ impl Stack {
                 .map(|p| (p.name.clone(), p.url.clone()))
                 .collect(),
         };
-        // The secret shared with participants of the user's own, or (only this process signs
-        // and checks) a new random one every run.
-        let secret = match &args.signing_secret_file {
-            Some(path) => super::read_secret(path)?,
-            None => format!("{}{}", TxId::random(), TxId::random()),
-        };
-        let mut variables = demo.variables(endpoint, &secret);
-        variables.insert(var::COMMIT_MODE, args.commit_mode.clone());
-        let lookup = |name: &str| variables.get(name).cloned();
-        let settings = CoordinatorSettings::from_lookup(lookup)?;
-        let sweeper = SweeperSettings::from_lookup(lookup)?;
-        // Each part acts as the function that runs it in AWS, and its calls are recorded as
-        // that function's, the resources named as each function's settings name them; the
-        // stack's own requests (its tables and seed, item browsing, the streams' positions, the
-        // card payments' service) are no function's: never recorded.
-        let resources = [
-            settings.resources(),
-            sweeper.resources(),
-            ConnectionsSettings::from_lookup(lookup)?.resources(),
-        ]
-        .concat();
-        let aws = Aws::load_named(&settings.shared, resources).await;
+        let secret = secret(args)?;
+        let (settings, sweeper, aws) = configure(args, &demo, endpoint, &secret).await?;
         let clients = Clients::of(&aws);
         let tools = twopc_dynamo::client(Some(endpoint)).await;
-        eprintln!("- creating tables {}* if missing", args.table_prefix);
-        for spec in demo.tables() {
-            ensure_table(&tools, &spec)
-                .await
-                .map_err(|source| ServeError::Table {
-                    table: spec.name.clone(),
-                    endpoint: endpoint.to_owned(),
-                    source,
-                })?;
-        }
-        if !args.no_seed {
-            let written = demo.seed(&tools).await.map_err(ServeError::Seed)?;
-            if written > 0 {
-                eprintln!("- seeded {written} demo items");
-            }
-        }
-        let issuer = twopc_authorizer::local::LocalIssuer::load_or_create(&args.data_dir)
-            .map_err(ServeError::SigningKey)?;
-        let gateway = Arc::new(Gateway::new(
-            DynamoConnections::new(
-                aws.acting_as(Caller::Connections).dynamodb(),
-                demo.connections_table(),
-                CONNECTION_TTL_SECS,
-            ),
-            issuer,
-            args.ws_token.clone(),
-        ));
+        create_and_seed(args, &demo, &tools, endpoint).await?;
+        let gateway = websocket_gateway(args, &demo, &aws)?;
         let completer = Arc::new(twopc_runtime::coordinator(
             &sweeper,
             &Clients::of(&aws.acting_as(Caller::Completer)),
@@ -158,4 +113,82 @@ impl Stack {
             streams,
         })
     }
+}
+
+/// The secret shared with participants of the user's own, or (only this process signs and
+/// checks) a new random one every run.
+fn secret(args: &ServeArgs) -> Result<String, ServeError> {
+    Ok(match &args.signing_secret_file {
+        Some(path) => super::read_secret(path)?,
+        None => format!("{}{}", TxId::random(), TxId::random()),
+    })
+}
+
+/// The demo's variables read as the coordinator and the sweeper read theirs, and the AWS
+/// configuration over them.
+async fn configure(
+    args: &ServeArgs,
+    demo: &Demo,
+    endpoint: &str,
+    secret: &str,
+) -> Result<(CoordinatorSettings, SweeperSettings, Aws), ServeError> {
+    let mut variables = demo.variables(endpoint, secret);
+    variables.insert(var::COMMIT_MODE, args.commit_mode.clone());
+    let lookup = |name: &str| variables.get(name).cloned();
+    let settings = CoordinatorSettings::from_lookup(lookup)?;
+    let sweeper = SweeperSettings::from_lookup(lookup)?;
+    // Each part acts as the function that runs it in AWS, and its calls are recorded as that
+    // function's, the resources named as each function's settings name them; the stack's own
+    // requests (its tables and seed, item browsing, the streams' positions, the card payments'
+    // service) are no function's: never recorded.
+    let resources = [
+        settings.resources(),
+        sweeper.resources(),
+        ConnectionsSettings::from_lookup(lookup)?.resources(),
+    ]
+    .concat();
+    let aws = Aws::load_named(&settings.shared, resources).await;
+    Ok((settings, sweeper, aws))
+}
+
+/// Creates the demo's tables if missing, and writes its items unless told not to.
+async fn create_and_seed(
+    args: &ServeArgs,
+    demo: &Demo,
+    tools: &aws_sdk_dynamodb::Client,
+    endpoint: &str,
+) -> Result<(), ServeError> {
+    eprintln!("- creating tables {}* if missing", args.table_prefix);
+    for spec in demo.tables() {
+        ensure_table(tools, &spec)
+            .await
+            .map_err(|source| ServeError::Table {
+                table: spec.name.clone(),
+                endpoint: endpoint.to_owned(),
+                source,
+            })?;
+    }
+    if !args.no_seed {
+        let written = demo.seed(tools).await.map_err(ServeError::Seed)?;
+        if written > 0 {
+            eprintln!("- seeded {written} demo items");
+        }
+    }
+    Ok(())
+}
+
+/// The WebSocket gateway: its subscriptions as the connections function keeps them, its
+/// tokens from the local issuer (or the shared demo token).
+fn websocket_gateway(args: &ServeArgs, demo: &Demo, aws: &Aws) -> Result<Arc<Gateway>, ServeError> {
+    let issuer = twopc_authorizer::local::LocalIssuer::load_or_create(&args.data_dir)
+        .map_err(ServeError::SigningKey)?;
+    Ok(Arc::new(Gateway::new(
+        DynamoConnections::new(
+            aws.acting_as(Caller::Connections).dynamodb(),
+            demo.connections_table(),
+            CONNECTION_TTL_SECS,
+        ),
+        issuer,
+        args.ws_token.clone(),
+    )))
 }
