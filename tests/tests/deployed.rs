@@ -28,7 +28,7 @@ use twopc_runtime::telemetry::Metrics;
 use twopc_runtime::{Aws, Clients, LiveCoordinator};
 use twopc_tests::lambda::LocalFunction;
 use twopc_tests::template::{Template, value};
-use twopc_tests::{CrashAt, World, complete_req, endpoint, prepare_req};
+use twopc_tests::{CrashAt, World, complete_req, endpoint, first_no, prepare_req};
 
 const TEMPLATE: Template<'static> = Template::repo();
 /// The function the template's `WalletsParticipantFunction` runs, as `cargo lambda watch`
@@ -211,14 +211,9 @@ async fn puts_deletes_an_abort_and_reservations_go_through_the_wallets_function(
         {"participant": "accounts", "key": {"id": "alice"}, "op": {"add": {"balance": 1000}}}]});
     let rec = c.submit(&overdraft, None).await.expect("submit");
     assert_eq!(rec.status, TxStatus::Aborted, "{rec:?}");
-    assert!(
-        matches!(
-            rec.votes[0],
-            Vote::No {
-                reason: VoteReason::Condition,
-                ..
-            }
-        ),
+    assert_eq!(
+        first_no(&rec),
+        Some(VoteReason::Condition),
         "{:?}",
         rec.votes
     );

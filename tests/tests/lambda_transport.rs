@@ -12,7 +12,7 @@ use twopc_function::var;
 use twopc_runtime::config::{CoordinatorSettings, Settings};
 use twopc_runtime::{Clients, LiveCoordinator, coordinator};
 use twopc_tests::lambda::{LocalFunction, participant_env};
-use twopc_tests::{World, transfer};
+use twopc_tests::{World, first_no, transfer};
 
 const BIG: &str = "12345678901234567890123456789012345678";
 
@@ -83,14 +83,9 @@ async fn a_transfer_through_the_participant_function_commits_and_an_overdraft_ab
         .await
         .expect("submit");
     assert_eq!(rec.status, TxStatus::Aborted, "{rec:?}");
-    assert!(
-        matches!(
-            rec.votes[0],
-            Vote::No {
-                reason: VoteReason::Condition,
-                ..
-            }
-        ),
+    assert_eq!(
+        first_no(&rec),
+        Some(VoteReason::Condition),
         "{:?}",
         rec.votes
     );
