@@ -171,6 +171,14 @@ pub(crate) mod tests {
         move |name| map.get(name).cloned()
     }
 
+    /// Asserts that `e` refuses the variable `name` as invalid.
+    pub(crate) fn assert_invalid(e: &ConfigError, name: &str) {
+        assert!(
+            matches!(e, ConfigError::Invalid { var, .. } if *var == name),
+            "{e}"
+        );
+    }
+
     /// A plausible value for each variable a role requires.
     pub(crate) fn sample(name: &str) -> &'static str {
         match name {

@@ -447,7 +447,7 @@ fn parse_lock_tables(json: &str) -> Result<Vec<LockTable>, ConfigError> {
 
 #[cfg(test)]
 pub(crate) mod tests {
-    use super::super::tests::lookup;
+    use super::super::tests::{assert_invalid, lookup};
     use super::*;
     use twopc_core::request::ServiceKind;
 
@@ -531,16 +531,7 @@ pub(crate) mod tests {
         ] {
             let e = coordinator(&[(var::TRANSACTIONS_TABLE, "tx"), (var::SERVICES, bad)])
                 .expect_err(bad);
-            assert!(
-                matches!(
-                    e,
-                    ConfigError::Invalid {
-                        var: "TWOPC_SERVICES",
-                        ..
-                    }
-                ),
-                "{e}"
-            );
+            assert_invalid(&e, "TWOPC_SERVICES");
             assert!(e.to_string().contains(says), "{e}");
         }
     }
@@ -584,16 +575,7 @@ pub(crate) mod tests {
             (var::HTTP_SIGNING_SECRET, "short"),
         ])
         .expect_err("too short");
-        assert!(
-            matches!(
-                e,
-                ConfigError::Invalid {
-                    var: "TWOPC_HTTP_SIGNING_SECRET",
-                    ..
-                }
-            ),
-            "{e}"
-        );
+        assert_invalid(&e, "TWOPC_HTTP_SIGNING_SECRET");
         assert!(
             !e.to_string().contains("short"),
             "the secret is not echoed: {e}"
@@ -615,16 +597,7 @@ pub(crate) mod tests {
             (var::LOCK_TABLES, "accounts"),
         ]))
         .unwrap_err();
-        assert!(
-            matches!(
-                e,
-                ConfigError::Invalid {
-                    var: "TWOPC_LOCK_TABLES",
-                    ..
-                }
-            ),
-            "{e}"
-        );
+        assert_invalid(&e, "TWOPC_LOCK_TABLES");
     }
 
     #[test]
@@ -646,44 +619,17 @@ pub(crate) mod tests {
             coordinator(&all).unwrap_err()
         };
         let e = with(&[(var::SERVICES, "{\"accounts\": {\"target\": {}}}")]);
-        assert!(
-            matches!(
-                e,
-                ConfigError::Invalid {
-                    var: "TWOPC_SERVICES",
-                    ..
-                }
-            ),
-            "{e}"
-        );
+        assert_invalid(&e, "TWOPC_SERVICES");
         assert!(e.to_string().contains("e.g."), "{e}");
         let e = with(&[(var::SERVICES, "{}")]);
         assert!(e.to_string().contains("names no service"), "{e}");
         let e = with(&[(var::SERVICES, SERVICES), (var::CALL_TIMEOUT_MS, "soon")]);
-        assert!(
-            matches!(
-                e,
-                ConfigError::Invalid {
-                    var: "TWOPC_CALL_TIMEOUT_MS",
-                    ..
-                }
-            ),
-            "{e}"
-        );
+        assert_invalid(&e, "TWOPC_CALL_TIMEOUT_MS");
         let e = with(&[
             (var::SERVICES, SERVICES),
             (var::DEFAULT_TIMEOUT_MS, "120000"),
         ]);
-        assert!(
-            matches!(
-                e,
-                ConfigError::Invalid {
-                    var: "TWOPC_DEFAULT_TIMEOUT_MS",
-                    ..
-                }
-            ),
-            "{e}"
-        );
+        assert_invalid(&e, "TWOPC_DEFAULT_TIMEOUT_MS");
     }
 
     #[test]
