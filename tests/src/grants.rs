@@ -10,7 +10,8 @@ use std::fmt;
 use std::path::Path;
 
 use serde::Deserialize;
-use twopc_runtime::config::{Role, var};
+use twopc_function::var;
+use twopc_runtime::config::Role;
 use twopc_runtime::record::Caller;
 
 use crate::template::{Template, indent, is_content, substitute, value};

@@ -24,7 +24,7 @@ use twopc_core::message::{CompleteReply, CompleteRequest};
 use twopc_core::op::Operation;
 use twopc_core::ports::Transport;
 use twopc_core::record::Target;
-use twopc_runtime::config::var;
+use twopc_function::var;
 use twopc_runtime::transport::LambdaTransport;
 
 /// The workspace's root folder.

@@ -4,7 +4,8 @@
 //! participant SDK for the crash suites; [`lambda`] serves a function's binary through
 //! `cargo lambda watch`, for the `lambda` transport's end-to-end tests; [`openapi`] checks
 //! answers of the API against its description; [`template`] reads `template.yaml`, and
-//! [`grants`] holds its grants to the AWS calls the suites recorded.
+//! [`grants`] holds its grants to the AWS calls the suites recorded; [`loopback`] stands in for
+//! Firehose on a loopback port.
 
 use std::collections::BTreeMap;
 
@@ -28,6 +29,7 @@ pub mod crash;
 pub mod fees;
 pub mod grants;
 pub mod lambda;
+pub mod loopback;
 pub mod openapi;
 pub mod template;
 
@@ -462,7 +464,16 @@ pub fn began(deadline: u64) -> u64 {
 
 /// A no vote's reason (`None`: yes).
 pub fn reason(reply: &PrepareReply) -> Option<VoteReason> {
-    match &reply.vote {
+    vote_reason(&reply.vote)
+}
+
+/// The reason of a record's first vote, if it is a no (`None`: yes, or no vote yet).
+pub fn first_no(rec: &twopc_core::record::TxRecord) -> Option<VoteReason> {
+    rec.votes.first().and_then(vote_reason)
+}
+
+fn vote_reason(vote: &Vote) -> Option<VoteReason> {
+    match vote {
         Vote::Yes { .. } => None,
         Vote::No { reason, .. } => Some(*reason),
     }

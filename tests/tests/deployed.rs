@@ -11,7 +11,7 @@ use std::sync::Arc;
 use aws_lambda_events::dynamodb::Event;
 use lambda_runtime::{Context, LambdaEvent};
 use serde_json::{Value, json};
-use twopc_core::coordinator::{CoordinatorConfig, Outcome};
+use twopc_core::coordinator::Outcome;
 use twopc_core::fault::FaultPoint;
 use twopc_core::ids::TxId;
 use twopc_core::op::Mode;
@@ -22,12 +22,13 @@ use twopc_core::status::TxStatus;
 use twopc_core::sweeper::Sweeper;
 use twopc_dynamo::DynamoItems;
 use twopc_fanout::poll::{Poller, local_client, stream_arn};
-use twopc_runtime::config::{Config, Role, var};
+use twopc_function::var;
+use twopc_runtime::config::{CoordinatorSettings, Settings, SweeperSettings};
 use twopc_runtime::telemetry::Metrics;
 use twopc_runtime::{Aws, Clients, LiveCoordinator};
 use twopc_tests::lambda::LocalFunction;
 use twopc_tests::template::{Template, value};
-use twopc_tests::{CrashAt, SubmitToEnd, World, complete_req, endpoint, prepare_req};
+use twopc_tests::{CrashAt, SubmitToEnd, World, complete_req, endpoint, first_no, prepare_req};
 
 const TEMPLATE: Template<'static> = Template::repo();
 /// The function the template's `WalletsParticipantFunction` runs, as `cargo lambda watch`
@@ -77,11 +78,9 @@ fn deployed_env(
     env
 }
 
-fn config(role: Role, env: &[(String, String)]) -> Config {
-    Config::from_lookup(role, |name| {
-        env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
-    })
-    .unwrap_or_else(|e| panic!("{role:?} configured as template.yaml says: {e}"))
+fn config<S: Settings>(env: &[(String, String)]) -> S {
+    S::from_lookup(|name| env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()))
+        .unwrap_or_else(|e| panic!("{:?} configured as template.yaml says: {e}", S::ROLE))
 }
 
 /// The wallets participant function, configured as the template configures it.
@@ -95,11 +94,8 @@ async fn wallets_function(w: &World) -> LocalFunction {
 async fn deployed_coordinator(
     w: &World,
     lambda: Option<&LocalFunction>,
-) -> (Config, LiveCoordinator) {
-    let config = config(
-        Role::Coordinator,
-        &deployed_env("CoordinatorFunction", w, lambda),
-    );
+) -> (CoordinatorSettings, LiveCoordinator) {
+    let config: CoordinatorSettings = config(&deployed_env("CoordinatorFunction", w, lambda));
     let coordinator = twopc_runtime::coordinator(&config, &Clients::load(&config).await);
     (config, coordinator)
 }
@@ -167,7 +163,7 @@ async fn puts_deletes_an_abort_and_reservations_go_through_the_wallets_function(
     let lambda = wallets_function(&w).await;
     let (config, c) = deployed_coordinator(&w, Some(&lambda)).await;
     assert!(matches!(
-        config.services["wallets"].target,
+        config.coordinator.services["wallets"].target,
         Target::Lambda { .. }
     ));
 
@@ -215,14 +211,9 @@ async fn puts_deletes_an_abort_and_reservations_go_through_the_wallets_function(
         {"participant": "accounts", "key": {"id": "alice"}, "op": {"add": {"balance": 1000}}}]});
     let rec = c.submit_to_end(&overdraft, None).await.expect("submit");
     assert_eq!(rec.status, TxStatus::Aborted, "{rec:?}");
-    assert!(
-        matches!(
-            rec.votes[0],
-            Vote::No {
-                reason: VoteReason::Condition,
-                ..
-            }
-        ),
+    assert_eq!(
+        first_no(&rec),
+        Some(VoteReason::Condition),
         "{:?}",
         rec.votes
     );
@@ -290,29 +281,21 @@ async fn the_sweeper_rolls_a_decided_commit_forward_and_resolves_an_orphan_lock(
     assert!(reply.vote.is_yes(), "{reply:?}");
 
     // WHEN the sweeper function runs an hour later (its clock; its calls are the function's)
-    let config = config(
-        Role::Sweeper,
-        &deployed_env("SweeperFunction", &w, Some(&lambda)),
-    );
+    let config: SweeperSettings = config(&deployed_env("SweeperFunction", &w, Some(&lambda)));
     let clients = Clients::load(&config).await;
     let later = ManualClock::new(SystemClock.now_ms() + 3_600_000);
-    let log = twopc_runtime::tx_log(&config, &clients);
+    let log = twopc_runtime::tx_log(&config.protocol, &clients);
     let coordinator = twopc_core::coordinator::Coordinator::new(
         log.clone(),
         twopc_runtime::transport(&config, &clients),
         later.clone(),
-        CoordinatorConfig {
-            id: config.coordinator_id.clone(),
-            services: config.services.clone(),
-            limits: config.limits.clone(),
-            mode: config.commit_mode,
-        },
+        config.coordinator.clone(),
     );
     let participant = Participant::new(
         DynamoItems::new(clients.dynamodb.clone()),
         log,
         later.clone(),
-        config.participant.clone(),
+        config.protocol.participant.clone(),
     );
     let sweeper = Sweeper::new(
         coordinator,
@@ -374,11 +357,9 @@ async fn the_completer_recovers_at_once_what_a_participant_asked_for_and_the_lis
     assert_eq!(record.status, TxStatus::Staging);
 
     // WHEN the coordinator function lists the unfinished transactions THEN it is there
-    let coordinator = config(
-        Role::Coordinator,
-        &deployed_env("CoordinatorFunction", &w, Some(&lambda)),
-    );
-    let listed = twopc_runtime::tx_log(&coordinator, &Clients::load(&coordinator).await)
+    let coordinator: CoordinatorSettings =
+        config(&deployed_env("CoordinatorFunction", &w, Some(&lambda)));
+    let listed = twopc_runtime::tx_log(&coordinator.protocol, &Clients::load(&coordinator).await)
         .pending(None, None, 10)
         .await
         .expect("the listing");
@@ -454,10 +435,7 @@ async fn the_completer_recovers_at_once_what_a_participant_asked_for_and_the_lis
 
     // THEN the sweeper function, given the transactions stream's batch, recovers it at once:
     // every participant holds it, so it commits
-    let config = config(
-        Role::Sweeper,
-        &deployed_env("SweeperFunction", &w, Some(&lambda)),
-    );
+    let config: SweeperSettings = config(&deployed_env("SweeperFunction", &w, Some(&lambda)));
     let app = sweeper::handler::App::new(
         &config,
         &Aws::load(&config).await,

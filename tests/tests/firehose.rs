@@ -2,83 +2,16 @@
 //! and a partial failure (`FailedPutCount > 0`) is retried for the failed records only, checked
 //! against a fault-injecting PutRecordBatch shim on loopback.
 
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use axum::Router;
 use axum::body::Bytes;
-use axum::extract::State;
-use axum::response::IntoResponse;
-use axum::routing::post;
 use serde_json::{Value, json};
 use twopc_fanout::firehose::FirehoseLake;
 use twopc_fanout::ports::Lake;
+use twopc_tests::loopback::{FirehoseShim, serve};
 
 async fn firehose(endpoint: &str) -> aws_sdk_firehose::Client {
     aws_sdk_firehose::Client::new(&twopc_dynamo::sdk_config(Some(endpoint)).await)
-}
-
-/// Which records (call number, row) the shim rejects.
-type RejectRule = dyn Fn(usize, &str) -> bool + Send + Sync;
-
-/// A PutRecordBatch endpoint that rejects the records a rule picks, and remembers every call.
-#[derive(Clone)]
-struct Shim {
-    calls: Arc<Mutex<Vec<Vec<String>>>>,
-    reject: Arc<RejectRule>,
-}
-
-async fn put_record_batch(State(shim): State<Shim>, body: Bytes) -> axum::response::Response {
-    let req: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    let rows: Vec<String> = req["Records"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|r| {
-            String::from_utf8_lossy(
-                &aws_smithy_types::base64::decode(r["Data"].as_str().unwrap_or(""))
-                    .expect("base64"),
-            )
-            .into_owned()
-        })
-        .collect();
-    let call = {
-        let mut calls = shim.calls.lock().expect("lock");
-        calls.push(rows.clone());
-        calls.len()
-    };
-    let responses: Vec<Value> = rows
-        .iter()
-        .map(|row| {
-            if (shim.reject)(call, row) {
-                json!({"ErrorCode": "ServiceUnavailableException", "ErrorMessage": "slow down"})
-            } else {
-                json!({"RecordId": "r"})
-            }
-        })
-        .collect();
-    let failed = responses
-        .iter()
-        .filter(|r| r.get("ErrorCode").is_some())
-        .count();
-    let body = json!({"FailedPutCount": failed, "Encrypted": false, "RequestResponses": responses});
-    (
-        [("content-type", "application/x-amz-json-1.1")],
-        body.to_string(),
-    )
-        .into_response()
-}
-
-async fn serve_shim(shim: Shim) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let url = format!("http://{}", listener.local_addr().expect("addr"));
-    let app = Router::new()
-        .route("/", post(put_record_batch))
-        .with_state(shim);
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    url
 }
 
 fn rows(n: usize) -> Vec<Value> {
@@ -89,16 +22,13 @@ fn rows(n: usize) -> Vec<Value> {
 
 #[tokio::test]
 async fn a_partial_failure_is_retried_for_the_failed_records_only() {
-    let shim = Shim {
-        reject: Arc::new(|call, row| call == 1 && row.contains("\"e1\"")),
-        calls: Arc::default(),
-    };
-    let url = serve_shim(shim.clone()).await;
+    let shim = FirehoseShim::rejecting(|call, row| call == 1 && row.contains("\"e1\""));
+    let url = serve(shim.router()).await;
     let lake =
         FirehoseLake::new(firehose(&url).await, "lake").with_retries(3, Duration::from_millis(1));
     let failed = lake.put(&rows(3)).await.expect("put");
     assert!(failed.is_empty(), "{failed:?}");
-    let calls = shim.calls.lock().expect("lock").clone();
+    let calls = shim.calls();
     assert_eq!(calls.len(), 2, "{calls:?}");
     assert_eq!(calls[0].len(), 3);
     assert_eq!(calls[1].len(), 1, "only the rejected record is sent again");
@@ -107,19 +37,12 @@ async fn a_partial_failure_is_retried_for_the_failed_records_only() {
 
 #[tokio::test]
 async fn records_that_keep_failing_are_reported_back() {
-    let shim = Shim {
-        reject: Arc::new(|_, row| row.contains("\"e2\"")),
-        calls: Arc::default(),
-    };
-    let url = serve_shim(shim.clone()).await;
+    let shim = FirehoseShim::rejecting(|_, row| row.contains("\"e2\""));
+    let url = serve(shim.router()).await;
     let lake =
         FirehoseLake::new(firehose(&url).await, "lake").with_retries(3, Duration::from_millis(1));
     assert_eq!(lake.put(&rows(4)).await.expect("put"), vec![2]);
-    assert_eq!(
-        shim.calls.lock().expect("lock").len(),
-        3,
-        "one call per attempt"
-    );
+    assert_eq!(shim.calls().len(), 3, "one call per attempt");
 }
 
 /// moto's server, started from the tools virtualenv on a free loopback port.

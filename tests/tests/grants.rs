@@ -6,7 +6,7 @@
 
 use std::collections::BTreeSet;
 
-use twopc_runtime::config::var;
+use twopc_function::var;
 use twopc_tests::grants::{Call, check, read_record};
 use twopc_tests::template::{TEMPLATE, Template};
 

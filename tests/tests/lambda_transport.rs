@@ -8,10 +8,11 @@
 use serde_json::{Value, json};
 use twopc_core::record::{Vote, VoteReason};
 use twopc_core::status::TxStatus;
-use twopc_runtime::config::{Config, Role, var};
+use twopc_function::var;
+use twopc_runtime::config::{CoordinatorSettings, Settings};
 use twopc_runtime::{Clients, LiveCoordinator, coordinator};
 use twopc_tests::lambda::{LocalFunction, participant_env};
-use twopc_tests::{SubmitToEnd, World, transfer};
+use twopc_tests::{SubmitToEnd, World, first_no, transfer};
 
 const BIG: &str = "12345678901234567890123456789012345678";
 
@@ -30,7 +31,7 @@ async fn coordinator_via(w: &World, lambda: &LocalFunction, function: &str) -> L
         (var::LAMBDA_ENDPOINT, lambda.url.clone()),
         (var::CALL_TIMEOUT_MS, "20000".to_owned()),
     ];
-    let config = Config::from_lookup(Role::Coordinator, |name| {
+    let config = CoordinatorSettings::from_lookup(|name| {
         env.iter().find(|(k, _)| *k == name).map(|(_, v)| v.clone())
     })
     .expect("config");
@@ -82,14 +83,9 @@ async fn a_transfer_through_the_participant_function_commits_and_an_overdraft_ab
         .await
         .expect("submit");
     assert_eq!(rec.status, TxStatus::Aborted, "{rec:?}");
-    assert!(
-        matches!(
-            rec.votes[0],
-            Vote::No {
-                reason: VoteReason::Condition,
-                ..
-            }
-        ),
+    assert_eq!(
+        first_no(&rec),
+        Some(VoteReason::Condition),
         "{:?}",
         rec.votes
     );

@@ -34,6 +34,21 @@ async fn unlocked(w: &World) -> bool {
     a.lock.is_none() && a.reservations.is_empty() && b.lock.is_none() && b.reservations.is_empty()
 }
 
+/// A staged commit of 10 from alice to bob, keyed `key`, answered "committed" by a coordinator
+/// that dies right after the answer (before finishing it); its transaction.
+async fn answered_then_crashed(w: &World, key: &str) -> TxId {
+    let crash = std::sync::Arc::new(CrashAt::new(FaultPoint::AfterAnswer));
+    let dead = w
+        .coordinator_in(CommitMode::Staged)
+        .with_faults(crash.clone());
+    let stopped = crash
+        .run(dead.submit_to_end(&transfer("alice", "bob", 10), Some(key)))
+        .await
+        .expect_err("must crash");
+    assert_eq!(stopped, FaultPoint::AfterAnswer);
+    TxId::for_idempotency_key(key)
+}
+
 #[tokio::test]
 async fn a_staged_commit_is_answered_before_it_is_applied_and_finished_after() {
     let w = World::new().await;
@@ -111,17 +126,7 @@ async fn a_keyed_staged_transaction_writes_its_record_first_and_its_replay_answe
 async fn an_answered_commit_whose_coordinator_dies_is_committed_by_the_sweeper() {
     let w = World::new().await;
     bank(&w).await;
-    let crash = std::sync::Arc::new(CrashAt::new(FaultPoint::AfterAnswer));
-    let c = w
-        .coordinator_in(CommitMode::Staged)
-        .with_faults(crash.clone());
-    let key = "staged-crash-after-answer";
-    let stopped = crash
-        .run(c.submit_to_end(&transfer("alice", "bob", 10), Some(key)))
-        .await
-        .expect_err("must crash");
-    assert_eq!(stopped, FaultPoint::AfterAnswer);
-    let tx = TxId::for_idempotency_key(key);
+    let tx = answered_then_crashed(&w, "staged-crash-after-answer").await;
     assert_eq!(status(&w, &tx).await, TxStatus::Staging);
     // Before the deadline the sweeper leaves it to its coordinator.
     assert_eq!(w.sweeper().run().await.expect("sweep").found, 0);
@@ -233,16 +238,7 @@ async fn a_participant_meeting_an_overdue_staging_hold_asks_and_the_completer_re
     // GIVEN a staged commit answered "committed" whose coordinator died before finishing
     let w = World::new().await;
     bank(&w).await;
-    let crash = std::sync::Arc::new(CrashAt::new(FaultPoint::AfterAnswer));
-    let dead = w
-        .coordinator_in(CommitMode::Staged)
-        .with_faults(crash.clone());
-    let key = "staged-asked";
-    crash
-        .run(dead.submit_to_end(&transfer("alice", "bob", 10), Some(key)))
-        .await
-        .expect_err("crash");
-    let tx = TxId::for_idempotency_key(key);
+    let tx = answered_then_crashed(&w, "staged-asked").await;
 
     // WHEN, past its deadline, an exclusive prepare on alice meets its reservation
     w.clock.advance(6_000);
@@ -305,16 +301,7 @@ async fn a_fresh_ask_is_acted_on_by_a_completer_whose_clock_lags_behind_the_dead
     // a participant that met its hold past the deadline (on its own clock) and asked
     let w = World::new().await;
     bank(&w).await;
-    let crash = std::sync::Arc::new(CrashAt::new(FaultPoint::AfterAnswer));
-    let dead = w
-        .coordinator_in(CommitMode::Staged)
-        .with_faults(crash.clone());
-    let key = "staged-asked-lagging";
-    crash
-        .run(dead.submit_to_end(&transfer("alice", "bob", 10), Some(key)))
-        .await
-        .expect_err("crash");
-    let tx = TxId::for_idempotency_key(key);
+    let tx = answered_then_crashed(&w, "staged-asked-lagging").await;
     w.clock.advance(6_000);
     let deadline = w.clock.now_ms() + 5_000;
     let other = prepare_req(&TxId::random(), deadline, "alice", json!({"set": {"o": 1}}));

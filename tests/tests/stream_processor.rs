@@ -6,55 +6,33 @@
 use std::sync::{Arc, Mutex};
 
 use axum::Router;
-use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use axum::routing::post;
 use lambda_runtime::{Context, LambdaEvent};
-use serde_json::{Value, json};
+use serde_json::json;
+use stream_processor::StreamSettings;
 use twopc_core::ids::TxId;
 use twopc_core::ports::{Clock, SystemClock};
 use twopc_dynamo::connections::DynamoConnections;
 use twopc_dynamo::tables::{TableKind, TableSpec, ensure_table};
 use twopc_fanout::rows::entity_topic;
-use twopc_runtime::config::{Config, Role, var};
+use twopc_function::var;
+use twopc_runtime::config::Settings;
 use twopc_runtime::telemetry::Metrics;
 use twopc_tests::endpoint;
+use twopc_tests::loopback::{FirehoseShim, serve};
 
 const SAMPLE: &str = include_str!("../../events/stream-processor-commit.json");
 
-/// What reached the loopback services: Firehose rows, and the connections pushed to.
-#[derive(Clone, Default)]
-struct Seen {
-    rows: Arc<Mutex<Vec<String>>>,
-    pushed: Arc<Mutex<Vec<String>>>,
-}
-
-async fn put_record_batch(State(seen): State<Seen>, body: Bytes) -> axum::response::Response {
-    let req: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    let records = req["Records"].as_array().cloned().unwrap_or_default();
-    for r in &records {
-        let data =
-            aws_smithy_types::base64::decode(r["Data"].as_str().unwrap_or("")).expect("base64");
-        seen.rows
-            .lock()
-            .expect("lock")
-            .push(String::from_utf8_lossy(&data).into_owned());
-    }
-    let responses: Vec<Value> = records.iter().map(|_| json!({"RecordId": "r"})).collect();
-    let body = json!({"FailedPutCount": 0, "Encrypted": false, "RequestResponses": responses});
-    (
-        [("content-type", "application/x-amz-json-1.1")],
-        body.to_string(),
-    )
-        .into_response()
-}
+/// The connections pushed to.
+type Pushed = Arc<Mutex<Vec<String>>>;
 
 /// `PostToConnection` to a connection that is gone: 410 `GoneException`, as API Gateway
 /// answers.
-async fn gone(State(seen): State<Seen>, Path(id): Path<String>) -> axum::response::Response {
-    seen.pushed.lock().expect("lock").push(id);
+async fn gone(State(pushed): State<Pushed>, Path(id): Path<String>) -> axum::response::Response {
+    pushed.lock().expect("lock").push(id);
     (
         StatusCode::GONE,
         [
@@ -66,17 +44,12 @@ async fn gone(State(seen): State<Seen>, Path(id): Path<String>) -> axum::respons
         .into_response()
 }
 
-async fn serve(seen: Seen) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let url = format!("http://{}", listener.local_addr().expect("addr"));
-    let app = Router::new()
-        .route("/", post(put_record_batch))
+/// The loopback Firehose and WebSocket management API.
+async fn serve_both(firehose: &FirehoseShim, pushed: &Pushed) -> String {
+    let management = Router::new()
         .route("/@connections/{id}", post(gone))
-        .with_state(seen);
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    url
+        .with_state(pushed.clone());
+    serve(firehose.router().merge(management)).await
 }
 
 #[tokio::test]
@@ -99,8 +72,8 @@ async fn a_committed_change_reaches_the_lake_and_its_gone_subscriber_is_forgotte
         .expect("subscribed");
     // AND the stream processor configured as the template configures it, its Firehose and
     // management API on loopback
-    let seen = Seen::default();
-    let url = serve(seen.clone()).await;
+    let (firehose, pushed) = (FirehoseShim::accepting(), Pushed::default());
+    let url = serve_both(&firehose, &pushed).await;
     let env = [
         (
             var::STREAM_TABLES,
@@ -112,12 +85,11 @@ async fn a_committed_change_reaches_the_lake_and_its_gone_subscriber_is_forgotte
         (var::WEBSOCKET_ENDPOINT, url),
         (var::DYNAMODB_ENDPOINT, endpoint()),
     ];
-    let config = Config::from_lookup(Role::StreamProcessor, |name| {
+    let config = StreamSettings::from_lookup(|name| {
         env.iter().find(|(k, _)| *k == name).map(|(_, v)| v.clone())
     })
     .expect("config");
-    let processor = stream_processor::processor(&config, &twopc_runtime::Aws::load(&config).await)
-        .expect("the processor");
+    let processor = stream_processor::processor(&config, &twopc_runtime::Aws::load(&config).await);
 
     // WHEN the sample batch (alice's committed change) arrives
     let event = serde_json::from_str(SAMPLE).expect("the sample batch");
@@ -132,13 +104,13 @@ async fn a_committed_change_reaches_the_lake_and_its_gone_subscriber_is_forgotte
     // THEN its row is in the lake, the push went to the subscriber, and the gone connection's
     // subscription is forgotten
     assert!(answer.batch_item_failures.is_empty(), "{answer:?}");
-    let rows = seen.rows.lock().expect("lock").clone();
+    let rows = firehose.rows();
     assert!(
         rows.iter()
             .any(|r| r.contains("\"participant\":\"accounts\"") && r.contains("alice")),
         "{rows:?}"
     );
-    assert_eq!(*seen.pushed.lock().expect("lock"), ["gone-1"]);
+    assert_eq!(*pushed.lock().expect("lock"), ["gone-1"]);
     assert!(
         subscriptions
             .subscribers(&[topic], now)

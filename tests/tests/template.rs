@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use twopc_core::coordinator::CommitMode;
+use twopc_core::coordinator::{CommitMode, CoordinatorConfig};
 use twopc_core::layout::{
     DEADLINE, EXPIRE_AT, LOCK_EXPIRES_AT, LOCK_SHARD, PENDING, RETRY_AFTER, TX_ID,
 };
@@ -16,7 +16,8 @@ use twopc_core::record::Target;
 use twopc_core::rules::{self, NativeFacts, NotNative};
 use twopc_core::service::{KeySchema, KeyType, ServiceKind};
 use twopc_dynamo::tables::{LOCK_INDEX, PENDING_INDEX};
-use twopc_runtime::config::{Config, Role, var};
+use twopc_function::var;
+use twopc_runtime::config::{CoordinatorSettings, Role, Settings, SweeperSettings};
 
 use twopc_tests::template::{TEMPLATE, Template, indent, is_content, pairs, value};
 
@@ -173,7 +174,7 @@ fn every_environment_variable_is_one_the_configuration_reads() {
     for name in set.keys() {
         assert!(
             var::ALL.contains(&name.as_str()),
-            "template.yaml sets {name}, which twopc_runtime::config::var does not define"
+            "template.yaml sets {name}, which twopc_function::var does not define"
         );
     }
     let owners = |v: &str| set.get(v).cloned().unwrap_or_default();
@@ -252,7 +253,7 @@ fn folded_sub(resource: &str, name: &str, sub: impl Fn(&str) -> String) -> Strin
 
 /// The coordinator's configuration as the template sets it: its services (functions as ARNs,
 /// tables by their logical ids) and its parameters' defaults.
-fn deployed_coordinator() -> Config {
+fn deployed_coordinator() -> CoordinatorConfig {
     let services = folded_sub("CoordinatorFunction", var::SERVICES, |r| {
         match r.strip_suffix(".Arn") {
             Some(function) => {
@@ -275,7 +276,9 @@ fn deployed_coordinator() -> Config {
             .and_then(|v| v.strip_prefix("!Ref "))
             .and_then(default),
     };
-    Config::from_lookup(Role::Coordinator, env).expect("the template's coordinator configuration")
+    CoordinatorSettings::from_lookup(env)
+        .expect("the template's coordinator configuration")
+        .coordinator
 }
 
 #[test]
@@ -306,7 +309,7 @@ fn a_plain_table_transfer_goes_native_with_the_templates_defaults() {
     // What the coordinator asks of a transaction before it commits it natively
     // (twopc_core::coordinator: CommitMode::Auto, then rules::native of its participants).
     let config = deployed_coordinator();
-    assert_eq!(config.commit_mode, CommitMode::Auto, "CommitMode's default");
+    assert_eq!(config.mode, CommitMode::Auto, "CommitMode's default");
     let facts = |service: &str| {
         let s = &config.services[service];
         NativeFacts {
@@ -339,7 +342,7 @@ fn the_sweepers_lock_tables_are_accepted_by_the_configuration() {
         var::LOCK_TABLES => Some(tables.clone()),
         _ => None,
     };
-    let config = Config::from_lookup(Role::Sweeper, env).expect("the template's lock tables");
+    let config = SweeperSettings::from_lookup(env).expect("the template's lock tables");
     let names: Vec<&str> = config
         .lock_tables
         .iter()
@@ -557,7 +560,7 @@ fn the_log_filter_default_is_the_codes() {
         .iter()
         .find_map(|l| l.trim().strip_prefix("Default: "))
         .expect("a default");
-    assert_eq!(default, twopc_runtime::telemetry::DEFAULT_LOG_FILTER);
+    assert_eq!(default, twopc_function::logs::DEFAULT_LOG_FILTER);
 }
 
 /// The metric names the functions' EMF lines carry (each `Metrics` method, once).

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Value};
 
-use crate::Refusal;
+use crate::AccessRefusal;
 use crate::grants::Grants;
 use crate::verify::Principal;
 
@@ -29,26 +29,26 @@ pub fn to_context(p: &Principal) -> Map<String, Value> {
     .collect()
 }
 
-/// The principal of a route event's `requestContext.authorizer`, or [`Refusal::NoPrincipal`]
+/// The principal of a route event's `requestContext.authorizer`, or [`AccessRefusal::NoPrincipal`]
 /// when there is none (no authorizer ran: closed, not open).
-pub fn from_fields(fields: &HashMap<String, Value>) -> Result<Principal, Refusal> {
+pub fn from_fields(fields: &HashMap<String, Value>) -> Result<Principal, AccessRefusal> {
     let sub = fields
         .get(PRINCIPAL_ID)
         .and_then(Value::as_str)
         .filter(|s| !s.is_empty())
-        .ok_or(Refusal::NoPrincipal)?;
+        .ok_or(AccessRefusal::NoPrincipal)?;
     // API Gateway may pass context numbers as strings: read both.
     let exp = match fields.get(EXPIRES) {
         Some(Value::Number(n)) => n.as_u64(),
         Some(Value::String(s)) => s.parse().ok(),
         _ => None,
     }
-    .ok_or(Refusal::NoPrincipal)?;
+    .ok_or(AccessRefusal::NoPrincipal)?;
     let grants: Grants = fields
         .get(GRANTS)
         .and_then(Value::as_str)
         .and_then(|g| serde_json::from_str(g).ok())
-        .ok_or(Refusal::NoPrincipal)?;
+        .ok_or(AccessRefusal::NoPrincipal)?;
     Ok(Principal {
         sub: sub.to_owned(),
         exp,
@@ -85,6 +85,9 @@ mod tests {
 
     #[test]
     fn no_authorizer_fields_is_no_principal() {
-        assert_eq!(from_fields(&HashMap::new()), Err(Refusal::NoPrincipal));
+        assert_eq!(
+            from_fields(&HashMap::new()),
+            Err(AccessRefusal::NoPrincipal)
+        );
     }
 }

@@ -17,7 +17,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::Refusal;
+use crate::AccessRefusal;
 
 /// The claim's name in the token.
 pub const CLAIM: &str = "twopc";
@@ -80,24 +80,24 @@ impl Grants {
     }
 
     /// The grants of a token's claims (`None`: no `twopc` claim, which grants nothing), checked.
-    pub fn from_claim(claim: Option<&Value>) -> Result<Self, Refusal> {
+    pub fn from_claim(claim: Option<&Value>) -> Result<Self, AccessRefusal> {
         let Some(claim) = claim else {
             return Ok(Grants::default());
         };
         let grants: Grants = serde_json::from_value(claim.clone()).map_err(|e| {
-            Refusal::Claims(format!(
+            AccessRefusal::Claims(format!(
                 "\"{CLAIM}\": {e}; expected {{\"topics\": [\"<service>/<key>\", ...], \"admin\": true|false}}"
             ))
         })?;
         if grants.topics.len() > MAX_TOPICS {
-            return Err(Refusal::Claims(format!(
+            return Err(AccessRefusal::Claims(format!(
                 "\"{CLAIM}\".topics: {} grants; at most {MAX_TOPICS}",
                 grants.topics.len()
             )));
         }
         for t in &grants.topics {
             if split(t).is_none() {
-                return Err(Refusal::Claims(format!(
+                return Err(AccessRefusal::Claims(format!(
                     "\"{CLAIM}\".topics: {t:?} is not \"<service>/<key>\" or \"<service>/*\""
                 )));
             }
@@ -128,10 +128,10 @@ impl Grants {
     pub fn check_all<'a>(
         &self,
         wanted: impl IntoIterator<Item = Wanted<'a>>,
-    ) -> Result<(), Refusal> {
+    ) -> Result<(), AccessRefusal> {
         for w in wanted {
             if !self.allows(w) {
-                return Err(Refusal::TopicForbidden(w.to_string()));
+                return Err(AccessRefusal::TopicForbidden(w.to_string()));
             }
         }
         Ok(())

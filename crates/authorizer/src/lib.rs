@@ -24,5 +24,5 @@ pub mod shared;
 pub mod verify;
 
 pub use grants::{Grants, Wanted};
-pub use refusal::Refusal;
+pub use refusal::AccessRefusal;
 pub use verify::{KeySource, Principal, Verifier, VerifierConfig};

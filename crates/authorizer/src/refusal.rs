@@ -1,9 +1,9 @@
 //! Why a connection or a subscription was refused: one stable code per reason, a message that
 //! says what to fix, never the token itself.
 
-/// A refusal. [`Refusal::code`] is stable and machine-readable; the message is for people.
+/// A refusal. [`AccessRefusal::code`] is stable and machine-readable; the message is for people.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum Refusal {
+pub enum AccessRefusal {
     /// No token was given.
     #[error("no token: connect with ?token=<a JWT from the issuer>")]
     Missing,
@@ -54,26 +54,26 @@ pub enum Refusal {
     NoPrincipal,
 }
 
-impl Refusal {
+impl AccessRefusal {
     /// The stable code (`token_missing`, `token_signature`, `topic_forbidden`, ...).
     pub fn code(&self) -> &'static str {
         match self {
-            Refusal::Missing => codes::TOKEN_MISSING,
-            Refusal::Malformed(_) => codes::TOKEN_MALFORMED,
-            Refusal::Algorithm(..) => codes::TOKEN_ALGORITHM,
-            Refusal::UnknownKey(_) => codes::TOKEN_UNKNOWN_KEY,
-            Refusal::Signature => codes::TOKEN_SIGNATURE,
-            Refusal::Expired(_) => codes::TOKEN_EXPIRED,
-            Refusal::NotYetValid(_) => codes::TOKEN_NOT_YET_VALID,
-            Refusal::Issuer => codes::TOKEN_ISSUER,
-            Refusal::Audience => codes::TOKEN_AUDIENCE,
-            Refusal::Claims(_) => codes::TOKEN_CLAIMS,
-            Refusal::KeysUnavailable(_) => codes::KEYS_UNAVAILABLE,
-            Refusal::SharedToken => codes::TOKEN_SHARED,
-            Refusal::TopicForbidden(_) => codes::TOPIC_FORBIDDEN,
-            Refusal::ConnectionExpired => codes::CONNECTION_EXPIRED,
-            Refusal::NoPrincipal => codes::NO_PRINCIPAL,
-            Refusal::NotConfigured => codes::NOT_CONFIGURED,
+            AccessRefusal::Missing => codes::TOKEN_MISSING,
+            AccessRefusal::Malformed(_) => codes::TOKEN_MALFORMED,
+            AccessRefusal::Algorithm(..) => codes::TOKEN_ALGORITHM,
+            AccessRefusal::UnknownKey(_) => codes::TOKEN_UNKNOWN_KEY,
+            AccessRefusal::Signature => codes::TOKEN_SIGNATURE,
+            AccessRefusal::Expired(_) => codes::TOKEN_EXPIRED,
+            AccessRefusal::NotYetValid(_) => codes::TOKEN_NOT_YET_VALID,
+            AccessRefusal::Issuer => codes::TOKEN_ISSUER,
+            AccessRefusal::Audience => codes::TOKEN_AUDIENCE,
+            AccessRefusal::Claims(_) => codes::TOKEN_CLAIMS,
+            AccessRefusal::KeysUnavailable(_) => codes::KEYS_UNAVAILABLE,
+            AccessRefusal::SharedToken => codes::TOKEN_SHARED,
+            AccessRefusal::TopicForbidden(_) => codes::TOPIC_FORBIDDEN,
+            AccessRefusal::ConnectionExpired => codes::CONNECTION_EXPIRED,
+            AccessRefusal::NoPrincipal => codes::NO_PRINCIPAL,
+            AccessRefusal::NotConfigured => codes::NOT_CONFIGURED,
         }
     }
 
@@ -81,8 +81,8 @@ impl Refusal {
     /// fetched (the token may be fine), 401 otherwise.
     pub fn status(&self) -> u16 {
         match self {
-            Refusal::KeysUnavailable(_) => 503,
-            Refusal::TopicForbidden(_) => 403,
+            AccessRefusal::KeysUnavailable(_) => 503,
+            AccessRefusal::TopicForbidden(_) => 403,
             _ => 401,
         }
     }

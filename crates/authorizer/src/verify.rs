@@ -18,7 +18,7 @@ use jsonwebtoken::{Algorithm, AlgorithmFamily, DecodingKey, Validation};
 use serde_json::Value;
 use tokio::sync::Mutex;
 
-use crate::Refusal;
+use crate::AccessRefusal;
 use crate::grants::{CLAIM, Grants};
 
 /// Who is connecting, as the token says, and until when.
@@ -143,30 +143,30 @@ impl<K: KeySource> Verifier<K> {
     }
 
     /// The principal `token` names, at `now` (unix seconds), or why it is refused.
-    pub async fn verify(&self, token: Option<&str>, now: u64) -> Result<Principal, Refusal> {
+    pub async fn verify(&self, token: Option<&str>, now: u64) -> Result<Principal, AccessRefusal> {
         let token = token
             .map(str::trim)
             .filter(|t| !t.is_empty())
-            .ok_or(Refusal::Missing)?;
+            .ok_or(AccessRefusal::Missing)?;
         let header = header(token)?;
         let alg_name = header
             .get("alg")
             .and_then(Value::as_str)
-            .ok_or_else(|| Refusal::Malformed("the header has no \"alg\"".into()))?;
+            .ok_or_else(|| AccessRefusal::Malformed("the header has no \"alg\"".into()))?;
         let alg = Algorithm::from_str(alg_name)
             .ok()
             .filter(|a| self.config.algorithms.contains(a))
             .ok_or_else(|| {
-                Refusal::Algorithm(alg_name.to_owned(), self.config.algorithm_names())
+                AccessRefusal::Algorithm(alg_name.to_owned(), self.config.algorithm_names())
             })?;
         let kid = header
             .get("kid")
             .and_then(Value::as_str)
-            .ok_or_else(|| Refusal::Malformed("the header has no \"kid\" (key id)".into()))?;
+            .ok_or_else(|| AccessRefusal::Malformed("the header has no \"kid\" (key id)".into()))?;
         let (key, key_alg) = self.key(kid, now).await?;
         if key_alg.is_some_and(|k| k != alg) {
             // The issuer published this key for another algorithm: an attempt at confusion.
-            return Err(Refusal::Algorithm(
+            return Err(AccessRefusal::Algorithm(
                 alg_name.to_owned(),
                 format!("{key_alg:?} for this key"),
             ));
@@ -179,42 +179,41 @@ impl<K: KeySource> Verifier<K> {
         validation.validate_aud = false;
         let claims = jsonwebtoken::decode::<Value>(token, &key, &validation)
             .map_err(|e| match e.kind() {
-                jsonwebtoken::errors::ErrorKind::InvalidSignature => Refusal::Signature,
+                jsonwebtoken::errors::ErrorKind::InvalidSignature => AccessRefusal::Signature,
                 jsonwebtoken::errors::ErrorKind::InvalidAlgorithm
                 | jsonwebtoken::errors::ErrorKind::InvalidEcdsaKey
-                | jsonwebtoken::errors::ErrorKind::InvalidRsaKey(_) => Refusal::Algorithm(
+                | jsonwebtoken::errors::ErrorKind::InvalidRsaKey(_) => AccessRefusal::Algorithm(
                     alg_name.to_owned(),
                     "the algorithm of the issuer's key".into(),
                 ),
-                _ => Refusal::Malformed(e.to_string()),
+                _ => AccessRefusal::Malformed(e.to_string()),
             })?
             .claims;
         self.check_claims(&claims, now)
     }
 
-    fn check_claims(&self, claims: &Value, now: u64) -> Result<Principal, Refusal> {
+    fn check_claims(&self, claims: &Value, now: u64) -> Result<Principal, AccessRefusal> {
         let leeway = self.config.leeway_secs;
         if claims.get("iss").and_then(Value::as_str) != Some(self.config.issuer.as_str()) {
-            return Err(Refusal::Issuer);
+            return Err(AccessRefusal::Issuer);
         }
         if !self.for_our_audience(claims) {
-            return Err(Refusal::Audience);
+            return Err(AccessRefusal::Audience);
         }
-        let exp = claims
-            .get("exp")
-            .and_then(Value::as_u64)
-            .ok_or_else(|| Refusal::Claims("\"exp\" must be a number of unix seconds".into()))?;
+        let exp = claims.get("exp").and_then(Value::as_u64).ok_or_else(|| {
+            AccessRefusal::Claims("\"exp\" must be a number of unix seconds".into())
+        })?;
         if now >= exp.saturating_add(leeway) {
-            return Err(Refusal::Expired(exp));
+            return Err(AccessRefusal::Expired(exp));
         }
         match claims.get("nbf") {
             None => {}
             Some(nbf) => {
                 let nbf = nbf.as_u64().ok_or_else(|| {
-                    Refusal::Claims("\"nbf\" must be a number of unix seconds".into())
+                    AccessRefusal::Claims("\"nbf\" must be a number of unix seconds".into())
                 })?;
                 if nbf > now.saturating_add(leeway) {
-                    return Err(Refusal::NotYetValid(nbf));
+                    return Err(AccessRefusal::NotYetValid(nbf));
                 }
             }
         }
@@ -222,7 +221,7 @@ impl<K: KeySource> Verifier<K> {
             .get("sub")
             .and_then(Value::as_str)
             .filter(|s| !s.is_empty())
-            .ok_or_else(|| Refusal::Claims("\"sub\" must name the principal".into()))?;
+            .ok_or_else(|| AccessRefusal::Claims("\"sub\" must name the principal".into()))?;
         Ok(Principal {
             sub: sub.to_owned(),
             exp,
@@ -248,7 +247,11 @@ impl<K: KeySource> Verifier<K> {
 
     /// The key `kid`, fetching the set on first use and again (once per cooldown) when `kid`
     /// is unknown.
-    async fn key(&self, kid: &str, now: u64) -> Result<(DecodingKey, Option<Algorithm>), Refusal> {
+    async fn key(
+        &self,
+        kid: &str,
+        now: u64,
+    ) -> Result<(DecodingKey, Option<Algorithm>), AccessRefusal> {
         let mut cache = self.cache.lock().await;
         if let Some(k) = cache.keys.get(kid) {
             return Ok(k.clone());
@@ -261,7 +264,7 @@ impl<K: KeySource> Verifier<K> {
                 .source
                 .fetch()
                 .await
-                .map_err(Refusal::KeysUnavailable)?;
+                .map_err(AccessRefusal::KeysUnavailable)?;
             cache.keys = usable_keys(&set);
             cache.fetched_at = Some(now);
         }
@@ -269,7 +272,7 @@ impl<K: KeySource> Verifier<K> {
             .keys
             .get(kid)
             .cloned()
-            .ok_or_else(|| Refusal::UnknownKey(kid.to_owned()))
+            .ok_or_else(|| AccessRefusal::UnknownKey(kid.to_owned()))
     }
 }
 
@@ -298,21 +301,21 @@ fn usable_keys(set: &JwkSet) -> HashMap<String, (DecodingKey, Option<Algorithm>)
 
 /// The JOSE header as JSON, parsed here rather than by jsonwebtoken so that an algorithm it
 /// does not know (`none`) is refused as an algorithm, not as a malformed token.
-fn header(token: &str) -> Result<serde_json::Map<String, Value>, Refusal> {
+fn header(token: &str) -> Result<serde_json::Map<String, Value>, AccessRefusal> {
     let mut parts = token.split('.');
     let (Some(h), Some(_), Some(_), None) =
         (parts.next(), parts.next(), parts.next(), parts.next())
     else {
-        return Err(Refusal::Malformed(
+        return Err(AccessRefusal::Malformed(
             "expected three base64url parts separated by dots".into(),
         ));
     };
     let bytes = URL_SAFE_NO_PAD
         .decode(h)
-        .map_err(|e| Refusal::Malformed(format!("header: {e}")))?;
+        .map_err(|e| AccessRefusal::Malformed(format!("header: {e}")))?;
     match serde_json::from_slice(&bytes) {
         Ok(Value::Object(m)) => Ok(m),
-        Ok(_) => Err(Refusal::Malformed("header: not a JSON object".into())),
-        Err(e) => Err(Refusal::Malformed(format!("header: {e}"))),
+        Ok(_) => Err(AccessRefusal::Malformed("header: not a JSON object".into())),
+        Err(e) => Err(AccessRefusal::Malformed(format!("header: {e}"))),
     }
 }

@@ -11,11 +11,11 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use twopc_client::{Client, Config, Decimal, Error, Op, Outcome, Transaction, key};
+use twopc_client::{Client, Config, Decimal, Error, Op, Transaction, TxAnswer, key};
 
 /// Debits `from` and credits `to` in the `accounts` service, all or nothing, and waits for a
 /// decided transaction to finish.
-pub async fn transfer(url: &str, from: &str, to: &str, amount: &str) -> Result<Outcome, Error> {
+pub async fn transfer(url: &str, from: &str, to: &str, amount: &str) -> Result<TxAnswer, Error> {
     let amount = Decimal::parse(amount).map_err(|e| Error::Invalid(e.to_string()))?;
     let client = Client::new(Config::new(url))?;
     let tx = Transaction::new()

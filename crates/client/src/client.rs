@@ -18,7 +18,7 @@ use twopc_core::ids::TxId;
 
 use crate::error::{Error, api_error, retryable_status};
 use crate::http::Http;
-use crate::outcome::Outcome;
+use crate::outcome::TxAnswer;
 use crate::transaction::Transaction;
 
 /// The header that names a submit's idempotency key.
@@ -141,7 +141,7 @@ impl Client {
         &self,
         tx: &Transaction,
         idempotency_key: Option<&str>,
-    ) -> Result<Outcome, Error> {
+    ) -> Result<TxAnswer, Error> {
         self.submit_json(&tx.to_json(), idempotency_key).await
     }
 
@@ -150,7 +150,7 @@ impl Client {
         &self,
         body: &Value,
         idempotency_key: Option<&str>,
-    ) -> Result<Outcome, Error> {
+    ) -> Result<TxAnswer, Error> {
         let key = idempotency_key.map_or_else(|| TxId::random().to_string(), str::to_owned);
         let key_header = HeaderValue::from_str(&key).map_err(|_| {
             Error::Invalid(format!(
@@ -170,11 +170,11 @@ impl Client {
                 )
                 .await;
             let error = match result {
-                Ok((status @ (200 | 202), answer)) => return Outcome::from_answer(status, answer),
+                Ok((status @ (200 | 202), answer)) => return TxAnswer::from_answer(status, answer),
                 // A 409 with a status is an aborted transaction; without, a refusal
                 // (`idempotency_key_reused`).
                 Ok((409, answer)) if answer.get("status").is_some() => {
-                    return Outcome::from_answer(409, answer);
+                    return TxAnswer::from_answer(409, answer);
                 }
                 Ok((status, answer)) if !retryable_status(status) => {
                     return Err(if (200..300).contains(&status) {
@@ -210,12 +210,12 @@ impl Client {
 
     /// The transaction as it stands (`GET /transactions/{txId}`); repeated like a submit. An
     /// unknown id is [`Error::Api`] with [`ErrorCode::NotFound`](crate::ErrorCode::NotFound).
-    pub async fn status(&self, tx_id: &TxId) -> Result<Outcome, Error> {
+    pub async fn status(&self, tx_id: &TxId) -> Result<TxAnswer, Error> {
         let path = format!("/transactions/{tx_id}");
         let mut attempt = 0;
         loop {
             let error = match self.attempt(Method::GET, &path, None, Bytes::new()).await {
-                Ok((200, answer)) => return Outcome::from_answer(200, answer),
+                Ok((200, answer)) => return TxAnswer::from_answer(200, answer),
                 Ok((status, answer)) if !retryable_status(status) => {
                     return Err(api_error(status, answer));
                 }
@@ -281,7 +281,7 @@ impl Client {
     /// Asks for the transaction until it is finished (`COMMITTED` or `ABORTED`), at most for
     /// `within`: for a submit answered `202`. A decided transaction always finishes (the sweeper
     /// completes what its coordinator left); past `within`, [`Error::Unfinished`].
-    pub async fn wait(&self, tx_id: &TxId, within: Duration) -> Result<Outcome, Error> {
+    pub async fn wait(&self, tx_id: &TxId, within: Duration) -> Result<TxAnswer, Error> {
         let started = tokio::time::Instant::now();
         let mut every = self.config.poll;
         loop {
@@ -353,7 +353,7 @@ impl Client {
 #[derive(Clone, Debug)]
 pub struct Pending {
     /// The unfinished transactions, oldest deadline first.
-    pub transactions: Vec<Outcome>,
+    pub transactions: Vec<TxAnswer>,
     /// The cursor of the next page; `None` on the last.
     pub next: Option<String>,
 }
@@ -369,7 +369,7 @@ impl Pending {
             .and_then(Value::as_array)
             .ok_or_else(|| bad(format!("a listing without \"transactions\": {answer}")))?
             .iter()
-            .map(|t| Outcome::from_answer(200, t.clone()))
+            .map(|t| TxAnswer::from_answer(200, t.clone()))
             .collect::<Result<Vec<_>, _>>()?;
         let next = match answer.get("next") {
             None | Some(Value::Null) => None,

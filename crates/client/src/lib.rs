@@ -2,7 +2,7 @@
 //!
 //! Build a [`Transaction`] (each participant's item and [`Op`], or a custom participant's
 //! payload; numbers are exact [`Decimal`]s, never floats), [`Client::submit`] it, read the
-//! [`Outcome`]. Every attempt of a submit carries one `Idempotency-Key` (given, or made), so
+//! [`TxAnswer`]. Every attempt of a submit carries one `Idempotency-Key` (given, or made), so
 //! the client retries what may pass (a failed connection, a timeout, `429`, `5xx`) without ever
 //! running a transaction twice; when no attempt got an answer the error says so
 //! ([`Error::Undetermined`]: read back with [`Client::status`]). A `202` (decided, not finished)
@@ -11,7 +11,7 @@
 //!
 //! Map of the crate:
 //! - [`transaction`]: [`Transaction`], [`Op`], [`key`]: the request body.
-//! - [`outcome`]: [`Outcome`], [`ParticipantOutcome`], [`Abort`]: the answers.
+//! - [`outcome`]: [`TxAnswer`], [`ParticipantOutcome`], [`Abort`]: the answers.
 //! - [`client`]: [`Client`], [`Config`]: submit, status, wait, and the retry rule.
 //! - [`error`]: [`Error`], [`ErrorCode`].
 //! - `sigv4` (feature `sigv4`): SigV4 signing for API Gateway's IAM authorisation (service
@@ -47,7 +47,7 @@ pub mod transaction;
 
 pub use client::{Client, Config, Pending};
 pub use error::{Error, ErrorCode};
-pub use outcome::{Abort, AbortCode, Decided, Outcome, ParticipantOutcome};
+pub use outcome::{Abort, AbortCode, Outcome, ParticipantOutcome, TxAnswer};
 #[cfg(feature = "sigv4")]
 pub use sigv4::SigV4;
 pub use transaction::{Op, Transaction, key};

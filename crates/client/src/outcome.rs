@@ -1,4 +1,4 @@
-//! A transaction as the API answers it: [`Outcome`] (its status, each participant's vote, why it
+//! A transaction as the API answers it: [`TxAnswer`] (its status, each participant's vote, why it
 //! aborted), read from `POST /transactions` (200, 202, 409) and `GET /transactions/{txId}`.
 
 use serde_json::Value;
@@ -11,7 +11,7 @@ use crate::error::{Error, codes};
 
 /// Where a transaction stands, as the API answered.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Outcome {
+pub struct TxAnswer {
     /// The transaction.
     pub tx_id: TxId,
     /// `COMMITTED` or `ABORTED` (final); `COMMITTING` or `ABORTING` (decided, not finished:
@@ -21,7 +21,7 @@ pub struct Outcome {
     /// What the answer says was decided (`outcome`): committed (also a staged commit still
     /// `STAGING`, answered by its coordinator), aborted, or pending. From the status when the
     /// answer has none.
-    pub outcome: Decided,
+    pub outcome: Outcome,
     /// Whether every participant applied it (`applied`; from the status when absent).
     pub applied: bool,
     /// Each participant, in request order.
@@ -32,7 +32,7 @@ pub struct Outcome {
     pub body: Value,
 }
 
-/// One participant of an [`Outcome`].
+/// One participant of a [`TxAnswer`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct ParticipantOutcome {
     /// The service.
@@ -95,23 +95,23 @@ impl AbortCode {
     }
 }
 
-pub use twopc_core::coordinator::Outcome as Decided;
+pub use twopc_core::coordinator::Outcome;
 
-impl Outcome {
+impl TxAnswer {
     /// Whether the transaction is finished (`COMMITTED` or `ABORTED`).
     pub fn is_finished(&self) -> bool {
         self.status.is_terminal()
     }
 
     /// Whether it commits: the answer says `committed` (decided; nothing can abort it now),
-    /// applied everywhere yet or not ([`Outcome::applied`]).
+    /// applied everywhere yet or not ([`TxAnswer::applied`]).
     pub fn is_committed(&self) -> bool {
-        self.outcome == Decided::Committed
+        self.outcome == Outcome::Committed
     }
 
     /// Reads a transaction answer: `txId`, `status`, `participants`, and for an abort `code` and
     /// `message` (a `GET` has none: the first no vote's, then).
-    pub(crate) fn from_answer(status: u16, body: Value) -> Result<Outcome, Error> {
+    pub(crate) fn from_answer(status: u16, body: Value) -> Result<TxAnswer, Error> {
         let bad = |message: String| Error::Protocol { status, message };
         let tx_id = body
             .get("txId")
@@ -131,11 +131,11 @@ impl Outcome {
             .map(ParticipantOutcome::from_json)
             .collect();
         let outcome = match body.get("outcome").and_then(Value::as_str) {
-            Some("committed") => Decided::Committed,
-            Some("aborted") => Decided::Aborted,
-            Some("pending") => Decided::Pending,
+            Some("committed") => Outcome::Committed,
+            Some("aborted") => Outcome::Aborted,
+            Some("pending") => Outcome::Pending,
             Some(other) => return Err(bad(format!("unknown outcome {other:?}"))),
-            None => Decided::of_status(tx_status),
+            None => Outcome::of_status(tx_status),
         };
         let applied = body
             .get("applied")
@@ -153,7 +153,7 @@ impl Outcome {
                     .into(),
             }),
         });
-        Ok(Outcome {
+        Ok(TxAnswer {
             tx_id,
             status: tx_status,
             outcome,
@@ -251,7 +251,7 @@ mod tests {
                 {"participant": "accounts", "key": {"id": "carol"}, "vote": "no", "reason": "condition", "message": "balance gte 1000 (is 25.50)"},
                 {"participant": "accounts", "key": {"id": "bob"}, "vote": "yes", "mode": "reserved"},
                 {"participant": "payments"}]});
-        let o = Outcome::from_answer(409, body).expect("an outcome");
+        let o = TxAnswer::from_answer(409, body).expect("an outcome");
         assert_eq!(o.status, TxStatus::Aborted);
         let abort = o.abort.as_ref().expect("why");
         assert_eq!(abort.code, AbortCode::Condition);
@@ -270,10 +270,10 @@ mod tests {
     fn a_read_back_abort_is_explained_by_its_first_no_vote() {
         let body = json!({"txId": TX, "status": "ABORTED", "participants": [
             {"participant": "accounts", "key": {"id": "a"}, "vote": "no", "reason": "conflict", "message": "locked"}]});
-        let o = Outcome::from_answer(200, body).expect("an outcome");
+        let o = TxAnswer::from_answer(200, body).expect("an outcome");
         assert_eq!(o.abort.map(|a| a.code), Some(AbortCode::Conflict));
         let body = json!({"txId": TX, "status": "COMMITTING", "participants": []});
-        let o = Outcome::from_answer(202, body).expect("an outcome");
+        let o = TxAnswer::from_answer(202, body).expect("an outcome");
         assert!(o.is_committed() && !o.is_finished() && o.abort.is_none());
     }
 
@@ -281,19 +281,19 @@ mod tests {
     fn a_staged_commit_answered_before_it_is_applied_is_committed() {
         let body = json!({"txId": TX, "status": "STAGING", "outcome": "committed",
             "applied": false, "participants": []});
-        let o = Outcome::from_answer(200, body).expect("an outcome");
+        let o = TxAnswer::from_answer(200, body).expect("an outcome");
         assert!(o.is_committed() && !o.applied && !o.is_finished());
         let body = json!({"txId": TX, "status": "STAGING", "outcome": "pending",
             "applied": false, "participants": []});
-        let o = Outcome::from_answer(202, body).expect("an outcome");
-        assert!(!o.is_committed() && o.outcome == Decided::Pending);
+        let o = TxAnswer::from_answer(202, body).expect("an outcome");
+        assert!(!o.is_committed() && o.outcome == Outcome::Pending);
         let body = json!({"txId": TX, "status": "STAGING", "outcome": "maybe", "participants": []});
-        assert!(Outcome::from_answer(200, body).is_err());
+        assert!(TxAnswer::from_answer(200, body).is_err());
     }
 
     #[test]
     fn an_answer_without_a_transaction_is_a_protocol_error() {
-        let e = Outcome::from_answer(200, json!({"hello": 1})).unwrap_err();
+        let e = TxAnswer::from_answer(200, json!({"hello": 1})).unwrap_err();
         assert!(matches!(e, Error::Protocol { status: 200, .. }), "{e}");
     }
 }

@@ -13,9 +13,6 @@ use twopc_core::ports::{Clock, SystemClock};
 use twopc_dynamo::connections::DynamoConnections;
 use twopc_runtime::telemetry::Metrics;
 
-/// The environment variables this function reads (named once, in `twopc_runtime`).
-pub use twopc_runtime::config::var;
-
 /// What the handler needs.
 pub struct App {
     /// The subscriptions.

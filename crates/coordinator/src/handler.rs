@@ -20,8 +20,9 @@ use twopc_core::api::{self, Answer, codes};
 use twopc_core::coordinator::Finish;
 use twopc_core::ids::TxId;
 use twopc_dynamo::txlog::PendingCursor;
-use twopc_runtime::config::Config;
-use twopc_runtime::telemetry::{Metrics, record_tx, tx_span};
+use twopc_function::logs::{record_tx, tx_span};
+use twopc_runtime::config::CoordinatorSettings;
+use twopc_runtime::telemetry::Metrics;
 use twopc_runtime::{Clients, LiveCoordinator};
 
 use crate::after::{AfterAnswer, Work};
@@ -43,13 +44,13 @@ pub struct App {
 }
 
 impl App {
-    /// The coordinator of `config` over `clients`, counting outcomes in `metrics`; the work
+    /// The coordinator of `settings` over `clients`, counting outcomes in `metrics`; the work
     /// after an answer is spawned (see [`App::with_after_answer`]).
-    pub fn new(config: &Config, clients: &Clients, metrics: Metrics) -> App {
+    pub fn new(settings: &CoordinatorSettings, clients: &Clients, metrics: Metrics) -> App {
         App {
-            coordinator: Arc::new(twopc_runtime::coordinator(config, clients)),
+            coordinator: Arc::new(twopc_runtime::coordinator(settings, clients)),
             metrics,
-            max_body_bytes: config.max_body_bytes,
+            max_body_bytes: settings.max_body_bytes,
             after_answer: AfterAnswer::spawn(),
         }
     }
@@ -399,8 +400,9 @@ mod tests {
     use lambda_runtime::Context;
     use serde_json::json;
     use twopc_core::ports::{Clock, TxLog};
+    use twopc_function::var;
     use twopc_runtime::Clients;
-    use twopc_runtime::config::{Config, Role, var};
+    use twopc_runtime::config::Settings;
 
     const POST: &str = include_str!("../../../events/coordinator-post-transaction.json");
     const GET: &str = include_str!("../../../events/coordinator-get-transaction.json");
@@ -435,10 +437,10 @@ mod tests {
     }
 
     async fn app_for(env: BTreeMap<&'static str, String>) -> App {
-        let config =
-            Config::from_lookup(Role::Coordinator, |name| env.get(name).cloned()).expect("config");
-        let clients = Clients::load(&config).await;
-        App::new(&config, &clients, Metrics::in_memory("coordinator"))
+        let settings =
+            CoordinatorSettings::from_lookup(|name| env.get(name).cloned()).expect("config");
+        let clients = Clients::load(&settings).await;
+        App::new(&settings, &clients, Metrics::in_memory("coordinator"))
     }
 
     /// An app whose stores are unreachable: only answers that write nothing can succeed.

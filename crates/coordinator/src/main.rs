@@ -8,25 +8,19 @@
 use coordinator::after::AfterAnswer;
 use coordinator::handler::{self, App};
 use lambda_runtime::{Error, run, service_fn};
+use twopc_function::logs::init_tracing;
 use twopc_runtime::Clients;
-use twopc_runtime::config::{Config, Role};
-use twopc_runtime::telemetry::{Metrics, init_tracing};
+use twopc_runtime::config::{CoordinatorSettings, Settings};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     init_tracing();
-    let role = Role::Coordinator;
-    let config = Config::from_env(role).expect("coordinator configuration");
-    let clients = Clients::load(&config).await;
+    let settings = CoordinatorSettings::from_env().expect("coordinator configuration");
+    let clients = Clients::load(&settings).await;
     // Registered before the runtime starts (the init phase): the work after a staged answer
     // runs in this extension, which Lambda waits for before freezing the environment.
     let (after, extension) = AfterAnswer::lambda().await?;
-    let app = App::new(
-        &config,
-        &clients,
-        Metrics::new(&config.metrics_namespace, role.function()),
-    )
-    .with_after_answer(after);
+    let app = App::new(&settings, &clients, settings.shared.metrics()).with_after_answer(after);
     let app = &app;
     tokio::try_join!(
         run(service_fn(move |event| handler::invoke(app, event))),

@@ -25,8 +25,9 @@ use twopc_core::record::{Target, Vote, VoteReason};
 use twopc_core::request::{Limits, TxRequest};
 use twopc_core::service::{KeySchema, ServiceConfig};
 use twopc_core::status::TxStatus;
+use twopc_function::var;
 use twopc_runtime::Clients;
-use twopc_runtime::config::{Config, Role, var};
+use twopc_runtime::config::{CoordinatorSettings, Settings};
 use twopc_runtime::telemetry::Metrics;
 use twopc_tests::openapi::{answer, validate_answers};
 use twopc_tests::{World, prepare_req};
@@ -89,8 +90,7 @@ fn get(id: &str) -> ApiGatewayProxyRequest {
 }
 
 async fn app(env: BTreeMap<&'static str, String>) -> App {
-    let config =
-        Config::from_lookup(Role::Coordinator, |name| env.get(name).cloned()).expect("config");
+    let config = CoordinatorSettings::from_lookup(|name| env.get(name).cloned()).expect("config");
     let clients = Clients::load(&config).await;
     App::new(&config, &clients, Metrics::in_memory("coordinator"))
 }

@@ -44,9 +44,21 @@ impl Decimal {
         &self.0
     }
 
-    /// Whether the value is negative (a zero with a minus sign is not).
+    /// Whether the value is zero, however spelled (`0`, `-0.0`, `0e5`).
+    pub fn is_zero(&self) -> bool {
+        // The significand, before any exponent: `0e5` is zero, whatever digits its exponent has.
+        let significand = self.0.split(['e', 'E']).next().unwrap_or_default();
+        !significand.bytes().any(|b| (b'1'..=b'9').contains(&b))
+    }
+
+    /// Whether the value is less than zero (a zero with a minus sign is not).
     pub fn is_negative(&self) -> bool {
-        self.0.starts_with('-') && self.0.bytes().any(|b| (b'1'..=b'9').contains(&b))
+        self.0.starts_with('-') && !self.is_zero()
+    }
+
+    /// Whether the value is more than zero.
+    pub fn is_positive(&self) -> bool {
+        !self.0.starts_with('-') && !self.is_zero()
     }
 
     /// Zero.
@@ -85,10 +97,10 @@ impl Decimal {
 
     /// This if positive, else zero.
     pub fn max_zero(&self) -> Decimal {
-        if self.is_negative() || self.big() == BigDecimal::default() {
-            Decimal::zero()
-        } else {
+        if self.is_positive() {
             self.clone()
+        } else {
+            Decimal::zero()
         }
     }
 
@@ -391,6 +403,23 @@ mod tests {
                 .map(|d| d.is_negative())
                 .unwrap_or(true)
         );
+    }
+
+    #[test]
+    fn the_sign_is_read_from_the_significand_never_the_exponent() {
+        let sign = |text: &str| {
+            let d = Decimal::parse(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+            (d.is_negative(), d.is_zero(), d.is_positive())
+        };
+        for positive in ["12.50", "1e-5", "0.001", "5E+3"] {
+            assert_eq!(sign(positive), (false, false, true), "{positive}");
+        }
+        for negative in ["-0.5", "-1E3", "-7"] {
+            assert_eq!(sign(negative), (true, false, false), "{negative}");
+        }
+        for zero in ["0", "-0.0", "0e5", "-0e5", "0.000"] {
+            assert_eq!(sign(zero), (false, true, false), "{zero}");
+        }
     }
 
     #[test]

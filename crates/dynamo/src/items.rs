@@ -25,7 +25,7 @@ use crate::expr::{Expr, update_expression};
 use crate::release::{self, locked_by};
 use crate::reservations::{self, Give};
 use crate::tables::{INDEX_SHARDS, LOCK_INDEX, shard_of};
-use crate::write::{Outcome, Write, get, refused, write};
+use crate::write::{Write, WriteOutcome, get, refused, write};
 
 /// Participant items in any table, through one DynamoDB client.
 #[derive(Clone, Debug)]
@@ -85,79 +85,8 @@ impl ParticipantStore for DynamoItems {
         lock: &Lock,
     ) -> Result<PrepareWrite, PortError> {
         let mut e = Expr::new();
-        let op = &lock.op;
-        let lock_value = serde_json::to_value(lock)
-            .map_err(|err| corrupt("encoding a lock", err.to_string()))?;
-        let fence = e.name(FENCE);
-        let mut set = vec![
-            format!("{} = {}", e.name(LOCK), e.value(to_attr(&lock_value))),
-            format!(
-                "{} = {}",
-                e.name(LOCK_EXPIRES_AT),
-                e.value(AttributeValue::N(lock.expires_at.to_string()))
-            ),
-            format!(
-                "{} = {}",
-                e.name(LOCK_SHARD),
-                e.value(AttributeValue::S(shard_of(lock.tx_id.as_str(), "L")))
-            ),
-            // Commit and abort write `txFence.<tx>`, which needs the map to exist; the horizon
-            // is set too (to itself), so that the reply carries both.
-            format!(
-                "{fence} = if_not_exists({fence}, {})",
-                e.value(AttributeValue::M(Default::default()))
-            ),
-        ];
-        let horizon = e.name(HORIZON);
-        set.push(format!(
-            "{horizon} = if_not_exists({horizon}, {})",
-            e.value(number(0))
-        ));
-        set.push(format_mark(&mut e));
-        let k = e.name(first_key_name(key));
-        let ph = e.name(PLACEHOLDER);
-        // Our own lock is a retry only with the same operation (a map compares equal with
-        // its numbers by value, as `Operation::same_as` reads them): one item named twice is
-        // refused here, never overwritten (`rules::prepare`, `OtherOperation`).
-        let mine = format!(
-            "({} AND {} = {})",
-            owned_by(&mut e, &lock.tx_id),
-            e.path(&[LOCK, LOCK_OP]),
-            e.value(to_attr(&op.to_json()))
-        );
-        let lock_name = e.name(LOCK);
-        let mut conds = vec![];
-        let tomb = e.name(TOMBSTONE);
-        let mut remove = vec![];
-        if op.creates() {
-            // Absent, or a tombstone (never locked) the transaction began after, or already
-            // our placeholder.
-            set.push(format!("{ph} = {}", e.value(AttributeValue::Bool(true))));
-            remove.push(tomb.clone());
-            let began = e.value(number(lock.began));
-            conds.push(format!(
-                "(attribute_not_exists({k}) OR (attribute_exists({tomb}) AND attribute_not_exists({lock_name}) AND (attribute_not_exists({horizon}) OR {horizon} < {began})) OR (attribute_exists({ph}) AND {mine}))"
-            ));
-        } else {
-            conds.push(format!(
-                "attribute_exists({k}) AND attribute_not_exists({ph}) AND attribute_not_exists({tomb})"
-            ));
-            let began = e.value(number(lock.began));
-            conds.push(format!(
-                "((attribute_not_exists({lock_name}) AND (attribute_not_exists({horizon}) OR {horizon} < {began})) OR {mine})"
-            ));
-            // No reservation stands beside a lock.
-            let n = e.name(RESERVATIONS);
-            conds.push(format!(
-                "(attribute_not_exists({n}) OR {n} = {})",
-                e.value(number(0))
-            ));
-        }
-        conds.push(format!(
-            "attribute_not_exists({})",
-            fence_path(&mut e, &lock.tx_id)
-        ));
-        conds.extend(op_conditions(&mut e, key, op));
+        let mut set = lock_sets(&mut e, lock)?;
+        let (conds, remove) = prepare_conditions(&mut e, key, lock, &mut set);
         let w = Write {
             update: update_expression(&set, &remove),
             condition: conds.join(" AND "),
@@ -171,14 +100,14 @@ impl ParticipantStore for DynamoItems {
         })
         .await?
         {
-            Outcome::Written(attrs) => {
+            WriteOutcome::Written(attrs) => {
                 let state = item_state(&attrs.unwrap_or_default())?;
                 Ok(PrepareWrite::Locked {
                     fence: state.fence,
                     horizon: state.horizon,
                 })
             }
-            Outcome::Refused(item) => Ok(PrepareWrite::Refused(
+            WriteOutcome::Refused(item) => Ok(PrepareWrite::Refused(
                 item.as_ref().map(item_state).transpose()?.map(Box::new),
             )),
         }
@@ -224,8 +153,8 @@ impl ParticipantStore for DynamoItems {
             returns: ReturnValue::None,
         };
         match write(&self.client, table, key, e, w, ctx).await? {
-            Outcome::Written(_) => Ok(CompleteWrite::Done),
-            Outcome::Refused(item) => refused(item),
+            WriteOutcome::Written(_) => Ok(CompleteWrite::Done),
+            WriteOutcome::Refused(item) => refused(item),
         }
     }
 
@@ -296,76 +225,20 @@ impl ParticipantStore for DynamoItems {
         fence: FenceEntry,
         capacity: usize,
     ) -> Result<CompleteWrite, PortError> {
-        // Three shapes: add the entry to a fence with room; create the fence with it; or, the
-        // fence being full, raise the horizon to the transaction's begin instead.
-        #[derive(PartialEq)]
-        enum Shape {
-            Add,
-            Create,
-            Raise,
-        }
-        let mut shape = Shape::Add;
+        let mut shape = FenceShape::Add;
         loop {
-            let mut e = Expr::new();
-            let k = e.name(first_key_name(key));
-            let map = e.name(FENCE);
-            let horizon = e.name(HORIZON);
-            let lock = e.name(LOCK);
-            let lock_tx = e.path(&[LOCK, LOCK_TX]);
-            let txv = e.value(AttributeValue::S(tx.to_string()));
-            let path = fence_path(&mut e, tx);
-            let began = e.value(number(fence.began));
-            let res = reservation_name(&mut e, tx);
-            // Exists, not ours (lock or reservation), not fenced yet (no entry, horizon below
-            // its begin).
-            let base = format!(
-                "attribute_exists({k}) AND (attribute_not_exists({lock}) OR {lock_tx} <> {txv}) AND attribute_not_exists({res}) AND attribute_not_exists({path}) AND (attribute_not_exists({horizon}) OR {horizon} < {began})"
-            );
-            let (set, condition) = match shape {
-                Shape::Add => (
-                    format!("{path} = {}", e.value(entry(&fence))),
-                    format!(
-                        "{base} AND attribute_exists({map}) AND size({map}) < {}",
-                        e.value(number(capacity as u64))
-                    ),
-                ),
-                Shape::Create => (
-                    format!(
-                        "{map} = {}",
-                        e.value(AttributeValue::M([(tx.short(), entry(&fence))].into()))
-                    ),
-                    format!("{base} AND attribute_not_exists({map})"),
-                ),
-                Shape::Raise => (format!("{horizon} = {began}"), base),
-            };
-            let w = Write {
-                update: format!("SET {set}, {}", format_mark(&mut e)),
-                condition,
-                returns: ReturnValue::None,
-            };
+            let (e, w) = fence_write(key, tx, &fence, capacity, shape);
             let (has_map, refused) = match write(&self.client, table, key, e, w, || {
                 format!("fencing out {tx} in {table}")
             })
             .await?
             {
-                Outcome::Written(_) => return Ok(CompleteWrite::Done),
-                Outcome::Refused(None) => return Ok(CompleteWrite::Refused(None)),
-                Outcome::Refused(Some(item)) => (item.contains_key(FENCE), item_state(&item)?),
+                WriteOutcome::Written(_) => return Ok(CompleteWrite::Done),
+                WriteOutcome::Refused(None) => return Ok(CompleteWrite::Refused(None)),
+                WriteOutcome::Refused(Some(item)) => (item.contains_key(FENCE), item_state(&item)?),
             };
-            let fenced = refused.fence.contains_key(tx) || fence.began <= refused.horizon;
-            let ours = refused.lock.as_ref().is_some_and(|l| &l.tx_id == tx)
-                || refused.reservations.contains_key(tx);
-            let next = if fenced || ours {
-                None
-            } else if !has_map && shape == Shape::Add {
-                Some(Shape::Create)
-            } else if refused.fence.len() >= capacity && shape != Shape::Raise {
-                Some(Shape::Raise)
-            } else {
-                None
-            };
-            match next {
-                Some(s) => shape = s,
+            match next_shape(shape, has_map, &refused, tx, &fence, capacity) {
+                Some(next) => shape = next,
                 None => return Ok(CompleteWrite::Refused(Some(Box::new(refused)))),
             }
         }
@@ -400,9 +273,9 @@ impl ParticipantStore for DynamoItems {
         })
         .await?
         {
-            Outcome::Written(_) => Ok(CompleteWrite::Done),
-            Outcome::Refused(None) => Ok(CompleteWrite::Refused(None)),
-            Outcome::Refused(Some(item)) => {
+            WriteOutcome::Written(_) => Ok(CompleteWrite::Done),
+            WriteOutcome::Refused(None) => Ok(CompleteWrite::Refused(None)),
+            WriteOutcome::Refused(Some(item)) => {
                 Ok(CompleteWrite::Refused(Some(Box::new(item_state(&item)?))))
             }
         }
@@ -517,5 +390,176 @@ impl ParticipantStore for DynamoItems {
         .as_ref()
         .map(item_state)
         .transpose()
+    }
+}
+
+/// What a prepare sets: the lock, its index entry, the fence map and the horizon if missing
+/// (commit and abort write `txFence.<tx>`, which needs the map to exist; the horizon is set
+/// too, to itself, so that the reply carries both), and the format mark.
+fn lock_sets(e: &mut Expr, lock: &Lock) -> Result<Vec<String>, PortError> {
+    let lock_value =
+        serde_json::to_value(lock).map_err(|err| corrupt("encoding a lock", err.to_string()))?;
+    let fence = e.name(FENCE);
+    let mut set = vec![
+        format!("{} = {}", e.name(LOCK), e.value(to_attr(&lock_value))),
+        format!(
+            "{} = {}",
+            e.name(LOCK_EXPIRES_AT),
+            e.value(AttributeValue::N(lock.expires_at.to_string()))
+        ),
+        format!(
+            "{} = {}",
+            e.name(LOCK_SHARD),
+            e.value(AttributeValue::S(shard_of(lock.tx_id.as_str(), "L")))
+        ),
+        format!(
+            "{fence} = if_not_exists({fence}, {})",
+            e.value(AttributeValue::M(Default::default()))
+        ),
+    ];
+    let horizon = e.name(HORIZON);
+    set.push(format!(
+        "{horizon} = if_not_exists({horizon}, {})",
+        e.value(number(0))
+    ));
+    set.push(format_mark(e));
+    Ok(set)
+}
+
+/// When a prepare may lock the item (and, for an operation that creates it, the placeholder
+/// it sets and the tombstone it removes): the conditions, and what to remove.
+fn prepare_conditions(
+    e: &mut Expr,
+    key: &Key,
+    lock: &Lock,
+    set: &mut Vec<String>,
+) -> (Vec<String>, Vec<String>) {
+    let op = &lock.op;
+    let horizon = e.name(HORIZON);
+    let k = e.name(first_key_name(key));
+    let ph = e.name(PLACEHOLDER);
+    // Our own lock is a retry only with the same operation (a map compares equal with its
+    // numbers by value, as `Operation::same_as` reads them): one item named twice is refused
+    // here, never overwritten (`rules::prepare`, `OtherOperation`).
+    let mine = format!(
+        "({} AND {} = {})",
+        owned_by(e, &lock.tx_id),
+        e.path(&[LOCK, LOCK_OP]),
+        e.value(to_attr(&op.to_json()))
+    );
+    let lock_name = e.name(LOCK);
+    let mut conds = vec![];
+    let tomb = e.name(TOMBSTONE);
+    let mut remove = vec![];
+    if op.creates() {
+        // Absent, or a tombstone (never locked) the transaction began after, or already our
+        // placeholder.
+        set.push(format!("{ph} = {}", e.value(AttributeValue::Bool(true))));
+        remove.push(tomb.clone());
+        let began = e.value(number(lock.began));
+        conds.push(format!(
+            "(attribute_not_exists({k}) OR (attribute_exists({tomb}) AND attribute_not_exists({lock_name}) AND (attribute_not_exists({horizon}) OR {horizon} < {began})) OR (attribute_exists({ph}) AND {mine}))"
+        ));
+    } else {
+        conds.push(format!(
+            "attribute_exists({k}) AND attribute_not_exists({ph}) AND attribute_not_exists({tomb})"
+        ));
+        let began = e.value(number(lock.began));
+        conds.push(format!(
+            "((attribute_not_exists({lock_name}) AND (attribute_not_exists({horizon}) OR {horizon} < {began})) OR {mine})"
+        ));
+        // No reservation stands beside a lock.
+        let n = e.name(RESERVATIONS);
+        conds.push(format!(
+            "(attribute_not_exists({n}) OR {n} = {})",
+            e.value(number(0))
+        ));
+    }
+    conds.push(format!(
+        "attribute_not_exists({})",
+        fence_path(e, &lock.tx_id)
+    ));
+    conds.extend(op_conditions(e, key, op));
+    (conds, remove)
+}
+
+/// The three shapes of an abort's fence write: add the entry to a fence with room; create the
+/// fence with it; or, the fence being full, raise the horizon to the transaction's begin
+/// instead.
+#[derive(Clone, Copy, PartialEq)]
+enum FenceShape {
+    Add,
+    Create,
+    Raise,
+}
+
+/// The fence write of `shape`: only on an item that exists, is not the transaction's own (lock
+/// or reservation) and does not fence it yet (no entry, horizon below its begin).
+fn fence_write(
+    key: &Key,
+    tx: &TxId,
+    fence: &FenceEntry,
+    capacity: usize,
+    shape: FenceShape,
+) -> (Expr, Write) {
+    let mut e = Expr::new();
+    let k = e.name(first_key_name(key));
+    let map = e.name(FENCE);
+    let horizon = e.name(HORIZON);
+    let lock = e.name(LOCK);
+    let lock_tx = e.path(&[LOCK, LOCK_TX]);
+    let txv = e.value(AttributeValue::S(tx.to_string()));
+    let path = fence_path(&mut e, tx);
+    let began = e.value(number(fence.began));
+    let res = reservation_name(&mut e, tx);
+    let base = format!(
+        "attribute_exists({k}) AND (attribute_not_exists({lock}) OR {lock_tx} <> {txv}) AND attribute_not_exists({res}) AND attribute_not_exists({path}) AND (attribute_not_exists({horizon}) OR {horizon} < {began})"
+    );
+    let (set, condition) = match shape {
+        FenceShape::Add => (
+            format!("{path} = {}", e.value(entry(fence))),
+            format!(
+                "{base} AND attribute_exists({map}) AND size({map}) < {}",
+                e.value(number(capacity as u64))
+            ),
+        ),
+        FenceShape::Create => (
+            format!(
+                "{map} = {}",
+                e.value(AttributeValue::M([(tx.short(), entry(fence))].into()))
+            ),
+            format!("{base} AND attribute_not_exists({map})"),
+        ),
+        FenceShape::Raise => (format!("{horizon} = {began}"), base),
+    };
+    let w = Write {
+        update: format!("SET {set}, {}", format_mark(&mut e)),
+        condition,
+        returns: ReturnValue::None,
+    };
+    (e, w)
+}
+
+/// The shape to try after `shape` was refused by the item `refused` (`None`: the refusal is the
+/// answer: fenced already, the transaction's own, or no other shape fits).
+fn next_shape(
+    shape: FenceShape,
+    has_map: bool,
+    refused: &ItemState,
+    tx: &TxId,
+    fence: &FenceEntry,
+    capacity: usize,
+) -> Option<FenceShape> {
+    let fenced = refused.fence.contains_key(tx) || fence.began <= refused.horizon;
+    let ours = refused.lock.as_ref().is_some_and(|l| &l.tx_id == tx)
+        || refused.reservations.contains_key(tx);
+    if fenced || ours {
+        None
+    } else if !has_map && shape == FenceShape::Add {
+        Some(FenceShape::Create)
+    } else if refused.fence.len() >= capacity && shape != FenceShape::Raise {
+        Some(FenceShape::Raise)
+    } else {
+        None
     }
 }

@@ -2,10 +2,12 @@
 //! a placeholder becomes a tombstone; a committed delete leaves a tombstone keeping the fence
 //! and horizon.
 
+use std::collections::HashMap;
+
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
 use twopc_core::ids::TxId;
-use twopc_core::item::{FenceEntry, Key};
+use twopc_core::item::{FenceEntry, ItemState, Key};
 use twopc_core::layout::{
     FENCE, FORMAT, FORMAT_VERSION, HORIZON, LAST_TX, PLACEHOLDER, TOMBSTONE, VERSION,
 };
@@ -16,7 +18,7 @@ use crate::clauses::{Release, entry, fence_path, key_item, number, owned_by, rel
 use crate::error::{classify, corrupt};
 use crate::expr::{Expr, update_expression};
 use crate::state::item_state;
-use crate::write::{Outcome, Write, get, write};
+use crate::write::{Write, WriteOutcome, get, write};
 
 /// Releases `tx`'s lock (optionally writing its fence entry, pruning as planned). A real
 /// item stays; `tx`'s placeholder becomes a tombstone, keeping its fence and horizon.
@@ -65,8 +67,8 @@ pub(crate) async fn release(
         })
         .await?
         {
-            Outcome::Written(_) => return Ok(CompleteWrite::Done),
-            Outcome::Refused(Some(item)) => {
+            WriteOutcome::Written(_) => return Ok(CompleteWrite::Done),
+            WriteOutcome::Refused(Some(item)) => {
                 let state = item_state(&item)?;
                 let ours = state.lock.as_ref().is_some_and(|l| &l.tx_id == tx);
                 if ours && state.placeholder != placeholder {
@@ -75,7 +77,7 @@ pub(crate) async fn release(
                 }
                 return Ok(CompleteWrite::Refused(Some(Box::new(state))));
             }
-            Outcome::Refused(None) => return Ok(CompleteWrite::Refused(None)),
+            WriteOutcome::Refused(None) => return Ok(CompleteWrite::Refused(None)),
         }
     }
 }
@@ -101,51 +103,10 @@ pub(crate) async fn bury(
         if state.lock.as_ref().is_none_or(|l| &l.tx_id != tx) {
             return Ok(CompleteWrite::Refused(Some(Box::new(state))));
         }
-        let mut entries = match item.get(FENCE) {
-            Some(AttributeValue::M(m)) => m.clone(),
-            _ => Default::default(),
-        };
-        let mut horizon = state.horizon;
-        if let Some(p) = prune {
-            // The fence is keyed by short ids (`fence_path`), as every other release removes
-            // the entries it prunes.
-            for id in p.ids.iter().filter(|id| *id != tx) {
-                entries.remove(&id.short());
-            }
-            horizon = horizon.max(p.horizon);
-        }
-        let read_size = state.fence.len();
-        entries.insert(tx.short(), entry(fence));
-        let version = match item.get(VERSION) {
-            Some(AttributeValue::N(n)) => n
-                .parse::<u64>()
-                .map_err(|_| corrupt(ctx(), format!("{VERSION} is not a whole number: {n}")))?,
-            _ => 0,
-        };
-        let mut tomb = key_item(key);
-        tomb.insert(TOMBSTONE.into(), AttributeValue::Bool(true));
-        tomb.insert(FENCE.into(), AttributeValue::M(entries));
-        tomb.insert(HORIZON.into(), number(horizon));
-        tomb.insert(VERSION.into(), number(version + 1));
-        tomb.insert(LAST_TX.into(), AttributeValue::S(tx.to_string()));
-        // The item was read as this version's format (an earlier one does not read): mark it.
-        tomb.insert(FORMAT.into(), number(FORMAT_VERSION));
+        let tomb =
+            tombstone(&item, &state, key, tx, fence, prune).map_err(|m| corrupt(ctx(), m))?;
         let mut e = Expr::new();
-        let (f, h) = (e.name(FENCE), e.name(HORIZON));
-        let same_fence = if item.contains_key(FENCE) {
-            format!("size({f}) = {}", e.value(number(read_size as u64)))
-        } else {
-            format!("attribute_not_exists({f})")
-        };
-        let same_horizon = if item.contains_key(HORIZON) {
-            format!("{h} = {}", e.value(number(state.horizon)))
-        } else {
-            format!("attribute_not_exists({h})")
-        };
-        let condition = format!(
-            "{} AND {same_fence} AND {same_horizon}",
-            owned_by(&mut e, tx)
-        );
+        let condition = as_read(&mut e, &item, &state, tx);
         let r = client
             .put_item()
             .table_name(table)
@@ -168,6 +129,70 @@ pub(crate) async fn bury(
         context: ctx(),
         source: "the item's fence kept changing under the delete".into(),
     })
+}
+
+/// The tombstone of `item` (read as `state`) that `tx`'s delete leaves: its key, its fence with
+/// `tx`'s entry (and without those `prune` names), the horizon, `txVersion` + 1, the last
+/// transaction and the format mark. `Err`: why the item does not read.
+fn tombstone(
+    item: &HashMap<String, AttributeValue>,
+    state: &ItemState,
+    key: &Key,
+    tx: &TxId,
+    fence: &FenceEntry,
+    prune: Option<&Prune>,
+) -> Result<HashMap<String, AttributeValue>, String> {
+    let mut entries = match item.get(FENCE) {
+        Some(AttributeValue::M(m)) => m.clone(),
+        _ => Default::default(),
+    };
+    let mut horizon = state.horizon;
+    if let Some(p) = prune {
+        // The fence is keyed by short ids (`fence_path`), as every other release removes the
+        // entries it prunes.
+        for id in p.ids.iter().filter(|id| *id != tx) {
+            entries.remove(&id.short());
+        }
+        horizon = horizon.max(p.horizon);
+    }
+    entries.insert(tx.short(), entry(fence));
+    let version = match item.get(VERSION) {
+        Some(AttributeValue::N(n)) => n
+            .parse::<u64>()
+            .map_err(|_| format!("{VERSION} is not a whole number: {n}"))?,
+        _ => 0,
+    };
+    let mut tomb = key_item(key);
+    tomb.insert(TOMBSTONE.into(), AttributeValue::Bool(true));
+    tomb.insert(FENCE.into(), AttributeValue::M(entries));
+    tomb.insert(HORIZON.into(), number(horizon));
+    tomb.insert(VERSION.into(), number(version + 1));
+    tomb.insert(LAST_TX.into(), AttributeValue::S(tx.to_string()));
+    // The item was read as this version's format (an earlier one does not read): mark it.
+    tomb.insert(FORMAT.into(), number(FORMAT_VERSION));
+    Ok(tomb)
+}
+
+/// The condition that the item is as read: still locked by `tx`, its fence of the size read
+/// and its horizon the one read (or both absent, as read).
+fn as_read(
+    e: &mut Expr,
+    item: &HashMap<String, AttributeValue>,
+    state: &ItemState,
+    tx: &TxId,
+) -> String {
+    let (f, h) = (e.name(FENCE), e.name(HORIZON));
+    let same_fence = if item.contains_key(FENCE) {
+        format!("size({f}) = {}", e.value(number(state.fence.len() as u64)))
+    } else {
+        format!("attribute_not_exists({f})")
+    };
+    let same_horizon = if item.contains_key(HORIZON) {
+        format!("{h} = {}", e.value(number(state.horizon)))
+    } else {
+        format!("attribute_not_exists({h})")
+    };
+    format!("{} AND {same_fence} AND {same_horizon}", owned_by(e, tx))
 }
 
 /// Whether a refused release found the item locked (not reserved) by `tx`.

@@ -11,6 +11,8 @@
 //! the extremes back at the value), so a reservation and a release are each one write shape,
 //! whatever else stands; an idle escrow out of step with the value (written outside the
 //! protocol) refuses the next reservation until `reset_escrow` removes it.
+use std::collections::BTreeMap;
+
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 use twopc_core::decimal::Decimal;
@@ -24,15 +26,15 @@ use twopc_core::ports::{CompleteWrite, Completion, PortError, PrepareWrite};
 use twopc_core::rules::{self, PrepareStep, Seen};
 
 use crate::clauses::{
-    add_to, commit_marks, decimal, entry, fence_path, first_key_name, format_mark, names, number,
-    prune_clauses, reservation_name,
+    Names, add_to, commit_marks, decimal, entry, fence_path, first_key_name, format_mark, names,
+    number, prune_clauses, reservation_name,
 };
 use crate::codec::to_attr;
 use crate::error::corrupt;
 use crate::expr::{Expr, update_with_add};
 use crate::state::item_state;
 use crate::tables::shard_of;
-use crate::write::{Outcome, Write, write};
+use crate::write::{Write, WriteOutcome, write};
 
 /// What a release of a reservation does with the reserved changes.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -69,7 +71,29 @@ fn reserve_attribute(
     conds.push(format!(
         "(attribute_not_exists({count}) OR {count} > {zero} OR ({low} = {a} AND {high} = {a}) OR (attribute_not_exists({a}) AND {low} = {zero} AND {high} = {zero}))"
     ));
-    for (b, extreme, lower) in [(&x.lower, &low, true), (&x.upper, &high, false)] {
+    bound_conditions(e, &a, x, &low, &high, conds);
+    keeper_clauses(e, x, &n, (&zero, &one), conds, set, add);
+    let start = format!("if_not_exists({a}, {zero})");
+    let (dneg, dpos) = (
+        e.value(decimal(&x.delta.min_zero())),
+        e.value(decimal(&x.delta.max_zero())),
+    );
+    set.push(format!("{low} = if_not_exists({low}, {start}) + {dneg}"));
+    set.push(format!("{high} = if_not_exists({high}, {start}) + {dpos}"));
+    add.push(format!("{count} {one}"));
+}
+
+/// Each bound of `x` held against the escrowed extreme it limits (`low` the lower bound,
+/// `high` the upper), or against the value `a` when nothing was ever escrowed.
+fn bound_conditions(
+    e: &mut Expr,
+    a: &str,
+    x: &Escrowed,
+    low: &str,
+    high: &str,
+    conds: &mut Vec<String>,
+) {
+    for (b, extreme, lower) in [(&x.lower, low, true), (&x.upper, high, false)] {
         let Some(b) = b else {
             continue;
         };
@@ -97,6 +121,20 @@ fn reserve_attribute(
             "((attribute_exists({extreme}) AND {extreme} {symbol} {v}) OR (attribute_not_exists({extreme}) AND {fresh}))"
         ));
     }
+}
+
+/// The floor and ceiling `x` keeps: each agrees with the keepers' and is counted among them;
+/// moving toward a bound others keep, without one of its own, is refused. `(zero, one)` are
+/// the placeholders of 0 and 1.
+fn keeper_clauses(
+    e: &mut Expr,
+    x: &Escrowed,
+    n: &Names,
+    (zero, one): (&str, &str),
+    conds: &mut Vec<String>,
+    set: &mut Vec<String>,
+    add: &mut Vec<String>,
+) {
     for (mine, keepers, theirs, moves) in [
         (&x.floor, &n.floors, &n.floor, x.delta.is_negative()),
         (
@@ -126,14 +164,6 @@ fn reserve_attribute(
             None => {}
         }
     }
-    let start = format!("if_not_exists({a}, {zero})");
-    let (dneg, dpos) = (
-        e.value(decimal(&x.delta.min_zero())),
-        e.value(decimal(&x.delta.max_zero())),
-    );
-    set.push(format!("{low} = if_not_exists({low}, {start}) + {dneg}"));
-    set.push(format!("{high} = if_not_exists({high}, {start}) + {dpos}"));
-    add.push(format!("{count} {one}"));
 }
 
 /// `ParticipantStore::reserve`: one conditional write; refused, a reservation already ours
@@ -150,6 +180,42 @@ pub(crate) async fn reserve(
         context: format!("reserving for {} in {table}", lock.tx_id),
         message: "the operation does not commute: it must lock".into(),
     })?;
+    let (e, w) = reservation_write(key, lock, now, most, &escrowed)?;
+    let ctx = || format!("reserving for {} in {table}", lock.tx_id);
+    let item = match write(client, table, key, e, w, ctx).await? {
+        WriteOutcome::Written(old) => {
+            let state = item_state(&old.unwrap_or_default())?;
+            return Ok(PrepareWrite::Locked {
+                fence: state.fence,
+                horizon: state.horizon,
+            });
+        }
+        WriteOutcome::Refused(None) => return Ok(PrepareWrite::Refused(None)),
+        WriteOutcome::Refused(Some(item)) => item_state(&item)?,
+    };
+    let seen = Seen::preparing(Some(&item), lock, now);
+    if seen.reserved_by_me && rules::reserve(seen, false) == PrepareStep::Lock {
+        // A retry: the reservation stands already, with this operation (with another, the
+        // rule refuses it: the classification of the refused write says why).
+        return Ok(PrepareWrite::Locked {
+            fence: item.fence,
+            horizon: item.horizon,
+        });
+    }
+    Ok(PrepareWrite::Refused(Some(Box::new(item))))
+}
+
+/// The reservation's write: on an item that exists, is not locked, created or buried, does not
+/// fence the transaction, is not paused and has room for one more (`most`), each reserved
+/// attribute's escrow ([`reserve_attribute`]); it sets the reservation, the fence map and the
+/// horizon if missing, the lock index's entry if missing, and counts it.
+fn reservation_write(
+    key: &Key,
+    lock: &Lock,
+    now: u64,
+    most: usize,
+    escrowed: &BTreeMap<String, Escrowed>,
+) -> Result<(Expr, Write), PortError> {
     let mut e = Expr::new();
     let res = reservation_name(&mut e, &lock.tx_id);
     let lock_value = serde_json::to_value(StoredReservation::of(lock))
@@ -200,7 +266,7 @@ pub(crate) async fn reserve(
     ];
     let one = e.value(AttributeValue::N("1".into()));
     let mut add = vec![format!("{} {one}", e.name(RESERVATIONS))];
-    for (attr, x) in &escrowed {
+    for (attr, x) in escrowed {
         reserve_attribute(&mut e, attr, x, &mut conds, &mut set, &mut add);
     }
     let w = Write {
@@ -209,28 +275,7 @@ pub(crate) async fn reserve(
         // The fence and horizon as they were.
         returns: ReturnValue::UpdatedOld,
     };
-    let ctx = || format!("reserving for {} in {table}", lock.tx_id);
-    let item = match write(client, table, key, e, w, ctx).await? {
-        Outcome::Written(old) => {
-            let state = item_state(&old.unwrap_or_default())?;
-            return Ok(PrepareWrite::Locked {
-                fence: state.fence,
-                horizon: state.horizon,
-            });
-        }
-        Outcome::Refused(None) => return Ok(PrepareWrite::Refused(None)),
-        Outcome::Refused(Some(item)) => item_state(&item)?,
-    };
-    let seen = Seen::preparing(Some(&item), lock, now);
-    if seen.reserved_by_me && rules::reserve(seen, false) == PrepareStep::Lock {
-        // A retry: the reservation stands already, with this operation (with another, the
-        // rule refuses it: the classification of the refused write says why).
-        return Ok(PrepareWrite::Locked {
-            fence: item.fence,
-            horizon: item.horizon,
-        });
-    }
-    Ok(PrepareWrite::Refused(Some(Box::new(item))))
+    Ok((e, w))
 }
 
 /// Releases `c.tx`'s reservation: applies its changes or gives them back, in one conditional
@@ -291,9 +336,9 @@ pub(crate) async fn release(
         returns: ReturnValue::None,
     };
     match write(client, table, key, e, w, ctx).await? {
-        Outcome::Written(_) => Ok(CompleteWrite::Done),
-        Outcome::Refused(None) => Ok(CompleteWrite::Refused(None)),
-        Outcome::Refused(Some(item)) => {
+        WriteOutcome::Written(_) => Ok(CompleteWrite::Done),
+        WriteOutcome::Refused(None) => Ok(CompleteWrite::Refused(None)),
+        WriteOutcome::Refused(Some(item)) => {
             Ok(CompleteWrite::Refused(Some(Box::new(item_state(&item)?))))
         }
     }

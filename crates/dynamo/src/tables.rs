@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::operation::create_table::builders::CreateTableFluentBuilder;
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement,
     KeyType as DdbKeyType, Projection, ProjectionType, ScalarAttributeType, StreamSpecification,
@@ -131,116 +132,138 @@ fn sparse_index(
 pub async fn ensure_table(client: &Client, spec: &TableSpec) -> Result<(), PortError> {
     let exists = client.describe_table().table_name(&spec.name).send().await;
     if exists.is_err() {
-        let mut req = client
-            .create_table()
-            .table_name(&spec.name)
-            .billing_mode(BillingMode::PayPerRequest)
-            .stream_specification(
-                StreamSpecification::builder()
-                    .stream_enabled(true)
-                    .stream_view_type(StreamViewType::NewAndOldImages)
-                    .build()
-                    .map_err(build_err)?,
-            );
-        match &spec.kind {
-            TableKind::Transactions | TableKind::ParticipantState => {
-                req = req
-                    .attribute_definitions(attr(TX_ID, ScalarAttributeType::S)?)
-                    .attribute_definitions(attr(PENDING, ScalarAttributeType::S)?)
-                    .attribute_definitions(attr(DEADLINE, ScalarAttributeType::N)?)
-                    .key_schema(key(TX_ID, DdbKeyType::Hash)?)
-                    .global_secondary_indexes(sparse_index(
-                        PENDING_INDEX,
-                        PENDING,
-                        DEADLINE,
-                        // The sweeper's backoff: the query filters on it.
-                        &[RETRY_AFTER],
-                    )?);
-            }
-            TableKind::Connections => {
-                let by_connection = GlobalSecondaryIndex::builder()
-                    .index_name(BY_CONNECTION_INDEX)
-                    .key_schema(key(CONNECTION_ATTR, DdbKeyType::Hash)?)
-                    .key_schema(key(TOPIC_ATTR, DdbKeyType::Range)?)
-                    .projection(
-                        Projection::builder()
-                            .projection_type(ProjectionType::KeysOnly)
-                            .build(),
-                    )
-                    .build()
-                    .map_err(build_err)?;
-                req = req
-                    .attribute_definitions(attr(TOPIC_ATTR, ScalarAttributeType::S)?)
-                    .attribute_definitions(attr(CONNECTION_ATTR, ScalarAttributeType::S)?)
-                    .key_schema(key(TOPIC_ATTR, DdbKeyType::Hash)?)
-                    .key_schema(key(CONNECTION_ATTR, DdbKeyType::Range)?)
-                    .global_secondary_indexes(by_connection);
-            }
-            TableKind::Participant(schema) => {
-                req = req
-                    .attribute_definitions(attr(&schema.hash.name, scalar(schema.hash.kind))?)
-                    .key_schema(key(&schema.hash.name, DdbKeyType::Hash)?);
-                if let Some(range) = &schema.range {
-                    req = req
-                        .attribute_definitions(attr(&range.name, scalar(range.kind))?)
-                        .key_schema(key(&range.name, DdbKeyType::Range)?);
-                }
-                req = req
-                    .attribute_definitions(attr(LOCK_SHARD, ScalarAttributeType::S)?)
-                    .attribute_definitions(attr(LOCK_EXPIRES_AT, ScalarAttributeType::N)?)
-                    .global_secondary_indexes(sparse_index(
-                        LOCK_INDEX,
-                        LOCK_SHARD,
-                        LOCK_EXPIRES_AT,
-                        &[],
-                    )?);
-            }
-        }
-        if let Err(e) = req.send().await {
-            let in_use = e
-                .as_service_error()
-                .is_some_and(|s| s.is_resource_in_use_exception());
-            if !in_use {
-                return Err(classify(format!("creating table {}", spec.name), e));
-            }
-        }
+        create_table(client, spec).await?;
     }
-    for _ in 0..600 {
-        let d = client
-            .describe_table()
-            .table_name(&spec.name)
-            .send()
-            .await
-            .map_err(|e| classify(format!("describing table {}", spec.name), e))?;
-        if d.table().and_then(|t| t.table_status()) == Some(&TableStatus::Active) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await; // DynamoDB offers no wait primitive
-    }
+    wait_until_active(client, &spec.name).await?;
     if matches!(
         spec.kind,
         TableKind::Transactions | TableKind::Connections | TableKind::ParticipantState
     ) {
-        let ttl = TimeToLiveSpecification::builder()
-            .enabled(true)
-            .attribute_name(EXPIRE_AT)
-            .build()
-            .map_err(build_err)?;
-        if let Err(e) = client
-            .update_time_to_live()
-            .table_name(&spec.name)
-            .time_to_live_specification(ttl)
+        enable_ttl(client, &spec.name).await?;
+    }
+    Ok(())
+}
+
+/// Creates the table (on demand, streams with both images); one created meanwhile by another
+/// is as good.
+async fn create_table(client: &Client, spec: &TableSpec) -> Result<(), PortError> {
+    let req = client
+        .create_table()
+        .table_name(&spec.name)
+        .billing_mode(BillingMode::PayPerRequest)
+        .stream_specification(
+            StreamSpecification::builder()
+                .stream_enabled(true)
+                .stream_view_type(StreamViewType::NewAndOldImages)
+                .build()
+                .map_err(build_err)?,
+        );
+    if let Err(e) = keys_and_indexes(req, &spec.kind)?.send().await {
+        let in_use = e
+            .as_service_error()
+            .is_some_and(|s| s.is_resource_in_use_exception());
+        if !in_use {
+            return Err(classify(format!("creating table {}", spec.name), e));
+        }
+    }
+    Ok(())
+}
+
+/// The key, the attributes it and the indexes name, and the indexes of a table of `kind`.
+fn keys_and_indexes(
+    req: CreateTableFluentBuilder,
+    kind: &TableKind,
+) -> Result<CreateTableFluentBuilder, PortError> {
+    Ok(match kind {
+        TableKind::Transactions | TableKind::ParticipantState => req
+            .attribute_definitions(attr(TX_ID, ScalarAttributeType::S)?)
+            .attribute_definitions(attr(PENDING, ScalarAttributeType::S)?)
+            .attribute_definitions(attr(DEADLINE, ScalarAttributeType::N)?)
+            .key_schema(key(TX_ID, DdbKeyType::Hash)?)
+            .global_secondary_indexes(sparse_index(
+                PENDING_INDEX,
+                PENDING,
+                DEADLINE,
+                // The sweeper's backoff: the query filters on it.
+                &[RETRY_AFTER],
+            )?),
+        TableKind::Connections => {
+            let by_connection = GlobalSecondaryIndex::builder()
+                .index_name(BY_CONNECTION_INDEX)
+                .key_schema(key(CONNECTION_ATTR, DdbKeyType::Hash)?)
+                .key_schema(key(TOPIC_ATTR, DdbKeyType::Range)?)
+                .projection(
+                    Projection::builder()
+                        .projection_type(ProjectionType::KeysOnly)
+                        .build(),
+                )
+                .build()
+                .map_err(build_err)?;
+            req.attribute_definitions(attr(TOPIC_ATTR, ScalarAttributeType::S)?)
+                .attribute_definitions(attr(CONNECTION_ATTR, ScalarAttributeType::S)?)
+                .key_schema(key(TOPIC_ATTR, DdbKeyType::Hash)?)
+                .key_schema(key(CONNECTION_ATTR, DdbKeyType::Range)?)
+                .global_secondary_indexes(by_connection)
+        }
+        TableKind::Participant(schema) => {
+            let mut req = req
+                .attribute_definitions(attr(&schema.hash.name, scalar(schema.hash.kind))?)
+                .key_schema(key(&schema.hash.name, DdbKeyType::Hash)?);
+            if let Some(range) = &schema.range {
+                req = req
+                    .attribute_definitions(attr(&range.name, scalar(range.kind))?)
+                    .key_schema(key(&range.name, DdbKeyType::Range)?);
+            }
+            req.attribute_definitions(attr(LOCK_SHARD, ScalarAttributeType::S)?)
+                .attribute_definitions(attr(LOCK_EXPIRES_AT, ScalarAttributeType::N)?)
+                .global_secondary_indexes(sparse_index(
+                    LOCK_INDEX,
+                    LOCK_SHARD,
+                    LOCK_EXPIRES_AT,
+                    &[],
+                )?)
+        }
+    })
+}
+
+/// Waits (up to a minute) until the table is active: DynamoDB offers no wait primitive.
+async fn wait_until_active(client: &Client, table: &str) -> Result<(), PortError> {
+    for _ in 0..600 {
+        let d = client
+            .describe_table()
+            .table_name(table)
             .send()
             .await
-        {
-            // Enabling TTL twice is refused ("already enabled"): that is the state we want.
-            let already = e
-                .as_service_error()
-                .and_then(|s| aws_sdk_dynamodb::error::ProvideErrorMetadata::message(s))
-                .is_some_and(|m| m.contains("already enabled"));
-            if !already {
-                return Err(classify(format!("enabling TTL on {}", spec.name), e));
-            }
+            .map_err(|e| classify(format!("describing table {table}"), e))?;
+        if d.table().and_then(|t| t.table_status()) == Some(&TableStatus::Active) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(())
+}
+
+/// Turns on TTL over the expiry attribute; already on is as good.
+async fn enable_ttl(client: &Client, table: &str) -> Result<(), PortError> {
+    let ttl = TimeToLiveSpecification::builder()
+        .enabled(true)
+        .attribute_name(EXPIRE_AT)
+        .build()
+        .map_err(build_err)?;
+    if let Err(e) = client
+        .update_time_to_live()
+        .table_name(table)
+        .time_to_live_specification(ttl)
+        .send()
+        .await
+    {
+        // Enabling TTL twice is refused ("already enabled"): that is the state we want.
+        let already = e
+            .as_service_error()
+            .and_then(|s| aws_sdk_dynamodb::error::ProvideErrorMetadata::message(s))
+            .is_some_and(|m| m.contains("already enabled"));
+        if !already {
+            return Err(classify(format!("enabling TTL on {table}"), e));
         }
     }
     Ok(())

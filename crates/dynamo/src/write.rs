@@ -25,7 +25,7 @@ pub(crate) struct Write {
     pub(crate) returns: ReturnValue,
 }
 
-pub(crate) enum Outcome {
+pub(crate) enum WriteOutcome {
     Written(Option<Item>),
     Refused(Option<Item>),
 }
@@ -50,7 +50,7 @@ pub(crate) async fn write(
     e: Expr,
     w: Write,
     context: impl Fn() -> String,
-) -> Result<Outcome, PortError> {
+) -> Result<WriteOutcome, PortError> {
     let mut e = e;
     let (fence, format) = (e.name(FENCE), e.name(FORMAT));
     let w = Write {
@@ -62,7 +62,7 @@ pub(crate) async fn write(
     };
     for _ in 0..3 {
         let item = match send(client, table, key, &e, &w, &context).await? {
-            Outcome::Refused(Some(item)) if earlier_format(&item) => item,
+            WriteOutcome::Refused(Some(item)) if earlier_format(&item) => item,
             outcome => return Ok(outcome),
         };
         // Refused for its format, or for something else as well: which one, the item says.
@@ -135,7 +135,7 @@ async fn send(
     e: &Expr,
     w: &Write,
     context: impl Fn() -> String,
-) -> Result<Outcome, PortError> {
+) -> Result<WriteOutcome, PortError> {
     let mut attempt = 0;
     loop {
         attempt += 1;
@@ -152,12 +152,12 @@ async fn send(
             .send()
             .await;
         let err = match r {
-            Ok(out) => return Ok(Outcome::Written(out.attributes)),
+            Ok(out) => return Ok(WriteOutcome::Written(out.attributes)),
             Err(err) => err,
         };
         let service = err.as_service_error();
         if let Some(aws_sdk_dynamodb::operation::update_item::UpdateItemError::ConditionalCheckFailedException(c)) = service {
-            return Ok(Outcome::Refused(c.item.clone()));
+            return Ok(WriteOutcome::Refused(c.item.clone()));
         }
         let conflict = service.and_then(ProvideErrorMetadata::code) == Some(TRANSACTION_CONFLICT);
         match conflict_backoff(attempt).filter(|_| conflict) {

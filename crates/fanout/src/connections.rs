@@ -15,7 +15,7 @@ use aws_lambda_events::apigw::{ApiGatewayProxyResponse, ApiGatewayWebsocketProxy
 use aws_lambda_events::encodings::Body;
 use serde_json::{Map, Value, json};
 use tracing::{info, warn};
-use twopc_authorizer::{Grants, Refusal, Wanted};
+use twopc_authorizer::{AccessRefusal, Grants, Wanted};
 use twopc_core::ports::PortError;
 use twopc_dynamo::connections::{DynamoConnections, StoredConnection};
 
@@ -225,7 +225,7 @@ fn error(status: i64, code: &str, message: impl std::fmt::Display) -> ApiGateway
     )
 }
 
-fn refused(status: i64, connection: &str, r: &Refusal) -> ApiGatewayProxyResponse {
+fn refused(status: i64, connection: &str, r: &AccessRefusal) -> ApiGatewayProxyResponse {
     // Logged by code, never with the token (which this handler never sees).
     info!(connection, code = r.code(), "websocket request refused");
     error(status, r.code(), r)
@@ -247,26 +247,7 @@ pub async fn handle<S: ConnectionStore>(
         );
     };
     match ctx.route_key.as_deref().unwrap_or("$default") {
-        "$connect" => {
-            let principal = match twopc_authorizer::context::from_fields(&ctx.authorizer.fields) {
-                Ok(p) => p,
-                Err(r) => return refused(401, connection, &r),
-            };
-            if principal.exp <= now_secs {
-                return refused(401, connection, &Refusal::Expired(principal.exp));
-            }
-            let grants = serde_json::to_string(&principal.grants).unwrap_or_else(|_| "{}".into());
-            match store
-                .connect(connection, &principal.sub, &grants, principal.exp, now_secs)
-                .await
-            {
-                Ok(_) => reply(200, None),
-                Err(e) => {
-                    warn!(connection, error = ?e, "could not record the connection");
-                    reply(500, None)
-                }
-            }
-        }
+        "$connect" => connect(store, connection, &ctx.authorizer.fields, now_secs).await,
         "$disconnect" => {
             if let Err(e) = store.forget(connection).await {
                 warn!(connection, error = %e, "could not forget the connection (its TTL will)");
@@ -274,47 +255,92 @@ pub async fn handle<S: ConnectionStore>(
             reply(200, None)
         }
         _ => {
-            let asked = match parse_subscribe(req.body.as_deref().unwrap_or_default()) {
-                Ok(asked) => asked,
-                Err(message) => return error(200, "invalid_subscription", message),
-            };
-            let stored = match store.connection(connection).await {
-                Ok(Some(stored)) => stored,
-                Ok(None) => return refused(200, connection, &Refusal::NoPrincipal),
-                Err(e) => {
-                    warn!(connection, error = %e, "could not read the connection");
-                    return error(
-                        200,
-                        "unavailable",
-                        "the connection could not be read; try again",
-                    );
-                }
-            };
-            if stored.expire_at <= now_secs {
-                return refused(200, connection, &Refusal::ConnectionExpired);
-            }
-            let grants: Grants = match serde_json::from_str(&stored.grants) {
-                Ok(g) => g,
-                Err(_) => return refused(200, connection, &Refusal::NoPrincipal),
-            };
-            if let Err(r) = grants.check_all(asked.iter().map(Asked::wanted)) {
-                return refused(200, connection, &r);
-            }
-            let topics: Vec<String> = asked.iter().map(Asked::topic).collect();
-            match store.subscribe(connection, &topics, stored.expire_at).await {
-                Ok(()) => reply(
-                    200,
-                    Some(json!({"type": "subscribed", "topics": topics.len()})),
-                ),
-                Err(e) => {
-                    warn!(connection, error = %e, "could not store subscriptions");
-                    error(
-                        200,
-                        "unavailable",
-                        "subscriptions could not be stored; try again",
-                    )
-                }
-            }
+            subscribe(
+                store,
+                connection,
+                req.body.as_deref().unwrap_or_default(),
+                now_secs,
+            )
+            .await
+        }
+    }
+}
+
+/// `$connect`: records the connection with the principal the authorizer admitted, unless
+/// expired.
+async fn connect<S: ConnectionStore>(
+    store: &S,
+    connection: &str,
+    authorizer: &std::collections::HashMap<String, serde_json::Value>,
+    now_secs: u64,
+) -> ApiGatewayProxyResponse {
+    let principal = match twopc_authorizer::context::from_fields(authorizer) {
+        Ok(p) => p,
+        Err(r) => return refused(401, connection, &r),
+    };
+    if principal.exp <= now_secs {
+        return refused(401, connection, &AccessRefusal::Expired(principal.exp));
+    }
+    let grants = serde_json::to_string(&principal.grants).unwrap_or_else(|_| "{}".into());
+    match store
+        .connect(connection, &principal.sub, &grants, principal.exp, now_secs)
+        .await
+    {
+        Ok(_) => reply(200, None),
+        Err(e) => {
+            warn!(connection, error = ?e, "could not record the connection");
+            reply(500, None)
+        }
+    }
+}
+
+/// `subscribe`: the topics `body` asks for, each within the grants the connection was admitted
+/// with, stored until the connection expires.
+async fn subscribe<S: ConnectionStore>(
+    store: &S,
+    connection: &str,
+    body: &str,
+    now_secs: u64,
+) -> ApiGatewayProxyResponse {
+    let asked = match parse_subscribe(body) {
+        Ok(asked) => asked,
+        Err(message) => return error(200, "invalid_subscription", message),
+    };
+    let stored = match store.connection(connection).await {
+        Ok(Some(stored)) => stored,
+        Ok(None) => return refused(200, connection, &AccessRefusal::NoPrincipal),
+        Err(e) => {
+            warn!(connection, error = %e, "could not read the connection");
+            return error(
+                200,
+                "unavailable",
+                "the connection could not be read; try again",
+            );
+        }
+    };
+    if stored.expire_at <= now_secs {
+        return refused(200, connection, &AccessRefusal::ConnectionExpired);
+    }
+    let grants: Grants = match serde_json::from_str(&stored.grants) {
+        Ok(g) => g,
+        Err(_) => return refused(200, connection, &AccessRefusal::NoPrincipal),
+    };
+    if let Err(r) = grants.check_all(asked.iter().map(Asked::wanted)) {
+        return refused(200, connection, &r);
+    }
+    let topics: Vec<String> = asked.iter().map(Asked::topic).collect();
+    match store.subscribe(connection, &topics, stored.expire_at).await {
+        Ok(()) => reply(
+            200,
+            Some(json!({"type": "subscribed", "topics": topics.len()})),
+        ),
+        Err(e) => {
+            warn!(connection, error = %e, "could not store subscriptions");
+            error(
+                200,
+                "unavailable",
+                "subscriptions could not be stored; try again",
+            )
         }
     }
 }

@@ -26,7 +26,7 @@
 //! #     -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
 //! use twopc_participant_sdk::SdkParticipant;
 //!
-//! twopc_participant_sdk::init_logs();
+//! twopc_participant_sdk::init_tracing();
 //! let participant = SdkParticipant::builder(hooks).dynamodb_from_env().await?.build();
 //! twopc_participant_sdk::lambda::run(participant).await
 //! # }

@@ -39,6 +39,11 @@ pub use hooks::{Call, HookError, Hooks, Reservation};
 #[cfg(feature = "http")]
 pub use http::serve_http;
 pub use participant::{DEFAULT_CLAIM_MS, Error, Resolved, SWEEP_LIMIT, SdkParticipant};
+
+/// The usual participant: the service's hooks `H`, its states and the coordinator's log on
+/// DynamoDB, the system's clock (what [`Builder::dynamodb_from_env`] builds).
+#[cfg(feature = "dynamodb")]
+pub type DynamoParticipant<H> = SdkParticipant<H, DynamoStates, DynamoTxLog, SystemClock>;
 pub use start::StartError;
 pub use store::{MemoryStates, StateStore, Written};
 /// The transaction log a participant resolves silent coordinators by, on DynamoDB.
@@ -46,13 +51,13 @@ pub use store::{MemoryStates, StateStore, Written};
 pub use twopc_dynamo::DynamoTxLog;
 
 // What a service's code names besides the SDK's own types, so that it needs no other crate of
-// the project: exact decimals for its payloads, the transaction id, a vote's reason, the ports
+// the project: exact decimals for its payloads, the transaction id, a vote and its reason, the ports
 // a participant is generic over, and the start-up errors and logs.
 pub use twopc_core::decimal::Decimal;
 pub use twopc_core::ids::TxId;
 pub use twopc_core::ports::{Clock, PortError, SystemClock, TxLog};
-pub use twopc_core::record::VoteReason;
+pub use twopc_core::record::{Vote, VoteReason};
 pub use twopc_function::env::ConfigError;
 /// Installs JSON log lines on stdout, filtered by `RUST_LOG` (once per process; later calls do
 /// nothing).
-pub use twopc_function::logs::init_tracing as init_logs;
+pub use twopc_function::logs::init_tracing;

@@ -143,7 +143,7 @@ pub(crate) enum InquiryPlan {
 
 /// Why `reserve` refused, kept so a duplicate prepare gets the same answer.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Refusal {
+pub struct ReserveRefusal {
     /// The vote's reason.
     pub reason: VoteReason,
     /// For people.
@@ -172,7 +172,7 @@ pub struct TxState {
     pub claimed_until: Option<u64>,
     /// In `Refused`: why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub refusal: Option<Refusal>,
+    pub refusal: Option<ReserveRefusal>,
     /// Epoch ms.
     pub updated_at: u64,
 }
@@ -349,7 +349,7 @@ mod tests {
         let mut s = TxState::first(&TxId::random(), Refused, 2, 1, 1);
         s.payload = Some(serde_json::from_str(r#"{"amount": 0.10}"#).expect("json"));
         s.claimed_until = Some(3);
-        s.refusal = Some(Refusal {
+        s.refusal = Some(ReserveRefusal {
             reason: VoteReason::Invalid,
             message: "m".into(),
         });

@@ -3,6 +3,8 @@
 //! it in `cancel`. Then every check at once, with the state in DynamoDB Local
 //! (`TWOPC_DYNAMODB_ENDPOINT`).
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
@@ -10,9 +12,8 @@ use serde_json::json;
 use twopc_core::decimal::Decimal;
 use twopc_core::ids::TxId;
 use twopc_core::record::{Vote, VoteReason};
-use twopc_dynamo::tables::{TableKind, TableSpec, ensure_table};
 use twopc_participant_sdk::conformance::{self, Kit, Subject};
-use twopc_participant_sdk::{Call, DynamoStates, HookError, Hooks, MemoryStates, Reservation};
+use twopc_participant_sdk::{Call, HookError, Hooks, MemoryStates, Reservation};
 
 /// Authorisations and captures, by transaction. Amounts stay decimal text, never `f64`.
 #[derive(Clone, Default)]
@@ -261,21 +262,12 @@ mod over_http {
 
 #[tokio::test]
 async fn every_check_passes_with_the_state_in_dynamodb() {
-    let endpoint = std::env::var("TWOPC_DYNAMODB_ENDPOINT").unwrap_or_else(|_| {
-        panic!("TWOPC_DYNAMODB_ENDPOINT is not set: run under infra/dynamodb-local.sh run")
-    });
-    let client = twopc_dynamo::client(Some(&endpoint)).await;
-    let name = format!("c{}-payments-state", &TxId::random().as_str()[..8]);
-    let spec = TableSpec {
-        name: name.clone(),
-        kind: TableKind::ParticipantState,
-    };
-    ensure_table(&client, &spec).await.expect("create table");
+    let states = common::dynamodb_states("c").await;
     conformance::check_all(|| async {
         let e = example().await;
         Subject {
             hooks: e.hooks,
-            store: DynamoStates::new(client.clone(), &name),
+            store: states.clone(),
             valid: e.valid,
             invalid: e.invalid,
         }

@@ -4,6 +4,8 @@
 //! stores: [`MemoryStates`], and [`DynamoStates`] on DynamoDB Local, which gives numbers back by
 //! value (`12.50` as `12.5`).
 
+mod common;
+
 use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
@@ -14,7 +16,6 @@ use twopc_core::message::PrepareRequest;
 use twopc_core::op::Operation;
 use twopc_core::ports::{Clock, ManualClock, SystemClock};
 use twopc_core::record::{Vote, VoteReason};
-use twopc_dynamo::tables::{TableKind, TableSpec, ensure_table};
 use twopc_participant_sdk::state::Phase;
 use twopc_participant_sdk::{
     Call, DynamoStates, HookError, Hooks, MemoryStates, Reservation, SdkParticipant, StateStore,
@@ -44,17 +45,7 @@ async fn memory() -> MemoryStates {
 }
 
 async fn dynamodb() -> DynamoStates {
-    let endpoint = std::env::var("TWOPC_DYNAMODB_ENDPOINT").unwrap_or_else(|_| {
-        panic!("TWOPC_DYNAMODB_ENDPOINT is not set: run under infra/dynamodb-local.sh run")
-    });
-    let client = twopc_dynamo::client(Some(&endpoint)).await;
-    let name = format!("d{}-payments-state", &TxId::random().as_str()[..8]);
-    let spec = TableSpec {
-        name: name.clone(),
-        kind: TableKind::ParticipantState,
-    };
-    ensure_table(&client, &spec).await.expect("create table");
-    DynamoStates::new(client, name)
+    common::dynamodb_states("d").await
 }
 
 fn prepare(tx: &TxId, payload: &str) -> PrepareRequest {

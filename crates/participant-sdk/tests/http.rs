@@ -236,11 +236,12 @@ async fn a_signature_for_another_transaction_a_body_that_is_no_request_or_too_la
 
 #[tokio::test]
 async fn the_configured_signing_secret_signs_the_functions_http_transport() {
-    use twopc_runtime::config::{Config, Role, var};
+    use twopc_function::var;
+    use twopc_runtime::config::{Settings, SweeperSettings};
     let s = serve().await;
     let secret = std::str::from_utf8(SECRET).expect("text");
     let config = |with_secret: bool| {
-        Config::from_lookup(Role::Sweeper, |name| match name {
+        SweeperSettings::from_lookup(|name| match name {
             var::TRANSACTIONS_TABLE => Some("tx".into()),
             // Local, so the clients take static credentials; no DynamoDB call is made.
             var::DYNAMODB_ENDPOINT => Some("http://127.0.0.1:1".into()),

@@ -3,10 +3,11 @@
 //! (`TWOPC_DYNAMODB_ENDPOINT`, as `make test` and `infra/dynamodb-local.sh run` set it). Each
 //! case states what the port promises; `memory::*` and `dynamodb::*` run the same case.
 
+mod common;
+
 use serde_json::json;
 use twopc_core::ids::TxId;
 use twopc_core::ports::{Clock, SystemClock};
-use twopc_dynamo::tables::{TableKind, TableSpec, ensure_table};
 use twopc_participant_sdk::state::{Phase, TxState};
 use twopc_participant_sdk::{DynamoStates, MemoryStates, StateStore, Written};
 
@@ -15,17 +16,7 @@ async fn memory() -> MemoryStates {
 }
 
 async fn dynamodb() -> DynamoStates {
-    let endpoint = std::env::var("TWOPC_DYNAMODB_ENDPOINT").unwrap_or_else(|_| {
-        panic!("TWOPC_DYNAMODB_ENDPOINT is not set: run under infra/dynamodb-local.sh run")
-    });
-    let client = twopc_dynamo::client(Some(&endpoint)).await;
-    let name = format!("s{}-payments-state", &TxId::random().as_str()[..8]);
-    let spec = TableSpec {
-        name: name.clone(),
-        kind: TableKind::ParticipantState,
-    };
-    ensure_table(&client, &spec).await.expect("create table");
-    DynamoStates::new(client, name)
+    common::dynamodb_states("s").await
 }
 
 /// Each case, once per implementation.

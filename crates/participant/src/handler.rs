@@ -50,8 +50,9 @@ mod tests {
     use twopc_core::message::{CompleteReply, PrepareReply};
     use twopc_core::op::Mode;
     use twopc_core::record::{Vote, VoteReason};
+    use twopc_function::var;
     use twopc_runtime::Clients;
-    use twopc_runtime::config::{Config, Role, var};
+    use twopc_runtime::config::{ParticipantSettings, Settings};
 
     const PREPARE: &str = include_str!("../../../events/participant-prepare.json");
     const COMMIT: &str = include_str!("../../../events/participant-commit.json");
@@ -68,11 +69,11 @@ mod tests {
             var::DYNAMODB_ENDPOINT => Some(endpoint.to_owned()),
             _ => None,
         };
-        let config = Config::from_lookup(Role::Participant, env).expect("config");
-        let clients = Clients::load(&config).await;
+        let settings = ParticipantSettings::from_lookup(env).expect("config");
+        let clients = Clients::load(&settings).await;
         App {
-            participant: twopc_runtime::participant(&config, &clients),
-            table: config.participant_table().to_owned(),
+            participant: twopc_runtime::participant(&settings.protocol, &clients),
+            table: settings.table,
             metrics: Metrics::in_memory("participant"),
         }
     }

@@ -5,20 +5,19 @@
 
 use lambda_runtime::{Error, run, service_fn};
 use participant::handler::{self, App};
+use twopc_function::logs::init_tracing;
 use twopc_runtime::Clients;
-use twopc_runtime::config::{Config, Role};
-use twopc_runtime::telemetry::{Metrics, init_tracing};
+use twopc_runtime::config::{ParticipantSettings, Settings};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     init_tracing();
-    let role = Role::Participant;
-    let config = Config::from_env(role).expect("participant configuration");
-    let clients = Clients::load(&config).await;
+    let settings = ParticipantSettings::from_env().expect("participant configuration");
+    let clients = Clients::load(&settings).await;
     let app = App {
-        participant: twopc_runtime::participant(&config, &clients),
-        table: config.participant_table().to_owned(),
-        metrics: Metrics::new(&config.metrics_namespace, role.function()),
+        participant: twopc_runtime::participant(&settings.protocol, &clients),
+        metrics: settings.shared.metrics(),
+        table: settings.table,
     };
     let app = &app;
     run(service_fn(move |event| handler::handle(app, event))).await

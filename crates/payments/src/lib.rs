@@ -2,12 +2,12 @@
 //!
 //! The worked example of the participant SDK: a card payment is authorised in prepare (`reserve`),
 //! captured in commit (`confirm`) and voided in abort (`cancel`). The card network is
-//! [`Gateway`], a simulation in memory with an injectable decline; the protocol around it
+//! [`CardGateway`], a simulation in memory with an injectable decline; the protocol around it
 //! (duplicates, abort before prepare, late prepares, a silent coordinator) is the library's.
 //!
 //! - [`Payment`]: the payload a request gives `payments` (`{"card": "4242", "amount": 12.50}`),
 //!   read by the SDK before `reserve`: one it cannot read is a `no` vote, reason `invalid`.
-//! - [`Gateway`]: authorisations by transaction, what was captured and voided; implements
+//! - [`CardGateway`]: authorisations by transaction, what was captured and voided; implements
 //!   [`Hooks`].
 //! - [`routes`]: the gateway's read API (`GET /authorisations`).
 //! - `main.rs`: serves it over http (the SDK's signed router) with its state in DynamoDB.
@@ -55,14 +55,7 @@ impl TryFrom<PaymentFields> for Payment {
         if f.card.is_empty() {
             return Err("\"card\": expected a non-empty string");
         }
-        // Positive: not negative and some digit of its significand is not 0.
-        let significand = f
-            .amount
-            .as_str()
-            .split(['e', 'E'])
-            .next()
-            .unwrap_or_default();
-        if f.amount.is_negative() || !significand.bytes().any(|b| (b'1'..=b'9').contains(&b)) {
+        if !f.amount.is_positive() {
             return Err("\"amount\": must be more than 0");
         }
         Ok(Payment {
@@ -150,11 +143,11 @@ impl Ledger {
 }
 
 /// A simulated card gateway: authorisations held by transaction until captured or voided. Clones
-/// share it. Declines are injected per card ([`Gateway::decline`]); the card `"0002"` is
+/// share it. Declines are injected per card ([`CardGateway::decline`]); the card `"0002"` is
 /// always declined. In memory: a restart forgets it (the participant's state, in DynamoDB,
 /// does not).
 #[derive(Clone, Debug, Default)]
-pub struct Gateway {
+pub struct CardGateway {
     ledger: Arc<Mutex<Ledger>>,
 }
 
@@ -165,7 +158,7 @@ fn poisoned<T>(_: T) -> HookError {
     HookError::new("the gateway's ledger is poisoned (a call panicked)")
 }
 
-impl Gateway {
+impl CardGateway {
     fn ledger(&self) -> Result<MutexGuard<'_, Ledger>, HookError> {
         self.ledger.lock().map_err(poisoned)
     }
@@ -206,7 +199,7 @@ impl Gateway {
 
 /// The gateway's own read API, beside the participant's routes: `GET /authorisations`, every
 /// authorisation in the order made (`[{"txId", "card", "amount", "status"}]`).
-pub fn routes(gateway: Gateway) -> Router {
+pub fn routes(gateway: CardGateway) -> Router {
     Router::new().route(
         "/authorisations",
         get(move || {
@@ -226,7 +219,7 @@ pub fn routes(gateway: Gateway) -> Router {
     )
 }
 
-impl Hooks for Gateway {
+impl Hooks for CardGateway {
     type Payload = Payment;
 
     async fn reserve(&self, call: Call<'_, Payment>) -> Result<Reservation, HookError> {

@@ -7,16 +7,16 @@
 
 use std::time::Duration;
 
-use payments::Gateway;
+use payments::CardGateway;
 use twopc_participant_sdk::http::{HttpConfig, router};
-use twopc_participant_sdk::{SdkParticipant, StartError, init_logs, serve_http};
+use twopc_participant_sdk::{SdkParticipant, StartError, init_tracing, serve_http};
 
 #[tokio::main]
 async fn main() -> Result<(), StartError> {
-    init_logs();
+    init_tracing();
     let addr = std::env::args().nth(1).unwrap_or("127.0.0.1:3001".into());
     let http = HttpConfig::from_env()?;
-    let gateway = Gateway::default();
+    let gateway = CardGateway::default();
     let participant = SdkParticipant::builder(gateway.clone())
         .dynamodb_from_env()
         .await?

@@ -3,18 +3,16 @@
 //! was told to.
 
 use serde_json::{Value, json};
-use twopc_core::record::{Vote, VoteReason};
-use twopc_core::status::TxStatus;
-use twopc_participant_sdk::MemoryStates;
-use twopc_participant_sdk::conformance::{Kit, Subject};
+use twopc_participant_sdk::conformance::{Kit, Subject, TxStatus};
+use twopc_participant_sdk::{MemoryStates, Vote, VoteReason};
 
-use payments::{Gateway, Payment};
+use payments::{CardGateway, Payment};
 
 fn payment() -> Value {
     serde_json::from_str(r#"{"card": "4242", "amount": 12.50}"#).expect("json")
 }
 
-fn subject(gateway: Gateway) -> Subject<Gateway> {
+fn subject(gateway: CardGateway) -> Subject<CardGateway> {
     Subject {
         hooks: gateway,
         store: MemoryStates::default(),
@@ -23,11 +21,11 @@ fn subject(gateway: Gateway) -> Subject<Gateway> {
     }
 }
 
-twopc_participant_sdk::conformance_tests!(subject(Gateway::default()));
+twopc_participant_sdk::conformance_tests!(subject(CardGateway::default()));
 
 #[tokio::test]
 async fn a_commit_captures_the_authorisation_and_an_abort_voids_it() {
-    let gateway = Gateway::default();
+    let gateway = CardGateway::default();
     let kit = Kit::new(subject(gateway.clone()));
     let (paid, voided) = (kit.begin().await, kit.begin().await);
     assert!(kit.send_prepare(&paid).await.vote.is_yes());
@@ -63,7 +61,7 @@ async fn a_commit_captures_the_authorisation_and_an_abort_voids_it() {
 
 #[tokio::test]
 async fn a_declined_card_is_a_condition_no_and_holds_nothing() {
-    let gateway = Gateway::default();
+    let gateway = CardGateway::default();
     gateway.decline("4242");
     let kit = Kit::new(subject(gateway.clone()));
     let tx = kit.begin().await;
@@ -106,7 +104,7 @@ fn payloads_are_read_strictly() {
 
 #[tokio::test]
 async fn an_unreadable_payload_is_an_invalid_vote_saying_why() {
-    let gateway = Gateway::default();
+    let gateway = CardGateway::default();
     let kit = Kit::new(Subject {
         valid: json!({"card": "4242", "amount": 1, "tip": 1}),
         ..subject(gateway.clone())

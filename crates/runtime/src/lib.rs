@@ -1,12 +1,12 @@
 //! # twopc-runtime — what the Lambda functions share
 //!
 //! Every function (`coordinator`, `participant`, `sweeper`, `stream-processor`, `connections`,
-//! `ws-authorizer`) is a thin shell: `main` reads the [`config::Config`] for its
-//! [`config::Role`] once, installs the logs, loads the AWS configuration once ([`Aws`],
-//! [`Clients`]) and wires the logic over them with the functions below. Everything here is
-//! wiring; the protocol lives in `twopc-core`.
+//! `ws-authorizer`) is a thin shell: `main` reads its role's settings once
+//! ([`config::Settings::from_env`]), installs the logs, loads the AWS configuration once
+//! ([`Aws`], [`Clients`]) and wires the logic over them with the functions below. Everything
+//! here is wiring; the protocol lives in `twopc-core`.
 //!
-//! - [`config`]: the typed configuration, every environment variable named once.
+//! - [`config`]: what every function shares and one settings type per role.
 //! - [`telemetry`]: JSON logs carrying the transaction id, EMF metrics.
 //! - [`transport`]: the `lambda`, `http` and dispatching transports.
 //! - [`trace`]: the X-Ray trace header, carried from the invocation through the transports.
@@ -24,16 +24,17 @@ pub use twopc_function::{call, errors};
 
 use std::sync::Arc;
 
-use twopc_core::coordinator::{Coordinator, CoordinatorConfig};
+use twopc_core::coordinator::Coordinator;
 use twopc_core::direct::DirectTransport;
 use twopc_core::participant::Participant;
 use twopc_core::ports::SystemClock;
 use twopc_core::sweeper::Sweeper;
 use twopc_dynamo::{DynamoItems, DynamoNative, DynamoTxLog};
 
-use crate::config::{Config, var};
+use twopc_function::var;
+
+use crate::config::{Protocol, RunsCoordinator, Settings, Shared, SweeperSettings};
 use crate::record::{Caller, Recorder};
-use crate::telemetry::Metrics;
 use crate::transport::{DispatchTransport, HttpTransport, LambdaTransport};
 
 /// The participant logic as the functions run it.
@@ -46,7 +47,7 @@ pub type LiveCoordinator = Coordinator<DynamoTxLog, LiveTransport, SystemClock>;
 pub type LiveSweeper = Sweeper<DynamoTxLog, LiveTransport, SystemClock, DynamoItems>;
 
 /// The AWS configuration every function builds its clients from, loaded once per process from
-/// its [`Config`]: the default chain in AWS; with a local endpoint set
+/// its settings: the default chain in AWS; with a local endpoint set
 /// (`TWOPC_DYNAMODB_ENDPOINT`, `TWOPC_LAMBDA_ENDPOINT`), a fixed region and static dummy
 /// credentials ([`twopc_dynamo::aws_loader`]), and each client pointed at its endpoint.
 /// DynamoDB Local keeps one database per access key and region, so the functions, the tests and
@@ -62,20 +63,26 @@ pub struct Aws {
 }
 
 impl Aws {
-    /// Loads the configuration for the endpoints `config` names (`None`: the service's own).
+    /// Loads the configuration for the endpoints `settings` name (`None`: the service's own).
     /// When the process's environment sets `TWOPC_RECORD_AWS_CALLS` (a test run's, never the
-    /// function's configuration), every client records its calls there as `config`'s role.
-    pub async fn load(config: &Config) -> Aws {
+    /// function's configuration), every client records its calls there as `settings`' role.
+    pub async fn load(settings: &impl Settings) -> Aws {
+        Aws::load_named(settings.shared(), settings.resources()).await
+    }
+
+    /// [`Aws::load`] for a process that runs several roles (the local stack): `resources` are
+    /// every role's, each with the variable that named it.
+    pub async fn load_named(shared: &Shared, resources: Vec<(String, &'static str)>) -> Aws {
         let record = std::env::var_os(var::RECORD_AWS_CALLS).filter(|f| !f.is_empty());
         Aws {
-            sdk: twopc_dynamo::aws_loader(config.is_local()).load().await,
-            dynamodb_endpoint: config.dynamodb_endpoint.clone(),
-            lambda_endpoint: config.lambda_endpoint.clone(),
+            sdk: twopc_dynamo::aws_loader(shared.is_local()).load().await,
+            dynamodb_endpoint: shared.dynamodb_endpoint.clone(),
+            lambda_endpoint: shared.lambda_endpoint.clone(),
             recorder: record.map(|folder| {
                 Recorder::new(
                     std::path::Path::new(&folder),
-                    config,
-                    Caller::from(config.role),
+                    resources,
+                    Caller::from(shared.role),
                 )
             }),
         }
@@ -149,8 +156,8 @@ pub struct Clients {
 
 impl Clients {
     /// Builds every client from one [`Aws`] configuration for the configured endpoints.
-    pub async fn load(config: &Config) -> Clients {
-        Clients::of(&Aws::load(config).await)
+    pub async fn load(settings: &impl Settings) -> Clients {
+        Clients::of(&Aws::load(settings).await)
     }
 
     /// The clients of a loaded configuration.
@@ -163,64 +170,59 @@ impl Clients {
 }
 
 /// The transactions table.
-pub fn tx_log(config: &Config, clients: &Clients) -> DynamoTxLog {
-    DynamoTxLog::new(clients.dynamodb.clone(), &config.transactions_table)
+pub fn tx_log(protocol: &Protocol, clients: &Clients) -> DynamoTxLog {
+    DynamoTxLog::new(clients.dynamodb.clone(), &protocol.transactions_table)
 }
 
 /// The participant logic over DynamoDB (what the participant function runs, and what the
 /// `direct` transport runs in-process).
-pub fn participant(config: &Config, clients: &Clients) -> LiveParticipant {
+pub fn participant(protocol: &Protocol, clients: &Clients) -> LiveParticipant {
     Participant::new(
         DynamoItems::new(clients.dynamodb.clone()),
-        tx_log(config, clients),
+        tx_log(protocol, clients),
         SystemClock,
-        config.participant.clone(),
+        protocol.participant.clone(),
     )
 }
 
 /// The transport that reaches participants of every kind.
-pub fn transport(config: &Config, clients: &Clients) -> LiveTransport {
-    let function = config.role.function();
+pub fn transport(settings: &impl RunsCoordinator, clients: &Clients) -> LiveTransport {
+    let calls = settings.calls();
+    let http = HttpTransport::new(calls.timeout);
     DispatchTransport::new(
-        DirectTransport::new(participant(config, clients)),
-        LambdaTransport::new(clients.lambda.clone(), config.call_timeout),
-        match &config.http_signing_secret {
-            Some(secret) => {
-                HttpTransport::new(config.call_timeout).with_signing_secret(secret.clone())
-            }
-            None => HttpTransport::new(config.call_timeout),
+        DirectTransport::new(participant(settings.protocol(), clients)),
+        LambdaTransport::new(clients.lambda.clone(), calls.timeout),
+        match &calls.signing_secret {
+            Some(secret) => http.with_signing_secret(secret.clone()),
+            None => http,
         },
     )
-    .with_metrics(Metrics::new(&config.metrics_namespace, function))
+    .with_metrics(settings.shared().metrics())
 }
 
 /// The coordinator over DynamoDB and the dispatching transport.
-pub fn coordinator(config: &Config, clients: &Clients) -> LiveCoordinator {
+pub fn coordinator(settings: &impl RunsCoordinator, clients: &Clients) -> LiveCoordinator {
+    let protocol = settings.protocol();
     Coordinator::new(
-        tx_log(config, clients),
-        transport(config, clients),
+        tx_log(protocol, clients),
+        transport(settings, clients),
         SystemClock,
-        CoordinatorConfig {
-            id: config.coordinator_id.clone(),
-            services: config.services.clone(),
-            limits: config.limits.clone(),
-            mode: config.commit_mode,
-        },
+        settings.coordinator_config().clone(),
     )
     .with_native(Arc::new(DynamoNative::new(
         clients.dynamodb.clone(),
-        tx_log(config, clients),
+        tx_log(protocol, clients),
     )))
 }
 
 /// The recovery pass: overdue records through the coordinator's `recover`, expired locks in
 /// the configured lock tables through the participant logic.
-pub fn sweeper(config: &Config, clients: &Clients) -> LiveSweeper {
+pub fn sweeper(settings: &SweeperSettings, clients: &Clients) -> LiveSweeper {
     Sweeper::new(
-        coordinator(config, clients),
-        participant(config, clients),
+        coordinator(settings, clients),
+        participant(&settings.protocol, clients),
         SystemClock,
-        config.lock_tables.clone(),
-        config.sweep.clone(),
+        settings.lock_tables.clone(),
+        settings.sweep.clone(),
     )
 }

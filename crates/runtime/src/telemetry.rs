@@ -1,9 +1,7 @@
-//! Logs and metrics.
-//!
-//! Logs are JSON lines, set up by `twopc_function::logs` (shared with services on the
-//! participant SDK) and re-exported here: handlers open a [`tx_span`] so every line of a
-//! transaction's work carries its `txId`, and every line written during an invocation carries
-//! the invocation's X-Ray trace id (`spans.0.xrayTraceId`).
+//! Metrics. (Logs are JSON lines, set up by `twopc_function::logs`, shared with services on
+//! the participant SDK: handlers open a `tx_span` so every line of a transaction's work carries
+//! its `txId`, and every line written during an invocation carries the invocation's X-Ray trace
+//! id, `spans.0.xrayTraceId`; a test below holds it.)
 //!
 //! Metrics are CloudWatch embedded-metric-format (EMF) lines: plain JSON objects on stdout that
 //! CloudWatch turns into metrics, with no agent, no API call and no extra crate. The format is
@@ -19,14 +17,9 @@ use twopc_core::ports::{Clock, SystemClock};
 use twopc_core::record::{TxRecord, Vote};
 use twopc_core::sweeper::SweepReport;
 
-pub use twopc_function::logs::{
-    DEFAULT_LOG_FILTER, INVOCATION_SPAN_DIRECTIVE, OWN_CRATES, init_tracing, log_filter, record_tx,
-    subscriber, tx_span,
-};
-
 /// A metric's unit, as CloudWatch names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Unit {
+pub(crate) enum Unit {
     /// A count.
     Count,
     /// Milliseconds.
@@ -44,7 +37,7 @@ impl Unit {
 
 /// One EMF line: `dimension_sets` name dimensions from `dimensions`; every metric is reported
 /// under each set. Values are whole numbers (`u64`, or `i64` where a metric may be negative).
-pub fn emf_line<V: Into<Value> + Copy>(
+pub(crate) fn emf_line<V: Into<Value> + Copy>(
     namespace: &str,
     timestamp_ms: u64,
     dimensions: &[(&str, &str)],
@@ -304,7 +297,7 @@ pub struct StreamBatch {
 
 /// Why a transaction aborted: its first no vote's reason, or `deadline` (aborted by recovery
 /// past its deadline, before every vote was in).
-pub fn abort_reason(record: &TxRecord) -> &'static str {
+pub(crate) fn abort_reason(record: &TxRecord) -> &'static str {
     record
         .votes
         .iter()
@@ -375,6 +368,7 @@ mod tests {
         use lambda_runtime::{Context, LambdaInvocation, layers::TracingLayer};
         use tracing::Instrument;
         use tracing_subscriber::EnvFilter;
+        use twopc_function::logs::{log_filter, subscriber, tx_span};
 
         let out = Captured::default();
         let sink = out.clone();

@@ -9,7 +9,7 @@
 
 use std::future::Future;
 
-use crate::config::var;
+use twopc_function::var;
 
 /// The header carrying the trace.
 pub const HEADER: &str = "x-amzn-trace-id";

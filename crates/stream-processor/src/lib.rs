@@ -15,20 +15,68 @@ use twopc_fanout::detect::{TableRole, Tables};
 use twopc_fanout::firehose::FirehoseLake;
 use twopc_fanout::processor::Processor;
 use twopc_fanout::sinks::ApiGatewayPush;
+use twopc_function::env::{ConfigError, Env};
+use twopc_function::var;
 use twopc_runtime::Aws;
-use twopc_runtime::config::{CONNECTION_TTL_SECS, Config, ConfigError};
+use twopc_runtime::config::{CONNECTION_TTL_SECS, Role, Settings, Shared, connections_table};
 use twopc_runtime::telemetry::{Metrics, StreamBatch};
 
-/// The environment variables this function reads (named once, in `twopc_runtime`).
-pub use twopc_runtime::config::var;
+/// The stream processor's settings, its table map read into the fan-out's types.
+#[derive(Clone, Debug)]
+pub struct StreamSettings {
+    /// What every function reads.
+    pub shared: Shared,
+    /// The tables whose streams arrive, and what each is (`TWOPC_STREAM_TABLES`).
+    pub tables: Tables,
+    /// The Firehose delivery stream of the data lake.
+    pub delivery_stream: String,
+    /// The WebSocket API's management endpoint.
+    pub websocket_endpoint: String,
+    /// Firehose's endpoint when it is not AWS's (a local emulator).
+    pub firehose_endpoint: Option<String>,
+    /// The WebSocket subscriptions table.
+    pub connections_table: String,
+}
 
-/// The stream tables of the stream processor's configuration (`TWOPC_STREAM_TABLES`), read into
-/// the fan-out's types; a map that does not read is refused naming the variable.
-pub fn tables(config: &Config) -> Result<Tables, ConfigError> {
-    let json = config
-        .stream
-        .as_ref()
-        .map_or("", |s| s.tables_json.as_str());
+impl Settings for StreamSettings {
+    const ROLE: Role = Role::StreamProcessor;
+
+    fn read<F: Fn(&str) -> Option<String>>(env: &Env<F>) -> Result<Self, ConfigError> {
+        let tables = env.required(
+            var::STREAM_TABLES,
+            r#"set it to a JSON object of table → role, e.g. {"twopc-transactions": "transactions", "twopc-accounts": {"participant": "accounts", "key": {"hash": {"name": "id", "type": "S"}}}}"#,
+        )?;
+        Ok(StreamSettings {
+            shared: Shared::read(Self::ROLE, env),
+            tables: tables_of(&tables)?,
+            delivery_stream: env.required(
+                var::DELIVERY_STREAM,
+                "set it to the data lake's Firehose delivery stream name",
+            )?,
+            connections_table: connections_table(env)?,
+            websocket_endpoint: env.required(
+                var::WEBSOCKET_ENDPOINT,
+                "set it to the WebSocket API's management endpoint, https://{api-id}.execute-api.{region}.amazonaws.com/{stage}",
+            )?,
+            firehose_endpoint: env.get(var::FIREHOSE_ENDPOINT),
+        })
+    }
+
+    fn shared(&self) -> &Shared {
+        &self.shared
+    }
+
+    fn resources(&self) -> Vec<(String, &'static str)> {
+        vec![
+            (self.connections_table.clone(), var::CONNECTIONS_TABLE),
+            (self.delivery_stream.clone(), var::DELIVERY_STREAM),
+        ]
+    }
+}
+
+/// `TWOPC_STREAM_TABLES` read into the fan-out's types; a map that does not read is refused
+/// naming the variable.
+fn tables_of(json: &str) -> Result<Tables, ConfigError> {
     parse_tables(json).map_err(|problem| ConfigError::Invalid {
         var: var::STREAM_TABLES,
         problem: format!(
@@ -38,7 +86,7 @@ pub fn tables(config: &Config) -> Result<Tables, ConfigError> {
 }
 
 /// Parses `TWOPC_STREAM_TABLES`.
-pub fn parse_tables(json: &str) -> Result<Tables, String> {
+fn parse_tables(json: &str) -> Result<Tables, String> {
     let v: BTreeMap<String, serde_json::Value> = serde_json::from_str(json)
         .map_err(|e| format!("not a JSON object of table → role: {e}"))?;
     v.into_iter()
@@ -60,30 +108,22 @@ pub fn parse_tables(json: &str) -> Result<Tables, String> {
 /// The processor as the function runs it.
 pub type LiveProcessor = Processor<FirehoseLake, DynamoConnections, ApiGatewayPush>;
 
-/// Builds the processor from the stream processor's configuration
-/// (`Role::StreamProcessor`) and the functions' one AWS configuration; a stream table map that
-/// does not read is refused.
-pub fn processor(config: &Config, aws: &Aws) -> Result<LiveProcessor, ConfigError> {
-    let tables = tables(config)?;
-    let Some(stream) = &config.stream else {
-        return Err(ConfigError::Missing {
-            var: var::STREAM_TABLES,
-            what: "read the configuration as the stream processor's (Role::StreamProcessor)",
-        });
-    };
-    Ok(Processor::new(
-        tables,
+/// Builds the processor from the stream processor's settings and the functions' one AWS
+/// configuration.
+pub fn processor(settings: &StreamSettings, aws: &Aws) -> LiveProcessor {
+    Processor::new(
+        settings.tables.clone(),
         FirehoseLake::new(
-            aws.firehose(stream.firehose_endpoint.as_deref()),
-            &stream.delivery_stream,
+            aws.firehose(settings.firehose_endpoint.as_deref()),
+            &settings.delivery_stream,
         ),
         DynamoConnections::new(
             aws.dynamodb(),
-            config.connections_table(),
+            &settings.connections_table,
             CONNECTION_TTL_SECS,
         ),
-        ApiGatewayPush::new(aws.websocket_management(&stream.websocket_endpoint)),
-    ))
+        ApiGatewayPush::new(aws.websocket_management(&settings.websocket_endpoint)),
+    )
 }
 
 /// Handles one batch of stream records, and counts what it did.
@@ -112,7 +152,6 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use twopc_runtime::config::Role;
 
     const SAMPLE: &str = include_str!("../../../events/stream-processor-commit.json");
 
@@ -136,9 +175,9 @@ mod tests {
         assert_eq!(detected.len(), 1, "{detected:?}");
     }
 
-    fn config(pairs: &[(&'static str, &'static str)]) -> Result<Config, ConfigError> {
+    fn settings(pairs: &[(&'static str, &'static str)]) -> Result<StreamSettings, ConfigError> {
         let pairs = pairs.to_vec();
-        Config::from_lookup(Role::StreamProcessor, move |name| {
+        StreamSettings::from_lookup(move |name| {
             pairs
                 .iter()
                 .find(|(k, _)| *k == name)
@@ -146,33 +185,44 @@ mod tests {
         })
     }
 
-    const ALL: [(&str, &str); 4] = [
+    const ALL: [(&str, &str); 5] = [
         (var::STREAM_TABLES, r#"{"tx": "transactions"}"#),
         (var::DELIVERY_STREAM, "lake"),
         (var::CONNECTIONS_TABLE, "connections"),
         (var::WEBSOCKET_ENDPOINT, "https://ws.example/prod"),
+        (var::FIREHOSE_ENDPOINT, "http://127.0.0.1:4566"),
     ];
 
     #[test]
     fn configuration_names_what_is_missing() {
-        for missing in ALL.map(|(name, _)| name) {
+        for missing in Role::StreamProcessor.required().iter().copied() {
             let some: Vec<_> = ALL.into_iter().filter(|(n, _)| *n != missing).collect();
-            let err = config(&some).expect_err(missing);
+            let err = settings(&some).expect_err(missing);
             assert!(
                 matches!(err, ConfigError::Missing { var, .. } if var == missing),
                 "{err}"
             );
+            assert!(
+                err.to_string().contains("set it to"),
+                "says what to set: {err}"
+            );
         }
-        let c = config(&ALL).expect("complete");
-        assert_eq!(c.connections_table(), "connections");
-        assert_eq!(tables(&c).expect("tables").len(), 1);
+        let s = settings(&ALL).expect("complete");
+        assert_eq!(s.shared.role, Role::StreamProcessor);
+        assert_eq!(s.connections_table, "connections");
+        assert_eq!(s.delivery_stream, "lake");
+        assert_eq!(
+            s.firehose_endpoint.as_deref(),
+            Some("http://127.0.0.1:4566")
+        );
+        assert_eq!(s.tables.len(), 1);
     }
 
     #[test]
     fn stream_tables_that_do_not_read_are_refused_naming_the_variable() {
         let mut bad = ALL;
         bad[0] = (var::STREAM_TABLES, r#"{"t": 3}"#);
-        let err = tables(&config(&bad).expect("read as text")).expect_err("not a role");
+        let err = settings(&bad).expect_err("not a role");
         assert!(
             matches!(
                 err,

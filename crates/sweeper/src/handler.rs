@@ -9,7 +9,7 @@ use serde_json::Value;
 use tracing::{Instrument, error, info, info_span};
 use twopc_core::ports::PortError;
 use twopc_core::sweeper::SweepReport;
-use twopc_runtime::config::Config;
+use twopc_runtime::config::SweeperSettings;
 use twopc_runtime::errors::ErrorKind;
 use twopc_runtime::record::Caller;
 use twopc_runtime::telemetry::Metrics;
@@ -28,11 +28,11 @@ pub struct App {
 
 impl App {
     /// The pass and the completer over one AWS configuration.
-    pub fn new(config: &Config, aws: &Aws, metrics: Metrics) -> App {
+    pub fn new(settings: &SweeperSettings, aws: &Aws, metrics: Metrics) -> App {
         let completer = Clients::of(&aws.acting_as(Caller::Completer));
         App {
-            sweeper: twopc_runtime::sweeper(config, &Clients::of(aws)),
-            completer: twopc_runtime::coordinator(config, &completer),
+            sweeper: twopc_runtime::sweeper(settings, &Clients::of(aws)),
+            completer: twopc_runtime::coordinator(settings, &completer),
             metrics,
         }
     }
@@ -141,7 +141,8 @@ mod tests {
     use twopc_core::ports::{Clock, ManualClock, SystemClock, TxLog};
     use twopc_core::status::TxStatus;
     use twopc_dynamo::DynamoItems;
-    use twopc_runtime::config::{Role, var};
+    use twopc_function::var;
+    use twopc_runtime::config::Settings;
     use twopc_tests::{CrashAt, SubmitToEnd, World, transfer};
 
     const SCHEDULE: &str = include_str!("../../../events/sweeper-schedule.json");
@@ -190,9 +191,9 @@ mod tests {
             var::DYNAMODB_ENDPOINT => Some(endpoint.to_owned()),
             _ => None,
         };
-        let config = Config::from_lookup(Role::Sweeper, env).expect("config");
-        let aws = twopc_runtime::Aws::load(&config).await;
-        App::new(&config, &aws, Metrics::in_memory("sweeper"))
+        let settings = SweeperSettings::from_lookup(env).expect("config");
+        let aws = twopc_runtime::Aws::load(&settings).await;
+        App::new(&settings, &aws, Metrics::in_memory("sweeper"))
     }
 
     #[test]

@@ -7,21 +7,16 @@
 
 use lambda_runtime::{Error, run, service_fn};
 use sweeper::handler::{self, App};
+use twopc_function::logs::init_tracing;
 use twopc_runtime::Aws;
-use twopc_runtime::config::{Config, Role};
-use twopc_runtime::telemetry::{Metrics, init_tracing};
+use twopc_runtime::config::{Settings, SweeperSettings};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     init_tracing();
-    let role = Role::Sweeper;
-    let config = Config::from_env(role).expect("sweeper configuration");
-    let aws = Aws::load(&config).await;
-    let app = App::new(
-        &config,
-        &aws,
-        Metrics::new(&config.metrics_namespace, role.function()),
-    );
+    let settings = SweeperSettings::from_env().expect("sweeper configuration");
+    let aws = Aws::load(&settings).await;
+    let app = App::new(&settings, &aws, settings.shared.metrics());
     let app = &app;
     run(service_fn(move |event| handler::invoke(app, event))).await
 }

@@ -75,11 +75,11 @@ async fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
         Command::Serve(args) => {
-            init_logs();
+            init_stderr_logs();
             serve::serve(args.clone())
                 .await
                 .map(|()| cli::EXIT_OK)
-                .map_err(|e| cli::Failure::new("serve_failed", e.to_string()))
+                .map_err(|e| cli::CliFailure::new("serve_failed", e.to_string()))
         }
         Command::Submit {
             file,
@@ -117,7 +117,7 @@ async fn main() -> ExitCode {
     }
 }
 
-fn init_logs() {
+fn init_stderr_logs() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
         tracing_subscriber::EnvFilter::new("info,aws_config=warn,aws_smithy_runtime=warn")
     });

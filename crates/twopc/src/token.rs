@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use twopc_authorizer::Grants;
 use twopc_authorizer::local::LocalIssuer;
 
-use crate::cli::{EXIT_OK, Failure};
+use crate::cli::{CliFailure, EXIT_OK};
 use twopc_core::ports::{Clock, SystemClock};
 
 /// Options of `twopc token`.
@@ -53,16 +53,16 @@ fn parse_ttl(text: &str) -> Result<u64, String> {
 }
 
 /// Prints the token (with `--json`: `{"token", "sub", "exp"}`).
-pub fn mint(args: &TokenArgs, json: bool) -> Result<u8, Failure> {
+pub fn mint(args: &TokenArgs, json: bool) -> Result<u8, CliFailure> {
     let claim = json!({"topics": args.topics, "admin": args.admin});
     let grants =
-        Grants::from_claim(Some(&claim)).map_err(|e| Failure::new(e.code(), e.to_string()))?;
+        Grants::from_claim(Some(&claim)).map_err(|e| CliFailure::new(e.code(), e.to_string()))?;
     let issuer = LocalIssuer::load_or_create(&args.data_dir)
-        .map_err(|e| Failure::new("signing_key", e.to_string()))?;
+        .map_err(|e| CliFailure::new("signing_key", e.to_string()))?;
     let now = SystemClock.now_secs();
     let token = issuer
         .mint(&args.sub, &grants, now, args.ttl)
-        .map_err(|e| Failure::new("signing_key", e))?;
+        .map_err(|e| CliFailure::new("signing_key", e))?;
     if json {
         let exp = now.saturating_add(args.ttl);
         println!(

@@ -19,21 +19,21 @@ use aws_lambda_events::apigw::{
 use aws_lambda_events::iam::{IamPolicyEffect, IamPolicyStatement};
 use serde_json::Value;
 use tracing::info;
-use twopc_authorizer::{KeySource, Principal, Refusal, Verifier, VerifierConfig};
-use twopc_runtime::config::{Config, ConfigError};
+use twopc_authorizer::{AccessRefusal, KeySource, Principal, Verifier, VerifierConfig};
+use twopc_function::env::ConfigError;
+use twopc_function::var;
+use twopc_runtime::config::WsAuthorizerSettings;
 use twopc_runtime::telemetry::Metrics;
-
-/// The environment variables this function reads (named once, in `twopc_runtime`).
-pub use twopc_runtime::config::var;
 
 /// How long a connection admitted by the shared token lasts (API Gateway closes any at 2 h).
 pub const SHARED_TOKEN_SECS: u64 = 7_200;
 
-/// The issuer's verifier the authorizer's configuration (`Role::WsAuthorizer`) describes,
-/// `None` when no JWKS URL is set; a URL or an algorithm that cannot be used is refused naming
-/// its variable.
-pub fn verifier(config: &Config) -> Result<Option<Verifier<jwks::HttpsJwks>>, ConfigError> {
-    let Some(jwt) = config.ws.as_ref().and_then(|ws| ws.jwt.as_ref()) else {
+/// The issuer's verifier the authorizer's settings describe, `None` when no JWKS URL is set; a
+/// URL or an algorithm that cannot be used is refused naming its variable.
+pub fn verifier(
+    settings: &WsAuthorizerSettings,
+) -> Result<Option<Verifier<jwks::HttpsJwks>>, ConfigError> {
+    let Some(jwt) = &settings.jwt else {
         return Ok(None);
     };
     let mut verifier = VerifierConfig::new(&jwt.issuer, &jwt.audience);
@@ -64,7 +64,7 @@ pub struct App<K> {
 }
 
 /// The answer: `Allow` on the route with the principal's context, or `Deny`.
-pub type Answer = ApiGatewayCustomAuthorizerResponse<Value>;
+pub type AuthorizerResponse = ApiGatewayCustomAuthorizerResponse<Value>;
 
 fn policy(effect: IamPolicyEffect, method_arn: &str) -> ApiGatewayCustomAuthorizerPolicy {
     let mut statement = IamPolicyStatement::default();
@@ -82,7 +82,7 @@ pub async fn authorize<K: KeySource>(
     app: &App<K>,
     token: Option<&str>,
     now: u64,
-) -> Result<Principal, Refusal> {
+) -> Result<Principal, AccessRefusal> {
     if let (Some(expected), Some(given)) = (app.shared_token.as_deref(), token)
         && let Ok(p) = twopc_authorizer::shared::check(expected, given, now + SHARED_TOKEN_SECS)
     {
@@ -90,8 +90,8 @@ pub async fn authorize<K: KeySource>(
     }
     match &app.verifier {
         Some(v) => v.verify(token, now).await,
-        None if app.shared_token.is_some() => Err(Refusal::SharedToken),
-        None => Err(Refusal::NotConfigured),
+        None if app.shared_token.is_some() => Err(AccessRefusal::SharedToken),
+        None => Err(AccessRefusal::NotConfigured),
     }
 }
 
@@ -100,10 +100,10 @@ pub async fn handle<K: KeySource>(
     app: &App<K>,
     event: &ApiGatewayCustomAuthorizerRequestTypeRequest,
     now: u64,
-) -> Answer {
+) -> AuthorizerResponse {
     let method_arn = event.method_arn.as_deref().unwrap_or_default();
     let token = event.query_string_parameters.first("token");
-    let mut answer = Answer::default();
+    let mut answer = AuthorizerResponse::default();
     match authorize(app, token, now).await {
         Ok(p) => {
             info!(principal = %p.sub, exp = p.exp, "websocket connection authorized");

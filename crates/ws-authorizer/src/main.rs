@@ -2,19 +2,18 @@
 
 use lambda_runtime::{Error, LambdaEvent, run, service_fn};
 use twopc_core::ports::{Clock, SystemClock};
-use twopc_runtime::config::{Config, Role};
-use twopc_runtime::telemetry::{Metrics, init_tracing};
+use twopc_function::logs::init_tracing;
+use twopc_runtime::config::{Settings, WsAuthorizerSettings};
 use ws_authorizer::{App, handle, verifier};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     init_tracing();
-    let role = Role::WsAuthorizer;
-    let config = Config::from_env(role).expect("ws-authorizer configuration");
+    let settings = WsAuthorizerSettings::from_env().expect("ws-authorizer configuration");
     let app = App {
-        verifier: verifier(&config).expect("ws-authorizer configuration"),
-        shared_token: config.ws.as_ref().and_then(|ws| ws.shared_token.clone()),
-        metrics: Metrics::new(&config.metrics_namespace, role.function()),
+        verifier: verifier(&settings).expect("ws-authorizer configuration"),
+        metrics: settings.shared.metrics(),
+        shared_token: settings.shared_token,
     };
     let app = &app;
     run(service_fn(move |event: LambdaEvent<_>| async move {

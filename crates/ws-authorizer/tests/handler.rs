@@ -7,7 +7,7 @@ use twopc_authorizer::local::{self, LocalIssuer};
 use twopc_authorizer::verify::JwkSet;
 use twopc_authorizer::{Grants, Verifier};
 use twopc_runtime::telemetry::Metrics;
-use ws_authorizer::{Answer, App, handle};
+use ws_authorizer::{App, AuthorizerResponse, handle};
 
 const NOW: u64 = 1_795_305_600;
 const SAMPLE: &str = include_str!("../../../events/ws-authorizer-connect.json");
@@ -35,7 +35,7 @@ fn app(issuer: Option<&LocalIssuer>, shared: Option<&str>) -> App<JwkSet> {
     }
 }
 
-fn effect(a: &Answer) -> String {
+fn effect(a: &AuthorizerResponse) -> String {
     serde_json::to_value(&a.policy_document).expect("policy")["Statement"][0]["Effect"]
         .as_str()
         .unwrap_or_default()

@@ -131,132 +131,170 @@ fn append_text_map(
 
 /// The rows (JSON as `rows::row` makes them) as one Arrow batch of the lake's schema.
 fn record_batch(rows: &[Value]) -> Result<RecordBatch, LakeError> {
-    let mut arrays: Vec<ArrayRef> = Vec::with_capacity(COLUMNS.len());
-    for column in COLUMNS {
-        let name = column.name;
-        let cells = rows.iter().map(|r| field(r, name));
-        let array: ArrayRef = match column.kind {
-            ColumnType::Text => {
-                let mut b = StringBuilder::new();
-                for v in cells {
-                    match v {
-                        None => b.append_null(),
-                        Some(Value::String(s)) => b.append_value(s),
-                        Some(other) => return Err(bad(name, format!("not text: {other}"))),
-                    }
+    let arrays = COLUMNS
+        .iter()
+        .map(|column| {
+            let name = column.name;
+            let cells = rows.iter().map(|r| field(r, name));
+            match column.kind {
+                ColumnType::Text => text_array(name, cells),
+                ColumnType::BigInt | ColumnType::Timestamp => {
+                    integer_array(name, column.kind, cells)
                 }
-                Arc::new(b.finish())
+                ColumnType::TextMap => text_map_array(name, cells),
+                ColumnType::DecimalMap => decimal_map_array(name, cells),
+                ColumnType::Participants => participants_array(name, cells),
             }
-            ColumnType::BigInt | ColumnType::Timestamp => {
-                let mut values = Vec::with_capacity(rows.len());
-                for v in cells {
-                    values.push(match v {
-                        None => None,
-                        Some(n) => Some(
-                            n.as_i64()
-                                .ok_or_else(|| bad(name, format!("not an integer: {n}")))?,
-                        ),
-                    });
-                }
-                if column.kind == ColumnType::BigInt {
-                    let mut b = Int64Builder::new();
-                    b.extend(values);
-                    Arc::new(b.finish())
-                } else {
-                    let mut b = TimestampMillisecondBuilder::new();
-                    b.extend(values);
-                    Arc::new(b.finish())
-                }
-            }
-            ColumnType::TextMap => {
-                let mut b = text_map_builder();
-                for v in cells {
-                    append_text_map(&mut b, name, v)?;
-                }
-                Arc::new(b.finish())
-            }
-            ColumnType::DecimalMap => {
-                let mut b = MapBuilder::new(
-                    Some(map_names()),
-                    StringBuilder::new(),
-                    Decimal128Builder::new()
-                        .with_precision_and_scale(DECIMAL_PRECISION, DECIMAL_SCALE)
-                        .map_err(|e| LakeError::Encode(e.to_string()))?,
-                );
-                for v in cells {
-                    match v {
-                        None => b.append(false),
-                        Some(Value::Object(m)) => {
-                            for (k, n) in m {
-                                let unscaled = match n {
-                                    Value::Number(n) => scaled(&n.to_string()),
-                                    _ => None,
-                                }
-                                .ok_or_else(|| {
-                                    bad(name, format!("{k} is not a decimal(38,18): {n}"))
-                                })?;
-                                b.keys().append_value(k);
-                                b.values().append_value(unscaled);
-                            }
-                            b.append(true)
-                        }
-                        Some(other) => return Err(bad(name, format!("not a map: {other}"))),
-                    }
-                    .map_err(|e| LakeError::Encode(e.to_string()))?;
-                }
-                Arc::new(b.finish())
-            }
-            ColumnType::Participants => {
-                let builders: Vec<Box<dyn ArrayBuilder>> = PARTICIPANT_FIELDS
-                    .iter()
-                    .map(|f| -> Box<dyn ArrayBuilder> {
-                        if *f == "key" {
-                            Box::new(text_map_builder())
-                        } else {
-                            Box::new(StringBuilder::new())
-                        }
-                    })
-                    .collect();
-                let element = Field::new("element", DataType::Struct(participant_fields()), true);
-                let mut b = ListBuilder::new(StructBuilder::new(participant_fields(), builders))
-                    .with_field(Arc::new(element));
-                for v in cells {
-                    match v {
-                        None => b.append(false),
-                        Some(Value::Array(list)) => {
-                            let s = b.values();
-                            for p in list {
-                                for (i, f) in PARTICIPANT_FIELDS.iter().enumerate() {
-                                    let value = field(p, f);
-                                    if *f == "key" {
-                                        let m = s
-                                            .field_builder::<MapBuilder<StringBuilder, StringBuilder>>(i)
-                                            .ok_or_else(|| bad(name, "key builder"))?;
-                                        append_text_map(m, name, value)?;
-                                    } else {
-                                        let t = s
-                                            .field_builder::<StringBuilder>(i)
-                                            .ok_or_else(|| bad(name, "text builder"))?;
-                                        match value {
-                                            None => t.append_null(),
-                                            Some(Value::String(x)) => t.append_value(x),
-                                            Some(other) => t.append_value(other.to_string()),
-                                        }
-                                    }
-                                }
-                                s.append(true);
-                            }
-                            b.append(true);
-                        }
-                        Some(other) => return Err(bad(name, format!("not a list: {other}"))),
-                    }
-                }
-                Arc::new(b.finish())
-            }
-        };
-        arrays.push(array);
-    }
+        })
+        .collect::<Result<Vec<ArrayRef>, LakeError>>()?;
     RecordBatch::try_new(schema(), arrays).map_err(|e| LakeError::Encode(e.to_string()))
+}
+
+fn text_array<'a>(
+    name: &'static str,
+    cells: impl Iterator<Item = Option<&'a Value>>,
+) -> Result<ArrayRef, LakeError> {
+    let mut b = StringBuilder::new();
+    for v in cells {
+        match v {
+            None => b.append_null(),
+            Some(Value::String(s)) => b.append_value(s),
+            Some(other) => return Err(bad(name, format!("not text: {other}"))),
+        }
+    }
+    Ok(Arc::new(b.finish()))
+}
+
+/// A `bigint` or a `timestamp` (milliseconds) column.
+fn integer_array<'a>(
+    name: &'static str,
+    kind: ColumnType,
+    cells: impl Iterator<Item = Option<&'a Value>>,
+) -> Result<ArrayRef, LakeError> {
+    let values = cells
+        .map(|v| {
+            v.map(|n| {
+                n.as_i64()
+                    .ok_or_else(|| bad(name, format!("not an integer: {n}")))
+            })
+            .transpose()
+        })
+        .collect::<Result<Vec<Option<i64>>, LakeError>>()?;
+    Ok(if kind == ColumnType::BigInt {
+        let mut b = Int64Builder::new();
+        b.extend(values);
+        Arc::new(b.finish())
+    } else {
+        let mut b = TimestampMillisecondBuilder::new();
+        b.extend(values);
+        Arc::new(b.finish())
+    })
+}
+
+fn text_map_array<'a>(
+    name: &'static str,
+    cells: impl Iterator<Item = Option<&'a Value>>,
+) -> Result<ArrayRef, LakeError> {
+    let mut b = text_map_builder();
+    for v in cells {
+        append_text_map(&mut b, name, v)?;
+    }
+    Ok(Arc::new(b.finish()))
+}
+
+/// A map of text to `decimal(38,18)`.
+fn decimal_map_array<'a>(
+    name: &'static str,
+    cells: impl Iterator<Item = Option<&'a Value>>,
+) -> Result<ArrayRef, LakeError> {
+    let mut b = MapBuilder::new(
+        Some(map_names()),
+        StringBuilder::new(),
+        Decimal128Builder::new()
+            .with_precision_and_scale(DECIMAL_PRECISION, DECIMAL_SCALE)
+            .map_err(|e| LakeError::Encode(e.to_string()))?,
+    );
+    for v in cells {
+        match v {
+            None => b.append(false),
+            Some(Value::Object(m)) => {
+                for (k, n) in m {
+                    let unscaled = match n {
+                        Value::Number(n) => scaled(&n.to_string()),
+                        _ => None,
+                    }
+                    .ok_or_else(|| bad(name, format!("{k} is not a decimal(38,18): {n}")))?;
+                    b.keys().append_value(k);
+                    b.values().append_value(unscaled);
+                }
+                b.append(true)
+            }
+            Some(other) => return Err(bad(name, format!("not a map: {other}"))),
+        }
+        .map_err(|e| LakeError::Encode(e.to_string()))?;
+    }
+    Ok(Arc::new(b.finish()))
+}
+
+/// A list of participant structs (`PARTICIPANT_FIELDS`: text, and the key a text map).
+fn participants_array<'a>(
+    name: &'static str,
+    cells: impl Iterator<Item = Option<&'a Value>>,
+) -> Result<ArrayRef, LakeError> {
+    let builders: Vec<Box<dyn ArrayBuilder>> = PARTICIPANT_FIELDS
+        .iter()
+        .map(|f| -> Box<dyn ArrayBuilder> {
+            if *f == "key" {
+                Box::new(text_map_builder())
+            } else {
+                Box::new(StringBuilder::new())
+            }
+        })
+        .collect();
+    let element = Field::new("element", DataType::Struct(participant_fields()), true);
+    let mut b = ListBuilder::new(StructBuilder::new(participant_fields(), builders))
+        .with_field(Arc::new(element));
+    for v in cells {
+        match v {
+            None => b.append(false),
+            Some(Value::Array(list)) => {
+                for p in list {
+                    append_participant(b.values(), name, p)?;
+                }
+                b.append(true);
+            }
+            Some(other) => return Err(bad(name, format!("not a list: {other}"))),
+        }
+    }
+    Ok(Arc::new(b.finish()))
+}
+
+/// Appends one participant's struct: each field as text, its key as a text map.
+fn append_participant(
+    s: &mut StructBuilder,
+    name: &'static str,
+    p: &Value,
+) -> Result<(), LakeError> {
+    for (i, f) in PARTICIPANT_FIELDS.iter().enumerate() {
+        let value = field(p, f);
+        if *f == "key" {
+            let m = s
+                .field_builder::<MapBuilder<StringBuilder, StringBuilder>>(i)
+                .ok_or_else(|| bad(name, "key builder"))?;
+            append_text_map(m, name, value)?;
+        } else {
+            let t = s
+                .field_builder::<StringBuilder>(i)
+                .ok_or_else(|| bad(name, "text builder"))?;
+            match value {
+                None => t.append_null(),
+                Some(Value::String(x)) => t.append_value(x),
+                Some(other) => t.append_value(other.to_string()),
+            }
+        }
+    }
+    s.append(true);
+    Ok(())
 }
 
 /// Writes rows as one Parquet file (Snappy, as Firehose writes them).

@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 use aws_lambda_events::dynamodb::Event;
 use aws_lambda_events::streams::DynamoDbEventResponse;
 use aws_sdk_dynamodbstreams::Client;
-use aws_sdk_dynamodbstreams::types::ShardIteratorType;
+use aws_sdk_dynamodbstreams::operation::get_records::GetRecordsOutput;
+use aws_sdk_dynamodbstreams::types::{Record, ShardIteratorType};
 use serde_json::json;
 use tokio::sync::watch;
 use tracing::{Instrument, warn};
@@ -322,28 +323,8 @@ impl StreamSource {
             return Ok(Read::Reopen(0));
         };
         let reading = Instant::now();
-        let out = match client
-            .get_records()
-            .shard_iterator(&iterator)
-            .limit(batch_size)
-            .send()
-            .await
-        {
-            Ok(o) => o,
-            Err(e) => {
-                // An expired iterator, or (DynamoDB Local) a shard with nothing in it yet: start
-                // again from the checkpoint.
-                let routine = e.as_service_error().is_some_and(|s| {
-                    s.is_trimmed_data_access_exception() || s.is_expired_iterator_exception()
-                });
-                if routine {
-                    tracing::debug!(shard, "re-opening the shard iterator");
-                } else {
-                    warn!(shard, error = %aws_sdk_dynamodbstreams::error::DisplayErrorContext(&e), "reading the shard failed; re-opening it from its checkpoint");
-                }
-                self.iterators.remove(shard);
-                return Ok(Read::Reopen(0));
-            }
+        let Some(out) = self.get_records(client, shard, &iterator, batch_size).await else {
+            return Ok(Read::Reopen(0));
         };
         let records = out.records();
         let next = out.next_shard_iterator().map(str::to_owned);
@@ -363,6 +344,51 @@ impl StreamSource {
         let response = deliver(event)
             .instrument(tracing::info_span!("stream", read_ms))
             .await;
+        Ok(self.settle(store, shard, records, next, &response))
+    }
+
+    /// `GetRecords` from `iterator`; `None` when the shard is to be re-opened from its
+    /// checkpoint (an expired iterator, or, on DynamoDB Local, a shard with nothing in it yet).
+    async fn get_records(
+        &mut self,
+        client: &Client,
+        shard: &str,
+        iterator: &str,
+        batch_size: i32,
+    ) -> Option<GetRecordsOutput> {
+        let sent = client
+            .get_records()
+            .shard_iterator(iterator)
+            .limit(batch_size)
+            .send()
+            .await;
+        match sent {
+            Ok(o) => Some(o),
+            Err(e) => {
+                let routine = e.as_service_error().is_some_and(|s| {
+                    s.is_trimmed_data_access_exception() || s.is_expired_iterator_exception()
+                });
+                if routine {
+                    tracing::debug!(shard, "re-opening the shard iterator");
+                } else {
+                    warn!(shard, error = %aws_sdk_dynamodbstreams::error::DisplayErrorContext(&e), "reading the shard failed; re-opening it from its checkpoint");
+                }
+                self.iterators.remove(shard);
+                None
+            }
+        }
+    }
+
+    /// After a delivery: the checkpoint advanced past what went through; the shard read on
+    /// from `next` if all did, else re-opened to redeliver from the first failure.
+    fn settle(
+        &mut self,
+        store: &CheckpointStore,
+        shard: &str,
+        records: &[Record],
+        next: Option<String>,
+        response: &DynamoDbEventResponse,
+    ) -> Read {
         let failed: Vec<&str> = response
             .batch_item_failures
             .iter()
@@ -379,11 +405,11 @@ impl StreamSource {
                 }
                 let closed = next.is_none();
                 self.iterators.insert(shard.to_owned(), next);
-                Ok(if closed {
+                if closed {
                     Read::Reopen(records.len())
                 } else {
                     Read::Delivered(records.len())
-                })
+                }
             }
             Some(first_failed) => {
                 // Keep what went through, redeliver from the first failure.
@@ -391,7 +417,7 @@ impl StreamSource {
                     store.advance(shard, seqs[first_failed - 1]);
                 }
                 self.iterators.remove(shard);
-                Ok(Read::Reopen(first_failed))
+                Read::Reopen(first_failed)
             }
         }
     }

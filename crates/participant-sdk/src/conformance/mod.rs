@@ -29,14 +29,19 @@ use std::future::Future;
 use twopc_core::ids::TxId;
 use twopc_core::item::Key;
 use twopc_core::memory::MemoryTxLog;
-use twopc_core::message::{
-    CompleteReply, CompleteRequest, InquireReply, InquireRequest, PrepareReply, PrepareRequest,
-};
 use twopc_core::op::Operation;
-use twopc_core::ports::{Clock, ManualClock, TxLog};
+use twopc_core::ports::{Clock, TxLog};
 use twopc_core::record::TxRecord;
 use twopc_core::rules::Inquiry;
-use twopc_core::status::TxStatus;
+
+// What a service's own tests name beside the kit, so that they need no other crate of the
+// project: the messages the kit sends and the replies it reads, the status a transaction is
+// decided to ([`Kit::decide`]) and the clock the kit moves.
+pub use twopc_core::message::{
+    CompleteReply, CompleteRequest, InquireReply, InquireRequest, PrepareReply, PrepareRequest,
+};
+pub use twopc_core::ports::ManualClock;
+pub use twopc_core::status::TxStatus;
 
 pub use self::checks::*;
 pub use self::faults::{Fail, Faults, Step};

@@ -29,14 +29,16 @@ use aws_smithy_types::config_bag::ConfigBag;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::config::{Config, Role, var};
+use crate::config::Role;
+use twopc_function::var;
 
 mod names;
 
+pub(crate) use names::DIRECT;
 use names::{LAMBDA, Names, dynamodb_actions};
 
 /// What starts each recorded line on standard error (`TWOPC_RECORD_AWS_CALLS=-`).
-pub const STDERR_PREFIX: &str = "twopc-aws-call ";
+pub(crate) const STDERR_PREFIX: &str = "twopc-aws-call ";
 
 /// Who makes a call: a function of `template.yaml`, or the completer (the sweeper function
 /// invoked by the transactions table's stream).
@@ -118,7 +120,7 @@ pub struct Call {
 /// The interceptor: records each request of a client before it goes on the wire. Clones share
 /// the record of what this process already wrote.
 #[derive(Clone, Debug)]
-pub struct Recorder {
+pub(crate) struct Recorder {
     caller: Caller,
     shared: Arc<Shared>,
 }
@@ -133,22 +135,27 @@ struct Shared {
 
 impl Recorder {
     /// Records into a file of this process in `folder` (`-`: standard error), naming
-    /// resources as `config` does, the calls of `caller`.
-    pub fn new(folder: &Path, config: &Config, caller: Caller) -> Recorder {
+    /// resources as `resources` do (each with the variable that named it), the calls of
+    /// `caller`.
+    pub(crate) fn new(
+        folder: &Path,
+        resources: Vec<(String, &'static str)>,
+        caller: Caller,
+    ) -> Recorder {
         let file = (folder != Path::new("-"))
             .then(|| folder.join(format!("calls-{}.jsonl", std::process::id())));
         Recorder {
             caller,
             shared: Arc::new(Shared {
                 file,
-                names: Names::of(config),
+                names: Names::of(resources),
                 written: Mutex::new(BTreeSet::new()),
             }),
         }
     }
 
     /// The same record, for the calls of another caller in this process.
-    pub fn acting_as(&self, caller: Caller) -> Recorder {
+    pub(crate) fn acting_as(&self, caller: Caller) -> Recorder {
         Recorder {
             caller,
             shared: self.shared.clone(),
@@ -282,9 +289,10 @@ impl Intercept for Recorder {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Settings;
     use serde_json::json;
 
-    fn config() -> Config {
+    fn config() -> crate::config::SweeperSettings {
         let services = json!({
             "accounts": {"target": {"transport": "direct", "table": "t-accounts"},
                          "key": {"hash": {"name": "id", "type": "S"}}},
@@ -293,7 +301,7 @@ mod tests {
         })
         .to_string();
         let locks = r#"{"t-accounts": {"hash": {"name": "id", "type": "S"}}}"#;
-        Config::from_lookup(Role::Coordinator, |name| match name {
+        crate::config::SweeperSettings::from_lookup(|name| match name {
             var::TRANSACTIONS_TABLE => Some("t-tx".to_owned()),
             var::SERVICES => Some(services.clone()),
             var::LOCK_TABLES => Some(locks.to_owned()),
@@ -314,7 +322,11 @@ mod tests {
 
     #[test]
     fn a_native_transaction_needs_each_items_action_on_its_table_named_by_its_variable() {
-        let r = Recorder::new(Path::new("unused"), &config(), Caller::Coordinator);
+        let r = Recorder::new(
+            Path::new("unused"),
+            config().resources(),
+            Caller::Coordinator,
+        );
         let body = json!({"TransactItems": [
             {"Put": {"TableName": "t-tx"}},
             {"Update": {"TableName": "t-accounts"}},
@@ -346,7 +358,7 @@ mod tests {
 
     #[test]
     fn an_index_query_an_invoke_and_a_push_are_named_by_their_variables() {
-        let r = Recorder::new(Path::new("unused"), &config(), Caller::Sweeper);
+        let r = Recorder::new(Path::new("unused"), config().resources(), Caller::Sweeper);
         let query = json!({"TableName": "t-tx", "IndexName": "pending-by-deadline"});
         let calls = r.calls("DynamoDB", "Query", &request(&query));
         assert_eq!(
@@ -379,7 +391,7 @@ mod tests {
     fn each_distinct_call_is_written_once_per_process() {
         let folder =
             std::env::temp_dir().join(format!("twopc-record-{}", twopc_core::ids::TxId::random()));
-        let r = Recorder::new(&folder, &config(), Caller::Coordinator);
+        let r = Recorder::new(&folder, config().resources(), Caller::Coordinator);
         let get = json!({"TableName": "t-tx"});
         for _ in 0..3 {
             r.write(r.calls("DynamoDB", "GetItem", &request(&get)))

@@ -4,38 +4,20 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
-use twopc_core::record::Target;
-
-use crate::config::{Config, var};
 
 /// The variables that named each resource of a configuration, by the resource's name.
 #[derive(Clone, Debug, Default)]
 pub(super) struct Names(BTreeMap<String, BTreeSet<String>>);
 
 /// How `TWOPC_SERVICES` names a table reached `direct`, and a participant function.
-pub(super) const DIRECT: &str = "TWOPC_SERVICES.direct";
+pub(crate) const DIRECT: &str = "TWOPC_SERVICES.direct";
 pub(super) const LAMBDA: &str = "TWOPC_SERVICES.lambda";
 
 impl Names {
-    pub(super) fn of(config: &Config) -> Names {
+    pub(super) fn of(resources: Vec<(String, &'static str)>) -> Names {
         let mut names = Names::default();
-        names.add(&config.transactions_table, var::TRANSACTIONS_TABLE);
-        if let Some(table) = &config.participant_table {
-            names.add(table, var::PARTICIPANT_TABLE);
-        }
-        for service in config.services.values() {
-            if let Target::Direct { table } = &service.target {
-                names.add(table, DIRECT);
-            }
-        }
-        for lock in &config.lock_tables {
-            names.add(&lock.table, var::LOCK_TABLES);
-        }
-        if let Some(table) = &config.connections_table {
-            names.add(table, var::CONNECTIONS_TABLE);
-        }
-        if let Some(stream) = &config.stream {
-            names.add(&stream.delivery_stream, var::DELIVERY_STREAM);
+        for (name, by) in resources {
+            names.add(&name, by);
         }
         names
     }

@@ -15,7 +15,7 @@ use std::time::Duration;
 use aws_sdk_lambda::Client;
 use aws_sdk_lambda::config::timeout::TimeoutConfig;
 use aws_sdk_lambda::error::{ProvideErrorMetadata, SdkError};
-use aws_sdk_lambda::operation::invoke::InvokeError;
+use aws_sdk_lambda::operation::invoke::{InvokeError, InvokeOutput};
 use aws_sdk_lambda::primitives::Blob;
 use aws_sdk_lambda::types::InvocationType;
 use serde::de::DeserializeOwned;
@@ -48,24 +48,29 @@ impl LambdaTransport {
         call: &ParticipantCall,
     ) -> Result<R, TransportError> {
         let target = format!("lambda:{function}");
-        let fail = |message: String, undetermined: bool| TransportError {
+        let payload = serde_json::to_vec(&call.to_json()).map_err(|e| TransportError {
             target: target.clone(),
-            message,
-            undetermined,
+            message: format!("cannot encode the {} call: {e}", call.action()),
+            undetermined: false,
             source: None,
-        };
-        let payload = serde_json::to_vec(&call.to_json()).map_err(|e| {
-            fail(
-                format!("cannot encode the {} call: {e}", call.action()),
-                false,
-            )
         })?;
+        match self.invoke(function, payload).await {
+            Ok(out) => answer(target, call, &out),
+            Err(e) => Err(sdk_error(target, call.action(), e)),
+        }
+    }
+
+    /// One `Invoke` (`RequestResponse`) within the timeout, carrying the trace header.
+    async fn invoke(
+        &self,
+        function: &str,
+        payload: Vec<u8>,
+    ) -> Result<InvokeOutput, SdkError<InvokeError>> {
         let timeouts = TimeoutConfig::builder()
             .operation_timeout(self.timeout)
             .build();
         let trace = crate::trace::current();
-        let sent = self
-            .client
+        self.client
             .invoke()
             .function_name(function)
             .invocation_type(InvocationType::RequestResponse)
@@ -81,48 +86,59 @@ impl LambdaTransport {
                 }
             })
             .send()
-            .await;
-        let out = match sent {
-            Ok(out) => out,
-            Err(e) => return Err(sdk_error(target, call.action(), e)),
-        };
-        let body = out.payload().map(Blob::as_ref).unwrap_or_default();
-        if let Some(kind) = out.function_error() {
-            let (message, undetermined) = match FunctionError::parse(body) {
-                Some(f) => (
-                    format!(
-                        "{} failed ({kind}): {}: {}",
-                        call.action(),
-                        f.error_type,
-                        f.error_message
-                    ),
-                    f.may_have_acted(),
-                ),
-                None => (
-                    format!("{} failed ({kind}) with no error payload", call.action()),
-                    true,
-                ),
-            };
-            return Err(fail(message, undetermined));
-        }
-        if !(200..300).contains(&out.status_code()) {
-            return Err(fail(
-                format!(
-                    "{} answered with status {}",
-                    call.action(),
-                    out.status_code()
-                ),
-                true,
-            ));
-        }
-        // The function ran: an answer we cannot read may hide a write that happened.
-        serde_json::from_slice(body).map_err(|e| {
-            fail(
-                format!("{} answered with an unreadable reply: {e}", call.action()),
-                true,
-            )
-        })
+            .await
     }
+}
+
+/// The reply an invocation brought, or why not: a function error (undetermined unless it is
+/// one of the participant's own refusals), a status that is not 2xx, or a reply that does not
+/// read (the function ran: it may hide a write that happened).
+fn answer<R: DeserializeOwned>(
+    target: String,
+    call: &ParticipantCall,
+    out: &InvokeOutput,
+) -> Result<R, TransportError> {
+    let fail = |message: String, undetermined: bool| TransportError {
+        target: target.clone(),
+        message,
+        undetermined,
+        source: None,
+    };
+    let body = out.payload().map(Blob::as_ref).unwrap_or_default();
+    if let Some(kind) = out.function_error() {
+        let (message, undetermined) = match FunctionError::parse(body) {
+            Some(f) => (
+                format!(
+                    "{} failed ({kind}): {}: {}",
+                    call.action(),
+                    f.error_type,
+                    f.error_message
+                ),
+                f.may_have_acted(),
+            ),
+            None => (
+                format!("{} failed ({kind}) with no error payload", call.action()),
+                true,
+            ),
+        };
+        return Err(fail(message, undetermined));
+    }
+    if !(200..300).contains(&out.status_code()) {
+        return Err(fail(
+            format!(
+                "{} answered with status {}",
+                call.action(),
+                out.status_code()
+            ),
+            true,
+        ));
+    }
+    serde_json::from_slice(body).map_err(|e| {
+        fail(
+            format!("{} answered with an unreadable reply: {e}", call.action()),
+            true,
+        )
+    })
 }
 
 /// The innermost cause's text: what went wrong, without the SDK's wrapping.

@@ -5,20 +5,20 @@ use std::io::Read;
 use std::path::PathBuf;
 
 use serde_json::{Value, json};
-use twopc_client::{Decided, Decimal, Op, Outcome, Transaction, TxId, key};
+use twopc_client::{Decimal, Op, Outcome, Transaction, TxAnswer, TxId, key};
 
-use super::{Common, EXIT_ABORTED, EXIT_OK, EXIT_PENDING, Failure, Wait, WaitArg};
+use super::{CliFailure, Common, EXIT_ABORTED, EXIT_OK, EXIT_PENDING, Wait, WaitArg};
 
-fn exit_for(outcome: Decided) -> u8 {
+fn exit_for(outcome: Outcome) -> u8 {
     match outcome {
-        Decided::Committed => EXIT_OK,
-        Decided::Aborted => EXIT_ABORTED,
-        Decided::Pending => EXIT_PENDING,
+        Outcome::Committed => EXIT_OK,
+        Outcome::Aborted => EXIT_ABORTED,
+        Outcome::Pending => EXIT_PENDING,
     }
 }
 
 /// Prints a transaction as the API answered it; returns the exit code.
-fn print_outcome(common: &Common, outcome: &Outcome) -> u8 {
+fn print_outcome(common: &Common, outcome: &TxAnswer) -> u8 {
     if common.json {
         println!("{}", outcome.body);
         return exit_for(outcome.outcome);
@@ -56,7 +56,7 @@ fn print_outcome(common: &Common, outcome: &Outcome) -> u8 {
         );
     }
     match (outcome.outcome, outcome.applied) {
-        (Decided::Pending, _) => println!(
+        (Outcome::Pending, _) => println!(
             "  not decided yet ({}): its coordinator or the sweeper ends it; check with `twopc status {id}`",
             outcome.status
         ),
@@ -75,16 +75,16 @@ pub async fn submit(
     file: &PathBuf,
     key: Option<&str>,
     wait: WaitArg,
-) -> Result<u8, Failure> {
+) -> Result<u8, CliFailure> {
     let text = if file.as_os_str() == "-" {
         let mut s = String::new();
-        std::io::stdin()
-            .read_to_string(&mut s)
-            .map_err(|e| Failure::new("invalid_input", format!("reading standard input: {e}")))?;
+        std::io::stdin().read_to_string(&mut s).map_err(|e| {
+            CliFailure::new("invalid_input", format!("reading standard input: {e}"))
+        })?;
         s
     } else {
         std::fs::read_to_string(file).map_err(|e| {
-            Failure::new("invalid_input", format!("reading {}: {e}", file.display()))
+            CliFailure::new("invalid_input", format!("reading {}: {e}", file.display()))
         })?
     };
     let body: Value = serde_json::from_str(&text).map_err(|e| {
@@ -93,7 +93,7 @@ pub async fn submit(
         } else {
             file.display().to_string()
         };
-        Failure::new(
+        CliFailure::new(
             "invalid_json",
             format!("{from} is not JSON ({e}); expected a transaction, README \"A transaction\""),
         )
@@ -139,11 +139,11 @@ pub struct TransferArgs {
 }
 
 /// The transaction of a transfer: debit (refused below zero) and credit.
-fn transfer_tx(a: &TransferArgs) -> Result<Transaction, Failure> {
+fn transfer_tx(a: &TransferArgs) -> Result<Transaction, CliFailure> {
     let amount = Decimal::parse(&a.amount)
-        .map_err(|e| Failure::new("invalid_number", format!("--amount: {e}")))?;
+        .map_err(|e| CliFailure::new("invalid_number", format!("--amount: {e}")))?;
     if amount.is_negative() {
-        return Err(Failure::new(
+        return Err(CliFailure::new(
             "invalid_number",
             "--amount must not be negative: swap --from and --to instead",
         ));
@@ -169,7 +169,7 @@ fn transfer_tx(a: &TransferArgs) -> Result<Transaction, Failure> {
 }
 
 /// `twopc transfer`.
-pub async fn transfer(common: &Common, a: &TransferArgs) -> Result<u8, Failure> {
+pub async fn transfer(common: &Common, a: &TransferArgs) -> Result<u8, CliFailure> {
     let tx = transfer_tx(a)?;
     let client = common.client()?;
     let outcome = client
@@ -180,8 +180,9 @@ pub async fn transfer(common: &Common, a: &TransferArgs) -> Result<u8, Failure> 
 }
 
 /// `twopc status`.
-pub async fn status(common: &Common, tx: &str) -> Result<u8, Failure> {
-    let tx = TxId::parse(tx).map_err(|e| Failure::new("invalid_tx_id", format!("{tx:?}: {e}")))?;
+pub async fn status(common: &Common, tx: &str) -> Result<u8, CliFailure> {
+    let tx =
+        TxId::parse(tx).map_err(|e| CliFailure::new("invalid_tx_id", format!("{tx:?}: {e}")))?;
     let client = common.client()?;
     let outcome = client.status(&tx).await.map_err(|e| common.failed(e))?;
     Ok(print_outcome(common, &outcome))
@@ -200,11 +201,11 @@ const SEED: &[(&str, &str, &str, &str)] = &[
 /// deployed stack, which has no other way in, can be seeded by anyone allowed to invoke it).
 /// Repeated, it changes nothing: the same idempotency key answers the first outcome, and once
 /// that has expired the `put`s find the items and vote `condition`.
-pub async fn seed(common: &Common) -> Result<u8, Failure> {
+pub async fn seed(common: &Common) -> Result<u8, CliFailure> {
     let mut tx = Transaction::new();
     for (participant, id, owner, balance) in SEED {
         let balance = Decimal::parse(balance)
-            .map_err(|e| Failure::new("invalid_number", format!("{balance:?}: {e}")))?;
+            .map_err(|e| CliFailure::new("invalid_number", format!("{balance:?}: {e}")))?;
         tx = tx.table(
             participant,
             key("id", *id),
@@ -227,7 +228,7 @@ pub async fn seed(common: &Common) -> Result<u8, Failure> {
         println!("the demo items exist already: nothing changed (seed creates all or none)");
         return Ok(EXIT_OK);
     }
-    if outcome.outcome == Decided::Committed && !common.json {
+    if outcome.outcome == Outcome::Committed && !common.json {
         for (participant, id, _, balance) in SEED {
             println!("seeded {participant} {{\"id\":\"{id}\"}} balance {balance}");
         }
@@ -256,7 +257,7 @@ pub struct PendingArgs {
 
 /// `twopc pending`: unfinished transactions, oldest deadline first (`GET
 /// /transactions?status=pending`), one page; the local stack's or a deployed one's.
-pub async fn pending(common: &Common, args: &PendingArgs) -> Result<u8, Failure> {
+pub async fn pending(common: &Common, args: &PendingArgs) -> Result<u8, CliFailure> {
     let client = common.client()?;
     let page = client
         .pending(args.overdue, args.limit, args.next.as_deref())

@@ -10,28 +10,28 @@ use hyper_util::client::legacy::Client as HttpClient;
 use hyper_util::rt::TokioExecutor;
 use serde_json::{Value, json};
 
-use super::{Common, EXIT_OK, Failure};
+use super::{CliFailure, Common, EXIT_OK};
 
 /// A local route (`/local/...`): the status and the JSON answer.
-async fn call_local(common: &Common, method: &str, path: &str) -> Result<(u16, Value), Failure> {
+async fn call_local(common: &Common, method: &str, path: &str) -> Result<(u16, Value), CliFailure> {
     let client = HttpClient::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
     let url = format!("{}{path}", common.url.trim_end_matches('/'));
     let req = hyper::Request::builder()
         .method(method)
         .uri(&url)
         .body(Full::new(Bytes::new()))
-        .map_err(|e| Failure::new("invalid_input", format!("bad URL {url:?}: {e}")))?;
+        .map_err(|e| CliFailure::new("invalid_input", format!("bad URL {url:?}: {e}")))?;
     let request = client.request(req);
     let resp = tokio::time::timeout(Duration::from_millis(common.request_timeout_ms.max(1)), request)
         .await
         .map_err(|_| {
-            Failure::new(
+            CliFailure::new(
                 "timeout",
                 format!("{url}: no answer within {} ms", common.request_timeout_ms),
             )
         })?
         .map_err(|e| {
-            Failure::new(
+            CliFailure::new(
                 "unreachable",
                 format!("cannot reach the local stack at {}: {e}. Is `twopc serve` (make run) running? Use --url to point elsewhere.", common.url),
             )
@@ -41,7 +41,7 @@ async fn call_local(common: &Common, method: &str, path: &str) -> Result<(u16, V
         .into_body()
         .collect()
         .await
-        .map_err(|e| Failure::new("unreachable", format!("reading the answer: {e}")))?
+        .map_err(|e| CliFailure::new("unreachable", format!("reading the answer: {e}")))?
         .to_bytes();
     let value = serde_json::from_slice(&bytes)
         .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
@@ -51,13 +51,13 @@ async fn call_local(common: &Common, method: &str, path: &str) -> Result<(u16, V
         } else {
             json!({"code": "error", "message": value})
         };
-        return Err(Failure::answered(status, body));
+        return Err(CliFailure::answered(status, body));
     }
     Ok((status, value))
 }
 
 /// `twopc sweep`: one recovery pass in the running local stack.
-pub async fn sweep(common: &Common) -> Result<u8, Failure> {
+pub async fn sweep(common: &Common) -> Result<u8, CliFailure> {
     common.local_only(
         "sweep",
         "A deployed stack's sweeper runs on its schedule; to run a pass now: `aws lambda invoke --function-name <SweeperFunction> out.json`.",
@@ -97,7 +97,7 @@ fn print_item(row: &Value) {
 }
 
 /// `twopc items <participant>` / `twopc accounts`.
-pub async fn items(common: &Common, participant: &str) -> Result<u8, Failure> {
+pub async fn items(common: &Common, participant: &str) -> Result<u8, CliFailure> {
     common.local_only("items", READ_ITEMS_IN_AWS)?;
     let (_, body) = call_local(common, "GET", &format!("/local/items/{participant}")).await?;
     if common.json {
@@ -116,7 +116,7 @@ pub async fn items(common: &Common, participant: &str) -> Result<u8, Failure> {
 }
 
 /// `twopc get <participant> <id>`.
-pub async fn get(common: &Common, participant: &str, id: &str) -> Result<u8, Failure> {
+pub async fn get(common: &Common, participant: &str, id: &str) -> Result<u8, CliFailure> {
     common.local_only("get", READ_ITEMS_IN_AWS)?;
     let (_, body) = call_local(common, "GET", &format!("/local/items/{participant}/{id}")).await?;
     if common.json {

@@ -99,7 +99,7 @@ impl Common {
         self.url.starts_with("https://")
     }
 
-    fn client(&self) -> Result<Client, Failure> {
+    fn client(&self) -> Result<Client, CliFailure> {
         let mut config = Config::new(self.url.clone())
             .timeout(Duration::from_millis(self.request_timeout_ms.max(1)));
         let sign = match self.sign {
@@ -118,7 +118,7 @@ impl Common {
     }
 
     /// A client error as the command's failure.
-    fn failed(&self, e: Error) -> Failure {
+    fn failed(&self, e: Error) -> CliFailure {
         let code = match &e {
             Error::Api { code, .. } => code.as_str().to_owned(),
             Error::Undetermined { .. } => "undetermined".into(),
@@ -147,7 +147,7 @@ impl Common {
                 if body.get("code").is_none() {
                     body = json!({"code": code, "message": message});
                 }
-                return Failure::answered(*status, body);
+                return CliFailure::answered(*status, body);
             }
             Error::Undetermined {
                 tx_id,
@@ -159,13 +159,13 @@ impl Common {
             }
             _ => {}
         }
-        Failure::with(body)
+        CliFailure::with(body)
     }
 
     /// Refuses a local-only command against a deployed stack.
-    fn local_only(&self, command: &str, instead: &str) -> Result<(), Failure> {
+    fn local_only(&self, command: &str, instead: &str) -> Result<(), CliFailure> {
         if self.is_deployed() {
-            return Err(Failure::new(
+            return Err(CliFailure::new(
                 "local_only",
                 format!(
                     "`twopc {command}` works with the local stack (twopc serve) only: {} is a deployed stack. {instead}",
@@ -180,25 +180,25 @@ impl Common {
 /// A failed command: a stable `code` and a message that says what to do, as JSON
 /// (`{"code", "message", ...}`), and the HTTP status when the API answered it.
 #[derive(Debug)]
-pub struct Failure {
+pub struct CliFailure {
     /// The JSON (`code`, `message`, and what else the API said).
     pub body: Value,
     /// The API's status, when it answered.
     pub status: Option<u16>,
 }
 
-impl Failure {
+impl CliFailure {
     /// A failure of the command itself.
-    pub fn new(code: &str, message: impl Into<String>) -> Failure {
-        Failure::with(json!({"code": code, "message": message.into()}))
+    pub fn new(code: &str, message: impl Into<String>) -> CliFailure {
+        CliFailure::with(json!({"code": code, "message": message.into()}))
     }
 
-    fn with(body: Value) -> Failure {
-        Failure { body, status: None }
+    fn with(body: Value) -> CliFailure {
+        CliFailure { body, status: None }
     }
 
-    fn answered(status: u16, body: Value) -> Failure {
-        Failure {
+    fn answered(status: u16, body: Value) -> CliFailure {
+        CliFailure {
             body,
             status: Some(status),
         }

@@ -21,7 +21,7 @@ use twopc_core::message::CompleteRequest;
 use twopc_participant_sdk::conformance::{self, CHECKS, Check, Kit};
 
 use self::remote::{Https, Journal, Remote, Sent};
-use crate::cli::Failure as CliFailure;
+use crate::cli::CliFailure;
 
 /// Exit code: a check failed.
 pub const EXIT_FAILED: u8 = 1;
@@ -50,7 +50,7 @@ pub struct ConformanceArgs {
 /// One check's outcome.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Outcome {
+pub struct CheckOutcome {
     /// The check.
     pub name: &'static str,
     /// What it guards against.
@@ -72,7 +72,7 @@ pub struct Report {
     /// The participant.
     pub url: String,
     /// The checks played, in order.
-    pub checks: Vec<Outcome>,
+    pub checks: Vec<CheckOutcome>,
     /// The checks not played over HTTP (they need the participant in process).
     pub not_played: Vec<&'static str>,
     /// How many passed.
@@ -156,7 +156,7 @@ pub async fn run(args: &ConformanceArgs) -> Result<Report, CliFailure> {
     })
 }
 
-async fn play(check: &Check, remote: Remote, cleanup: &Remote, timeout_ms: u64) -> Outcome {
+async fn play(check: &Check, remote: Remote, cleanup: &Remote, timeout_ms: u64) -> CheckOutcome {
     let name = check.name;
     if let Ok(mut slot) = PANIC.lock() {
         *slot = None;
@@ -187,7 +187,7 @@ async fn play(check: &Check, remote: Remote, cleanup: &Remote, timeout_ms: u64) 
         .lock()
         .map(|mut j| std::mem::take(&mut j.sent))
         .unwrap_or_default();
-    Outcome {
+    CheckOutcome {
         name,
         guards: check.guards,
         passed: failure.is_none(),

@@ -11,7 +11,7 @@ use twopc_core::ports::PortError;
 use twopc_core::record::Target;
 use twopc_core::service::{KeySchema, ServiceConfig};
 use twopc_dynamo::tables::{TableKind, TableSpec};
-use twopc_runtime::config::var;
+use twopc_function::var;
 
 /// The demo's services and their tables, named with `prefix`.
 pub struct Demo {
@@ -190,6 +190,7 @@ impl Demo {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use twopc_runtime::config::{CoordinatorSettings, Settings, SweeperSettings};
 
     #[test]
     fn the_demo_configures_the_stack_as_a_coordinator_is_configured() {
@@ -199,14 +200,15 @@ mod tests {
             custom: vec![("loyalty".into(), "http://127.0.0.1:3002".into())],
         };
         let vars = demo.variables("http://127.0.0.1:1", "a secret of at least 16 bytes");
-        let config = twopc_runtime::config::Config::from_lookup(
-            twopc_runtime::config::Role::Coordinator,
-            |name| vars.get(name).cloned(),
-        )
-        .expect("the demo's variables are a valid coordinator configuration");
+        let lookup = |name: &str| vars.get(name).cloned();
+        let settings = CoordinatorSettings::from_lookup(lookup)
+            .expect("the demo's variables are a valid coordinator configuration");
+        let sweeper =
+            SweeperSettings::from_lookup(lookup).expect("and a valid sweeper configuration");
+        let config = &settings.coordinator;
         assert_eq!(config.services, demo.services());
-        assert_eq!(config.lock_tables.len(), 3);
-        assert_eq!(config.transactions_table, "p-transactions");
+        assert_eq!(sweeper.lock_tables.len(), 3);
+        assert_eq!(settings.protocol.transactions_table, "p-transactions");
         assert_eq!(
             config.services[PAYMENTS].target,
             Target::Http {
@@ -215,7 +217,7 @@ mod tests {
             "payments is served by the stack itself"
         );
         assert!(
-            config.http_signing_secret.is_some(),
+            settings.calls.signing_secret.is_some(),
             "and its requests are signed"
         );
         assert_eq!(

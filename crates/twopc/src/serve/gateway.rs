@@ -18,7 +18,7 @@ use axum::response::{IntoResponse, Response};
 use tokio::sync::mpsc;
 use twopc_authorizer::local::LocalIssuer;
 use twopc_authorizer::verify::JwkSet;
-use twopc_authorizer::{Principal, Refusal, Verifier};
+use twopc_authorizer::{AccessRefusal, Principal, Verifier};
 use twopc_core::ports::{Clock, SystemClock};
 use twopc_dynamo::connections::DynamoConnections;
 
@@ -103,7 +103,7 @@ impl Gateway {
     }
 
     /// The authorizer: the shared token when configured and given, else a JWT of the issuer.
-    async fn authorize(&self, token: Option<&str>, now: u64) -> Result<Principal, Refusal> {
+    async fn authorize(&self, token: Option<&str>, now: u64) -> Result<Principal, AccessRefusal> {
         if let (Some(expected), Some(given)) = (self.shared_token.as_deref(), token)
             && let Ok(p) = twopc_authorizer::shared::check(expected, given, now + SHARED_TOKEN_SECS)
         {

@@ -25,7 +25,7 @@ pub async fn list_items(
     State(stack): State<Arc<Stack>>,
     UrlPath(participant): UrlPath<String>,
 ) -> Response {
-    match stack.config.services.get(&participant) {
+    match stack.settings.coordinator.services.get(&participant) {
         None => return unknown_participant(&stack, &participant),
         Some(s) if s.key.is_none() => return custom_participant(&participant),
         Some(_) => {}
@@ -53,7 +53,8 @@ pub async fn list_items(
         .filter_map(|state| item_view(&state))
         .collect();
     let key_name = stack
-        .config
+        .settings
+        .coordinator
         .services
         .get(&participant)
         .and_then(|s| s.key.as_ref())
@@ -72,12 +73,13 @@ pub async fn get_item(
     UrlPath((participant, id)): UrlPath<(String, String)>,
 ) -> Response {
     let Some(schema) = stack
-        .config
+        .settings
+        .coordinator
         .services
         .get(&participant)
         .and_then(|s| s.key.as_ref())
     else {
-        return match stack.config.services.get(&participant) {
+        return match stack.settings.coordinator.services.get(&participant) {
             Some(_) => custom_participant(&participant),
             None => unknown_participant(&stack, &participant),
         };
@@ -115,7 +117,7 @@ fn not_found(participant: &str, id: &str) -> Response {
 }
 
 fn unknown_participant(stack: &Stack, participant: &str) -> Response {
-    let known: Vec<&String> = stack.config.services.keys().collect();
+    let known: Vec<&String> = stack.settings.coordinator.services.keys().collect();
     // A path naming no service is a missing resource here (404), where a request body naming
     // one is a bad request (400).
     refusal_as(

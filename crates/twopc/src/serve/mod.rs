@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use tracing::warn;
 use twopc_core::ports::PortError;
-use twopc_runtime::config::ConfigError;
+use twopc_function::env::ConfigError;
 
 use dynamodb_local::{DynamoDbLocal, LocalError};
 use pidfile::Claim;

@@ -24,7 +24,7 @@ use super::stack::Stack;
 
 /// The router over `stack`.
 pub fn router(stack: Arc<Stack>) -> Router {
-    let max_body = stack.config.max_body_bytes;
+    let max_body = stack.settings.max_body_bytes;
     Router::new()
         .route("/", get(live_page))
         .route("/ws", get(websocket))

@@ -17,6 +17,7 @@ use twopc_fanout::parquet_lake::{ParquetLake, roll_and_checkpoint};
 use twopc_fanout::poll::Checkpointer;
 use twopc_fanout::poll::Poller;
 use twopc_fanout::processor::Processor;
+use twopc_runtime::config::CONNECTION_TTL_SECS;
 
 use super::demo::Demo;
 use super::{ServeArgs, ServeError};
@@ -92,45 +93,17 @@ pub async fn start(
     url: &str,
     completer: Arc<twopc_runtime::LiveCoordinator>,
 ) -> Result<Streams, ServeError> {
-    let mut tables: Tables = [(demo.transactions_table(), TableRole::Transactions)].into();
-    for (name, service) in demo.services() {
-        let Some(key) = service.key else { continue };
-        tables.insert(
-            demo.table(&name),
-            TableRole::Participant {
-                participant: name.clone(),
-                key,
-            },
-        );
-    }
+    let tables = tables_of(demo);
     let mut arns = vec![];
     for table in tables.keys() {
-        arns.push(
-            twopc_fanout::poll::stream_arn(client, table)
-                .await
-                .map_err(ServeError::Streams)?,
-        );
+        arns.push(stream_arn(client, table).await?);
     }
-    let transactions = twopc_fanout::poll::stream_arn(client, &demo.transactions_table())
-        .await
-        .map_err(ServeError::Streams)?;
-    // One name per run (a pid may come again): files never collide across restarts.
-    let started = SystemClock.now_ms();
-    let lake = Arc::new(ParquetLake::new(
-        &args.lake_dir,
-        format!("twopc-serve-{started}-{}", std::process::id()),
-    ));
-    let left = lake.clean();
-    if left > 0 {
-        info!(
-            files = left,
-            "removed temporary lake files a crash left (their rows are redelivered)"
-        );
-    }
+    let transactions = stream_arn(client, &demo.transactions_table()).await?;
+    let lake = open_lake(args);
     let subscriptions = DynamoConnections::new(
         aws.dynamodb(),
         demo.connections_table(),
-        twopc_runtime::config::CONNECTION_TTL_SECS,
+        CONNECTION_TTL_SECS,
     );
     let push = twopc_fanout::sinks::ApiGatewayPush::new(aws.websocket_management(url));
     let processor = Arc::new(Processor::new(tables, lake.clone(), subscriptions, push));
@@ -147,8 +120,9 @@ pub async fn start(
         .defer_checkpoints()
         .ok_or(ServeError::NoCheckpointFile)?;
     let (stop, stopping) = tokio::sync::watch::channel(false);
+    let every = Duration::from_millis(args.stream_poll_ms.max(10));
     let task = tokio::spawn(poller.run(
-        Duration::from_millis(args.stream_poll_ms.max(10)),
+        every,
         move |event| {
             let (processor, completer) = (processor.clone(), completer.clone());
             let of_transactions = event
@@ -170,24 +144,72 @@ pub async fn start(
     ));
     let rolling = Arc::new(Mutex::new(()));
     let every = Duration::from_millis(args.lake_buffer_ms.max(10));
-    let roller = {
-        let (lake, checkpoints, rolling) = (lake.clone(), checkpoints.clone(), rolling.clone());
-        tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(every).await;
-                let (lake, checkpoints, rolling) =
-                    (lake.clone(), checkpoints.clone(), rolling.clone());
-                let _ =
-                    tokio::task::spawn_blocking(move || roll(&lake, &checkpoints, &rolling)).await;
-            }
-        })
-    };
+    let roller = spawn_roller(&lake, &checkpoints, &rolling, every);
     Ok(Streams {
         poller: Mutex::new(Some(task)),
         stop,
-        roller: roller.abort_handle(),
+        roller,
         lake,
         checkpoints,
         rolling,
     })
+}
+
+/// The demo's tables as the stream processor reads them: the transactions table and each
+/// table's participant.
+fn tables_of(demo: &Demo) -> Tables {
+    let mut tables: Tables = [(demo.transactions_table(), TableRole::Transactions)].into();
+    for (name, service) in demo.services() {
+        let Some(key) = service.key else { continue };
+        tables.insert(
+            demo.table(&name),
+            TableRole::Participant {
+                participant: name.clone(),
+                key,
+            },
+        );
+    }
+    tables
+}
+
+async fn stream_arn(client: &aws_sdk_dynamodb::Client, table: &str) -> Result<String, ServeError> {
+    twopc_fanout::poll::stream_arn(client, table)
+        .await
+        .map_err(ServeError::Streams)
+}
+
+/// The lake, its files named once per run (a pid may come again: files never collide across
+/// restarts), the temporary files a crash left removed.
+fn open_lake(args: &ServeArgs) -> Arc<ParquetLake> {
+    let started = SystemClock.now_ms();
+    let lake = Arc::new(ParquetLake::new(
+        &args.lake_dir,
+        format!("twopc-serve-{started}-{}", std::process::id()),
+    ));
+    let left = lake.clean();
+    if left > 0 {
+        info!(
+            files = left,
+            "removed temporary lake files a crash left (their rows are redelivered)"
+        );
+    }
+    lake
+}
+
+/// Rolls the lake `every` so long, on a blocking thread, one roll at a time.
+fn spawn_roller(
+    lake: &Arc<ParquetLake>,
+    checkpoints: &Checkpointer,
+    rolling: &Arc<Mutex<()>>,
+    every: Duration,
+) -> tokio::task::AbortHandle {
+    let (lake, checkpoints, rolling) = (lake.clone(), checkpoints.clone(), rolling.clone());
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(every).await;
+            let (lake, checkpoints, rolling) = (lake.clone(), checkpoints.clone(), rolling.clone());
+            let _ = tokio::task::spawn_blocking(move || roll(&lake, &checkpoints, &rolling)).await;
+        }
+    })
+    .abort_handle()
 }
