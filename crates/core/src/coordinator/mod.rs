@@ -111,9 +111,11 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
         }
         let request = self.validate(body)?;
         let record = self.begin_record(&request, idempotency_key);
-        let answered = self.answer(record, idempotency_key).await?;
+        // Boxed: the protocol's state machines nest deep, and a caller that holds this future
+        // on its stack (a current-thread runtime's `block_on`, a debug build) must not carry them.
+        let answered = Box::pin(self.answer(record, idempotency_key)).await?;
         Ok(match (answered.finish, request.wait) {
-            (Some(finish), Wait::Applied) => self.applied(answered.answer, finish).await,
+            (Some(finish), Wait::Applied) => Box::pin(self.applied(answered.answer, finish)).await,
             (finish, _) => Answered {
                 answer: answered.answer,
                 finish,
