@@ -35,7 +35,7 @@ use twopc_function::var;
 mod names;
 
 pub(crate) use names::DIRECT;
-use names::{LAMBDA, Names, dynamodb_actions};
+use names::{LAMBDA, ResourceNames, dynamodb_actions};
 
 /// What starts each recorded line on standard error (`TWOPC_RECORD_AWS_CALLS=-`).
 pub(crate) const STDERR_PREFIX: &str = "twopc-aws-call ";
@@ -129,7 +129,7 @@ pub(crate) struct Recorder {
 struct Shared {
     /// This process's file of the record; `None`: standard error.
     file: Option<PathBuf>,
-    names: Names,
+    names: ResourceNames,
     written: Mutex<BTreeSet<RecordedCall>>,
 }
 
@@ -148,7 +148,7 @@ impl Recorder {
             caller,
             shared: Arc::new(Shared {
                 file,
-                names: Names::of(resources),
+                names: ResourceNames::of(resources),
                 written: Mutex::new(BTreeSet::new()),
             }),
         }
