@@ -18,7 +18,7 @@ use crate::template::{Template, indent, is_content, substitute, value};
 
 /// One line of the record.
 #[derive(Clone, Debug, Deserialize, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Call {
+pub struct RecordLine {
     /// Who made it (`twopc_runtime::record::Caller::as_str`).
     pub role: String,
     /// The IAM action it needs.
@@ -31,7 +31,7 @@ pub struct Call {
 }
 
 /// Every call of the record in `folder` (each process's file), once each.
-pub fn read_record(folder: &Path) -> Result<BTreeSet<Call>, String> {
+pub fn read_record(folder: &Path) -> Result<BTreeSet<RecordLine>, String> {
     let entries = std::fs::read_dir(folder).map_err(|e| format!("{}: {e}", folder.display()))?;
     let mut calls = BTreeSet::new();
     for entry in entries.flatten() {
@@ -39,7 +39,7 @@ pub fn read_record(folder: &Path) -> Result<BTreeSet<Call>, String> {
         let text =
             std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
         for line in text.lines().filter(|l| !l.trim().is_empty()) {
-            let call: Call = serde_json::from_str(line)
+            let call: RecordLine = serde_json::from_str(line)
                 .map_err(|e| format!("{}: {e}: {line}", path.display()))?;
             calls.insert(call);
         }
@@ -287,7 +287,7 @@ impl Template<'_> {
 
 /// What the check found.
 #[derive(Debug, Default)]
-pub struct Report {
+pub struct GrantsReport {
     /// Recorded calls the template does not grant.
     pub missing: Vec<String>,
     /// Grants no call exercised and no comment explains.
@@ -303,14 +303,14 @@ pub struct Report {
     pub explained: Vec<String>,
 }
 
-impl Report {
+impl GrantsReport {
     /// Whether the template grants every call.
     pub fn grants_every_call(&self) -> bool {
         self.missing.is_empty() && self.unnamed.is_empty() && self.unknown_roles.is_empty()
     }
 }
 
-impl fmt::Display for Report {
+impl fmt::Display for GrantsReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for (title, lines) in [
             ("recorded but not granted", &self.missing),
@@ -338,9 +338,9 @@ impl fmt::Display for Report {
 }
 
 /// Holds the template's grants to `calls`.
-pub fn check(template: &Template<'_>, calls: &BTreeSet<Call>) -> Report {
+pub fn check(template: &Template<'_>, calls: &BTreeSet<RecordLine>) -> GrantsReport {
     let functions = template.functions();
-    let mut report = Report::default();
+    let mut report = GrantsReport::default();
     let mut exercised: BTreeSet<(String, String, String)> = BTreeSet::new();
     for call in calls {
         if let Some(name) = &call.unnamed {

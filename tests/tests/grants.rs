@@ -7,10 +7,10 @@
 use std::collections::BTreeSet;
 
 use twopc_function::var;
-use twopc_tests::grants::{Call, check, read_record};
+use twopc_tests::grants::{RecordLine, check, read_record};
 use twopc_tests::template::{TEMPLATE, Template};
 
-fn recorded() -> BTreeSet<Call> {
+fn recorded() -> BTreeSet<RecordLine> {
     let folder = std::env::var(var::RECORD_AWS_CALLS).unwrap_or_else(|_| {
         panic!(
             "{} is not set: run `make test`, which records the suites' calls and runs this last",
@@ -41,8 +41,8 @@ fn the_template_grants_every_call_sam_local_recorded() {
     assert!(report.grants_every_call(), "{report}");
 }
 
-fn call(role: &str, action: &str, resource: &str) -> Call {
-    Call {
+fn call(role: &str, action: &str, resource: &str) -> RecordLine {
+    RecordLine {
         role: role.to_owned(),
         action: action.to_owned(),
         resource: [resource.to_owned()].into(),
@@ -143,7 +143,7 @@ fn a_grant_no_call_exercised_needs_a_comment_naming_its_action() {
 
 #[test]
 fn a_call_on_a_resource_no_variable_named_is_refused() {
-    let calls = [Call {
+    let calls = [RecordLine {
         role: "sweeper".to_owned(),
         action: "dynamodb:UpdateItem".to_owned(),
         resource: BTreeSet::new(),

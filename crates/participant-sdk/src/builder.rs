@@ -113,17 +113,17 @@ mod dynamodb {
 
     /// Where a participant on DynamoDB finds its tables, from the environment.
     #[derive(Clone, Debug, PartialEq, Eq)]
-    pub(crate) struct Tables {
+    pub(crate) struct TableNames {
         pub(crate) states: String,
         pub(crate) transactions: String,
         pub(crate) endpoint: Option<String>,
     }
 
-    impl Tables {
+    impl TableNames {
         pub(crate) fn read<F: Fn(&str) -> Option<String>>(
             env: &Env<F>,
-        ) -> Result<Tables, ConfigError> {
-            Ok(Tables {
+        ) -> Result<TableNames, ConfigError> {
+            Ok(TableNames {
                 states: env.required(
                     var::PARTICIPANT_TABLE,
                     "set it to the name of this service's state table (kind ParticipantState)",
@@ -161,7 +161,7 @@ mod dynamodb {
         pub async fn dynamodb_from_env(
             self,
         ) -> Result<Builder<H, DynamoStates, DynamoTxLog, C>, StartError> {
-            let tables = Tables::read(&Env::process())?;
+            let tables = TableNames::read(&Env::process())?;
             let sdk = twopc_dynamo::aws_loader(tables.endpoint.is_some())
                 .load()
                 .await;
@@ -191,7 +191,7 @@ mod dynamodb {
 
         #[test]
         fn the_tables_come_from_the_environment_and_a_missing_one_is_named() {
-            let t = Tables::read(&env(&[
+            let t = TableNames::read(&env(&[
                 (var::PARTICIPANT_TABLE, "payments-state"),
                 (var::TRANSACTIONS_TABLE, "tx"),
                 (var::DYNAMODB_ENDPOINT, ""),
@@ -200,9 +200,9 @@ mod dynamodb {
             assert_eq!(t.states, "payments-state");
             assert_eq!(t.transactions, "tx");
             assert_eq!(t.endpoint, None, "empty is AWS's own");
-            let e = Tables::read(&env(&[(var::TRANSACTIONS_TABLE, "tx")])).unwrap_err();
+            let e = TableNames::read(&env(&[(var::TRANSACTIONS_TABLE, "tx")])).unwrap_err();
             assert!(e.to_string().contains(var::PARTICIPANT_TABLE), "{e}");
-            let e = Tables::read(&env(&[(var::PARTICIPANT_TABLE, "p")])).unwrap_err();
+            let e = TableNames::read(&env(&[(var::PARTICIPANT_TABLE, "p")])).unwrap_err();
             assert!(e.to_string().contains(var::TRANSACTIONS_TABLE), "{e}");
         }
     }

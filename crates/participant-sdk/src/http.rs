@@ -191,13 +191,13 @@ pub mod codes {
 
     /// The code refusing a request whose signature does not hold.
     pub fn of_signature(e: &twopc_core::signing::SignatureError) -> Code {
-        use twopc_core::signing::SignatureError as E;
+        use twopc_core::signing::SignatureError;
         match e {
-            E::Unsigned(_) => UNSIGNED,
-            E::Malformed(_) => MALFORMED_SIGNATURE,
-            E::Mismatch => BAD_SIGNATURE,
-            E::Stale { .. } => STALE_REQUEST,
-            E::OtherTransaction { .. } => WRONG_TRANSACTION,
+            SignatureError::Unsigned(_) => UNSIGNED,
+            SignatureError::Malformed(_) => MALFORMED_SIGNATURE,
+            SignatureError::Mismatch => BAD_SIGNATURE,
+            SignatureError::Stale { .. } => STALE_REQUEST,
+            SignatureError::OtherTransaction { .. } => WRONG_TRANSACTION,
         }
     }
 }

@@ -1,7 +1,7 @@
 //! The Lambda adapter, called in-process with `LambdaEvent`s as the runtime would: the sample
 //! events (`events/custom-participant-*.json`) reach the hooks once (an inquiry none), and each failure is a
 //! function error the coordinator's `lambda` transport reads as it reads the generic
-//! participant's (`twopc_runtime::errors`).
+//! participant's (`twopc_function::errors`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -13,11 +13,11 @@ use twopc_core::ids::TxId;
 use twopc_core::memory::MemoryTxLog;
 use twopc_core::message::{CompleteReply, ParticipantCall, PrepareReply};
 use twopc_core::ports::{ManualClock, PortError};
+use twopc_function::errors::{ErrorKind, FunctionError};
 use twopc_participant_sdk::lambda::{CallError, handle, kind};
 use twopc_participant_sdk::{
     Call, Error, HookError, Hooks, MemoryStates, Reservation, SdkParticipant,
 };
-use twopc_runtime::errors::{ErrorKind, FunctionError};
 
 const PREPARE: &str = include_str!("../../../events/custom-participant-prepare.json");
 const COMMIT: &str = include_str!("../../../events/custom-participant-commit.json");

@@ -1,16 +1,15 @@
 //! The handler: a [`ParticipantCall`] in, the participant logic's reply out.
 //!
 //! A failure is a function error whose `errorType` says what the caller can do
-//! (`Retryable`, `Undetermined`, `Invalid`, `Fatal`: see `twopc_runtime::errors`); the handler
+//! (`Retryable`, `Undetermined`, `Invalid`, `Fatal`: see `twopc_function::errors`); the handler
 //! never panics on a request.
 
 use lambda_runtime::LambdaEvent;
 use serde_json::Value;
 use twopc_core::message::ParticipantCall;
+use twopc_function::call::{CallError, answer_call};
+use twopc_function::errors::ErrorKind;
 use twopc_runtime::LiveParticipant;
-pub use twopc_runtime::call::CallError;
-use twopc_runtime::call::answer_call;
-use twopc_runtime::errors::ErrorKind;
 use twopc_runtime::telemetry::Metrics;
 
 /// What the handler needs, built once in `main`.

@@ -10,7 +10,6 @@
 //! - [`telemetry`]: JSON logs carrying the transaction id, EMF metrics.
 //! - [`transport`]: the `lambda`, `http` and dispatching transports.
 //! - [`trace`]: the X-Ray trace header, carried from the invocation through the transports.
-//! - [`errors`]: how the participant function reports failures, and how callers read them.
 //! - [`record`]: every AWS request recorded (`TWOPC_RECORD_AWS_CALLS`), for the grants check.
 #![warn(missing_docs)]
 
@@ -19,8 +18,6 @@ pub mod record;
 pub mod telemetry;
 pub mod trace;
 pub mod transport;
-
-pub use twopc_function::{call, errors};
 
 use std::sync::Arc;
 

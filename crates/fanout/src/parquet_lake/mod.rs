@@ -73,9 +73,9 @@ pub trait RollFaults: Send + Sync {
 
 /// Never stops.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct NoFaults;
+pub struct NoRollFaults;
 
-impl RollFaults for NoFaults {
+impl RollFaults for NoRollFaults {
     fn fire(&self, _: RollPoint) -> bool {
         false
     }
@@ -107,7 +107,7 @@ impl ParquetLake {
             name: name.into(),
             buffer: Mutex::new(Vec::new()),
             rolled: AtomicU64::new(0),
-            faults: Arc::new(NoFaults),
+            faults: Arc::new(NoRollFaults),
         }
     }
 

@@ -108,16 +108,13 @@ impl Settings for CoordinatorSettings {
     const ROLE: Role = Role::Coordinator;
 
     fn read<F: Fn(&str) -> Option<String>>(env: &Env<F>) -> Result<Self, ConfigError> {
-        let transactions_table = transactions_table(env)?;
-        let services = services(env, true)?;
-        let limits = limits(env)?;
-        let calls = calls(env)?;
+        let (protocol, calls, coordinator) = coordinating(env, true)?;
         Ok(CoordinatorSettings {
             shared: Shared::read(Self::ROLE, env),
             max_body_bytes: env.number(var::MAX_BODY_BYTES, DEFAULT_MAX_BODY_BYTES)?,
-            protocol: Protocol::read(env, transactions_table, limits.max_timeout_ms)?,
-            coordinator: coordinator_config(env, services, limits)?,
+            protocol,
             calls,
+            coordinator,
         })
     }
 
@@ -163,22 +160,17 @@ impl Settings for SweeperSettings {
     const ROLE: Role = Role::Sweeper;
 
     fn read<F: Fn(&str) -> Option<String>>(env: &Env<F>) -> Result<Self, ConfigError> {
-        let transactions_table = transactions_table(env)?;
-        let services = services(env, false)?;
-        let lock_tables = match env.get(var::LOCK_TABLES) {
-            None => vec![],
-            Some(json) => parse_lock_tables(&json)?,
-        };
-        let sweep = sweep(env)?;
-        let limits = limits(env)?;
-        let calls = calls(env)?;
+        let (protocol, calls, coordinator) = coordinating(env, false)?;
         Ok(SweeperSettings {
             shared: Shared::read(Self::ROLE, env),
-            protocol: Protocol::read(env, transactions_table, limits.max_timeout_ms)?,
-            coordinator: coordinator_config(env, services, limits)?,
+            protocol,
             calls,
-            lock_tables,
-            sweep,
+            coordinator,
+            lock_tables: match env.get(var::LOCK_TABLES) {
+                None => vec![],
+                Some(json) => parse_lock_tables(&json)?,
+            },
+            sweep: sweep(env)?,
         })
     }
 
@@ -198,29 +190,24 @@ impl Settings for SweeperSettings {
     }
 }
 
-impl RunsCoordinator for CoordinatorSettings {
-    fn protocol(&self) -> &Protocol {
-        &self.protocol
-    }
-    fn calls(&self) -> &Calls {
-        &self.calls
-    }
-    fn coordinator_config(&self) -> &CoordinatorConfig {
-        &self.coordinator
-    }
+/// The two settings a coordinator is built from hold its parts under the same names.
+macro_rules! runs_coordinator {
+    ($($settings:ty),*) => {$(
+        impl RunsCoordinator for $settings {
+            fn protocol(&self) -> &Protocol {
+                &self.protocol
+            }
+            fn calls(&self) -> &Calls {
+                &self.calls
+            }
+            fn coordinator_config(&self) -> &CoordinatorConfig {
+                &self.coordinator
+            }
+        }
+    )*};
 }
 
-impl RunsCoordinator for SweeperSettings {
-    fn protocol(&self) -> &Protocol {
-        &self.protocol
-    }
-    fn calls(&self) -> &Calls {
-        &self.calls
-    }
-    fn coordinator_config(&self) -> &CoordinatorConfig {
-        &self.coordinator
-    }
-}
+runs_coordinator!(CoordinatorSettings, SweeperSettings);
 
 impl Protocol {
     /// Reads the participant logic's tunables; an entry of the fence stays fresh for
@@ -272,6 +259,20 @@ fn direct_tables(config: &CoordinatorConfig) -> impl Iterator<Item = (String, &'
             Target::Direct { table } => Some((table.clone(), crate::record::DIRECT)),
             _ => None,
         })
+}
+
+/// What a coordinator is built from, read alike by the coordinator and the sweeper (to which
+/// `TWOPC_SERVICES` is optional, `services_required` false).
+fn coordinating<F: Fn(&str) -> Option<String>>(
+    env: &Env<F>,
+    services_required: bool,
+) -> Result<(Protocol, Calls, CoordinatorConfig), ConfigError> {
+    let transactions_table = transactions_table(env)?;
+    let services = services(env, services_required)?;
+    let limits = limits(env)?;
+    let calls = calls(env)?;
+    let protocol = Protocol::read(env, transactions_table, limits.max_timeout_ms)?;
+    Ok((protocol, calls, coordinator_config(env, services, limits)?))
 }
 
 fn transactions_table<F: Fn(&str) -> Option<String>>(env: &Env<F>) -> Result<String, ConfigError> {

@@ -1,7 +1,7 @@
 //! Every AWS request a function makes, recorded when `TWOPC_RECORD_AWS_CALLS` names a folder
 //! (unset in AWS): [`Aws`](crate::Aws), the one loader every function builds its clients
 //! from, adds a [`Recorder`] to each client's configuration. A request is written once per
-//! process and distinct [`Call`]: who made it ([`Caller`]), the IAM action it needs and the
+//! process and distinct [`RecordedCall`]: who made it ([`Caller`]), the IAM action it needs and the
 //! resource, said by the variable that named it (`TWOPC_TRANSACTIONS_TABLE`, a direct table
 //! of `TWOPC_SERVICES`, ...), never by its name, so that `tests/tests/grants.rs` can follow
 //! `template.yaml`'s `Environment` to the logical resource and hold the function's
@@ -35,7 +35,7 @@ use twopc_function::var;
 mod names;
 
 pub(crate) use names::DIRECT;
-use names::{LAMBDA, Names, dynamodb_actions};
+use names::{LAMBDA, ResourceNames, dynamodb_actions};
 
 /// What starts each recorded line on standard error (`TWOPC_RECORD_AWS_CALLS=-`).
 pub(crate) const STDERR_PREFIX: &str = "twopc-aws-call ";
@@ -101,7 +101,7 @@ impl From<Role> for Caller {
 
 /// One recorded call: one line of the record.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-pub struct Call {
+pub struct RecordedCall {
     /// [`Caller::as_str`].
     pub role: &'static str,
     /// The service, as IAM prefixes its actions (`dynamodb`, `lambda`, ...).
@@ -129,8 +129,8 @@ pub(crate) struct Recorder {
 struct Shared {
     /// This process's file of the record; `None`: standard error.
     file: Option<PathBuf>,
-    names: Names,
-    written: Mutex<BTreeSet<Call>>,
+    names: ResourceNames,
+    written: Mutex<BTreeSet<RecordedCall>>,
 }
 
 impl Recorder {
@@ -148,7 +148,7 @@ impl Recorder {
             caller,
             shared: Arc::new(Shared {
                 file,
-                names: Names::of(resources),
+                names: ResourceNames::of(resources),
                 written: Mutex::new(BTreeSet::new()),
             }),
         }
@@ -163,12 +163,12 @@ impl Recorder {
     }
 
     /// What one request needs: one call, or one per item of a transaction or batch.
-    fn calls(&self, service: &str, operation: &str, request: &HttpRequest) -> Vec<Call> {
+    fn calls(&self, service: &str, operation: &str, request: &HttpRequest) -> Vec<RecordedCall> {
         let body = || -> Value {
             serde_json::from_slice(request.body().bytes().unwrap_or_default()).unwrap_or_default()
         };
         let names = &self.shared.names;
-        let call = |prefix: &str, action: &str, (resource, unnamed)| Call {
+        let call = |prefix: &str, action: &str, (resource, unnamed)| RecordedCall {
             role: self.caller.as_str(),
             service: prefix.to_owned(),
             operation: operation.to_owned(),
@@ -227,7 +227,7 @@ impl Recorder {
     }
 
     /// Appends the calls this process has not written yet to its file.
-    fn write(&self, calls: Vec<Call>) -> Result<(), BoxError> {
+    fn write(&self, calls: Vec<RecordedCall>) -> Result<(), BoxError> {
         let mut written = self
             .shared
             .written

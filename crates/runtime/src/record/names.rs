@@ -1,5 +1,5 @@
 //! What a request touches: the variables of a configuration that named each resource
-//! ([`Names`]), and the IAM actions and tables of a DynamoDB request ([`dynamodb_actions`]).
+//! ([`ResourceNames`]), and the IAM actions and tables of a DynamoDB request ([`dynamodb_actions`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -7,15 +7,15 @@ use serde_json::Value;
 
 /// The variables that named each resource of a configuration, by the resource's name.
 #[derive(Clone, Debug, Default)]
-pub(super) struct Names(BTreeMap<String, BTreeSet<String>>);
+pub(super) struct ResourceNames(BTreeMap<String, BTreeSet<String>>);
 
 /// How `TWOPC_SERVICES` names a table reached `direct`, and a participant function.
 pub(crate) const DIRECT: &str = "TWOPC_SERVICES.direct";
 pub(super) const LAMBDA: &str = "TWOPC_SERVICES.lambda";
 
-impl Names {
-    pub(super) fn of(resources: Vec<(String, &'static str)>) -> Names {
-        let mut names = Names::default();
+impl ResourceNames {
+    pub(super) fn of(resources: Vec<(String, &'static str)>) -> ResourceNames {
+        let mut names = ResourceNames::default();
         for (name, by) in resources {
             names.add(&name, by);
         }

@@ -5,7 +5,7 @@
 //!
 //! Failures become [`TransportError`]s with `undetermined` set when the participant may have
 //! acted: after a timeout, a response that cannot be read, a 5xx, or a function error that is
-//! not one of the participant's own refusals (see [`crate::errors`]). A request Lambda refused
+//! not one of the participant's own refusals (see `twopc_function::errors`). A request Lambda refused
 //! (4xx: throttled, no such function, access denied, payload too large) or that never left
 //! (connection refused, bad input) did nothing.
 
@@ -26,7 +26,7 @@ use twopc_core::message::{
 use twopc_core::ports::{Transport, TransportError};
 use twopc_core::record::Target;
 
-use crate::errors::FunctionError;
+use twopc_function::errors::FunctionError;
 
 /// Invokes participant functions.
 #[derive(Clone, Debug)]

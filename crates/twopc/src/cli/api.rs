@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use serde_json::{Value, json};
 use twopc_client::{Decimal, Op, Outcome, Transaction, TxAnswer, TxId, key};
 
-use super::{CliFailure, Common, EXIT_ABORTED, EXIT_OK, EXIT_PENDING, Wait, WaitArg};
+use super::{CliFailure, Common, EXIT_ABORTED, EXIT_OK, EXIT_PENDING, WaitArg, WaitFor};
 
 fn exit_for(outcome: Outcome) -> u8 {
     match outcome {
@@ -162,7 +162,7 @@ fn transfer_tx(a: &TransferArgs) -> Result<Transaction, CliFailure> {
     if let Some(t) = a.timeout_ms {
         tx = tx.timeout_ms(t);
     }
-    if a.wait.wait == Wait::Applied {
+    if a.wait.wait == WaitFor::Applied {
         tx = tx.wait_applied();
     }
     Ok(tx)

@@ -31,25 +31,25 @@ pub struct WaitArg {
     /// `applied`: once every participant applied the outcome, so that what you read next shows
     /// it; `decided`: as soon as the outcome is decided (a staged commit's one-round answer; the
     /// rest finishes in the background).
-    #[arg(long, value_enum, default_value_t = Wait::Applied)]
-    pub wait: Wait,
+    #[arg(long, value_enum, default_value_t = WaitFor::Applied)]
+    pub wait: WaitFor,
 }
 
 /// See [`WaitArg`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Wait {
+pub enum WaitFor {
     /// Answered once decided.
     Decided,
     /// Answered once applied everywhere.
     Applied,
 }
 
-impl Wait {
+impl WaitFor {
     /// The API's `wait` field.
     fn as_str(self) -> &'static str {
         match self {
-            Wait::Decided => "decided",
-            Wait::Applied => "applied",
+            WaitFor::Decided => "decided",
+            WaitFor::Applied => "applied",
         }
     }
 }

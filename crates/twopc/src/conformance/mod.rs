@@ -68,7 +68,7 @@ pub struct CheckOutcome {
 /// The run's report.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Report {
+pub struct ConformanceReport {
     /// The participant.
     pub url: String,
     /// The checks played, in order.
@@ -85,7 +85,7 @@ pub struct Report {
 static PANIC: Mutex<Option<String>> = Mutex::new(None);
 
 /// Plays every black-box check against the service.
-pub async fn run(args: &ConformanceArgs) -> Result<Report, CliFailure> {
+pub async fn run(args: &ConformanceArgs) -> Result<ConformanceReport, CliFailure> {
     let bad = |what: &str, e: &dyn std::fmt::Display| {
         CliFailure::new("invalid_input", format!("--{what}: {e}"))
     };
@@ -143,7 +143,7 @@ pub async fn run(args: &ConformanceArgs) -> Result<Report, CliFailure> {
     }
     std::panic::set_hook(hook);
     let passed = checks.iter().filter(|c| c.passed).count();
-    Ok(Report {
+    Ok(ConformanceReport {
         url: args.url.clone(),
         failed: checks.len() - passed,
         passed,
@@ -197,7 +197,7 @@ async fn play(check: &Check, remote: Remote, cleanup: &Remote, timeout_ms: u64) 
 }
 
 /// The report for people.
-pub fn print(report: &Report) {
+pub fn print(report: &ConformanceReport) {
     println!("twopc conformance: {}", report.url);
     for c in &report.checks {
         println!();
