@@ -74,7 +74,8 @@ impl LiveError {
 }
 
 /// The run's parameters.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct LiveConfig {
     /// `full` or `quick`.
     pub mode: String,
@@ -93,12 +94,15 @@ pub struct LiveConfig {
     /// Balance each account starts with (transfers move 1 to 9).
     pub initial_balance: u64,
     /// A push later than this after its answer counts as missing.
+    #[serde(serialize_with = "twopc_bench::stats::as_ms")]
     pub push_timeout: Duration,
     /// How long the stream processor may take to drain the aging backlog.
+    #[serde(serialize_with = "twopc_bench::stats::as_ms")]
     pub drain_timeout: Duration,
     /// Transfers after the restart (each must be pushed).
     pub after_restart: usize,
     /// Progress lines while aging and draining.
+    #[serde(serialize_with = "twopc_bench::stats::as_ms")]
     pub progress_every: Duration,
     /// Keep the run's folder (data, lake, logs) instead of removing it.
     pub keep: bool,
@@ -162,15 +166,7 @@ pub async fn run(
     std::fs::create_dir_all(&root).map_err(|e| LiveError::io(root.display(), e))?;
     progress(&format!("run folder {}", root.display()));
     let mut report = LiveReport {
-        mode: cfg.mode.clone(),
-        transfers: cfg.transfers,
-        concurrency: cfg.concurrency,
-        age: cfg.age,
-        age_concurrency: cfg.age_concurrency,
-        accounts: cfg.accounts,
-        initial_balance: cfg.initial_balance,
-        push_timeout: cfg.push_timeout,
-        twopc: cfg.twopc.display().to_string(),
+        config: cfg.clone(),
         load_start: load_average(),
         cores: std::thread::available_parallelism().map_or(0, usize::from),
         ..LiveReport::default()

@@ -84,7 +84,7 @@ fn header(r: &LiveReport, now: SystemTime) -> String {
     let _ = writeln!(
         o,
         "# Live bench: a committed transfer's WebSocket push ({} run)\n",
-        r.mode
+        r.config.mode
     );
     let _ = writeln!(
         o,
@@ -92,7 +92,7 @@ fn header(r: &LiveReport, now: SystemTime) -> String {
          as `make run` runs it) · {} cores, load average {} at the start and {} at the end · \
          run {:.0} s\n",
         twopc_bench::report::utc(now),
-        r.twopc,
+        r.config.twopc.display(),
         r.cores,
         r.load_start.as_deref().unwrap_or("?"),
         r.load_end.as_deref().unwrap_or("?"),
@@ -105,13 +105,13 @@ fn header(r: &LiveReport, now: SystemTime) -> String {
          missing {} s after its answer. Push latency: from the HTTP answer to the first WebSocket \
          message carrying the transfer's txId (`entity.committed` or `transaction.completed`), \
          on a connection subscribed with `{{\"all\": true}}`.\n",
-        r.accounts,
-        r.initial_balance,
-        r.transfers,
-        r.concurrency,
-        r.age,
-        r.age_concurrency,
-        r.push_timeout.as_secs()
+        r.config.accounts,
+        r.config.initial_balance,
+        r.config.transfers,
+        r.config.concurrency,
+        r.config.age,
+        r.config.age_concurrency,
+        r.config.push_timeout.as_secs()
     );
 
     o
@@ -124,7 +124,7 @@ fn fresh_and_aged(o: &mut String, r: &LiveReport) {
     let _ = writeln!(
         o,
         "| pushes missing after {} s | {} of {} | {} of {} | |",
-        r.push_timeout.as_secs(),
+        r.config.push_timeout.as_secs(),
         f.missing,
         f.committed,
         a.missing,
@@ -145,7 +145,7 @@ fn fresh_and_aged(o: &mut String, r: &LiveReport) {
         o,
         "| transfers without all {} messages after {} s | {} | {} | |",
         super::MESSAGES_PER_TRANSFER,
-        r.push_timeout.as_secs(),
+        r.config.push_timeout.as_secs(),
         f.incomplete,
         a.incomplete
     );
@@ -153,7 +153,7 @@ fn fresh_and_aged(o: &mut String, r: &LiveReport) {
     let _ = writeln!(
         o,
         "| committed transfers/s at {} in flight | {:.1} | {:.1} | {} |",
-        r.concurrency,
+        r.config.concurrency,
         f.commit_rate,
         a.commit_rate,
         x((f.commit_rate > 0.0).then(|| a.commit_rate / f.commit_rate))
@@ -187,7 +187,7 @@ fn aging(o: &mut String, r: &LiveReport) {
          {} in {:.0} s, {:.1}/s (the stream processor's rate while it had a backlog). \
          DynamoDB Local's data folder after aging: {:.1} MB.\n",
         g.committed,
-        r.age_concurrency,
+        r.config.age_concurrency,
         super::per_second(g.committed, g.span),
         g.span.as_secs_f64(),
         d(g.http.p50),

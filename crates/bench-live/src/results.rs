@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use super::LiveConfig;
 use super::child::Stopped;
 use super::load::per_second;
 use serde::Serialize;
@@ -170,25 +171,8 @@ impl Restart {
 #[derive(Clone, Debug, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LiveReport {
-    /// Parameters.
-    pub mode: String,
-    /// N.
-    pub transfers: usize,
-    /// C.
-    pub concurrency: usize,
-    /// K.
-    pub age: usize,
-    /// In flight while aging.
-    pub age_concurrency: usize,
-    /// Accounts.
-    pub accounts: usize,
-    /// Their starting balance.
-    pub initial_balance: u64,
-    /// Push timeout.
-    #[serde(serialize_with = "as_ms")]
-    pub push_timeout: Duration,
-    /// The `twopc` binary measured.
-    pub twopc: String,
+    /// The run's parameters.
+    pub config: LiveConfig,
     /// Load average at start and end.
     pub load_start: Option<String>,
     /// At the end.
@@ -221,26 +205,26 @@ impl LiveReport {
                 .iter()
                 .map(|(_, b)| b.parse::<u128>().ok())
                 .sum();
-            sum == Some(self.accounts as u128 * u128::from(self.initial_balance))
+            sum == Some(self.config.accounts as u128 * u128::from(self.config.initial_balance))
         };
         let stopped = |s: &Option<Stopped>| s.as_ref().is_some_and(Stopped::clean);
         vec![
             (
                 format!(
                     "every measured transfer committed ({} + {} of {} each)",
-                    self.fresh.committed, self.aged.committed, self.transfers
+                    self.fresh.committed, self.aged.committed, self.config.transfers
                 ),
-                self.fresh.committed == self.transfers
-                    && self.aged.committed == self.transfers
+                self.fresh.committed == self.config.transfers
+                    && self.aged.committed == self.config.transfers
                     && self.fresh.failed.is_empty()
                     && self.aged.failed.is_empty(),
             ),
             (
                 format!(
                     "every aging transfer committed ({} of {})",
-                    self.aging.committed, self.age
+                    self.aging.committed, self.config.age
                 ),
-                self.aging.committed == self.age && self.aging.failed.is_empty(),
+                self.aging.committed == self.config.age && self.aging.failed.is_empty(),
             ),
             (
                 "every push arrived within the timeout (fresh, aged, after the restart)".into(),
