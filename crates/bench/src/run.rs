@@ -216,12 +216,11 @@ impl SystemRun {
             .injected
             .plus(&self.injector.snapshot().since(&injected));
         self.peaks = self.peaks.max(&self.counter.take_peaks());
-        self.window += config.warmup + config.measure;
+        self.window += config.measure;
         for s in run.samples.iter().filter(|s| s.committed()) {
             self.all_committed.0 += s.net;
             self.all_committed.1 += s.participants as u64;
         }
-        self.window -= config.warmup;
         self.measured.extend(run.measured().cloned());
         Ok(())
     }
