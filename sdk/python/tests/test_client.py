@@ -3,13 +3,11 @@ may pass only, Undetermined when no attempt got an answer, exact numbers out and
 
 import json
 import threading
-import uuid
 from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from dynamo2pc import exactjson
 from dynamo2pc.client import ApiError, Client, Undetermined, custom, debit, table, tx_id_for_key
 
 TX = "1c8fb081-2300-58c5-8504-1a636c82a882"

@@ -6,6 +6,7 @@ records its result with another: the Rust SDK's steps (crates/participant-sdk/sr
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from decimal import Decimal
@@ -324,8 +325,6 @@ def _answer_prepare(found: Optional[TxState], payload: Any, now: int) -> Optiona
 
 
 def _with(s: TxState, **changes: Any) -> TxState:
-    import dataclasses
-
     return dataclasses.replace(s, **changes)
 
 
