@@ -69,3 +69,20 @@ def test_the_index_shard_is_the_rust_sdks():
     assert shard_of("0b6f6c1e-3f0e-4c3a-9a53-1f2d3c4b5a69") == "P" + str(
         sum(b * pow(31, i, 2**32) for i, b in enumerate(reversed(b"0b6f6c1e-3f0e-4c3a-9a53-1f2d3c4b5a69"))) % 2**32 % 4
     )
+
+
+def test_a_store_that_cannot_be_reached_is_retryable_and_nothing_is_written():
+    from dynamo2pc.participant.errors import Retryable, StoreUnavailable
+
+    import boto3
+    from botocore.config import Config
+
+    client = boto3.client(
+        "dynamodb", endpoint_url="http://127.0.0.1:9", region_name="us-east-1",  # nothing listens
+        aws_access_key_id="local", aws_secret_access_key="local",
+        config=Config(retries={"max_attempts": 1, "mode": "standard"}, connect_timeout=2),
+    )
+    s = DynamoStates(client, "nowhere")
+    with pytest.raises(StoreUnavailable) as e:
+        s.get(str(uuid.uuid4()))
+    assert isinstance(e.value, Retryable) and e.value.status == 503

@@ -162,7 +162,12 @@ class DynamoStates:
         )
 
     def _call(self, what: str, fn: Any, **kwargs: Any) -> Any:
-        from botocore.exceptions import BotoCoreError, ClientError
+        from botocore.exceptions import (
+            BotoCoreError,
+            ClientError,
+            ConnectTimeoutError,
+            EndpointConnectionError,
+        )
 
         try:
             return fn(**kwargs)
@@ -171,7 +176,9 @@ class DynamoStates:
             if code in _RETRYABLE:
                 raise StoreUnavailable(f"{what}: {code}") from e
             raise
-        except BotoCoreError as e:  # no answer: a write may have landed
+        except (EndpointConnectionError, ConnectTimeoutError) as e:  # nothing was sent
+            raise StoreUnavailable(f"{what}: {e}") from e
+        except BotoCoreError as e:  # sent, no answer: a write may have landed
             raise StoreUndetermined(f"{what}: {e}") from e
 
     def get(self, tx_id: str) -> Optional[TxState]:
