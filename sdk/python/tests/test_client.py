@@ -118,3 +118,20 @@ def test_status_and_pending_read_the_api_answers(stub):
 def test_an_idempotency_key_names_the_transaction_the_coordinator_derives():
     # README, "A transaction": Idempotency-Key demo-1 is transaction 1c8fb081-....
     assert tx_id_for_key("demo-1") == TX
+
+
+def test_sigv4_signs_for_execute_api_in_the_hosts_region_and_the_client_sends_it(stub):
+    from botocore.credentials import Credentials
+
+    from dynamo2pc.client import SigV4
+
+    signer = SigV4(credentials=Credentials("AKIDEXAMPLE", "a secret key"))
+    url = "https://abc123.execute-api.eu-west-1.amazonaws.com/Prod/transactions"
+    h = signer.sign("POST", url, {"Idempotency-Key": "k"}, b"{}")
+    assert h["Authorization"].startswith("AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/")
+    assert "/eu-west-1/execute-api/aws4_request" in h["Authorization"]
+    assert "idempotency-key" in h["Authorization"], "the key is signed"
+    s = stub((200, COMMITTED))
+    Client(s.url, sigv4=SigV4(region="us-east-1", credentials=Credentials("AKIDEXAMPLE", "k"))).status(TX)
+    sent = s.seen[0][2]
+    assert sent["Authorization"].startswith("AWS4-HMAC-SHA256") and "X-Amz-Date" in sent
