@@ -396,9 +396,16 @@ fn every_request_ignores_unknown_fields_in_the_document_and_the_types() {
     let doc = doc();
     for name in ["PrepareRequest", "CompleteRequest", "InquireRequest"] {
         let schema = &doc["components"]["schemas"][name];
-        assert_ne!(schema.get("additionalProperties"), Some(&json!(false)), "{name}");
+        assert_ne!(
+            schema.get("additionalProperties"),
+            Some(&json!(false)),
+            "{name}"
+        );
         let description = schema["description"].as_str().unwrap_or_default();
-        assert!(description.contains("Unknown fields are ignored"), "{name}: {description}");
+        assert!(
+            description.contains("Unknown fields are ignored"),
+            "{name}: {description}"
+        );
     }
     for action in ["prepare", "commit", "abort", "inquire"] {
         let request = json!({"txId": TxId::random(), "deadline": 2, "began": 1, "key": {},

@@ -507,5 +507,8 @@ async fn the_python_participant_passes_the_runner_and_commits_and_aborts_beside_
     let report = String::from_utf8_lossy(&out.stdout);
     eprintln!("{report}{}", String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "{report}");
-    assert!(report.contains("4 passed") && !report.contains("skipped"), "{report}");
+    assert!(
+        report.contains("4 passed") && !report.contains("skipped"),
+        "{report}"
+    );
 }
