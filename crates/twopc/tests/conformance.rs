@@ -304,7 +304,7 @@ struct Python {
 
 /// The interpreter of the virtualenv `make python-sdk` makes: the SDK's wheel installed, with
 /// its pinned requirements.
-fn python() -> PathBuf {
+fn python_bin() -> PathBuf {
     let python = repo().join(".tools/python-participant/bin/python");
     assert!(
         python.exists(),
@@ -316,7 +316,7 @@ fn python() -> PathBuf {
 
 /// examples/python-participant on the shared DynamoDB Local, its table `table`.
 async fn start_python(secret: &Path, table: &str) -> Python {
-    let python = python();
+    let python = python_bin();
     let port = free_port();
     let child = Command::new(python)
         .arg(repo().join("examples/python-participant/participant.py"))
@@ -486,21 +486,22 @@ async fn the_python_participant_passes_the_runner_and_commits_and_aborts_beside_
     assert_eq!(points(&py, "bob").await, json!(50));
 
     // AND the Python client submits, reads and lists against the same stack: one transaction
-    // is left pending (a staged commit whose deadline is ahead, so the sweeper leaves it).
+    // is left pending (preparing, its deadline ahead: the sweeper leaves it; a staged one with
+    // no participants would be completed at once).
     let log = DynamoTxLog::new(
         twopc_dynamo::client(Some(&endpoint)).await,
         format!("{prefix}transactions"),
     );
     let now = SystemClock.now_ms();
-    let mut staged = TxRecord::never_began(&TxId::random(), now);
-    (staged.status, staged.deadline) = (TxStatus::Staging, now + 600_000);
-    staged.begun_by = "python-client-test".into();
-    log.create(&staged).await.expect("a pending record");
-    let out = Command::new(python())
+    let mut pending = TxRecord::never_began(&TxId::random(), now);
+    (pending.status, pending.deadline) = (TxStatus::Preparing, now + 600_000);
+    pending.begun_by = "python-client-test".into();
+    log.create(&pending).await.expect("a pending record");
+    let out = Command::new(python_bin())
         .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs"])
         .arg(repo().join("sdk/python/tests/test_against_stack.py"))
         .env("TWOPC_STACK_URL", &serve.url)
-        .env("TWOPC_STACK_PENDING", staged.tx_id.as_str())
+        .env("TWOPC_STACK_PENDING", pending.tx_id.as_str())
         .output()
         .await
         .expect("pytest runs");

@@ -61,4 +61,4 @@ def test_the_pending_listing_shows_the_unfinished_transaction(client):
     page = client.pending(limit=100)
     assert pending in [t.tx_id for t in page.transactions]
     assert all(not t.finished for t in page.transactions)
-    assert client.status(pending).status == "STAGING"
+    assert client.status(pending).status == "PREPARING"
