@@ -9,7 +9,14 @@ import { type IncomingMessage, type Server, type ServerResponse, createServer } 
 import type { AddressInfo } from "node:net";
 import { type Json, parseJson, toJson } from "../json.js";
 import { DEFAULT_MAX_SKEW_MS, SignatureError, verify } from "../signing.js";
-import { InvalidRequest, readComplete, readInquire, readPrepare } from "./messages.js";
+import {
+  type InquireRequest,
+  InvalidRequest,
+  type PrepareRequest,
+  readComplete,
+  readInquire,
+  readPrepare,
+} from "./messages.js";
 import { Busy, HookFailed, type Participant } from "./participant.js";
 import { StoreError } from "./store.js";
 
@@ -90,9 +97,9 @@ export async function answer<P>(
     }
     const reply =
       call === "prepare"
-        ? participant.prepare(readPrepare(json))
+        ? participant.prepare(request as PrepareRequest)
         : call === "inquire"
-          ? participant.inquire(readInquire(json))
+          ? participant.inquire(request as InquireRequest)
           : call === "commit"
             ? participant.commit(request)
             : participant.abort(request);
