@@ -1,20 +1,20 @@
 // A gift-card service in dynamo-2pc transactions: prepare holds the amount, commit spends it,
 // abort gives it back. Payload: {"card": "gc-alice", "amount": 12.50}, the amount exact.
 import { DeleteItemCommand, TransactWriteItemsCommand, TransactionCanceledException } from "@aws-sdk/client-dynamodb";
-import { type Call, Decimal, type Hooks, InvalidPayload, type Json, type LosslessNumber, Reservation, fromEnv,
-  isLosslessNumber, isObject, secretFromEnv, serveHttp } from "dynamo-2pc/participant";
+import { Decimal, type Hooks, InvalidPayload, type LosslessNumber, Reservation, fromEnv, isLosslessNumber,
+  isObject, secretFromEnv, serveHttp } from "dynamo-2pc/participant";
 
 type Spend = { card: string; amount: LosslessNumber };
 const table = process.env.CARDS_TABLE ?? "giftcards";
 const hold = (txId: string) => ({ id: { S: `hold#${txId}` } });
 
 const hooks: Hooks<Spend> = {
-  payload(raw: Json): Spend {
+  payload(raw) {
     if (!isObject(raw) || typeof raw.card !== "string" || !isLosslessNumber(raw.amount) || !new Decimal(raw.amount.value).gt(0))
       throw new InvalidPayload('expected {"card": "<id>", "amount": <a number above 0>}');
     return { card: raw.card, amount: raw.amount };
   },
-  async reserve({ txId, payload: { card, amount } }: Call<Spend>) {
+  async reserve({ txId, payload: { card, amount } }) {
     const a = { ":a": { N: amount.value } };
     try { // the hold and the debit at once; the hold's condition makes a retry a no-op
       await db.send(new TransactWriteItemsCommand({ TransactItems: [
@@ -28,10 +28,10 @@ const hooks: Hooks<Spend> = {
     }
     return Reservation.held;
   },
-  async confirm({ txId }: Call<Spend>) { // spent: the hold goes
+  async confirm({ txId }) { // spent: the hold goes
     await db.send(new DeleteItemCommand({ TableName: table, Key: hold(txId) }));
   },
-  async cancel({ txId, payload: { card, amount } }: Call<Spend>) { // given back, once, if held
+  async cancel({ txId, payload: { card, amount } }) { // given back, once, if held
     await db.send(new TransactWriteItemsCommand({ TransactItems: [
       { Delete: { TableName: table, Key: hold(txId), ConditionExpression: "attribute_exists(id)" } },
       { Update: { TableName: table, Key: { id: { S: card } }, UpdateExpression: "SET balance = balance + :a",
