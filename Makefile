@@ -150,6 +150,28 @@ test: tools browser-tools ## Validate template.yaml, then run every test (unit +
 	$(DDB) run $(PARTICIPANT_VENV)/bin/python -m pytest -q -p no:cacheprovider $(PY_SDK)/tests
 	TWOPC_RECORD_AWS_CALLS=$(RECORD) $(TEST_RUNNER) --workspace --locked --test grants \
 	  $(RUN_IGNORED) the_template_grants_every_recorded_call_and_says_why_it_grants_the_rest
+	$(MAKE) --no-print-directory test-ts
+
+# make test-ts: the TypeScript SDK (sdk/typescript). Its dependencies from its lock file (npm ci),
+# its build and unit tests (node:test; the store contract on a DynamoDB Local of its own); then the
+# package as a user has it: packed (npm pack), installed into a fresh project beside
+# examples/typescript-participant (compiled there against the installed types), and
+# sdk/typescript/e2e/installed.test.mjs run in that project: the example passes twopc conformance
+# and commits and aborts through twopc serve, the installed client submits, reads status and lists
+# pending against it.
+TS_SDK := sdk/typescript
+TS_E2E := target/ts-e2e
+.PHONY: test-ts
+test-ts: ddb-tools ## Test the TypeScript SDK: unit tests, then its npm pack tarball in a fresh project (twopc conformance, the local stack)
+	npm ci --prefix $(TS_SDK) --no-audit --no-fund --loglevel=error
+	TWOPC_TS_REQUIRE_DYNAMODB=1 $(DDB) run npm test --prefix $(TS_SDK) --silent
+	rm -rf $(TS_E2E) && mkdir -p $(TS_E2E)/app
+	cd $(TS_SDK) && npm pack --silent --pack-destination $(CURDIR)/$(TS_E2E) >/dev/null
+	cp examples/typescript-participant/{package.json,tsconfig.json,participant.ts,seed.ts} \
+	  $(TS_SDK)/e2e/installed.test.mjs $(TS_E2E)/app/
+	cd $(TS_E2E)/app && npm install --no-audit --no-fund --loglevel=error ../dynamo-2pc-*.tgz && npx tsc
+	cargo build --locked -p twopc
+	cd $(TS_E2E)/app && TWOPC_BIN=$(CURDIR)/target/debug/twopc $(CURDIR)/$(DDB) run node --test installed.test.mjs
 
 # make smoke: the README and docs/ as a new user runs them, in a fresh clone of HEAD
 # (tests/readme/smoke.py; SMOKE_ARGS="--rev COMMIT" tests another commit, "--keep" keeps the
