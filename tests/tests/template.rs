@@ -889,7 +889,7 @@ fn websocket_connections_need_the_authorizer_and_the_shared_token_is_an_opt_in_s
         function
             .iter()
             .any(|l| l
-                .contains("{{resolve:secretsmanager:${WebSocketTokenSecretArn}:SecretString}}")),
+                .contains("{{resolve:secretsmanager:${WebSocketTokenSecretArn}:SecretString:::${WebSocketTokenSecretVersion}}}")),
         "the shared token comes from Secrets Manager only"
     );
     // Closed unless configured: no issuer and no shared token by default.
