@@ -17,6 +17,11 @@ checks what the translation makes of it, where a reading of the template alone w
 - every Secrets Manager reference names its version (CloudFormation resolves a reference
   again only when its text changes: one to the current version keeps its first value through
   every rotation), and the template's rules refuse the secret without its version;
+- an alarm that counts missing data as breaching waits at least as long as the slowest
+  SweepSchedule the parameter allows (StuckTransactions, 5 minutes breaching, sat in ALARM
+  under any slower schedule), and the sweeper's heartbeat alarm exists;
+- the lake's delivery stream logs its errors (failed Parquet conversions go under errors/
+  silently otherwise) to a log group of the stack its role may write to;
 - parameters that only work together are refused apart: the rules, evaluated over every
   combination of set and empty, accept the OIDC issuer's three (issuer, audience, key set)
   all or none, and each secret with its version.
@@ -215,15 +220,70 @@ def check(resources):
     return problems
 
 
+def slowest_schedule_s(parameter):
+    """The longest interval (s) between passes a rate() schedule the parameter admits has (its
+    AllowedPattern, tried for every rate up to a day); None when it admits any expression."""
+    pattern = parameter.get("AllowedPattern")
+    if pattern is None:
+        return None
+    slowest = 0
+    for n in range(1, 1441):
+        for text, seconds in ((f"rate({n} minute{'s' * (n > 1)})", n * 60),
+                              (f"rate({n} hour{'s' * (n > 1)})", n * 3600)):
+            if re.fullmatch(pattern, text):
+                slowest = max(slowest, seconds)
+    if re.fullmatch(pattern, "cron(0 0 * * ? *)"):
+        return None
+    return slowest
+
+
+def check_alarms_and_lake_logs(template):
+    problems = []
+    resources = template["Resources"]
+    slowest = slowest_schedule_s(template["Parameters"]["SweepSchedule"])
+    heartbeat = False
+    for name, alarm in of_type(resources, "AWS::CloudWatch::Alarm").items():
+        p = alarm["Properties"]
+        if p.get("TreatMissingData") != "breaching":
+            continue
+        window = int(p["Period"]) * int(p["EvaluationPeriods"])
+        if slowest is None or window < slowest:
+            problems.append(
+                f"{name} counts missing data as breaching over {window} s, but SweepSchedule "
+                f"allows {'any schedule' if slowest is None else f'{slowest} s'} between passes: "
+                "it would sit in ALARM")
+        heartbeat |= p.get("MetricName") == "SweepLatency" and p.get("Statistic") == "SampleCount"
+    if not heartbeat:
+        problems.append("no alarm goes off when the sweeper stops passing (SweepLatency's SampleCount)")
+    for name, stream in of_type(resources, "AWS::KinesisFirehose::DeliveryStream").items():
+        dest = stream["Properties"]["ExtendedS3DestinationConfiguration"]
+        logging = dest.get("CloudWatchLoggingOptions", {})
+        group = logging.get("LogGroupName", {}).get("Ref") if isinstance(logging.get("LogGroupName"), dict) else None
+        if not logging.get("Enabled") or resources.get(group, {}).get("Type") != "AWS::Logs::LogGroup":
+            problems.append(f"{name} logs no errors to a log group of the stack: a failed Parquet "
+                            "conversion would only show as objects under errors/")
+            continue
+        role = dest["RoleARN"]["Fn::GetAtt"][0]
+        writes = [st for pol in resources[role]["Properties"].get("Policies", [])
+                  for st in pol["PolicyDocument"]["Statement"]
+                  if "logs:PutLogEvents" in ([st["Action"]] if isinstance(st["Action"], str) else st["Action"])
+                  and st["Resource"] == {"Fn::GetAtt": [group, "Arn"]}]
+        if not writes:
+            problems.append(f"{name}'s role {role} may not write its log group {group} (logs:PutLogEvents)")
+    return problems
+
+
 def main():
     template = translated()
-    problems = check(template["Resources"]) + check_secrets_and_rules(template)
+    problems = (check(template["Resources"]) + check_secrets_and_rules(template)
+                + check_alarms_and_lake_logs(template))
     for p in problems:
         print(f"template.yaml (as SAM translates it): {p}", file=sys.stderr)
     if not problems:
         print("template.yaml as SAM translates it: one REST stage; API Gateway invokes the "
               "coordinator under its own permission; secrets pinned to their versions; "
-              "parameters that work together are refused apart")
+              "parameters that work together are refused apart; alarms wait out the slowest "
+              "sweep schedule; the lake's delivery stream logs its errors")
     return 1 if problems else 0
 
 
