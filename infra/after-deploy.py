@@ -215,9 +215,10 @@ def run(args):
     step(3, "WebSocket: subscribe to accounts bob")
     with connect(f"{ws_url}?token={urllib.parse.quote(token, safe='')}", open_timeout=15) as ws:
         ws.send(json.dumps({"action": "subscribe", "entities": [{"participant": "accounts", "key": {"id": "bob"}}]}))
+        # Every change committed after the answer is pushed: the transfer waits for it.
         ack = receive_json(ws, 15)
-        if not ack or ack.get("type") != "subscribed":
-            raise Failed(f"the subscription was not acknowledged: {ack}")
+        if not ack or ack.get("type") != "subscribed" or not isinstance(ack.get("from"), int):
+            raise Failed(f"the subscription was not acknowledged (with `from`): {ack}")
         detail(json.dumps(ack, separators=(",", ":")))
 
         # 4. The transfer (its own idempotency key: a rerun transfers again).
