@@ -239,6 +239,15 @@ impl TxRecord {
         }
     }
 
+    /// The same record, created at `began`: a never-begun transaction's record names the
+    /// hold it was written for by its `began` (`rules::OwnerRecord`).
+    pub fn created(self, began: u64) -> TxRecord {
+        TxRecord {
+            created_at: began,
+            ..self
+        }
+    }
+
     /// The record as a successful status swap to `to` leaves it (what [`TxLog::transition`]
     /// writes, computed here instead of read back).
     ///

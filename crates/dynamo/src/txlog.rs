@@ -381,8 +381,9 @@ impl TxLog for DynamoTxLog {
         }
     }
 
-    async fn create_aborted(&self, tx: &TxId, now: u64) -> Result<Created, PortError> {
-        self.create(&TxRecord::never_began(tx, now)).await
+    async fn create_aborted(&self, tx: &TxId, began: u64, now: u64) -> Result<Created, PortError> {
+        self.create(&TxRecord::never_began(tx, now).created(began))
+            .await
     }
 
     async fn overdue(&self, now: u64, limit: usize) -> Result<Vec<TxRecord>, PortError> {

@@ -17,6 +17,12 @@ pub struct MemoryTxLog {
 }
 
 impl MemoryTxLog {
+    /// Removes `tx`'s record, as its time-to-live (`expireAt`) does once it ended: its id may
+    /// begin again (an idempotency key used after its window).
+    pub fn expire(&self, tx: &TxId) {
+        let _ = self.with(|r| r.remove(tx));
+    }
+
     fn with<T>(&self, f: impl FnOnce(&mut BTreeMap<TxId, TxRecord>) -> T) -> Result<T, PortError> {
         let mut records = self.records.lock().map_err(|_| poisoned("log"))?;
         Ok(f(&mut records))
@@ -60,8 +66,9 @@ impl TxLog for MemoryTxLog {
         })
     }
 
-    async fn create_aborted(&self, tx: &TxId, now: u64) -> Result<Created, PortError> {
-        self.create(&TxRecord::never_began(tx, now)).await
+    async fn create_aborted(&self, tx: &TxId, began: u64, now: u64) -> Result<Created, PortError> {
+        self.create(&TxRecord::never_began(tx, now).created(began))
+            .await
     }
 
     async fn overdue(&self, now: u64, limit: usize) -> Result<Vec<TxRecord>, PortError> {

@@ -116,6 +116,15 @@ pub enum Variant {
     /// deadline guards of [`crate::system::Action::Inquire`],
     /// [`crate::system::Action::RecoverDecide`] and the sweeper's steps are dropped.
     RecoveryIgnoresDeadline,
+    /// An idempotency key used again after its record expired (issue 45), broken: the code
+    /// before the fix. Holds, fence entries and records are matched by transaction id alone,
+    /// so a key's later transaction takes its earlier one's entries for its own (refused
+    /// `fenced` by a `committed` entry it never wrote, answered `committed` by an inquiry,
+    /// its abort meeting "its" commit), its release overwrites the earlier one's entry without
+    /// raising the horizon, and the lock rule reads the later record for the earlier one's
+    /// hold. Override of the facts given to every rule ([`crate::state::Env::by_id`]) and of
+    /// the record the lock rule reads; no [`crate::system::Action::Retire`].
+    ReuseMatchesId,
 }
 
 impl Variant {
