@@ -161,6 +161,11 @@ async fn a_key_used_again_after_its_window_is_a_new_transaction_here<S: StateSto
     // AND the first transaction's late prepare is no retry of the new one's.
     let late = participant.prepare(&first).await.expect("prepare");
     assert!(!late.vote.is_yes(), "{late:?}");
+    // AND its late abort replaces nothing of the new one's.
+    let late = participant.abort(&commit(&first)).await;
+    assert!(late.is_err(), "{late:?}");
+    let state = states.get(&tx).await.expect("get").expect("a state");
+    assert_eq!((state.phase, state.began), (Phase::Confirmed, again.began));
 }
 
 mod memory {

@@ -121,6 +121,8 @@ test("a key used again after its window is a new transaction here, under the sam
   assert.equal((await states.get(txId))?.began, again.began);
   // and the former's late messages are answered by nothing of the new one's
   assert.equal((await p.commit(env)).result, "violation", "the former's state was replaced");
+  await assert.rejects(p.abort(env), /later than this message/);
+  assert.equal((await states.get(txId))?.phase, "confirmed", "a late abort replaces nothing");
 });
 
 test("an abort or a prevent of a key used again is recorded over the former's state", async () => {

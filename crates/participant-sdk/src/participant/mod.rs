@@ -178,7 +178,8 @@ impl<H: Hooks, S: StateStore, L: TxLog, C: Clock> SdkParticipant<H, S, L, C> {
     /// `former`, a former transaction's under the same id, once that one is finished (its
     /// revision then follows the former's). An unfinished former state, which the protocol
     /// never leaves behind (its record ended only once this participant acknowledged), is
-    /// left for the sweep to report: the step fails, to be retried.
+    /// left for the sweep to report: the step fails, to be retried. A former state that began
+    /// later is a successor's: the message is refused, nothing written.
     pub(crate) async fn create_over(
         &self,
         state: &mut TxState,
@@ -187,6 +188,16 @@ impl<H: Hooks, S: StateStore, L: TxLog, C: Clock> SdkParticipant<H, S, L, C> {
         let Some(former) = former else {
             return Ok(self.store.create(state).await?);
         };
+        if former.began > state.began {
+            // A successor's state: this message is a late one of a transaction long ended.
+            return Err(Error::Store(PortError::Invalid {
+                context: format!("transaction {}", state.tx_id),
+                message: format!(
+                    "a later transaction under this id (began {}) replaced this one's state (began {})",
+                    former.began, state.began
+                ),
+            }));
+        }
         if !former.phase.is_terminal() {
             return Err(Error::Store(PortError::Retryable {
                 context: format!("transaction {}", state.tx_id),
