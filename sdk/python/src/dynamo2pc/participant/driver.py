@@ -207,12 +207,15 @@ class Participant:
         message is a late one of a transaction long ended: refused, nothing written."""
         if former is None:
             return self.store.create(state), state
-        what = f"transaction {state.tx_id}: a state ({former.phase.value}) of another transaction under this id, began {former.began}"
+        what = (
+            f"transaction {state.tx_id}: a state ({former.phase.value}) of another transaction"
+            f" under this id, began {former.began}"
+        )
         if former.began > state.began:
             raise Invalid(f"{what}, later than this message's {state.began}")
         if not former.phase.terminal:
             raise StoreUnavailable(f"{what}, still unfinished")
-        log.info("transaction %s: the state of a former transaction under this id (began %d) replaced", state.tx_id, former.began)
+        log.info("transaction %s: a former transaction's state (began %d) replaced", state.tx_id, former.began)
         over = _with(state, revision=former.revision + 1)
         return self.store.replace(over), over
 
