@@ -168,6 +168,7 @@ contract!(
     holds_are_their_transactions_by_id_and_began,
     a_former_transactions_reservation_under_the_id_refuses_a_reservation_until_dropped,
     a_never_begun_record_is_created_at_its_holds_began,
+    an_abort_gives_a_reservation_back_by_its_holds_operation_not_the_messages,
     a_heat_mark_rides_on_a_hold_and_turns_native_writes_away_while_live,
 );
 
@@ -2126,4 +2127,44 @@ async fn a_never_begun_record_is_created_at_its_holds_began<I: ParticipantStore,
     ));
     let r = log.get(&tx).await.expect("get").expect("record");
     assert_eq!((r.status, r.created_at), (TxStatus::Aborted, NOW - 5_000));
+}
+
+/// One item named twice (issue 45, items 2 and 3): the abort sent for the other name carries
+/// that name's operation. What the reservation gives back is its hold's, never the message's:
+/// otherwise the escrow keeps a phantom that refuses later debits or lets one overdraw.
+async fn an_abort_gives_a_reservation_back_by_its_holds_operation_not_the_messages<
+    I: ParticipantStore,
+    L: TxLog,
+>(
+    s: Stores<I, L>,
+) {
+    s.seed("alice", json!({"balance": 30})).await;
+    let tx = TxId::random();
+    let held = debit(&tx, NOW, 10);
+    assert!(locked(&reserve(&s, "alice", &held).await));
+    // The abort of the other name's operation (a smaller debit) lands.
+    let message = debit(&tx, NOW, 3);
+    assert!(matches!(
+        release(&s, "alice", &message, false).await,
+        CompleteWrite::Done
+    ));
+    let alice = read(&s, "alice").await.expect("alice");
+    assert!(alice.reservations.is_empty());
+    assert_eq!(number(alice.attributes.get("balance")), "30");
+    assert_eq!(
+        alice.fence.get(&tx).map(|e| e.outcome),
+        Some(FenceOutcome::Aborted)
+    );
+    // Nothing left in escrow: the last reservation leaves it idle at the value.
+    assert_eq!(
+        escrow_of(&s, "alice", "balance").await,
+        Some((0, "30".to_owned(), "30".to_owned()))
+    );
+    // So a debit of the whole balance is admitted, and a later one past it refused.
+    assert!(locked(
+        &reserve(&s, "alice", &debit(&TxId::random(), NOW + 1, 30)).await
+    ));
+    assert!(!locked(
+        &reserve(&s, "alice", &debit(&TxId::random(), NOW + 2, 1)).await
+    ));
 }

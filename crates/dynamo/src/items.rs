@@ -11,7 +11,7 @@ use twopc_core::layout::{
     FENCE, HORIZON, LOCK, LOCK_EXPIRES_AT, LOCK_OP, LOCK_SHARD, PAUSED_UNTIL, PLACEHOLDER,
     RESERVATIONS, TOMBSTONE,
 };
-use twopc_core::op::Mode;
+use twopc_core::op::{Mode, Operation};
 use twopc_core::ports::{CompleteWrite, Completion, ParticipantStore, PortError, PrepareWrite};
 use twopc_core::service::KeySchema;
 
@@ -164,14 +164,16 @@ impl ParticipantStore for DynamoItems {
         key: &Key,
         c: &Completion<'_>,
     ) -> Result<CompleteWrite, PortError> {
-        if c.op.mode() == Mode::Reserved {
-            let done = reservations::release(&self.client, table, key, c, Give::Back).await?;
-            if !locked_by(&done, c.tx) {
-                return Ok(done);
+        let done = abort_by(&self.client, table, key, c).await?;
+        // A reservation gives back what its hold took, whatever op the message carries (one
+        // item named twice: the abort of the other name's op lands first): by the hold's op.
+        match held_with_another_op(&done, c) {
+            Some(op) => {
+                let by_hold = Completion { op: &op, ..*c };
+                abort_by(&self.client, table, key, &by_hold).await
             }
+            None => Ok(done),
         }
-        let holder = (c.tx, c.entry.began);
-        release::release(&self.client, table, key, holder, Some(&c.entry), c.prune).await
     }
 
     async fn reserve(
@@ -600,4 +602,31 @@ fn next_shape(
     } else {
         None
     }
+}
+
+/// The abort's one release: of `c.tx`'s reservation of `c.op` (a reserved op), else of its lock.
+async fn abort_by(
+    client: &Client,
+    table: &str,
+    key: &Key,
+    c: &Completion<'_>,
+) -> Result<CompleteWrite, PortError> {
+    if c.op.mode() == Mode::Reserved {
+        let done = reservations::release(client, table, key, c, Give::Back).await?;
+        if !locked_by(&done, c.tx) {
+            return Ok(done);
+        }
+    }
+    let holder = (c.tx, c.entry.began);
+    release::release(client, table, key, holder, Some(&c.entry), c.prune).await
+}
+
+/// The op of `c.tx`'s reservation, when a release of `c` was refused with it standing under
+/// another op.
+fn held_with_another_op(done: &CompleteWrite, c: &Completion<'_>) -> Option<Operation> {
+    let CompleteWrite::Refused(Some(item)) = done else {
+        return None;
+    };
+    let held = item.reservations.get(c.tx)?;
+    (held.is_of(c.tx, c.entry.began) && held.op != *c.op).then(|| held.op.clone())
 }

@@ -18,8 +18,8 @@ use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 use twopc_core::decimal::Decimal;
 use twopc_core::item::{Key, Lock, StoredReservation};
 use twopc_core::layout::{
-    FENCE, HORIZON, LOCK, LOCK_EXPIRES_AT, LOCK_SHARD, PAUSED_UNTIL, PLACEHOLDER, RESERVATIONS,
-    TOMBSTONE,
+    FENCE, HORIZON, LOCK, LOCK_EXPIRES_AT, LOCK_OP, LOCK_SHARD, PAUSED_UNTIL, PLACEHOLDER,
+    RESERVATIONS, TOMBSTONE,
 };
 use twopc_core::op::Escrowed;
 use twopc_core::ports::{CompleteWrite, Completion, PortError, PrepareWrite};
@@ -288,7 +288,7 @@ fn reservation_write(
 }
 
 /// Releases `c.tx`'s reservation: applies its changes or gives them back, in one conditional
-/// write (the reservation must stand), whatever else stands: the escrow moves by this
+/// write (the reservation of `c.op` must stand: another op's is refused), whatever else stands: the escrow moves by this
 /// reservation's own changes and counts, and is left idle at the value by the last.
 pub(crate) async fn release(
     client: &Client,
@@ -301,7 +301,16 @@ pub(crate) async fn release(
     let escrowed = c.op.escrow().unwrap_or_default();
     let mut e = Expr::new();
     let res = reservation_name(&mut e, c.tx);
-    let mine = reserved_by(&mut e, c.tx, c.entry.began);
+    // What a reservation gives back is its hold's: the write stands only on a reservation of
+    // `c.op` (one item named twice may send the abort of the other name's op).
+    let op = serde_json::to_value(c.op)
+        .map_err(|err| corrupt("encoding an operation", err.to_string()))?;
+    let held_op = e.path(&[&StoredReservation::attribute(c.tx), LOCK_OP]);
+    let mine = format!(
+        "{} AND {held_op} = {}",
+        reserved_by(&mut e, c.tx, c.entry.began),
+        e.value(to_attr(&op))
+    );
     let pruning = prune_clauses(&mut e, c.tx, c.prune, mine);
     let (mut set, mut remove, condition) = (pruning.set, pruning.remove, pruning.condition);
     remove.push(res);
