@@ -171,6 +171,14 @@ pub struct ItemState<const TXS: usize> {
     /// once it is always that item, so it costs no states; it tells the two operations apart
     /// where one transaction names an item twice ([`crate::system::Twice`]).
     pub held_for: [Option<Item>; TXS],
+    /// The escrow's low extreme as the item stores it (`txLo`), less the value: what the
+    /// standing reservations' debits could take. Moved by each reservation's own change as it
+    /// is taken and released, never recomputed (the code stores it so), so a release that
+    /// gives back another change than its hold took leaves a phantom here.
+    pub escrow: i8,
+    /// For each transaction holding a reservation, the debit its hold took (its operation's
+    /// change if negative, else 0): what its release gives back.
+    pub held_debit: [i8; TXS],
     /// The item's heat mark is live (`txHot`, [`twopc_core::rules::heat`]): native writes give
     /// way on it. Set by a prepare that carries a mark; cleared by time (`Cool`). Only in
     /// configurations with heat; always false otherwise.
@@ -204,6 +212,8 @@ impl<const TXS: usize> ItemState<TXS> {
             reserved: [false; TXS],
             paused_by: [false; TXS],
             held_for: [None; TXS],
+            escrow: 0,
+            held_debit: [0; TXS],
             hot: false,
             cooled: false,
         }

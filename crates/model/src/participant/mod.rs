@@ -93,10 +93,10 @@ pub fn escrow_seen<const TXS: usize>(
 ) -> rules::EscrowSeen {
     let op = ops[tx.ix()];
     let standing = (0..TXS).filter(|&u| u != tx.ix() && item.reserved[u]);
-    let mut lowest = item.value;
+    // The lowest extreme as stored, not derived from the standing reservations.
+    let mut lowest = item.value + item.escrow;
     let mut standing_floor = None;
     for u in standing {
-        lowest += ops[u].delta().min(0);
         standing_floor = standing_floor.or(ops[u].floor());
     }
     if variant == Variant::CommittedBound {
@@ -244,6 +244,9 @@ fn reserve<const TXS: usize>(
     if step == PrepareStep::Lock && !item.reserved[tx.ix()] {
         item.reserved[tx.ix()] = true;
         item.held_for[tx.ix()] = Some(p.name);
+        let debit = p.ops[tx.ix()].delta().min(0);
+        item.held_debit[tx.ix()] = debit;
+        item.escrow += debit;
     }
     (item, step)
 }
@@ -320,6 +323,7 @@ fn release<const TXS: usize>(
     outcome: FenceOutcome,
     upkeep: Upkeep,
     env: &Env<TXS>,
+    op: Op,
 ) -> ItemState<TXS> {
     // The hold released: `tx`'s, or by id alone its twin's (`Variant::ReuseMatchesId`).
     let holder = env
@@ -328,6 +332,14 @@ fn release<const TXS: usize>(
         .unwrap_or(tx);
     if item.reserved[holder.ix()] {
         item.reserved[holder.ix()] = false;
+        // Applied or given back, the reservation's debit leaves the stored extreme: the
+        // hold's (`GiveBackByMessage`: the message's operation's, on an abort).
+        let debit = match (variant, outcome) {
+            (Variant::GiveBackByMessage, FenceOutcome::Aborted) => op.delta().min(0),
+            _ => item.held_debit[holder.ix()],
+        };
+        item.escrow -= debit;
+        item.held_debit[holder.ix()] = 0;
     } else {
         item.lock = None;
     }
@@ -457,7 +469,7 @@ pub fn commit<const TXS: usize>(
                     op.creates(),
                     "a put locks only its placeholder, other operations only real items"
                 );
-                item = release(variant, item, tx, FenceOutcome::Committed, upkeep, env);
+                item = release(variant, item, tx, FenceOutcome::Committed, upkeep, env, op);
                 item.value += op.delta();
                 match op {
                     Op::Update | Op::Withdraw | Op::Debit | Op::Credit => {}
@@ -486,6 +498,7 @@ pub fn abort<const TXS: usize>(
     variant: Variant,
     mut item: ItemState<TXS>,
     tx: Tx,
+    op: Op,
     upkeep: Upkeep,
     env: &Env<TXS>,
 ) -> Option<(ItemState<TXS>, Reply)> {
@@ -494,7 +507,7 @@ pub fn abort<const TXS: usize>(
     Some(match rules::abort(seen) {
         AbortStep::Retire => return None,
         AbortStep::Release => {
-            let mut item = release(variant, item, tx, FenceOutcome::Aborted, upkeep, env);
+            let mut item = release(variant, item, tx, FenceOutcome::Aborted, upkeep, env, op);
             if item.shape == Shape::Placeholder {
                 item = bury(variant, item);
             }
@@ -601,8 +614,12 @@ pub fn drop_stale_lock<const TXS: usize>(
         }
     }
     // A reservation: given back (`release_reservation` with `Give::Drop`).
+    if item.reserved[tx.ix()] {
+        item.escrow -= item.held_debit[tx.ix()];
+    }
     item.reserved[tx.ix()] = false;
     item.held_for[tx.ix()] = None;
+    item.held_debit[tx.ix()] = 0;
     item
 }
 
@@ -618,7 +635,7 @@ pub fn complete<const TXS: usize>(
 ) -> Option<(ItemState<TXS>, Reply)> {
     match decision {
         Decision::Commit => commit(variant, item, tx, op, upkeep, env),
-        Decision::Abort => abort(variant, item, tx, upkeep, env),
+        Decision::Abort => abort(variant, item, tx, op, upkeep, env),
     }
 }
 
@@ -671,7 +688,16 @@ mod tests {
         tx: Tx,
         upkeep: Upkeep,
     ) -> (ItemState<TXS>, Reply) {
-        super::abort(variant, item, tx, upkeep, &Env::new([false; TXS])).expect("no former entry")
+        // The operation the abort carries moves nothing unless a reservation stands.
+        super::abort(
+            variant,
+            item,
+            tx,
+            Op::Update,
+            upkeep,
+            &Env::new([false; TXS]),
+        )
+        .expect("no former entry")
     }
 
     /// Prepare where every transaction does `op` to the item.

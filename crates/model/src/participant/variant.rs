@@ -125,6 +125,13 @@ pub enum Variant {
     /// hold. Override of the facts given to every rule ([`crate::state::Env::by_id`]) and of
     /// the record the lock rule reads; no [`crate::system::Action::Retire`].
     ReuseMatchesId,
+    /// An abort gives a reservation's escrow back by the message's operation, not the hold's
+    /// (issue 45, item 3: the DynamoDB release before the fix). One item named twice sends
+    /// the abort of the other name's operation, leaving a phantom in the stored escrow.
+    /// Override of the effect of a reservation's release ([`ItemState::escrow`]).
+    ///
+    /// [`ItemState::escrow`]: crate::state::ItemState::escrow
+    GiveBackByMessage,
 }
 
 impl Variant {
