@@ -30,6 +30,32 @@ pub enum Target {
     },
 }
 
+impl Target {
+    /// What the target reaches, spelled one way: a table by its name (a table ARN's last part),
+    /// a function by its name (a function ARN's, without a version or alias), a URL as given
+    /// (less a trailing `/`). Two services reaching one thing are one participant under two
+    /// names: a configuration naming both is refused, and a request's items are told apart by
+    /// this, never by the configuration's spelling.
+    pub fn reaches(&self) -> String {
+        match self {
+            Target::Direct { table } => {
+                let name = table
+                    .rsplit_once(":table/")
+                    .map_or(table.as_str(), |(_, n)| n);
+                format!("table {name}")
+            }
+            Target::Lambda { function } => {
+                let name = function
+                    .split_once(":function:")
+                    .map_or(function.as_str(), |(_, n)| n);
+                let name = name.split(':').next().unwrap_or(name);
+                format!("function {name}")
+            }
+            Target::Http { url } => format!("url {}", url.trim_end_matches('/')),
+        }
+    }
+}
+
 /// Why a participant voted no.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -269,6 +295,23 @@ impl TxRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_target_reaches_one_thing_however_it_is_spelled() {
+        let table = |t: &str| Target::Direct { table: t.into() }.reaches();
+        let function = |f: &str| Target::Lambda { function: f.into() }.reaches();
+        assert_eq!(
+            table("arn:aws:dynamodb:us-east-1:123456789012:table/accounts"),
+            table("accounts")
+        );
+        assert_ne!(table("accounts"), table("accounts-2"));
+        let arn = "arn:aws:lambda:us-east-1:123456789012:function:accounts";
+        assert_eq!(function(arn), function("accounts"));
+        assert_eq!(function(&format!("{arn}:live")), function("accounts"));
+        assert_ne!(function("accounts"), table("accounts"));
+        let url = |u: &str| Target::Http { url: u.into() }.reaches();
+        assert_eq!(url("https://pay.example/"), url("https://pay.example"));
+    }
 
     #[test]
     fn each_reason_is_spelled_as_its_abort_code() {
