@@ -17,6 +17,7 @@ use twopc_core::ports::{
     ParticipantStore, PortError, PrepareWrite, Swapped, TxLog,
 };
 use twopc_core::record::{TxRecord, VoteReason};
+use twopc_core::rules::{self, NativeStep, Seen};
 use twopc_core::service::KeySchema;
 use twopc_core::status::TxStatus;
 use twopc_dynamo::{DynamoItems, DynamoNative, DynamoTxLog};
@@ -164,6 +165,7 @@ contract!(
     a_native_transaction_is_refused_by_a_record_already_there,
     a_native_put_takes_a_tombstone_and_keeps_its_fence,
     a_native_write_removes_the_idle_escrow_of_what_it_adds_to,
+    a_heat_mark_rides_on_a_hold_and_turns_native_writes_away_while_live,
 );
 
 const NOW: u64 = 1_800_000_000_000;
@@ -210,7 +212,7 @@ async fn prepare<I: ParticipantStore, L: TxLog>(
     l: &Lock,
 ) -> PrepareWrite {
     s.items()
-        .prepare(s.table(), &key(id), l)
+        .prepare(s.table(), &key(id), l, None)
         .await
         .expect("prepare")
 }
@@ -932,7 +934,7 @@ async fn reserve<I: ParticipantStore, L: TxLog>(
     l: &Lock,
 ) -> PrepareWrite {
     s.items()
-        .reserve(s.table(), &key(id), l, NOW, MOST)
+        .reserve(s.table(), &key(id), l, None, NOW, MOST)
         .await
         .expect("reserve")
 }
@@ -1211,14 +1213,14 @@ async fn an_item_takes_at_most_the_most_reservations<I: ParticipantStore, L: TxL
     for d in &debits[..2] {
         let w = s
             .items()
-            .reserve(s.table(), &key("alice"), d, NOW, 2)
+            .reserve(s.table(), &key("alice"), d, None, NOW, 2)
             .await
             .expect("reserve");
         assert!(locked(&w));
     }
     let refused = s
         .items()
-        .reserve(s.table(), &key("alice"), &debits[2], NOW, 2)
+        .reserve(s.table(), &key("alice"), &debits[2], None, NOW, 2)
         .await
         .expect("reserve");
     let item = refused_item(refused).expect("the item");
@@ -1230,7 +1232,7 @@ async fn an_item_takes_at_most_the_most_reservations<I: ParticipantStore, L: TxL
     // A retry of a standing one is still reserved, full or not.
     let again = s
         .items()
-        .reserve(s.table(), &key("alice"), &debits[0], NOW, 2)
+        .reserve(s.table(), &key("alice"), &debits[0], None, NOW, 2)
         .await
         .expect("reserve");
     assert!(locked(&again));
@@ -1247,7 +1249,7 @@ async fn an_item_takes_at_most_the_most_reservations<I: ParticipantStore, L: TxL
     ));
     let w = s
         .items()
-        .reserve(s.table(), &key("alice"), &debits[2], NOW, 2)
+        .reserve(s.table(), &key("alice"), &debits[2], None, NOW, 2)
         .await
         .expect("reserve");
     assert!(locked(&w));
@@ -1330,7 +1332,7 @@ async fn a_pause_refuses_new_reservations_until_it_ends<I: ParticipantStore, L: 
     assert!(!locked(&reserve(&s, "alice", &d).await), "paused at NOW");
     let later = s
         .items()
-        .reserve(s.table(), &key("alice"), &d, NOW + 100, MOST)
+        .reserve(s.table(), &key("alice"), &d, None, NOW + 100, MOST)
         .await
         .expect("reserve");
     assert!(locked(&later), "the pause has ended");
@@ -1774,6 +1776,68 @@ async fn a_native_transaction_gives_way_where_the_protocol_holds_an_item<
     }
     assert!(read(&s, "alice").await.expect("alice").lock.is_some());
     assert!(s.log().get(&r.tx_id).await.expect("get").is_none());
+}
+
+async fn a_heat_mark_rides_on_a_hold_and_turns_native_writes_away_while_live<
+    I: ParticipantStore,
+    L: TxLog,
+>(
+    s: Stores<I, L>,
+) {
+    s.seed("alice", json!({"balance": 100})).await;
+    s.seed("bob", json!({"balance": 100})).await;
+    // A lock and a reservation, each written with a mark; released, the marks stay.
+    let l = lock(&TxId::random(), NOW, json!({"set": {"x": 1}}));
+    let written = (s.items())
+        .prepare(s.table(), &key("alice"), &l, Some(NOW + 100))
+        .await;
+    assert!(locked(&written.expect("prepare")));
+    let d = debit(&TxId::random(), NOW, 10);
+    let written = (s.items())
+        .reserve(s.table(), &key("bob"), &d, Some(NOW + 200), NOW, MOST)
+        .await;
+    assert!(locked(&written.expect("reserve")));
+    release(&s, "alice", &l, false).await;
+    release(&s, "bob", &d, false).await;
+    assert_eq!(read(&s, "alice").await.expect("alice").hot_until, NOW + 100);
+    assert_eq!(read(&s, "bob").await.expect("bob").hot_until, NOW + 200);
+    // A native write begun while a mark is live gives way there, the item returned with it.
+    let ops = [
+        ("alice", json!({"add": {"balance": -1}})),
+        ("bob", json!({"add": {"balance": 1}})),
+    ];
+    let r = native_record(); // began at NOW
+    let items = cancelled_items(native(&s, &r, &ops).await);
+    for ((id, v), found) in ops.iter().zip(&items) {
+        let NativeItem::Refused(Some(item)) = found else {
+            panic!("{id}: expected a refusal with the item, got {found:?}");
+        };
+        let l = lock(&r.tx_id, r.created_at, v.clone());
+        let seen = Seen::preparing(Some(item), &l, r.created_at);
+        assert_eq!(rules::native_write(seen, false), NativeStep::Heated, "{id}");
+    }
+    // Begun once alice's mark ended and while bob's is live: bob alone turns it away.
+    let mut r = native_record();
+    r.created_at = NOW + 100;
+    let items = cancelled_items(native(&s, &r, &ops).await);
+    assert!(matches!(items[0], NativeItem::Held), "{:?}", items[0]);
+    assert!(matches!(items[1], NativeItem::Refused(Some(_))));
+    // Begun once both ended, it applies.
+    r.created_at = NOW + 200;
+    assert!(matches!(
+        native(&s, &r, &ops).await,
+        NativeOutcome::Committed
+    ));
+    assert_eq!(
+        number(
+            read(&s, "alice")
+                .await
+                .expect("alice")
+                .attributes
+                .get("balance")
+        ),
+        "99"
+    );
 }
 
 async fn a_native_transaction_is_refused_by_a_record_already_there<

@@ -48,6 +48,7 @@ impl Driver {
                 System::Auto | System::Native => CommitMode::Auto,
                 System::Classic => CommitMode::Classic,
             },
+            heat_window_ms: CoordinatorConfig::DEFAULT_HEAT_WINDOW_MS,
         };
         let native = Arc::new(DynamoNative::new(client.clone(), log.clone()));
         let coordinator = Coordinator::new(

@@ -10,7 +10,8 @@ mod steps;
 
 pub use driver::settled;
 use driver::{
-    begin, crash, decide, deliver_stage, expire, overdue_recovery, send_completes, send_prepares,
+    abandon, begin, crash, decide, deliver_stage, expire, overdue_recovery, send_completes,
+    send_prepares,
 };
 pub use properties::{
     ALL_CAN_COMMIT, ANSWER_HONOURED, ANSWERED_BEFORE_EXPLICIT, APPLIED_AT_MOST_ONCE, ATOMICITY,
@@ -108,8 +109,18 @@ pub enum Action {
     /// all-or-nothing step, each item's write admitted by [`rules::native_write`](twopc_core::rules::native_write) and the
     /// operation's bound. Where the protocol holds an item, nothing happens (the transaction
     /// takes the protocol path: its `Begin` or `Stage` stays possible); where an item refuses,
-    /// the record is put `ABORTED`.
+    /// the record is put `ABORTED`. With heat, an item's live mark makes it give way too
+    /// (`NativeStep::Heated`), and the marks the heat rule asks for on the contended items are
+    /// kept for its prepares ([`crate::state::TxState::marks`]).
     Native(Tx),
+    /// Time ends an item's heat mark (configurations with heat): native writes apply there
+    /// again. Once per item, so that marking and cooling cannot cycle.
+    Cool(Item),
+    /// Staged coordinator whose record put failed (no acknowledgement, no record found) while
+    /// its prepares went out: it records the transaction `ABORTING` itself, conditional on no
+    /// record (its late put is then refused), and completes the abort
+    /// (`Coordinator::abandon`).
+    Abandon(Tx),
 }
 
 /// One transaction naming one item twice, under two spellings of its key (issue 35: `{"id": 1}`
@@ -150,6 +161,13 @@ pub struct TwoPhaseCommit<const TXS: usize, const ITEMS: usize> {
     pub staged: bool,
     /// Whether a transaction may first try to commit natively ([`Action::Native`]).
     pub native: bool,
+    /// Whether items carry heat marks: a native attempt that gives way on a contended item has
+    /// its prepare mark it, a live mark turns native writes away, and time ends marks
+    /// ([`Action::Cool`]).
+    pub heat: bool,
+    /// Whether every item starts marked hot (by transactions before the model's), so that a
+    /// native attempt may meet a mark no hold explains.
+    pub hot_at_start: bool,
     /// A transaction naming one item twice, if any.
     pub twice: Option<Twice>,
 }
@@ -198,6 +216,8 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
             values: [0; ITEMS],
             staged: false,
             native: false,
+            heat: false,
+            hot_at_start: false,
             twice: None,
         }
     }
@@ -215,6 +235,17 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
     pub const fn native(self) -> Self {
         TwoPhaseCommit {
             native: true,
+            ..self
+        }
+    }
+
+    /// The same, with heat marks ([`TwoPhaseCommit::heat`]): native transactions that learn and
+    /// route around contended items; every item marked at the start if `hot_at_start`.
+    pub const fn with_heat(self, hot_at_start: bool) -> Self {
+        TwoPhaseCommit {
+            native: true,
+            heat: true,
+            hot_at_start,
             ..self
         }
     }
@@ -330,6 +361,7 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
                 Action::RecoverDecide(t),
                 Action::Replay(t),
                 Action::Native(t),
+                Action::Abandon(t),
             ]
         });
         let per_tx_item = Self::txs().flat_map(|t| {
@@ -352,6 +384,7 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
         let per_item = Self::items().flat_map(|i| {
             Self::txs()
                 .flat_map(move |t| Self::upkeeps(None).map(move |u| Action::Resolve(i, t, u)))
+                .chain([Action::Cool(i)])
         });
         per_tx.chain(per_tx_item).chain(per_item)
     }
@@ -439,7 +472,11 @@ impl<const TXS: usize, const ITEMS: usize> Model for TwoPhaseCommit<TXS, ITEMS> 
     type Action = Action;
 
     fn init_states(&self) -> Vec<Self::State> {
-        vec![State::with_items(self.initial, self.values)]
+        let mut state = State::with_items(self.initial, self.values);
+        for item in &mut state.items {
+            item.hot = self.hot_at_start;
+        }
+        vec![state]
     }
 
     fn actions(&self, _state: &Self::State, actions: &mut Vec<Self::Action>) {
