@@ -25,8 +25,8 @@ pub enum EngineKind {
 pub enum Engine {
     /// In this process.
     Embedded(EmbeddedEngine),
-    /// A child process.
-    DynamoDbLocal(DynamoDbLocal),
+    /// A child process (boxed: it is the large one, and only one is ever made).
+    DynamoDbLocal(Box<DynamoDbLocal>),
     /// Someone else's (`--dynamodb-endpoint`).
     Given(String),
 }
@@ -62,7 +62,7 @@ impl Engine {
                     )
                 );
                 let local = DynamoDbLocal::start(db_dir.as_deref(), &args.data_dir).await?;
-                Ok(Engine::DynamoDbLocal(local))
+                Ok(Engine::DynamoDbLocal(Box::new(local)))
             }
         }
     }
