@@ -199,7 +199,7 @@ async fn serve_answers_like_the_api_and_recovers_after_a_sigkill_mid_load() {
             _ => None,
         })
         .collect();
-    assert_honoured(&answers, |tx| records.get(tx).cloned());
+    assert_honoured(&answers, false, |tx| records.get(tx).cloned());
     assert!(
         interrupt(serve).await.success(),
         "SIGINT stops serve cleanly"
@@ -257,20 +257,40 @@ async fn transfers_killed_midway(
 }
 
 /// Every answer is honoured: what was answered committed is COMMITTED (applied), what was
-/// answered aborted is ABORTED (`status_of` reads a transaction's status back).
-fn assert_honoured(answers: &[Answer], status_of: impl Fn(&str) -> Option<String>) {
+/// answered aborted is ABORTED (`status_of` reads a transaction's status back, `None` when
+/// there is no such transaction).
+///
+/// `engine_killed`: the engine itself was killed after these answers (not only `twopc serve`).
+/// There the engines differ (docs/limitations.md, "The embedded engine"): the embedded engine
+/// loses nothing it answered, but DynamoDB Local, killed moments after it answered a
+/// `TransactWriteItems`, may come back without that transaction, record and items alike. So on
+/// DynamoDB Local alone, and only there, an answered transaction may be missing altogether
+/// (never the other outcome); the balances' check still holds it to all or nothing.
+fn assert_honoured(
+    answers: &[Answer],
+    engine_killed: bool,
+    status_of: impl Fn(&str) -> Option<String>,
+) {
     assert!(answers.len() >= 10, "{answers:?}");
+    let may_lose = engine_killed && twopc_tests::engine() == Engine::DynamoDbLocal;
+    let mut lost = vec![];
     for (status, tx, outcome) in answers {
         let want = match outcome.as_str() {
             "committed" => "COMMITTED",
             "aborted" => "ABORTED",
             _ => continue, // pending: nothing was promised
         };
-        assert_eq!(
-            status_of(tx).as_deref(),
-            Some(want),
-            "{tx} was answered {status} {outcome}"
-        );
+        match status_of(tx) {
+            None if may_lose => lost.push(tx),
+            found => assert_eq!(
+                found.as_deref(),
+                Some(want),
+                "{tx} was answered {status} {outcome}"
+            ),
+        }
+    }
+    if !lost.is_empty() {
+        eprintln!("DynamoDB Local came back without these answered transactions: {lost:?}");
     }
 }
 
@@ -567,8 +587,8 @@ async fn dead(pid: u32) {
 }
 
 /// Once the sweeper has finished what a kill left (nothing pending, no item locked), read
-/// through the API: every answer in `answers` is honoured, and the accounts still hold the
-/// seeded 100 + 50 + 0, none below zero.
+/// through the API: every answer in `answers` is honoured (the engine was killed with serve:
+/// `assert_honoured`), and the accounts still hold the seeded 100 + 50 + 0, none below zero.
 async fn settled_and_honoured(url: &str, answers: &[Answer]) {
     let until = Instant::now() + Duration::from_secs(60);
     let accounts = loop {
@@ -611,7 +631,7 @@ async fn settled_and_honoured(url: &str, answers: &[Answer]) {
             .expect("status");
         statuses.insert(tx.clone(), body["status"].as_str().map(str::to_owned));
     }
-    assert_honoured(answers, |tx| statuses.get(tx).cloned().flatten());
+    assert_honoured(answers, true, |tx| statuses.get(tx).cloned().flatten());
 }
 
 /// `make run` killed with SIGKILL in the middle of transfers, as a terminal closing or an OOM
