@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Fuzzes the local stack's HTTP API from docs/openapi.json with Schemathesis (`make fuzz-api`).
 
-1. `twopc serve` as `make run` runs it (the debug build, its own DynamoDB Local persisting its
+1. `twopc serve` as `make run` runs it (the debug build, its embedded engine persisting its
    tables on disk, the demo seeded), on a free port, in a data folder of its own (so a `make
    run` of the developer's is left alone), until the API answers;
 2. `schemathesis run docs/openapi.json --checks all` against it, every phase: the document's
@@ -125,7 +125,7 @@ def main():
             say(f"schemathesis exited {fuzz.returncode} after {time.monotonic() - started:.0f} s")
         finally:
             if serve.poll() is None:
-                serve.send_signal(signal.SIGINT)  # it stops its DynamoDB Local itself
+                serve.send_signal(signal.SIGINT)  # it stops its engine itself
                 try:
                     serve.wait(STOP_TIMEOUT_S)
                 except subprocess.TimeoutExpired:

@@ -1,7 +1,8 @@
 //! One contract for the stores, run against both implementations: the in-memory ones
 //! (`twopc_core::memory`, what fast tests of the protocol logic run on) and the DynamoDB
-//! adapters on DynamoDB Local. Each case states what a port promises; `memory::*` and
-//! `dynamodb::*` run the same case, so the fake cannot drift from the real thing.
+//! adapters on a real engine (`make test` runs them on DynamoDB Local, then on the embedded
+//! engine). Each case states what a port promises; `memory::*` and `dynamodb::*` run the same
+//! case, so the fake cannot drift from the real things.
 
 use serde_json::{Value, json};
 use twopc_core::ids::TxId;

@@ -23,7 +23,7 @@ const EXIT_CODES: &str = "Exit codes: 0 committed / done, 1 aborted, 2 error, 3 
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run the local stack: HTTP API, DynamoDB Local, sweeper.
+    /// Run the local stack: HTTP API, an embedded DynamoDB engine (or DynamoDB Local), sweeper.
     Serve(serve::ServeArgs),
     /// Submit a transaction from a JSON file (`-` reads standard input).
     Submit {
@@ -119,7 +119,11 @@ async fn main() -> ExitCode {
 
 fn init_stderr_logs() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
-        tracing_subscriber::EnvFilter::new("info,aws_config=warn,aws_smithy_runtime=warn")
+        // The embedded engine (dynoxide) warns of every error it answers: a failed condition
+        // is an answer the protocol expects, not news.
+        tracing_subscriber::EnvFilter::new(
+            "info,aws_config=warn,aws_smithy_runtime=warn,dynoxide=error",
+        )
     });
     tracing_subscriber::fmt()
         .with_env_filter(filter)

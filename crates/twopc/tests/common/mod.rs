@@ -40,7 +40,8 @@ pub fn serve_command(port: u16) -> std::process::Command {
     cmd.arg("serve")
         .arg("--port")
         .arg(port.to_string())
-        .env("RUST_LOG", "warn")
+        // The embedded engine warns of each error it answers (failed conditions included).
+        .env("RUST_LOG", "warn,dynoxide=error")
         .env_remove("TWOPC_DYNAMODB_ENDPOINT")
         .env_remove("TWOPC_DATA_DIR")
         .env_remove("TWOPC_LAKE_DIR")
@@ -98,12 +99,18 @@ pub async fn start_on_shared(name: &str, extra: &[&str]) -> (Serve, PathBuf) {
     (serve, data)
 }
 
+/// `--engine NAME` of the engine under test (`twopc_tests::engine`), for a `twopc serve` that
+/// starts an engine of its own.
+pub fn engine_args() -> [&'static str; 2] {
+    ["--engine", twopc_tests::engine().name()]
+}
+
 /// `twopc serve --port PORT` run from `cwd` with every other option at its default (relative
-/// data and lake folders), as `make run` runs it. `cwd` must lie inside the repository, so the
-/// DynamoDB Local install in `.tools/` is found by searching upward.
-pub async fn start_with_defaults(cwd: &Path, port: u16) -> Serve {
+/// data and lake folders) but `extra`, as `make run` runs it. `cwd` must lie inside the
+/// repository, so that DynamoDB Local's install in `.tools/` is found by searching upward.
+pub async fn start_with_defaults(cwd: &Path, port: u16, extra: &[&str]) -> Serve {
     let mut cmd = serve_command(port);
-    cmd.current_dir(cwd);
+    cmd.current_dir(cwd).args(extra);
     launch(cmd, port).await
 }
 
