@@ -56,6 +56,7 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
         let committed = TxRecord {
             status: TxStatus::Committed,
             votes: writes.iter().map(|_| Vote::yes(Mode::Exclusive)).collect(),
+            decided_at: Some(record.created_at),
             ..record.clone()
         };
         let items = match self.write_natively(native, &committed, &writes).await? {
@@ -78,10 +79,12 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
             // path reports it properly.
             return Ok(NativeAnswer::GaveWay { marks: vec![] });
         }
+        let now = self.clock.now_ms();
         let aborted = TxRecord {
             status: TxStatus::Aborted,
             votes,
-            updated_at: self.clock.now_ms(),
+            updated_at: now,
+            decided_at: Some(now),
             ..record.clone()
         };
         match self
