@@ -331,6 +331,8 @@ mod tests {
             attempts: 0,
             retry_after: None,
             recovery_asked: None,
+            decided_at: None,
+            operator_actions: vec![],
         })
     }
 
