@@ -109,12 +109,13 @@ fuzz-api: ddb-tools fuzz-tools ## Fuzz the local stack's API from docs/openapi.j
 	cargo build --locked -p twopc
 	python3 tests/openapi/fuzz.py -- $(FUZZ_ARGS)
 
-# make after-deploy STACK=name [WS_TOKEN=...]: infra/after-deploy.py against a deployed stack
-# (docs/deploy.md, "Check a deploy"); LOCAL=http://127.0.0.1:3000 runs it against make run's stack.
+# make after-deploy STACK=name [REGION=...] [WS_TOKEN=...]: infra/after-deploy.py against a
+# deployed stack (docs/deploy.md, "Check a deploy"); REGION is the stack's, when the profile's is
+# not (or set AWS_REGION); LOCAL=http://127.0.0.1:3000 runs it against make run's stack.
 .PHONY: after-deploy
-after-deploy: py-tools ## After sam deploy: seed, transfer, status, WebSocket push, data-lake object (STACK=name WS_TOKEN=..., or LOCAL=url)
+after-deploy: py-tools ## After sam deploy: seed, transfer, status, WebSocket push, data-lake object (STACK=name REGION=... WS_TOKEN=..., or LOCAL=url)
 	cargo build --locked -p twopc
-	$(VENV)/bin/python infra/after-deploy.py $(if $(LOCAL),--local $(LOCAL),$(STACK)) $(if $(WS_TOKEN),--ws-token "$(WS_TOKEN)")
+	$(VENV)/bin/python infra/after-deploy.py $(if $(LOCAL),--local $(LOCAL),$(STACK)) $(if $(REGION),--region "$(REGION)") $(if $(WS_TOKEN),--ws-token "$(WS_TOKEN)")
 
 build: py-tools ## Build every Lambda function of template.yaml for arm64 (release, cargo lambda + zig) into target/lambda/<fn>/bootstrap
 	$(WITH_VENV) cargo lambda build --release --arm64 --locked $(addprefix -p ,$(FUNCTIONS))
