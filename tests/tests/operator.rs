@@ -111,14 +111,20 @@ async fn unfinished_transactions_are_listed_by_deadline_and_filtered<L: TxLog + 
         ..all.clone()
     })
     .await;
-    assert_eq!(ids(&one_status.records), ids(std::slice::from_ref(&staging)));
+    assert_eq!(
+        ids(&one_status.records),
+        ids(std::slice::from_ref(&staging))
+    );
 
     let on_accounts = list(ListQuery {
         participant: Some("accounts".into()),
         ..all.clone()
     })
     .await;
-    assert_eq!(ids(&on_accounts.records), ids(&[late.clone(), later.clone()]));
+    assert_eq!(
+        ids(&on_accounts.records),
+        ids(&[late.clone(), later.clone()])
+    );
     let on_bob = list(ListQuery {
         participant: Some("accounts".into()),
         key: Some([("id".to_owned(), json!("bob"))].into()),
@@ -169,11 +175,7 @@ async fn ended_transactions_are_listed_newest_first_within_a_window_page_by_page
         ids(&page.records),
         ids(&[third.clone(), second.clone(), first.clone()])
     );
-    assert!(
-        page.records
-            .iter()
-            .all(|r| r.status == TxStatus::Committed)
-    );
+    assert!(page.records.iter().all(|r| r.status == TxStatus::Committed));
     let aborts = list(ListQuery {
         status: Some(TxStatus::Aborted),
         ..committed.clone()
@@ -208,12 +210,14 @@ async fn ended_transactions_are_listed_newest_first_within_a_window_page_by_page
             None => break,
         }
     }
-    assert_eq!(seen, ids(&[third, second, first]), "one a page, newest first");
+    assert_eq!(
+        seen,
+        ids(&[third, second, first]),
+        "one a page, newest first"
+    );
 }
 
-async fn counts_say_how_many_are_pending_overdue_and_ended_since<L: TxLog + OperatorLog>(
-    log: &L,
-) {
+async fn counts_say_how_many_are_pending_overdue_and_ended_since<L: TxLog + OperatorLog>(log: &L) {
     for deadline in [NOW - 2, NOW - 1, NOW + 1] {
         log.create(&record(TxStatus::Preparing, deadline, "accounts", "x"))
             .await
@@ -238,8 +242,16 @@ async fn an_action_note_is_appended_and_moves_nothing_else<L: TxLog + OperatorLo
         result: DONE.into(),
         status: TxStatus::Aborted,
     };
-    assert!(log.note_action(&r.tx_id, &note(NOW + 5)).await.expect("note"));
-    assert!(log.note_action(&r.tx_id, &note(NOW + 6)).await.expect("note"));
+    assert!(
+        log.note_action(&r.tx_id, &note(NOW + 5))
+            .await
+            .expect("note")
+    );
+    assert!(
+        log.note_action(&r.tx_id, &note(NOW + 6))
+            .await
+            .expect("note")
+    );
     let stored = log.get(&r.tx_id).await.expect("get").expect("a record");
     assert_eq!(stored.operator_actions, vec![note(NOW + 5), note(NOW + 6)]);
     assert_eq!(
@@ -257,7 +269,11 @@ async fn an_action_note_is_appended_and_moves_nothing_else<L: TxLog + OperatorLo
         })
         .await
         .expect("list");
-    assert_eq!(ids(&listed.records), vec![r.tx_id.clone()], "listed where it was");
+    assert_eq!(
+        ids(&listed.records),
+        vec![r.tx_id.clone()],
+        "listed where it was"
+    );
     assert!(
         !log.note_action(&TxId::random(), &note(NOW))
             .await

@@ -111,7 +111,9 @@ impl ListQuery {
         };
         let key = self.key.as_ref().map(canonical_key);
         let on = |p: &crate::record::ParticipantEntry| {
-            self.participant.as_ref().is_none_or(|s| &p.participant == s)
+            self.participant
+                .as_ref()
+                .is_none_or(|s| &p.participant == s)
                 && key.as_ref().is_none_or(|k| &canonical_key(&p.key) == k)
         };
         status

@@ -208,7 +208,11 @@ impl DynamoTxLog {
         let at = e.name(UPDATED_AT);
         let n = |e: &mut Expr, v: u64| e.value(AttributeValue::N(v.to_string()));
         kc = match upper {
-            Some(u) => format!("{kc} AND {at} BETWEEN {} AND {}", n(&mut e, lower), n(&mut e, u)),
+            Some(u) => format!(
+                "{kc} AND {at} BETWEEN {} AND {}",
+                n(&mut e, lower),
+                n(&mut e, u)
+            ),
             None => format!("{kc} AND {at} >= {}", n(&mut e, lower)),
         };
         let (mut found, mut start) = (vec![], None);

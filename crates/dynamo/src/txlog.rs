@@ -5,8 +5,8 @@ use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailur
 use serde_json::Value;
 use twopc_core::ids::TxId;
 use twopc_core::layout::{
-    ATTEMPTS, DEADLINE, DECIDED_AT, ENDED, EXPIRE_AT, PENDING, RECOVERY_ASKED, RETRY_AFTER,
-    STATUS, TX_ID, UPDATED_AT, VOTES,
+    ATTEMPTS, DEADLINE, DECIDED_AT, ENDED, EXPIRE_AT, PENDING, RECOVERY_ASKED, RETRY_AFTER, STATUS,
+    TX_ID, UPDATED_AT, VOTES,
 };
 use twopc_core::ports::{Created, PortError, Swapped, TxLog, check_transition};
 use twopc_core::record::{TxRecord, Vote};
@@ -245,7 +245,10 @@ impl DynamoTxLog {
 
     /// The records of index entries that are still unfinished (the index is eventually
     /// consistent: one may have finished since).
-    pub(crate) async fn unfinished(&self, entries: Vec<(u64, TxId)>) -> Result<Vec<TxRecord>, PortError> {
+    pub(crate) async fn unfinished(
+        &self,
+        entries: Vec<(u64, TxId)>,
+    ) -> Result<Vec<TxRecord>, PortError> {
         let mut found = vec![];
         for (_, id) in entries {
             if let Some(r) = self.get(&id).await?

@@ -146,10 +146,7 @@ pub fn item(participant: &str, key: &Key, state: Option<&ItemState>) -> Answer {
             json!({"txId": tx, "expiresAt": l.expires_at, "began": l.began, "op": l.op,
                 "coordinator": (!l.coordinator.is_empty()).then_some(&l.coordinator)})
         };
-        body["lock"] = s
-            .lock
-            .as_ref()
-            .map_or(Value::Null, |l| holder(&l.tx_id, l));
+        body["lock"] = s.lock.as_ref().map_or(Value::Null, |l| holder(&l.tx_id, l));
         body["reservations"] = s.reservations.iter().map(|(t, l)| holder(t, l)).collect();
         let fence: Vec<Value> = s
             .fence

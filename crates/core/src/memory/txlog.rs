@@ -134,9 +134,7 @@ impl OperatorLog for MemoryTxLog {
                     (c, x)
                 })
                 .filter(|(c, _)| match ended {
-                    true => {
-                        q.since.is_none_or(|s| c.at >= s) && q.until.is_none_or(|u| c.at < u)
-                    }
+                    true => q.since.is_none_or(|s| c.at >= s) && q.until.is_none_or(|u| c.at < u),
                     false => q.overdue_at.is_none_or(|o| c.at < o),
                 })
                 .filter(|(c, _)| match (&q.after, ended) {
