@@ -1,14 +1,15 @@
 //! What an operator asks for one transaction ([`Coordinator::operate`]): the sweeper's recovery
 //! ([`Coordinator::recover`]) run now, where [`operator::verdict`] lets it; and what each
-//! participant holds for it ([`Coordinator::holds`]).
+//! participant holds for it ([`Coordinator::holds`]); [`Coordinator::act`] runs an action and
+//! notes it on the record with who asked (the audit trail the stream turns into a lake row).
 
 use futures::future::join_all;
 
 use crate::codes::Code;
 use crate::ids::TxId;
 use crate::message::InquireRequest;
-use crate::operator::{self, Hold, OperatorAction, Verdict};
-use crate::ports::{Clock, ParticipantStore, PortError, Transport, TxLog};
+use crate::operator::{self, ActionNote, Hold, OperatorAction, Verdict};
+use crate::ports::{Clock, OperatorLog, ParticipantStore, PortError, Transport, TxLog};
 use crate::record::{ParticipantEntry, Target, TxRecord};
 use crate::status::TxStatus;
 
@@ -102,6 +103,46 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
                     Err(e) => unknown(format!("its participant did not answer: {e}")),
                 }
             }
+        }
+    }
+}
+
+impl<L: TxLog + OperatorLog, T: Transport, C: Clock> Coordinator<L, T, C> {
+    /// [`Coordinator::operate`], then the note of it on the record (`operatorActions`): who
+    /// asked (`by`), when, and `done` or the refusal's code. A recovery that fails part-way is
+    /// noted `unavailable` (best effort: the store may be what failed) and its error returned.
+    pub async fn act(
+        &self,
+        tx: &TxId,
+        action: OperatorAction,
+        by: &str,
+    ) -> Result<(Acted, Option<ActionNote>), PortError> {
+        let acted = match self.operate(tx, action).await {
+            Ok(acted) => acted,
+            Err(e) => {
+                if let Ok(Some(r)) = self.log.get(tx).await {
+                    let note = self.note(action, by, crate::codes::UNAVAILABLE.name, r.status);
+                    let _ = self.log.note_action(tx, &note).await;
+                }
+                return Err(e);
+            }
+        };
+        let note = match &acted {
+            Acted::NotFound => return Ok((acted, None)),
+            Acted::Refused { code, record } => self.note(action, by, code.name, record.status),
+            Acted::Ran { record, .. } => self.note(action, by, operator::DONE, record.status),
+        };
+        self.log.note_action(tx, &note).await?;
+        Ok((acted, Some(note)))
+    }
+
+    fn note(&self, action: OperatorAction, by: &str, result: &str, status: TxStatus) -> ActionNote {
+        ActionNote {
+            action,
+            by: by.to_owned(),
+            at: self.clock.now_ms(),
+            result: result.to_owned(),
+            status,
         }
     }
 }
