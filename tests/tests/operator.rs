@@ -294,3 +294,284 @@ async fn a_decision_records_when_it_was_made<L: TxLog + OperatorLog>(log: &L) {
         (Some(NOW + 7), NOW + 9)
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// The operator's actions (`Coordinator::act`) and what it is shown (`Coordinator::holds`), on
+// both stores: a coordinator over the in-memory stores and one over DynamoDB Local, each with
+// the `accounts` and `wallets` tables a transfer touches.
+
+mod acting {
+    use serde_json::{Value, json};
+    use twopc_core::codes;
+    use twopc_core::coordinator::{Acted, CommitMode, Coordinator, CoordinatorConfig};
+    use twopc_core::direct::DirectTransport;
+    use twopc_core::fault::FaultPoint;
+    use twopc_core::ids::TxId;
+    use twopc_core::memory::{MemoryItems, MemoryTxLog};
+    use twopc_core::operator::{Hold, OperatorAction};
+    use twopc_core::participant::Participant;
+    use twopc_core::ports::{Clock, ManualClock, OperatorLog, ParticipantStore, TxLog};
+    use twopc_core::record::Target;
+    use twopc_core::request::Limits;
+    use twopc_core::service::{KeySchema, ServiceConfig};
+    use twopc_core::status::TxStatus;
+    use twopc_tests::{CrashAt, SubmitToEnd, World, key, transfer};
+
+    /// A coordinator, its stores and its clock.
+    struct Rig<S, L> {
+        coordinator: Coordinator<L, DirectTransport<S, L, ManualClock>, ManualClock>,
+        participant: Participant<S, L, ManualClock>,
+        items: S,
+        log: L,
+        clock: ManualClock,
+        /// `accounts`' and `wallets`' tables.
+        tables: [String; 2],
+        /// Keeps DynamoDB's tables' world alive.
+        _world: Option<Box<World>>,
+    }
+
+    async fn memory() -> Rig<MemoryItems, MemoryTxLog> {
+        // The services a World configures, over in-memory tables.
+        let tables = ["accounts".to_owned(), "wallets".to_owned()];
+        let services = tables
+            .iter()
+            .map(|t| {
+                let target = Target::Direct { table: t.clone() };
+                (
+                    t.clone(),
+                    ServiceConfig::table(target, KeySchema::string_hash("id")),
+                )
+            })
+            .collect();
+        let config = CoordinatorConfig {
+            id: "in-memory".into(),
+            services,
+            limits: Limits::default(),
+            mode: CommitMode::Classic,
+            heat_window_ms: CoordinatorConfig::DEFAULT_HEAT_WINDOW_MS,
+        };
+        let (items, log, clock) = (
+            MemoryItems::default(),
+            MemoryTxLog::default(),
+            ManualClock::new(1_800_000_000_000),
+        );
+        items.put(
+            &tables[0],
+            &key("alice"),
+            [("balance".into(), json!(100))].into(),
+        );
+        items.put(
+            &tables[1],
+            &key("bob"),
+            [("balance".into(), json!(0))].into(),
+        );
+        let participant = Participant::new(
+            items.clone(),
+            log.clone(),
+            clock.clone(),
+            Default::default(),
+        );
+        let coordinator = Coordinator::new(
+            log.clone(),
+            DirectTransport::new(participant.clone()),
+            clock.clone(),
+            config,
+        );
+        Rig {
+            coordinator,
+            participant,
+            items,
+            log,
+            clock,
+            tables,
+            _world: None,
+        }
+    }
+
+    async fn dynamodb() -> Rig<twopc_dynamo::DynamoItems, twopc_dynamo::DynamoTxLog> {
+        let w = World::new().await;
+        w.seed("accounts", "alice", json!({"balance": 100})).await;
+        w.seed("wallets", "bob", json!({"balance": 0})).await;
+        Rig {
+            coordinator: w.coordinator_via(w.direct()),
+            participant: w.participant.clone(),
+            items: twopc_dynamo::DynamoItems::new(w.client.clone()),
+            log: w.log.clone(),
+            clock: w.clock.clone(),
+            tables: [w.accounts.clone(), w.wallets.clone()],
+            _world: Some(Box::new(w)),
+        }
+    }
+
+    macro_rules! both {
+        ($($case:ident),* $(,)?) => {
+            mod on_memory {
+                $(#[tokio::test]
+                async fn $case() {
+                    super::$case(super::memory().await).await;
+                })*
+            }
+            mod on_dynamodb {
+                $(#[tokio::test]
+                async fn $case() {
+                    super::$case(super::dynamodb().await).await;
+                })*
+            }
+        };
+    }
+
+    both!(
+        an_abort_waits_for_the_deadline_then_releases_every_hold_and_is_noted,
+        recover_now_finishes_a_decided_transaction_whatever_its_backoff,
+    );
+
+    impl<S: ParticipantStore + Clone, L: TxLog + OperatorLog + Clone> Rig<S, L> {
+        /// A transfer alice → bob whose coordinator dies at `point`.
+        async fn crashed(&self, point: FaultPoint) -> TxId {
+            let k = format!("op-{}", TxId::random());
+            let crash = std::sync::Arc::new(CrashAt::new(point));
+            let c = Coordinator::new(
+                self.log.clone(),
+                DirectTransport::new(self.participant.clone()),
+                self.clock.clone(),
+                self.coordinator.config().clone(),
+            )
+            .with_faults(crash.clone());
+            let stopped = crash
+                .run(c.submit_to_end(&transfer("alice", "bob", 10), Some(&k)))
+                .await
+                .expect_err("must crash");
+            assert_eq!(stopped, point);
+            TxId::for_idempotency_key(&k)
+        }
+
+        async fn holds(&self, tx: &TxId) -> Vec<Hold> {
+            let r = self.log.get(tx).await.expect("get").expect("a record");
+            self.coordinator.holds(&r, &self.items).await
+        }
+
+        async fn balance(&self, table: usize, id: &str) -> Value {
+            let s = self
+                .items
+                .read(&self.tables[table], &key(id))
+                .await
+                .expect("read");
+            s.and_then(|s| s.attributes.get("balance").cloned())
+                .unwrap_or(Value::Null)
+        }
+
+        async fn act(&self, tx: &TxId, action: OperatorAction) -> Acted {
+            let (acted, _) = self.coordinator.act(tx, action, "ops").await.expect("act");
+            acted
+        }
+    }
+
+    fn refused(acted: &Acted) -> Option<&'static str> {
+        match acted {
+            Acted::Refused { code, .. } => Some(code.name),
+            _ => None,
+        }
+    }
+
+    async fn an_abort_waits_for_the_deadline_then_releases_every_hold_and_is_noted<
+        S: ParticipantStore + Clone,
+        L: TxLog + OperatorLog + Clone,
+    >(
+        rig: Rig<S, L>,
+    ) {
+        // GIVEN a transfer prepared everywhere whose coordinator died before deciding.
+        let tx = rig.crashed(FaultPoint::BeforeDecide).await;
+        let holds = rig.holds(&tx).await;
+        assert!(
+            holds
+                .iter()
+                .all(|h| matches!(h, Hold::Reservation { .. } | Hold::Lock { .. })),
+            "both items held: {holds:?}"
+        );
+
+        // WHEN an operator aborts it before its deadline, THEN refused: its coordinator may
+        // still decide.
+        let early = rig.act(&tx, OperatorAction::Abort).await;
+        assert_eq!(refused(&early), Some(codes::NOT_OVERDUE.name));
+        let r = rig.log.get(&tx).await.expect("get").expect("record");
+        assert_eq!(r.status, TxStatus::Preparing, "nothing moved");
+
+        // WHEN past its deadline, THEN the abort runs the recovery: aborted, holds released,
+        // balances as they were.
+        rig.clock.advance(6_000);
+        match rig.act(&tx, OperatorAction::Abort).await {
+            Acted::Ran { before, record } => {
+                assert_eq!(
+                    (before, record.status),
+                    (TxStatus::Preparing, TxStatus::Aborted)
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        let after = rig.holds(&tx).await;
+        assert!(
+            after
+                .iter()
+                .all(|h| matches!(h, Hold::Ended { outcome: "aborted" } | Hold::Covered)),
+            "released: {after:?}"
+        );
+        assert_eq!(rig.balance(0, "alice").await, json!(100));
+        assert_eq!(rig.balance(1, "bob").await, json!(0));
+
+        // WHEN asked again, THEN refused: decided, and ended.
+        let again = rig.act(&tx, OperatorAction::Abort).await;
+        assert_eq!(refused(&again), Some(codes::ALREADY_DECIDED.name));
+        let recover = rig.act(&tx, OperatorAction::Recover).await;
+        assert_eq!(refused(&recover), Some(codes::ALREADY_ENDED.name));
+
+        // THEN every ask is on the record, with who asked and what came of it.
+        let r = rig.log.get(&tx).await.expect("get").expect("record");
+        let noted: Vec<(&str, &str, &str)> = r
+            .operator_actions
+            .iter()
+            .map(|n| (n.action.as_str(), n.by.as_str(), n.result.as_str()))
+            .collect();
+        assert_eq!(
+            noted,
+            [
+                ("abort", "ops", "not_overdue"),
+                ("abort", "ops", "done"),
+                ("abort", "ops", "already_decided"),
+                ("recover", "ops", "already_ended"),
+            ]
+        );
+        assert!(r.decided_at.is_some(), "the decision's time is kept");
+    }
+
+    async fn recover_now_finishes_a_decided_transaction_whatever_its_backoff<
+        S: ParticipantStore + Clone,
+        L: TxLog + OperatorLog + Clone,
+    >(
+        rig: Rig<S, L>,
+    ) {
+        // GIVEN a transfer decided to commit whose coordinator died before telling anyone,
+        // and a sweeper backing off from it for an hour.
+        let tx = rig.crashed(FaultPoint::AfterDecide).await;
+        let now = rig.clock.now_ms();
+        rig.log
+            .note_failed_attempt(&tx, now + 3_600_000, now)
+            .await
+            .expect("back off");
+
+        // WHEN an operator asks for its recovery now, THEN it is committed everywhere.
+        match rig.act(&tx, OperatorAction::Recover).await {
+            Acted::Ran { before, record } => {
+                assert_eq!(
+                    (before, record.status),
+                    (TxStatus::Committing, TxStatus::Committed)
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(rig.balance(0, "alice").await, json!(90));
+        assert_eq!(rig.balance(1, "bob").await, json!(10));
+        // An abort of it is refused: its outcome stands.
+        let abort = rig.act(&tx, OperatorAction::Abort).await;
+        assert_eq!(refused(&abort), Some(codes::ALREADY_DECIDED.name));
+    }
+}
