@@ -148,7 +148,8 @@ async fn route(
     let path = req.path.as_deref().unwrap_or_default();
     match (segments(path).as_slice(), &req.http_method) {
         (["operator", rest @ ..], _) => {
-            let (answer, allow) = crate::operator::route(app, req, rest).await;
+            // Boxed: recovery's future is large, and every request's would carry it.
+            let (answer, allow) = Box::pin(crate::operator::route(app, req, rest)).await;
             (answer, allow, None)
         }
         (["transactions"], &Method::POST) => {

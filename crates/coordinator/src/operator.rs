@@ -154,7 +154,7 @@ async fn act(app: &App, id: &str, action: OperatorAction, by: &str) -> Answer {
         Ok(tx) => tx,
         Err(e) => return api::error(codes::INVALID_TX_ID, e.to_string()),
     };
-    let (acted, note) = match app.coordinator.act(&tx, action, by).await {
+    let (acted, note) = match Box::pin(app.coordinator.act(&tx, action, by)).await {
         Ok(done) => done,
         Err(e) => {
             app.metrics
