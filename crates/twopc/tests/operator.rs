@@ -189,21 +189,21 @@ async fn an_admin_recovers_a_stuck_transaction_and_nobody_else_reaches_the_opera
     // And the lake has a row for each ask, with who asked.
     let rows = lake_rows(&data, |rows| {
         rows.iter()
-            .filter(|r| r["type"] == "operator" && r["txId"] == id.as_str())
+            .filter(|r| r["type"] == "operator" && r["txid"] == id.as_str())
             .count()
             == 2
     })
     .await;
     let by: Vec<&str> = rows
         .iter()
-        .filter(|r| r["type"] == "operator" && r["txId"] == id.as_str())
+        .filter(|r| r["type"] == "operator" && r["txid"] == id.as_str())
         .map(|r| r["item"]["by"].as_str().unwrap_or_default())
         .collect();
     assert_eq!(by, ["token:ops", "token:ops"]);
     common::interrupt(serve).await;
 }
 
-/// The local lake's rows once `done` holds of them (the stream reaches the lake in its own
+/// The local lake's rows (their keys the columns, in lower case) once `done` holds of them (the stream reaches the lake in its own
 /// time: polled, up to a minute).
 async fn lake_rows(data: &std::path::Path, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
     let until = Instant::now() + Duration::from_secs(60);
