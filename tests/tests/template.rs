@@ -170,6 +170,7 @@ fn policies_name_only_indexes_that_exist() {
         named,
         [
             PENDING_INDEX,
+            ENDED_INDEX,
             LOCK_INDEX,
             twopc_dynamo::tables::BY_CONNECTION_INDEX
         ]
@@ -510,11 +511,25 @@ fn the_api_requires_iam_and_exposes_only_the_coordinator() {
     assert_eq!(
         api_routes(),
         [
+            ("/operator/counts", "get"),
+            ("/operator/items/{participant}", "get"),
+            ("/operator/transactions", "get"),
+            ("/operator/transactions/{id}", "get"),
+            ("/operator/transactions/{id}/abort", "post"),
+            ("/operator/transactions/{id}/recover", "post"),
             ("/transactions", "get"),
             ("/transactions", "post"),
             ("/transactions/{id}", "get")
         ]
     );
+    // The operator routes apart: OperatorPolicy grants them, ClientPolicy the rest only.
+    let operator = block("Resources", "OperatorPolicy");
+    assert!(
+        operator.iter().any(|l| l.ends_with("/*/operator/*")),
+        "{operator:?}"
+    );
+    let client = block("Resources", "ClientPolicy");
+    assert!(!client.iter().any(|l| l.contains("operator")), "{client:?}");
 }
 
 /// The REST API's routes: the coordinator's `Api` events, (path, method).
