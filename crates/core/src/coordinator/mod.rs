@@ -149,7 +149,7 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
                 .commit_natively(native, &record, idempotency_key.is_some())
                 .await?
             {
-                NativeAnswer::Answered(answer) => return Ok(Answered::done(answer)),
+                NativeAnswer::Answered(answer) => return Ok(Answered::done(*answer)),
                 NativeAnswer::GaveWay { marks } => {
                     info!(tx_id = %record.tx_id, "an item is held, busy or hot: the protocol path instead");
                     (self.protocol_path(&record), marks)
