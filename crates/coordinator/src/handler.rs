@@ -19,6 +19,7 @@ use tracing::{Instrument, Span, error, info, warn};
 use twopc_core::api::{self, Answer, codes};
 use twopc_core::coordinator::Finish;
 use twopc_core::ids::TxId;
+use twopc_dynamo::DynamoItems;
 use twopc_dynamo::txlog::PendingCursor;
 use twopc_function::logs::{record_tx, tx_span};
 use twopc_runtime::config::CoordinatorSettings;
@@ -41,6 +42,9 @@ pub struct App {
     pub max_body_bytes: usize,
     /// Where the work after a staged answer runs.
     pub after_answer: AfterAnswer,
+    /// The participant tables the coordinator reads directly: what an item holds, for the
+    /// operator API.
+    pub items: DynamoItems,
 }
 
 impl App {
@@ -52,6 +56,7 @@ impl App {
             metrics,
             max_body_bytes: settings.max_body_bytes,
             after_answer: AfterAnswer::spawn(),
+            items: DynamoItems::new(clients.dynamodb.clone()),
         }
     }
 
@@ -142,6 +147,11 @@ async fn route(
 ) -> (Answer, Option<&'static str>, Option<Work>) {
     let path = req.path.as_deref().unwrap_or_default();
     match (segments(path).as_slice(), &req.http_method) {
+        (["operator", rest @ ..], _) => {
+            // Boxed: recovery's future is large, and every request's would carry it.
+            let (answer, allow) = Box::pin(crate::operator::route(app, req, rest)).await;
+            (answer, allow, None)
+        }
         (["transactions"], &Method::POST) => {
             let (answer, after) = submit(app, req, span).await;
             (answer, None, after)

@@ -205,6 +205,34 @@ pub trait TxLog: Send + Sync {
     ) -> impl Future<Output = Result<bool, PortError>> + Send;
 }
 
+/// What an operator reads and notes on the transactions table beyond the protocol's calls
+/// (`docs/operations.md`, "The console"): listings through indexes, never a scan.
+pub trait OperatorLog: Send + Sync {
+    /// A page of `q`: unfinished transactions (the pending index) by deadline, oldest first;
+    /// ended ones (the ended index) by their end, newest first. Records whose status moved on
+    /// since the index was read, or that the filters leave out, are not on the page, so a page
+    /// may hold fewer than `q.limit`: follow `next`.
+    fn list(
+        &self,
+        q: &crate::operator::ListQuery,
+    ) -> impl Future<Output = Result<crate::operator::ListPage, PortError>> + Send;
+
+    /// How many transactions are unfinished, overdue at `now`, and ended each way since `since`.
+    fn counts(
+        &self,
+        since: u64,
+        now: u64,
+    ) -> impl Future<Output = Result<crate::operator::Counts, PortError>> + Send;
+
+    /// Appends `note` to the record's operator actions, changing nothing else (its status, its
+    /// `updatedAt` and its places in the indexes stay). False if there is no such record.
+    fn note_action(
+        &self,
+        tx: &TxId,
+        note: &crate::operator::ActionNote,
+    ) -> impl Future<Output = Result<bool, PortError>> + Send;
+}
+
 /// What a conditional prepare or reservation did.
 #[derive(Debug)]
 pub enum PrepareWrite {

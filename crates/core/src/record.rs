@@ -242,6 +242,13 @@ pub struct TxRecord {
     /// [`crate::ports::TxLog::ask_recovery`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recovery_asked: Option<u64>,
+    /// When it was decided (epoch ms): the swap to `COMMITTING` or `ABORTING` sets it; a record
+    /// written decided (native, or a stager's abandon) was decided when written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_at: Option<u64>,
+    /// Operators' actions on it, oldest first ([`crate::operator::ActionNote`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub operator_actions: Vec<crate::operator::ActionNote>,
 }
 
 impl TxRecord {
@@ -262,6 +269,8 @@ impl TxRecord {
             attempts: 0,
             retry_after: None,
             recovery_asked: None,
+            decided_at: None,
+            operator_actions: vec![],
         }
     }
 
@@ -287,6 +296,9 @@ impl TxRecord {
         }
         if to.is_terminal() {
             r.retry_after = None;
+        }
+        if TxStatus::decides(self.status, to) {
+            r.decided_at = Some(now);
         }
         r
     }

@@ -212,6 +212,8 @@ impl TxRequest {
             attempts: 0,
             retry_after: None,
             recovery_asked: None,
+            decided_at: None,
+            operator_actions: vec![],
         }
     }
 
