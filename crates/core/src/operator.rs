@@ -3,35 +3,16 @@
 //! may run, read off the recovery rule ([`rules::recovery`]): an operator runs for one
 //! transaction what the sweeper would, never a rule of its own.
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::codes::{self, Code};
 use crate::ids::TxId;
 use crate::item::{FenceOutcome, ItemState, Key, canonical_key};
 use crate::message::Inquiry;
 use crate::record::TxRecord;
+pub use crate::record::{ActionNote, OperatorAction};
 use crate::rules::{self, Recovery};
 use crate::status::TxStatus;
-
-/// What an operator asks for one transaction.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum OperatorAction {
-    /// Run the sweeper's recovery for it now (`Coordinator::recover`).
-    Recover,
-    /// Abort it where recovery would: undecided and past its deadline.
-    Abort,
-}
-
-impl OperatorAction {
-    /// The name in paths, logs, metrics and the lake.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            OperatorAction::Recover => "recover",
-            OperatorAction::Abort => "abort",
-        }
-    }
-}
 
 /// Whether an action runs, or the refusal's code.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,23 +40,6 @@ pub fn verdict(action: OperatorAction, status: TxStatus, deadline_passed: bool) 
             Verdict::Refuse(codes::ALREADY_DECIDED)
         }
     }
-}
-
-/// The note an operator's action leaves on its record (`operatorActions`), which the stream
-/// turns into a data-lake row.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ActionNote {
-    /// What was asked.
-    pub action: OperatorAction,
-    /// Who asked: the caller's IAM ARN in AWS, `token:<sub>` locally.
-    pub by: String,
-    /// When (epoch ms).
-    pub at: u64,
-    /// `done` when it ran, else the refusal's or the failure's code.
-    pub result: String,
-    /// The record's status after it.
-    pub status: TxStatus,
 }
 
 /// The result of an action that ran.

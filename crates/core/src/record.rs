@@ -246,9 +246,9 @@ pub struct TxRecord {
     /// written decided (native, or a stager's abandon) was decided when written.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decided_at: Option<u64>,
-    /// Operators' actions on it, oldest first ([`crate::operator::ActionNote`]).
+    /// Operators' actions on it, oldest first ([`ActionNote`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub operator_actions: Vec<crate::operator::ActionNote>,
+    pub operator_actions: Vec<ActionNote>,
 }
 
 impl TxRecord {
@@ -341,4 +341,41 @@ mod tests {
         );
         assert_eq!(codes::ABORTS.len(), VoteReason::ALL.len() + 1);
     }
+}
+
+/// What an operator asks for one transaction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OperatorAction {
+    /// Run the sweeper's recovery for it now (`Coordinator::recover`).
+    Recover,
+    /// Abort it where recovery would: undecided and past its deadline.
+    Abort,
+}
+
+impl OperatorAction {
+    /// The name in paths, logs, metrics and the lake.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OperatorAction::Recover => "recover",
+            OperatorAction::Abort => "abort",
+        }
+    }
+}
+
+/// The note an operator's action leaves on its record (`operatorActions`), which the stream
+/// turns into a data-lake row.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ActionNote {
+    /// What was asked.
+    pub action: OperatorAction,
+    /// Who asked: the caller's IAM ARN in AWS, `token:<sub>` locally.
+    pub by: String,
+    /// When (epoch ms).
+    pub at: u64,
+    /// `done` when it ran, else the refusal's or the failure's code.
+    pub result: String,
+    /// The record's status after it.
+    pub status: TxStatus,
 }
