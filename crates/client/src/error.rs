@@ -364,6 +364,13 @@ mod tests {
                 "invalid_websocket_request",
                 "unauthorized",
                 "internal",
+                "invalid_operator_query",
+                "item_not_readable",
+                "operator_forbidden",
+                "operator_token",
+                "not_overdue",
+                "already_decided",
+                "already_ended",
                 "throttled",
             ]
         );
