@@ -292,7 +292,8 @@ async fn status(app: &App, id: &str, span: &Span) -> Answer {
     }
 }
 
-/// Most transactions a page of `GET /transactions?status=pending` lists, and the default.
+/// Most transactions a page of a listing (`GET /transactions?status=pending`, `GET
+/// /operator/transactions`) reads, and the default.
 pub const MAX_PAGE: usize = 100;
 const DEFAULT_PAGE: usize = 50;
 
@@ -331,6 +332,20 @@ struct ListingQuery {
 }
 
 /// The listing's query parameters, or what is wrong with them.
+/// A listing's `limit`: a page of [`DEFAULT_PAGE`] unless it asks for 1 to [`MAX_PAGE`]. The
+/// pending listing and the operator's share it.
+pub(crate) fn page_limit(params: &aws_lambda_events::query_map::QueryMap) -> Result<usize, String> {
+    match params.first("limit") {
+        None => Ok(DEFAULT_PAGE),
+        Some(n) => match n.parse::<usize>() {
+            Ok(n) if (1..=MAX_PAGE).contains(&n) => Ok(n),
+            _ => Err(format!(
+                "limit={n:?}: use a whole number from 1 to {MAX_PAGE}"
+            )),
+        },
+    }
+}
+
 fn listing_query(req: &ApiGatewayProxyRequest) -> Result<ListingQuery, String> {
     let params = &req.query_string_parameters;
     if let Some((name, _)) = params
@@ -360,17 +375,7 @@ fn listing_query(req: &ApiGatewayProxyRequest) -> Result<ListingQuery, String> {
         Some("true") => true,
         Some(other) => return Err(format!("overdue={other:?}: use true or false")),
     };
-    let limit = match params.first("limit") {
-        None => DEFAULT_PAGE,
-        Some(n) => match n.parse::<usize>() {
-            Ok(n) if (1..=MAX_PAGE).contains(&n) => n,
-            _ => {
-                return Err(format!(
-                    "limit={n:?}: use a whole number from 1 to {MAX_PAGE}"
-                ));
-            }
-        },
-    };
+    let limit = page_limit(params)?;
     let after = match params.first("next") {
         None => None,
         Some(token) => Some(PendingCursor::parse(token).ok_or_else(|| {

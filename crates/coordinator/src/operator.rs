@@ -19,11 +19,8 @@ use twopc_core::ports::{Clock, OperatorLog, ParticipantStore, PortError, SystemC
 use twopc_core::record::Target;
 use twopc_core::status::TxStatus;
 
-use crate::handler::App;
+use crate::handler::{App, page_limit};
 
-/// Most transactions a page of `GET /operator/transactions` reads, and the default.
-pub const MAX_PAGE: usize = 100;
-const DEFAULT_PAGE: usize = 50;
 /// The counts' default window: the last day.
 const DAY_MS: u64 = 86_400_000;
 
@@ -270,17 +267,7 @@ fn list_query(req: &ApiGatewayProxyRequest, now: u64) -> Result<ListQuery, Strin
     if key.is_some() && participant.is_none() {
         return Err("key needs participant: the service whose item it is".into());
     }
-    let limit = match params.first("limit") {
-        None => DEFAULT_PAGE,
-        Some(n) => match n.parse::<usize>() {
-            Ok(n) if (1..=MAX_PAGE).contains(&n) => n,
-            _ => {
-                return Err(format!(
-                    "limit={n:?}: use a whole number from 1 to {MAX_PAGE}"
-                ));
-            }
-        },
-    };
+    let limit = page_limit(params)?;
     let after = match params.first("next") {
         None => None,
         Some(t) => Some(ListCursor::parse(t).ok_or_else(|| {
