@@ -262,7 +262,10 @@ fn list_query(req: &ApiGatewayProxyRequest, now: u64) -> Result<ListQuery, Strin
             "since and until apply to ended transactions: status=COMMITTED or ABORTED".into(),
         );
     }
-    let participant = params.first("participant").map(str::to_owned);
+    let participant = match params.first("participant") {
+        Some("") => return Err("participant is empty: name a service, participant=accounts".into()),
+        p => p.map(str::to_owned),
+    };
     let key = params.first("key").map(json_key).transpose()?;
     if key.is_some() && participant.is_none() {
         return Err("key needs participant: the service whose item it is".into());

@@ -180,6 +180,14 @@ async fn operator_answers(a: &mut Answers, live: &App, w: &World, done: &str) {
             codes::INVALID_OPERATOR_QUERY,
         ),
         (
+            operator(
+                Method::GET,
+                "/operator/transactions",
+                &[("participant", "")],
+            ),
+            codes::INVALID_OPERATOR_QUERY,
+        ),
+        (
             operator(Method::GET, "/operator/counts", &[("since", "yesterday")]),
             codes::INVALID_OPERATOR_QUERY,
         ),

@@ -94,6 +94,11 @@ async fn an_admin_recovers_a_stuck_transaction_and_nobody_else_reaches_the_opera
             (status, body["code"].as_str()),
             (401, Some("operator_token"))
         );
+        // What to send, in this call's terms (not the WebSocket's `?token=`).
+        assert_eq!(
+            body["message"],
+            "no token: send Authorization: Bearer <a token of twopc token --admin>"
+        );
         let (status, body) = call(&url, "GET", path, Some("not-a-jwt")).await;
         assert_eq!(
             (status, body["code"].as_str()),

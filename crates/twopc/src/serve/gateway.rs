@@ -121,11 +121,14 @@ impl Gateway {
         let token = authorization
             .and_then(|h| h.strip_prefix("Bearer "))
             .map(str::trim);
+        const HOW: &str = "send Authorization: Bearer <a token of twopc token --admin>";
         let principal = self.verifier.verify(token, now_secs()).await.map_err(|r| {
-            super::answers::refusal(
-                codes::OPERATOR_TOKEN,
-                format!("{r}: send Authorization: Bearer <a token of twopc token --admin>"),
-            )
+            let why = match r {
+                // The WebSocket's wording (`?token=`) is not this call's.
+                AccessRefusal::Missing => "no token".to_owned(),
+                r => r.to_string(),
+            };
+            super::answers::refusal(codes::OPERATOR_TOKEN, format!("{why}: {HOW}"))
         })?;
         if !principal.grants.admin {
             return Err(super::answers::refusal(
