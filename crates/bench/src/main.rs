@@ -1,5 +1,5 @@
 //! `twopc-bench`: the protocol against native `TransactWriteItems` under a production model of
-//! DynamoDB laid over DynamoDB Local (`make bench`), and the report and the pages' figures
+//! DynamoDB laid over a real engine (DynamoDB Local for `make bench`, or the embedded one), and the report and the pages' figures
 //! rendered from `latest.json` (`render`). `--help` lists the options.
 //!
 //! Exit status 1 if a correctness check failed, 2 if the bench could not run.
@@ -13,6 +13,7 @@ use twopc_bench::config::BenchConfig;
 use twopc_bench::report;
 use twopc_bench::systems::System;
 use twopc_bench::workload::{Contention, Workload};
+use twopc_engine::{EmbeddedEngine, Storage};
 
 #[derive(Parser, Debug)]
 #[command(name = "twopc-bench", about, version)]
@@ -41,6 +42,10 @@ struct BenchArgs {
     /// A seconds-long run of the same shape.
     #[arg(long)]
     quick: bool,
+    /// The engine under the model: `dynamodb-local` (at --endpoint), `embedded` (the
+    /// project's engine, twopc-engine, started in this process, in memory), or an engine's URL.
+    #[arg(long, default_value = "dynamodb-local")]
+    engine: String,
     /// DynamoDB Local's URL (set by `infra/dynamodb-local.sh run`).
     #[arg(
         long,
@@ -96,12 +101,38 @@ fn parse_system(text: &str) -> Result<System, String> {
 }
 
 impl BenchArgs {
-    fn config(&self) -> BenchConfig {
+    /// The engine's name for the report, its URL, and the embedded engine when it is the one
+    /// (it stops when dropped).
+    fn engine(&self) -> Result<(String, String, Option<EmbeddedEngine>), String> {
+        match self.engine.as_str() {
+            "dynamodb-local" => Ok((
+                twopc_bench::config::DYNAMODB_LOCAL.into(),
+                self.endpoint.clone(),
+                None,
+            )),
+            "embedded" => {
+                let engine = EmbeddedEngine::start(Storage::InMemory)
+                    .map_err(|e| format!("starting the embedded engine: {e}"))?;
+                let url = engine.endpoint().to_owned();
+                let name = "the embedded engine (twopc-engine, in memory, in the bench's process)";
+                Ok((name.into(), url, Some(engine)))
+            }
+            url if url.starts_with("http://") || url.starts_with("https://") => {
+                Ok((format!("the engine at {url}"), url.to_owned(), None))
+            }
+            other => Err(format!(
+                "--engine {other:?}: an engine is dynamodb-local, embedded or a URL"
+            )),
+        }
+    }
+
+    fn config(&self, engine: String, endpoint: &str) -> BenchConfig {
         let mut c = if self.quick {
-            BenchConfig::quick(&self.endpoint)
+            BenchConfig::quick(endpoint)
         } else {
-            BenchConfig::full(&self.endpoint)
+            BenchConfig::full(endpoint)
         };
+        c.engine = engine;
         if !self.workloads.is_empty() {
             c.workloads.clone_from(&self.workloads);
         }
@@ -128,10 +159,17 @@ async fn main() -> ExitCode {
 }
 
 async fn bench(args: &BenchArgs) -> ExitCode {
-    let config = args.config();
+    let (engine, endpoint, _embedded) = match args.engine() {
+        Ok(e) => e,
+        Err(why) => {
+            eprintln!("twopc-bench: {why}");
+            return ExitCode::from(2);
+        }
+    };
+    let config = args.config(engine, &endpoint);
     eprintln!(
-        "twopc-bench: {} run against {}",
-        config.mode, config.endpoint
+        "twopc-bench: {} run on {} ({})",
+        config.mode, config.engine, config.endpoint
     );
     let started = Instant::now();
     let progress = |line: &str| eprintln!("  [{:>4.0} s] {line}", started.elapsed().as_secs_f64());

@@ -86,6 +86,9 @@ pub struct Report {
     pub mode: String,
     /// The machine, as `/proc` tells it.
     pub machine: String,
+    /// The engine that served the run, under the model.
+    #[serde(default = "dynamodb_local")]
+    pub engine: String,
     /// Load average at the start and at the end.
     pub load: (String, String),
     /// The bench's wall time, seconds.
@@ -114,4 +117,9 @@ impl Report {
                 && c.concurrency == concurrency
         })
     }
+}
+
+/// The engine of a report written before reports named theirs.
+fn dynamodb_local() -> String {
+    crate::config::DYNAMODB_LOCAL.into()
 }

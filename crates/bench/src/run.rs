@@ -53,6 +53,7 @@ pub async fn run(config: &BenchConfig, progress: &dyn Fn(&str)) -> Result<Report
         generated: report::utc(SystemTime::now()),
         mode: config.mode.into(),
         machine: report::machine(),
+        engine: config.engine.clone(),
         load: (load0, procfs::load_average().unwrap_or_default()),
         wall_seconds: started.elapsed().as_secs(),
         assumptions: report::assumptions(config),
