@@ -549,12 +549,42 @@ async fn kill(args: &[&str]) {
     assert!(status.success(), "kill {args:?}");
 }
 
+/// A `twopc serve` in a process group of its own. A std child: nothing reaps it unless the test
+/// waits for it. Dropped while it still runs (a test that failed half-way), its whole group is
+/// killed and reaped, so neither it nor its DynamoDB Local outlives the test.
+struct Serve(std::process::Child);
+
+impl std::ops::Deref for Serve {
+    type Target = std::process::Child;
+    fn deref(&self) -> &std::process::Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Serve {
+    fn deref_mut(&mut self) -> &mut std::process::Child {
+        &mut self.0
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        // Only while it runs: a reaped pid (and its group's id) may already name another process.
+        if let Ok(None) = self.0.try_wait() {
+            let group = format!("-{}", self.0.id());
+            let _ = std::process::Command::new("kill")
+                .args(["-KILL", "--", &group])
+                .status();
+            let _ = self.0.wait();
+        }
+    }
+}
+
 /// `twopc serve` as a plain child in a process group of its own (as make's recipe runs it), with
-/// the engine under test, ready once the API answers. A std child: nothing reaps it unless the
-/// test waits for it.
-async fn spawn_serve(data: &Path, port: u16) -> std::process::Child {
+/// the engine under test, ready once the API answers.
+async fn spawn_serve(data: &Path, port: u16) -> Serve {
     use std::os::unix::process::CommandExt;
-    let mut child = serve_command(port)
+    let child = serve_command(port)
         .arg("--data-dir")
         .arg(data)
         .arg("--lake-dir")
@@ -565,16 +595,18 @@ async fn spawn_serve(data: &Path, port: u16) -> std::process::Child {
         .process_group(0)
         .spawn()
         .expect("spawn twopc serve");
+    // Guarded before it may fail to answer: a timeout below must not leak it.
+    let mut serve = Serve(child);
     ready(
         &format!("http://127.0.0.1:{port}"),
         "/transactions?status=pending",
         200,
         "twopc serve",
         Duration::from_secs(90),
-        || child.try_wait().ok().flatten(),
+        || serve.try_wait().ok().flatten(),
     )
     .await;
-    child
+    serve
 }
 
 /// Waits until `pid` no longer runs: gone, or a zombie.
@@ -704,4 +736,32 @@ async fn serve_killed_with_sigkill_mid_transfers_restarts_at_once_losing_nothing
         zombie.wait().expect("reap");
     }
     let _ = std::fs::remove_dir_all(&data);
+}
+
+/// A test that fails half-way leaves no `twopc serve` (nor its DynamoDB Local) running: the
+/// guard kills the child's whole process group when dropped while the child runs.
+#[tokio::test]
+async fn a_serve_dropped_while_it_runs_takes_its_process_group_with_it() {
+    use std::io::BufRead;
+    use std::os::unix::process::CommandExt;
+    // GIVEN a child in a group of its own with a grandchild (as serve and its engine)
+    let mut child = std::process::Command::new("sh")
+        .args(["-c", "sleep 300 & echo $!; wait"])
+        .stdout(std::process::Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .expect("sh");
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("the grandchild's pid");
+    let grandchild: u32 = line.trim().parse().expect("a pid");
+    let pid = child.id();
+
+    // WHEN its guard is dropped while it runs
+    drop(Serve(child));
+
+    // THEN the child is gone (killed and reaped) and so is the grandchild
+    assert_eq!(process_state(pid), None, "reaped");
+    dead(grandchild).await;
 }
