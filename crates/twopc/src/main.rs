@@ -2,6 +2,7 @@
 
 mod cli;
 mod conformance;
+mod console;
 mod serve;
 mod token;
 
