@@ -2,12 +2,13 @@
 // shows as overdue with what it waits for; "recover now" (confirmed) ends it and the page shows
 // the outcome without a reload, pushed over the WebSocket too; an abort of the now decided
 // transaction is refused with the API's error shown; a page with a non-admin token sees every
-// operator call refused. Usage: node console.mjs URL TXID NON_ADMIN_TOKEN SCREENSHOT.png
+// operator call refused; the same page served by `twopc console` (RELAY_URL) works through its
+// relay, polling. Usage: node console.mjs URL TXID NON_ADMIN_TOKEN SCREENSHOT.png RELAY_URL
 import { chromium } from 'playwright-core';
 
-const [url, txId, viewer, screenshot] = process.argv.slice(2);
-if (!url || !txId || !viewer || !screenshot) {
-  console.error('usage: node console.mjs URL TXID NON_ADMIN_TOKEN SCREENSHOT.png');
+const [url, txId, viewer, screenshot, relay] = process.argv.slice(2);
+if (!url || !txId || !viewer || !screenshot || !relay) {
+  console.error('usage: node console.mjs URL TXID NON_ADMIN_TOKEN SCREENSHOT.png RELAY_URL');
   process.exit(2);
 }
 const check = (ok, what) => { if (!ok) throw new Error(what); };
@@ -78,7 +79,16 @@ try {
   check((await text(other, '#error')).startsWith('403 operator_forbidden'), 'the refusal is not shown');
   check((await other.$$('#counts div')).length === 0 && (await other.$$('#list tr')).length === 0,
     'a non-admin page shows counts or transactions');
-  console.log(`console: ${txId} shown overdue (${waits}), recovered to ABORTED live, abort refused (409), non-admin refused (403)`);
+
+  // twopc console's page: the same views through its relay; no WebSocket token, so it polls.
+  const relayed = await browser.newPage();
+  relayed.setDefaultTimeout(20000);
+  await relayed.goto(`${relay}/console#tx=${txId}`);
+  await relayed.waitForFunction((id) => document.querySelector('#tx-id')?.textContent === id
+    && document.querySelector('#tx').dataset.status === 'ABORTED', txId);
+  check((await text(relayed, '#status')).startsWith('polling every 5 s'), 'the relayed page does not say it polls');
+  check((await text(relayed, '#error')) === '', `the relayed page shows ${await text(relayed, '#error')}`);
+  console.log(`console: ${txId} shown overdue (${waits}), recovered to ABORTED live, abort refused (409), non-admin refused (403), relayed page polls`);
 } finally {
   await browser.close();
 }

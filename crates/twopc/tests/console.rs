@@ -2,8 +2,8 @@
 //! DynamoDB Local (tests/browser/console.mjs drives it; `make browser-tools` installs Chromium and
 //! playwright-core, `make test` runs it): a stuck transaction shows overdue with what it waits
 //! for, "recover now" ends it and the page shows so without a reload, an abort of it then is
-//! refused with the API's error, and a non-admin token's page gets no operator answer. The
-//! screenshot it takes is docs/console.png, which docs/operations.md shows.
+//! refused with the API's error, and a non-admin token's page gets no operator answer; the
+//! same page served by `twopc console` works through its relay. The screenshot it takes is docs/console.png, which docs/operations.md shows.
 
 mod common;
 
@@ -37,6 +37,12 @@ async fn the_console_shows_a_stuck_transaction_recovers_it_live_and_shows_refusa
         format!("{prefix}transactions"),
     );
     let stuck = common::stuck(&log, &prefix).await;
+    let admin = common::token(&data, &["--sub", "ops", "--admin"]);
+    let relay = console(
+        &["--url", &serve.url, "--sign", "none"],
+        &[("TWOPC_OPERATOR_TOKEN", &admin)],
+    )
+    .await;
     let shot = root.join("docs/console.png");
     let _ = std::fs::remove_file(&shot);
 
@@ -46,9 +52,11 @@ async fn the_console_shows_a_stuck_transaction_recovers_it_live_and_shows_refusa
         .arg(stuck.tx_id.as_str())
         .arg(&viewer)
         .arg(&shot)
+        .arg(&relay.url)
         .output()
         .await
         .expect("run node");
+    let _ = common::interrupt(relay).await;
     let _ = common::interrupt(serve).await;
     println!("{}", String::from_utf8_lossy(&out.stdout));
     assert!(
@@ -100,6 +108,13 @@ async fn console(args: &[&str], env: &[(&str, &str)]) -> common::Serve {
     console
 }
 
+/// The secret of this run the console's page holds (its `CONFIG.token`).
+fn page_secret(page: &str) -> String {
+    let start = page.find(r#""token":"console-"#).expect("the page's token") + r#""token":""#.len();
+    let len = page[start..].find('"').expect("its end");
+    page[start..start + len].to_owned()
+}
+
 /// The page as text.
 async fn page_text(url: &str) -> String {
     use http_body_util::BodyExt;
@@ -137,12 +152,35 @@ async fn twopc_console_relays_operator_calls_only_with_the_operators_own_credent
     )
     .await;
 
-    // The page holds no token (the console signs), and polls: no WebSocket token was given.
+    // The page holds no credential of the operator's, only this run's secret, and polls: no
+    // WebSocket token was given.
     let page = page_text(&relay.url).await;
-    assert!(page.contains(r#""token":null"#) && page.contains(r#""ws":null"#));
+    assert!(page.contains(r#""ws":null"#), "polls");
     assert!(
         !page.contains(&admin),
         "the page must not carry the operator's token"
+    );
+    let secret = format!("Bearer {}", page_secret(&page));
+    let from_page = [("authorization", secret.as_bytes())];
+
+    // Only the console's own page is relayed: not a request without its secret (another site's
+    // page), not one naming another host (DNS rebinding).
+    let (status, refused, _) =
+        common::call_raw(&relay.url, "GET", "/operator/counts", &[], vec![]).await;
+    assert_eq!(
+        (status, refused["code"].as_str()),
+        (403, Some("console_forbidden")),
+        "{refused}"
+    );
+    let rebound = [("host", &b"attacker.example:3100"[..]), from_page[0]];
+    let (status, _, _) =
+        common::call_raw(&relay.url, "GET", "/operator/counts", &rebound, vec![]).await;
+    assert_eq!(status, 403);
+    let (status, _, _) =
+        common::call_raw(&relay.url, "GET", "/console", &rebound[..1], vec![]).await;
+    assert_eq!(
+        status, 403,
+        "the page (and its secret) only to this console's own host"
     );
 
     // Operator calls go through, query and all, as the operator (token:ops).
@@ -150,7 +188,7 @@ async fn twopc_console_relays_operator_calls_only_with_the_operators_own_credent
         &relay.url,
         "GET",
         "/operator/transactions?overdue=true",
-        &[],
+        &from_page,
         vec![],
     )
     .await;
@@ -160,7 +198,7 @@ async fn twopc_console_relays_operator_calls_only_with_the_operators_own_credent
         &relay.url,
         "POST",
         &format!("/operator/transactions/{id}/recover"),
-        &[],
+        &from_page,
         vec![],
     )
     .await;
@@ -176,15 +214,22 @@ async fn twopc_console_relays_operator_calls_only_with_the_operators_own_credent
         format!("/transactions/{id}"),
         "/local/items/accounts".to_owned(),
     ] {
-        let (status, _, _) = common::call_raw(&relay.url, "GET", &path, &[], vec![]).await;
+        let (status, _, _) = common::call_raw(&relay.url, "GET", &path, &from_page, vec![]).await;
         assert_eq!(status, 404, "{path} was relayed");
     }
     let _ = common::interrupt(relay).await;
 
     // Without a credential the API's own refusal comes back as it was.
     let bare = console(&["--url", &serve.url, "--sign", "none"], &[]).await;
-    let (status, refused, _) =
-        common::call_raw(&bare.url, "GET", "/operator/counts", &[], vec![]).await;
+    let secret = format!("Bearer {}", page_secret(&page_text(&bare.url).await));
+    let (status, refused, _) = common::call_raw(
+        &bare.url,
+        "GET",
+        "/operator/counts",
+        &[("authorization", secret.as_bytes())],
+        vec![],
+    )
+    .await;
     assert_eq!(
         (status, refused["code"].as_str()),
         (401, Some("operator_token")),
@@ -235,8 +280,15 @@ async fn twopc_console_signs_each_relayed_call_with_sigv4_for_execute_api() {
     )
     .await;
 
-    let (status, answer, _) =
-        common::call_raw(&relay.url, "GET", "/operator/counts?since=5", &[], vec![]).await;
+    let secret = format!("Bearer {}", page_secret(&page_text(&relay.url).await));
+    let (status, answer, _) = common::call_raw(
+        &relay.url,
+        "GET",
+        "/operator/counts?since=5",
+        &[("authorization", secret.as_bytes())],
+        vec![],
+    )
+    .await;
     let head = seen.await.expect("the endpoint saw a request");
     let _ = common::interrupt(relay).await;
     assert_eq!(status, 200, "{answer}");

@@ -7,7 +7,10 @@
 //!   calls this small server, which relays each `/operator/...` call to the API, signed with the
 //!   operator's own AWS credentials (SigV4, `execute-api`, through `twopc-client`), or with a
 //!   bearer token for a local stack. Nothing else is relayed, and nothing is added to the
-//!   account. Its WebSocket needs a token the console cannot mint (the stack's issuer's or the
+//!   account. Since the relay signs whatever reaches it, it answers only requests naming it as
+//!   `127.0.0.1:<port>` or `localhost:<port>` (no DNS rebinding) and relays only those that carry
+//!   the secret of this run its page holds (no other site's page can send the header without
+//!   a CORS preflight the relay never grants). Its WebSocket needs a token the console cannot mint (the stack's issuer's or the
 //!   shared one): given `--ws-url` and `--ws-token` the page follows it, else it polls.
 
 use std::sync::Arc;
@@ -15,7 +18,7 @@ use std::sync::Arc;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{Method, StatusCode, Uri, header};
+use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{any, get};
 use serde_json::{Value, json};
@@ -29,7 +32,8 @@ pub const POLL_SECS_LIVE: u32 = 10;
 /// See [`POLL_SECS_LIVE`].
 pub const POLL_SECS_POLLING: u32 = 5;
 
-/// The page, with `config` (the page's `CONFIG`: `token`, `ws`, `where`, `pollSecs`) written in.
+/// The page, with `config` (the page's `CONFIG`: `token`, `relay`, `ws`, `where`, `pollSecs`)
+/// written in.
 pub fn page(config: &Value) -> Html<String> {
     // Inside a <script>: no `<` may close it; in JSON these characters only occur in strings,
     // where their escapes mean the same.
@@ -66,11 +70,14 @@ pub struct ConsoleArgs {
     pub ws_token: Option<String>,
 }
 
-/// The relay's state: the client that signs, and the page's configuration.
+/// The relay's state: the client that signs, the page's configuration, the hosts it answers
+/// to and this run's secret (`Authorization: Bearer` from its page).
 struct Console {
     client: Client,
     common: Common,
     page: Value,
+    hosts: [String; 2],
+    secret: String,
 }
 
 /// `twopc console`: serves the page and relays its operator calls until Ctrl-C.
@@ -95,16 +102,13 @@ pub async fn run(common: &Common, args: &ConsoleArgs) -> Result<u8, CliFailure> 
         .ws_url
         .as_ref()
         .map(|url| json!({"url": url, "token": args.ws_token}));
+    let secret = format!("console-{}", twopc_core::ids::TxId::random());
     let page = json!({
-        "token": null,
+        "token": secret,
+        "relay": true,
         "ws": ws,
         "where": format!("{}: operator calls relayed by twopc console, {how}", common.url),
         "pollSecs": if ws.is_some() { POLL_SECS_LIVE } else { POLL_SECS_POLLING },
-    });
-    let console = Arc::new(Console {
-        client,
-        common: common.clone(),
-        page,
     });
     let addr = format!("127.0.0.1:{}", args.port);
     let listener = tokio::net::TcpListener::bind(&addr).await.map_err(|e| {
@@ -113,9 +117,15 @@ pub async fn run(common: &Common, args: &ConsoleArgs) -> Result<u8, CliFailure> 
             format!("cannot listen on {addr}: {e} (--port)"),
         )
     })?;
-    let url = listener
-        .local_addr()
-        .map_or(addr, |a| format!("http://{a}"));
+    let port = listener.local_addr().map_or(args.port, |a| a.port());
+    let url = format!("http://127.0.0.1:{port}");
+    let console = Arc::new(Console {
+        client,
+        common: common.clone(),
+        page,
+        hosts: [format!("127.0.0.1:{port}"), format!("localhost:{port}")],
+        secret,
+    });
     println!(
         "operator console  {url}/   (the API: {}, {how})\nCtrl-C stops it.",
         common.url
@@ -138,8 +148,43 @@ fn router(console: Arc<Console>) -> Router {
         .with_state(console)
 }
 
-async fn console_page(State(console): State<Arc<Console>>) -> Html<String> {
-    page(&console.page)
+async fn console_page(State(console): State<Arc<Console>>, headers: HeaderMap) -> Response {
+    match console.refusal(&headers, false) {
+        Some(refused) => refused,
+        None => page(&console.page).into_response(),
+    }
+}
+
+impl Console {
+    /// Why a request is not answered: a `Host` that is not this console's, or (`relayed`)
+    /// no `Authorization: Bearer <this run's secret>`.
+    fn refusal(&self, headers: &HeaderMap, relayed: bool) -> Option<Response> {
+        let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
+        let why = if !host.is_some_and(|h| self.hosts.iter().any(|ours| ours == h)) {
+            format!(
+                "Host {host:?} is not this console's: open http://{}/",
+                self.hosts[0]
+            )
+        } else if relayed
+            && headers
+                .get(header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.strip_prefix("Bearer "))
+                != Some(self.secret.as_str())
+        {
+            "only the console's own page may call through it (its token is missing or not this run's): reload the page".to_owned()
+        } else {
+            return None;
+        };
+        Some(
+            (
+                StatusCode::FORBIDDEN,
+                [(header::CONTENT_TYPE, "application/json")],
+                json!({"code": "console_forbidden", "message": why}).to_string(),
+            )
+                .into_response(),
+        )
+    }
 }
 
 /// Relays one operator call as it came (method, path, query, body) and answers what the API
@@ -148,8 +193,12 @@ async fn relay(
     State(console): State<Arc<Console>>,
     method: Method,
     uri: Uri,
+    headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    if let Some(refused) = console.refusal(&headers, true) {
+        return refused;
+    }
     let path = uri.path_and_query().map_or("/", |p| p.as_str());
     match console.client.send(method, path, body).await {
         Ok((status, answer)) => (
