@@ -223,3 +223,16 @@ async fn relay(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pages_configuration_cannot_close_its_script() {
+        let Html(page) = page(&json!({"where": "https://x/</script><script>alert(1)</script>"}));
+        assert!(!page.contains("</script><script>alert"), "not escaped");
+        assert!(page.contains(r#""where":"https://x/\u003c/script\u003e"#));
+        assert_eq!(page.matches("</script>").count(), 1, "only the page's own");
+    }
+}
