@@ -2,6 +2,7 @@
 
 mod cli;
 mod conformance;
+mod console;
 mod serve;
 mod token;
 
@@ -59,6 +60,9 @@ enum Command {
     /// Play the participant conformance checks over HTTP against a running service (any
     /// language): exit 0 if it passes every one, 1 if not (docs/participants.md).
     Conformance(conformance::ConformanceArgs),
+    /// Serve the operator console on 127.0.0.1 for the stack at --url, relaying its operator
+    /// calls signed with your AWS credentials (SigV4), or with --token for a local stack.
+    Console(console::ConsoleArgs),
     /// Mint a WebSocket token with the local stack's key (its data folder's).
     Token(token::TokenArgs),
     /// Show one item.
@@ -107,6 +111,7 @@ async fn main() -> ExitCode {
             }
         }),
         Command::Token(args) => token::mint(args, cli.common.json),
+        Command::Console(args) => console::run(&cli.common, args).await,
     };
     match result {
         Ok(code) => ExitCode::from(code),

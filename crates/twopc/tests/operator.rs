@@ -8,11 +8,10 @@ mod common;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::process::Command;
 use twopc_core::ids::TxId;
-use twopc_core::ports::{Clock, SystemClock, TxLog};
-use twopc_core::record::TxRecord;
+use twopc_core::ports::TxLog;
 use twopc_core::status::TxStatus;
 use twopc_dynamo::DynamoTxLog;
 
@@ -42,29 +41,6 @@ async fn call(url: &str, method: &str, path: &str, bearer: Option<&str>) -> (u16
     (status, body)
 }
 
-/// A transaction stuck past its deadline, undecided, on accounts/alice, that the stack's
-/// sweeper backs off from for an hour (so only an operator moves it).
-async fn stuck(log: &DynamoTxLog, prefix: &str) -> TxRecord {
-    let now = SystemClock.now_ms();
-    let mut r = TxRecord::never_began(&TxId::random(), now - 65_000);
-    r.status = TxStatus::Preparing;
-    r.deadline = now - 60_000;
-    r.begun_by = "operator-test".into();
-    r.participants = vec![
-        serde_json::from_value(json!({
-            "participant": "accounts",
-            "target": {"transport": "direct", "table": format!("{prefix}accounts")},
-            "key": {"id": "alice"}, "op": {"add": {"balance": -1}}
-        }))
-        .expect("an entry"),
-    ];
-    // Written backing off already: the stack's sweeper runs every 200 ms.
-    r.attempts = 1;
-    r.retry_after = Some(now + 3_600_000);
-    log.create(&r).await.expect("create");
-    r
-}
-
 #[tokio::test]
 async fn an_admin_recovers_a_stuck_transaction_and_nobody_else_reaches_the_operator_api() {
     let endpoint = twopc_tests::endpoint();
@@ -83,7 +59,7 @@ async fn an_admin_recovers_a_stuck_transaction_and_nobody_else_reaches_the_opera
         twopc_dynamo::client(Some(&endpoint)).await,
         format!("{prefix}transactions"),
     );
-    let r = stuck(&log, &prefix).await;
+    let r = common::stuck(&log, &prefix).await;
     let id = r.tx_id.to_string();
     let story = format!("/operator/transactions/{id}");
 

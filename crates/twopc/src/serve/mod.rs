@@ -294,6 +294,7 @@ dynamo-2pc local stack
   DynamoDB      {endpoint}   ({engine}; tables {prefix}transactions, {prefix}accounts, {prefix}wallets, {prefix}inventory, {prefix}payments)
   payments      {url}/services/payments   (a custom participant; GET .../authorisations)
 {custom}  live page     {url}/   (WebSocket {ws}/ws)
+  console       {url}/console   (the operator console)
   sweeper       every {sweep} ms
   data          {data}
   data lake     {lake}/committed/dt=YYYY-MM-DD/*.parquet   (make lake queries it)

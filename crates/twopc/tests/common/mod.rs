@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 use tokio::process::{Child, Command};
 use tokio_tungstenite::tungstenite::Message;
 use twopc_core::ids::TxId;
+use twopc_core::ports::Clock;
 
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -339,4 +340,29 @@ pub async fn lake_rows(lake: &Path, enough: impl Fn(&[Value]) -> bool) -> Vec<Va
         );
         tokio::time::sleep(Duration::from_millis(100)).await; // polling files written by another process
     }
+}
+
+/// A transaction stuck past its deadline, undecided, on accounts/alice, that the stack's
+/// sweeper backs off from for an hour (so only an operator moves it).
+pub async fn stuck(log: &twopc_dynamo::DynamoTxLog, prefix: &str) -> twopc_core::record::TxRecord {
+    let now = twopc_core::ports::SystemClock.now_ms();
+    let mut r = twopc_core::record::TxRecord::never_began(&TxId::random(), now - 65_000);
+    r.status = twopc_core::status::TxStatus::Preparing;
+    r.deadline = now - 60_000;
+    r.begun_by = "operator-test".into();
+    r.participants = vec![
+        serde_json::from_value(json!({
+            "participant": "accounts",
+            "target": {"transport": "direct", "table": format!("{prefix}accounts")},
+            "key": {"id": "alice"}, "op": {"add": {"balance": -1}}
+        }))
+        .expect("an entry"),
+    ];
+    // Written backing off already: the stack's sweeper runs every 200 ms.
+    r.attempts = 1;
+    r.retry_after = Some(now + 3_600_000);
+    twopc_core::ports::TxLog::create(log, &r)
+        .await
+        .expect("create");
+    r
 }
