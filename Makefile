@@ -177,6 +177,13 @@ test: tools browser-tools ## Validate template.yaml, then run every test on a fr
 	  $(RUN_IGNORED) the_template_grants_every_recorded_call_and_says_why_it_grants_the_rest
 	$(MAKE) --no-print-directory test-ts
 
+# make screenshot: the console's browser test alone (crates/twopc/tests/console.rs) on a fresh
+# DynamoDB Local, writing its screenshot to docs/console.png (make test keeps its shot in target/).
+.PHONY: screenshot
+screenshot: ddb-tools browser-tools ## Retake docs/console.png: the operator console's browser test, its screenshot kept
+	cargo build --workspace --tests --bins --locked
+	TWOPC_TEST_ENGINE=dynamodb-local TWOPC_UPDATE_SCREENSHOT=1 $(DDB) run $(TEST_RUNNER) --workspace --locked --test console
+
 # make test-ts: the TypeScript SDK (sdk/typescript). Its dependencies from its lock file (npm ci),
 # its build and unit tests (node:test; the store contract on a DynamoDB Local of its own); then the
 # package as a user has it: packed (npm pack), installed into a fresh project beside
