@@ -17,7 +17,8 @@ is embedded):
    compared; `<!-- smoke: skip (why) -->` is not run (tests/readme/check_pages.py, part of
    `make validate`, fails on a block the smoke would not visit and on a marker without a why);
 3. the live page in headless Chromium (tests/browser/live-page.mjs): a transfer made on the page,
-   and the update pushed back over the WebSocket;
+   and the update pushed back over the WebSocket; the README's console URL serves the console
+   (its browser test is crates/twopc/tests/console.rs);
 4. Ctrl-C (SIGINT to the process group, as a terminal sends it): make and twopc must both be
    gone, nothing left running from the clone;
 5. `make run` again: the balances are the ones committed before the restart (kept in .twopc/);
@@ -424,6 +425,11 @@ def smoke(clone, with_java, logs):
         ["node", str(HERE.parent / "browser" / "live-page.mjs"), "http://127.0.0.1:3000/", str(shot)]
     )
     say(f"  ok  {page.strip()}")
+    with urllib.request.urlopen("http://127.0.0.1:3000/console", timeout=10) as r:
+        console = r.read().decode()
+    if "operator console" not in console:
+        raise SmokeFailure(f"http://127.0.0.1:3000/console (README.md) is not the console:\n{console[:500]}")
+    say("  ok  the console at http://127.0.0.1:3000/console")
 
     balances = twopc(clone, env, "accounts")
     say("Ctrl-C")
