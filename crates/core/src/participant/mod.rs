@@ -95,6 +95,19 @@ pub struct Participant<S, L, C> {
     config: ParticipantConfig,
 }
 
+/// The no vote for a hold the store refused to write as invalid (DynamoDB's
+/// `ValidationException`: the item with the hold, which carries the operation, past 400 KB).
+/// Nothing was written, and no retry can write it: `invalid`, never `unreachable`, which reads
+/// as "the participant may come back".
+fn refused_by_store(message: &str) -> PrepareReply {
+    PrepareReply::no(
+        VoteReason::Invalid,
+        format!(
+            "the store refused to write the hold as invalid ({message}); nothing was written: the operation can never apply to this item as it is (an item past 400 KB?), change the request"
+        ),
+    )
+}
+
 /// What resolving an expired lock's owner did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Resolved {
@@ -194,14 +207,21 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
             Mode::Exclusive => {
                 (self.store)
                     .prepare(table, &req.key, lock, req.hot_until)
-                    .await?
+                    .await
             }
             Mode::Reserved => {
                 let most = self.config.max_reservations;
                 (self.store)
                     .reserve(table, &req.key, lock, req.hot_until, now, most)
-                    .await?
+                    .await
             }
+        };
+        let write = match write {
+            Ok(write) => write,
+            Err(PortError::Invalid { message, .. }) => {
+                return Ok(ControlFlow::Break(refused_by_store(&message)));
+            }
+            Err(e) => return Err(e),
         };
         Ok(match write {
             PrepareWrite::Locked { fence, horizon } => ControlFlow::Break(PrepareReply {
