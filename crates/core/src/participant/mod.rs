@@ -368,8 +368,8 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
         // first saves the release's refused write).
         let mut release = !req.refused;
         // A transaction from a clock too far ahead is released if it holds the item, never
-        // fenced out (`leaves_unfenced`).
-        let unfenced = self.leaves_unfenced(req.began);
+        // fenced out (`began_too_far_ahead`).
+        let unfenced = self.began_too_far_ahead(req.began);
         release |= unfenced;
         // A prepare may land between our writes; each write settles one such race.
         for _ in 0..6 {
@@ -443,6 +443,10 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
             outcome: FenceOutcome::Aborted,
             began: req.began,
         };
+        // Never a horizon raised into the future: a transaction from a clock too far ahead is
+        // fenced out by its entry, whatever the fence holds.
+        let ahead = self.began_too_far_ahead(req.began);
+        let capacity = rules::prevent_capacity(self.config.fence_capacity, ahead);
         // The fencing write first: on an item that holds nothing of the transaction, the
         // common case, it is the only request; refused, its item says why.
         let mut step = InquiryStep::Fence;
@@ -459,13 +463,7 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
                 }
                 InquiryStep::Fence => {
                     self.store
-                        .fence_aborted(
-                            table,
-                            &req.key,
-                            &req.tx_id,
-                            entry,
-                            self.config.fence_capacity,
-                        )
+                        .fence_aborted(table, &req.key, &req.tx_id, entry, capacity)
                         .await?
                 }
                 InquiryStep::Bury => {
