@@ -1332,6 +1332,43 @@ async fn idempotency_key_with_another_body_is_refused() {
     );
 }
 
+#[tokio::test]
+async fn idempotency_key_replay_spelling_a_number_otherwise_is_the_same_transaction() {
+    // GIVEN a keyed transfer of 10
+    let w = World::new().await;
+    bank(&w).await;
+    let first = w
+        .coordinator
+        .submit_to_end(&transfer("alice", "bob", 10), Some("order-3"))
+        .await
+        .expect("first");
+    // WHEN it is retried with the amount spelled 10.0, 1E1 or 10.000
+    for spelling in ["10.0", "1E1", "10.000"] {
+        let body: Value = serde_json::from_str(&format!(
+            r#"{{"participants": [
+            {{"participant": "accounts", "key": {{"id": "alice"}}, "op": {{"add": {{"balance": -{spelling}}}, "require": {{"balance": {{"gte": {spelling}}}}}}}}},
+            {{"participant": "wallets", "key": {{"id": "bob"}}, "op": {{"add": {{"balance": {spelling}}}}}}}]}}"#
+        ))
+        .expect("json");
+        // THEN it is a replay of the same transaction, applied once (DynamoDB reads the numbers
+        // by value, and so does the request's hash)
+        let again = w
+            .coordinator
+            .submit_to_end(&body, Some("order-3"))
+            .await
+            .unwrap_or_else(|e| panic!("{spelling}: {e:?}"));
+        assert_eq!(
+            (&again.tx_id, again.created_at),
+            (&first.tx_id, first.created_at)
+        );
+    }
+    assert_eq!(
+        w.attr("accounts", "alice", "balance").await.as_deref(),
+        Some("90")
+    );
+    assert_eq!(w.tx_count().await, 1);
+}
+
 // ---------------------------------------------------------------- bad input
 
 #[tokio::test]

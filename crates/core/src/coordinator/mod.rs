@@ -34,7 +34,7 @@ use crate::ids::TxId;
 use crate::message::{CompleteReply, CompleteRequest, PrepareReply, PrepareRequest, Prune};
 use crate::ports::{Clock, Created, NativeStore, PortError, Swapped, Transport, TxLog};
 use crate::record::{TxRecord, Vote, VoteReason};
-use crate::request::{RequestError, TxRequest, Wait, check_idempotency_key};
+use crate::request::{RequestError, TxRequest, Wait, check_idempotency_key, spelled_hash};
 use crate::rules::{self, AfterLostSwap, Path};
 use crate::status::{Decision, TxStatus};
 
@@ -259,7 +259,7 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
                 return Ok(ControlFlow::Break(Submitted::of(*existing)));
             }
             Begun::Existing(existing) => {
-                let replayed = self.replay(existing, &record.request_hash).await?;
+                let replayed = self.replay(existing, record).await?;
                 return Ok(ControlFlow::Break(Submitted::of(replayed)));
             }
         }
@@ -384,8 +384,15 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
         })
     }
 
-    async fn replay(&self, existing: Box<TxRecord>, hash: &str) -> Result<TxRecord, SubmitError> {
-        if existing.request_hash != hash {
+    /// A record with the request's id was there: a replay of `record`'s request if the hashes
+    /// match (by value, or as spelled by a coordinator from before, [`spelled_hash`]).
+    async fn replay(
+        &self,
+        existing: Box<TxRecord>,
+        record: &TxRecord,
+    ) -> Result<TxRecord, SubmitError> {
+        let stored = existing.request_hash.as_str();
+        if stored != record.request_hash && stored != spelled_hash(record) {
             return Err(RequestError::new(
                 codes::IDEMPOTENCY_KEY_REUSED,
                 format!(

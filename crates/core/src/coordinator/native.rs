@@ -195,9 +195,7 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
         keyed: bool,
     ) -> Result<Submitted, SubmitError> {
         if keyed {
-            Ok(Submitted::of(
-                self.replay(existing, &record.request_hash).await?,
-            ))
+            Ok(Submitted::of(self.replay(existing, record).await?))
         } else {
             Ok(Submitted::of(*existing))
         }
