@@ -115,6 +115,42 @@ async fn insufficient_balance_aborts_and_leaves_no_lock() {
 }
 
 #[tokio::test]
+async fn a_live_lock_whose_owner_decided_is_settled_by_its_record_not_a_conflict() {
+    // GIVEN a live lock (deadline 10 s away) whose owner's record is already COMMITTING: its
+    // coordinator decided and has not completed this item yet
+    let w = World::new().await;
+    bank(&w).await;
+    let holder = TxId::random();
+    let now = w.clock.now_ms();
+    let mut record = TxRecord::never_began(&holder, now);
+    record.status = TxStatus::Committing;
+    record.deadline = now + 10_000;
+    record.created_at = twopc_tests::began(record.deadline);
+    let note = json!({"set": {"note": "x"}});
+    let held = w
+        .prepare(
+            "accounts",
+            &prepare_req(&holder, record.deadline, "alice", note),
+        )
+        .await;
+    assert!(held.vote.is_yes(), "{:?}", held.vote);
+    w.log.create(&record).await.expect("holder's record");
+    // WHEN another transaction prepares the item
+    let rec = w.transfer("alice", "bob", 10).await;
+    // THEN it settles the owner by its record (the lock rule: roll it forward here), as the
+    // owner's own completion would, and goes on: no `conflict`, no wait for the lease.
+    assert_eq!(rec.status, TxStatus::Committed, "{:?}", rec.votes);
+    assert_eq!(
+        w.attr("accounts", "alice", "note").await.as_deref(),
+        Some("x")
+    );
+    assert_eq!(
+        w.attr("accounts", "alice", "balance").await.as_deref(),
+        Some("90")
+    );
+}
+
+#[tokio::test]
 async fn conflicting_live_lock_votes_conflict() {
     let w = World::new().await;
     bank(&w).await;
