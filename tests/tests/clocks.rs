@@ -183,6 +183,7 @@ async fn a_prevent_of_a_transaction_from_a_clock_ahead_never_raises_the_horizon_
         began: twopc_tests::began(deadline),
         key: twopc_tests::key("alice"),
         op: None,
+        payload: None,
         prevent: true,
     };
     let reply = w
