@@ -94,6 +94,7 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
                     began: record.created_at,
                     key: p.key.clone(),
                     op: (!p.op.is_empty()).then(|| p.op.clone()),
+                    payload: p.payload.clone(),
                     prevent: false,
                 };
                 match self.transport.inquire(target, &req).await {
