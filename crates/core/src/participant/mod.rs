@@ -233,6 +233,7 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
                     now,
                     self.config.fence_window_ms,
                     self.config.fence_capacity,
+                    self.config.clock_margin_ms,
                 ),
             }),
             PrepareWrite::Refused(item) => ControlFlow::Continue(item),

@@ -155,6 +155,13 @@ pub fn fence_out(entries: usize, capacity: usize) -> FenceOut {
 /// they do not race each other's horizon (a release whose planned horizon was overtaken is made
 /// again without pruning). The horizon rises to the latest `began` removed, so no prepare of a
 /// removed transaction can ever land again. `None`: nothing to prune.
+///
+/// An entry whose transaction began further ahead of `now` than the clock-skew `margin`
+/// ([`too_far_ahead`](super::clock::too_far_ahead), the check a prepare and a prevent make) is
+/// never removed: only a prevent of a transaction from a clock ahead writes one
+/// ([`prevent_capacity`](super::prevent_capacity)), and removing it would raise the horizon into
+/// the future, refusing every prepare on the item until real time caught up. It counts among the
+/// kept, so the fence stays bounded; it becomes removable once real time comes within the margin.
 pub fn plan_prune(
     fence: &BTreeMap<TxId, FenceEntry>,
     horizon: u64,
@@ -162,6 +169,7 @@ pub fn plan_prune(
     now: u64,
     window: u64,
     capacity: usize,
+    margin: u64,
 ) -> Option<Prune> {
     let mut others: Vec<(&TxId, &FenceEntry)> =
         fence.iter().filter(|(id, _)| *id != holder).collect();
@@ -175,7 +183,8 @@ pub fn plan_prune(
     let keep = if fresh > room { room - room / 4 } else { room };
     let (mut kept, mut ids, mut new_horizon) = (0, vec![], horizon);
     for (id, e) in others {
-        if e.is_stale(now, window) || kept >= keep {
+        let ahead = super::clock::too_far_ahead(e.began, now, margin).is_some();
+        if !ahead && (e.is_stale(now, window) || kept >= keep) {
             ids.push(id.clone());
             new_horizon = new_horizon.max(e.began);
         } else {
@@ -193,6 +202,8 @@ mod tests {
     use super::*;
     use crate::rules::fixtures::*;
     use crate::rules::*;
+
+    const MARGIN: u64 = 1_000;
 
     fn fence(began: &[u64]) -> (Vec<TxId>, BTreeMap<TxId, FenceEntry>) {
         let ids: Vec<TxId> = began.iter().map(|_| TxId::random()).collect();
@@ -217,7 +228,7 @@ mod tests {
         // now = 100, window = 75: an entry that began before 25 is stale.
         let (ids, f) = fence(&[10, 30, 40, 20]);
         let me = TxId::random();
-        let p = plan_prune(&f, 5, &me, 100, 75, 32).expect("something to prune");
+        let p = plan_prune(&f, 5, &me, 100, 75, 32, MARGIN).expect("something to prune");
         let mut want = vec![ids[0].clone(), ids[3].clone()];
         want.sort();
         let mut got = p.ids.clone();
@@ -225,10 +236,12 @@ mod tests {
         assert_eq!(got, want);
         assert_eq!(p.horizon, 20, "the latest began among removed entries");
         // Nothing stale, room enough: nothing to do.
-        assert_eq!(plan_prune(&f, 5, &me, 0, 75, 32), None);
+        assert_eq!(plan_prune(&f, 5, &me, 0, 75, 32, MARGIN), None);
         // A horizon already above the removed entries stays.
         assert_eq!(
-            plan_prune(&f, 77, &me, 100, 75, 32).expect("prune").horizon,
+            plan_prune(&f, 77, &me, 100, 75, 32, MARGIN)
+                .expect("prune")
+                .horizon,
             77
         );
     }
@@ -247,7 +260,7 @@ mod tests {
         // Capacity 3: room for two others besides the holder's own entry (a fence this small
         // is pruned to its room: a quarter of two is none). The holder's own entry is stale
         // (began 1, window 50), and stays all the same; the others are fresh.
-        let p = plan_prune(&f, 0, &me, 55, 50, 3).expect("over capacity");
+        let p = plan_prune(&f, 0, &me, 55, 50, 3, MARGIN).expect("over capacity");
         let mut got = p.ids.clone();
         got.sort();
         let mut want = vec![ids[0].clone(), ids[2].clone()]; // began 10 and 20
@@ -263,7 +276,7 @@ mod tests {
         let began: Vec<u64> = (1..=9).map(|b| b * 10).collect();
         let (ids, f) = fence(&began);
         let me = TxId::random();
-        let p = plan_prune(&f, 0, &me, 100, 500, 9).expect("over capacity");
+        let p = plan_prune(&f, 0, &me, 100, 500, 9, MARGIN).expect("over capacity");
         let mut got = p.ids.clone();
         got.sort();
         let mut want = ids[..3].to_vec(); // began 10, 20, 30
@@ -272,7 +285,31 @@ mod tests {
         assert_eq!(p.horizon, 30);
         // At the room exactly, nothing is pruned: the next releases add entries freely.
         let (_, eight) = fence(&began[..8]);
-        assert_eq!(plan_prune(&eight, 0, &me, 100, 500, 9), None);
+        assert_eq!(plan_prune(&eight, 0, &me, 100, 500, 9, MARGIN), None);
+    }
+
+    #[test]
+    fn a_prune_never_raises_the_horizon_past_now_and_the_margin() {
+        // Capacity 5: room for 4 others, 3 kept once over. now = 10_000, margin = 1_000. Five
+        // entries from prevents of transactions that began 20 s ahead, and one fresh entry: a
+        // full fence, whose prune by `began` alone would remove two future entries and put the
+        // horizon at 30_001, refusing every prepare until real time caught up.
+        let (ids, f) = fence(&[30_000, 30_001, 30_002, 30_003, 30_004, 9_500]);
+        let me = TxId::random();
+        let p = plan_prune(&f, 0, &me, 10_000, 500_000, 5, MARGIN).expect("over capacity");
+        assert_eq!(p.ids, vec![ids[5].clone()], "only the entry not ahead goes");
+        assert_eq!(p.horizon, 9_500);
+        // Within the margin (began 10_500 at now 10_000) an entry is pruned as any other, and a
+        // fence of entries ahead alone is left as it is.
+        let (near, f) = fence(&[10_500, 9_000, 9_100, 9_200, 9_300]);
+        let p = plan_prune(&f, 0, &me, 10_000, 500_000, 4, MARGIN).expect("over capacity");
+        assert!(p.horizon <= 10_000 + MARGIN);
+        assert!(!p.ids.contains(&near[0]), "the newest is kept");
+        let (_, ahead) = fence(&[30_000, 30_001, 30_002, 30_003, 30_004]);
+        assert_eq!(plan_prune(&ahead, 0, &me, 10_000, 500_000, 3, MARGIN), None);
+        // Once real time comes within the margin, they are pruned as any other.
+        let p = plan_prune(&ahead, 0, &me, 29_500, 500_000, 3, MARGIN).expect("over capacity");
+        assert_eq!(p.horizon, 30_002);
     }
 
     #[test]
