@@ -470,6 +470,7 @@ pub fn op(v: Value) -> twopc_core::op::Operation {
 /// refused `clockSkew`).
 pub fn prepare_req(tx: &TxId, deadline: u64, id: &str, o: Value) -> PrepareRequest {
     PrepareRequest {
+        part: None,
         tx_id: tx.clone(),
         deadline,
         began: began(deadline),

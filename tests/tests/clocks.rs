@@ -92,6 +92,7 @@ async fn an_abort_of_a_transaction_from_a_clock_ahead_leaves_a_full_fences_horiz
         op.clone(),
     );
     let now = twopc_core::message::PrepareRequest {
+        part: None,
         began: w.clock.now_ms(),
         ..now
     };
@@ -178,6 +179,7 @@ async fn a_prevent_of_a_transaction_from_a_clock_ahead_never_raises_the_horizon_
     let ahead = TxId::random();
     let deadline = deadline_began_ahead(&w, 30_000);
     let prevent = InquireRequest {
+        part: None,
         tx_id: ahead.clone(),
         deadline,
         began: twopc_tests::began(deadline),
@@ -206,6 +208,7 @@ async fn a_prevent_of_a_transaction_from_a_clock_ahead_never_raises_the_horizon_
     // AND a prepare beginning now locks the item, while the prevented one's is refused.
     let op = json!({"set": {"memo": "x"}});
     let now = twopc_core::message::PrepareRequest {
+        part: None,
         began: w.clock.now_ms(),
         ..prepare_req(
             &TxId::random(),

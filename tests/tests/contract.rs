@@ -170,6 +170,7 @@ contract!(
     a_former_transactions_reservation_under_the_id_refuses_a_reservation_until_dropped,
     a_never_begun_record_is_created_at_its_holds_began,
     an_abort_gives_a_reservation_back_by_its_holds_operation_not_the_messages,
+    a_prepare_meeting_its_own_hold_of_another_part_is_refused_even_with_an_identical_operation,
     a_heat_mark_rides_on_a_hold_and_turns_native_writes_away_while_live,
 );
 
@@ -183,6 +184,7 @@ fn op(v: Value) -> Operation {
 
 fn lock(tx: &TxId, began: u64, v: Value) -> Lock {
     Lock {
+        part: None,
         tx_id: tx.clone(),
         expires_at: began + 5_000,
         began,
@@ -626,6 +628,61 @@ async fn a_prepare_meeting_its_own_hold_with_another_operation_is_refused_and_ch
         classify_refusal(Some(&item), &exclusive, NOW, |_| false),
         Refusal::Vote(VoteReason::Invalid, _)
     ));
+}
+
+/// One table reached under two names (`direct` and through a function, issue 45, items 2 and
+/// 4), the same operation under both: comparing operations cannot tell the second prepare from
+/// a retry of the first; the hold records its part (the request's participant index), which
+/// can. A hold or prepare naming no part (older participants and coordinators) compares as
+/// before.
+async fn a_prepare_meeting_its_own_hold_of_another_part_is_refused_even_with_an_identical_operation<
+    I: ParticipantStore,
+    L: TxLog,
+>(
+    s: Stores<I, L>,
+) {
+    let part = |l: Lock, p| Lock { part: Some(p), ..l };
+    s.seed("alice", json!({"balance": 100})).await;
+    let tx = TxId::random();
+    let first = part(lock(&tx, NOW, json!({"set": {"memo": "x"}})), 0);
+    assert!(locked(&prepare(&s, "alice", &first).await));
+    let second = part(first.clone(), 1);
+    let item = refused_item(prepare(&s, "alice", &second).await).expect("the item");
+    assert_eq!(
+        item.lock.as_ref().and_then(|l| l.part),
+        Some(0),
+        "the hold keeps its part"
+    );
+    assert!(matches!(
+        classify_refusal(Some(&item), &second, NOW, |_| false),
+        Refusal::Vote(VoteReason::Invalid, _)
+    ));
+    // A retry of the same part is still a retry; a prepare naming no part compares as before.
+    assert!(locked(&prepare(&s, "alice", &first).await));
+    let unnamed = Lock {
+        part: None,
+        ..first
+    };
+    assert!(locked(&prepare(&s, "alice", &unnamed).await));
+
+    // The same with reservations: the same debit under another part is refused.
+    s.seed("bob", json!({"balance": 100})).await;
+    let tx = TxId::random();
+    let first = part(debit(&tx, NOW, 10), 0);
+    assert!(locked(&reserve(&s, "bob", &first).await));
+    let second = part(first.clone(), 1);
+    let item = refused_item(reserve(&s, "bob", &second).await).expect("the item");
+    assert_eq!(item.reservations.get(&tx).and_then(|r| r.part), Some(0));
+    assert!(matches!(
+        classify_refusal(Some(&item), &second, NOW, |_| false),
+        Refusal::Vote(VoteReason::Invalid, _)
+    ));
+    assert!(locked(&reserve(&s, "bob", &first).await), "a retry");
+    assert_eq!(
+        escrow_of(&s, "bob", "balance").await,
+        Some((1, "90".into(), "100".into())),
+        "one reservation escrowed"
+    );
 }
 
 async fn abort_releases_and_an_aborted_placeholder_becomes_a_tombstone<
@@ -1508,6 +1565,7 @@ async fn an_inquiry_reads_held_or_prevents_and_a_prevented_prepare_never_lands<
     let held_lock = lock(&held, NOW, json!({"set": {"memo": "x"}}));
     assert!(locked(&prepare(&s, "alice", &held_lock).await));
     let ask = |tx: &TxId, id: &str, prevent: bool| InquireRequest {
+        part: None,
         tx_id: tx.clone(),
         deadline: NOW + 5_000,
         began: NOW,
@@ -1568,6 +1626,7 @@ async fn an_inquiry_about_another_operation_than_its_hold_is_prevented_and_write
         &prepare(&s, "alice", &lock(&tx, NOW, first.clone())).await
     ));
     let ask = |o: Option<Value>, prevent: bool| InquireRequest {
+        part: None,
         tx_id: tx.clone(),
         deadline: NOW + 5_000,
         began: NOW,

@@ -116,6 +116,7 @@ async fn an_item_in_the_earlier_fence_format_is_refused_before_anything_is_writt
     abort.refused = true;
     says_earlier_format(p.abort(&w.accounts, &abort).await);
     let inquiry = InquireRequest {
+        part: None,
         tx_id: tx.clone(),
         deadline,
         began: deadline - 5_000,

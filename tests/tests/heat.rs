@@ -80,6 +80,7 @@ async fn finished(c: &TestCoordinator, answered: Answered) -> bool {
 /// Another transaction's live reservation of a debit on alice: the protocol holds her.
 async fn reserve_alice(w: &World) -> PrepareRequest {
     let req = PrepareRequest {
+        part: None,
         began: w.clock.now_ms(),
         ..prepare_req(
             &TxId::random(),

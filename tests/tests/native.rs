@@ -198,6 +198,7 @@ async fn an_item_the_protocol_holds_sends_the_transaction_down_the_staged_path()
         .prepare(
             &w.accounts,
             &twopc_core::message::PrepareRequest {
+                part: None,
                 // Begun now (within the participant's clock margin), live for a minute.
                 began: w.clock.now_ms(),
                 ..prepare_req(

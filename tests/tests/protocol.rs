@@ -486,6 +486,7 @@ async fn late_prepare_after_commit_is_refused_by_the_fence() {
     assert_eq!(rec.status, TxStatus::Committed);
     let p = &rec.participants[0];
     let late = PrepareRequest {
+        part: None,
         tx_id: rec.tx_id.clone(),
         deadline: rec.deadline,
         began: rec.created_at,
@@ -521,6 +522,7 @@ async fn late_prepare_after_abort_is_refused_by_the_fence() {
     for (i, table) in [(0, &w.accounts), (1, &w.wallets)] {
         let p = &rec.participants[i];
         let late = PrepareRequest {
+            part: None,
             tx_id: rec.tx_id.clone(),
             deadline: rec.deadline,
             began: rec.created_at,
@@ -673,6 +675,7 @@ fn first_participant_messages(rec: &TxRecord) -> (PrepareRequest, CompleteReques
     let p = &rec.participants[0];
     (
         PrepareRequest {
+            part: None,
             tx_id: rec.tx_id.clone(),
             deadline: rec.deadline,
             began: rec.created_at,
@@ -875,6 +878,7 @@ async fn stuck_owner(w: &World, status: TxStatus) -> TxRecord {
     for (i, table) in [(0, &w.accounts), (1, &w.wallets)] {
         let p = &record.participants[i];
         let r = PrepareRequest {
+            part: None,
             tx_id: tx.clone(),
             deadline: record.deadline,
             began: record.created_at,
@@ -1105,6 +1109,7 @@ async fn expired_lock_whose_owner_never_began_gets_an_aborted_record() {
     bank(&w).await;
     let ghost = TxId::random();
     let lock = Lock {
+        part: None,
         tx_id: ghost.clone(),
         expires_at: w.clock.now_ms() + 1_000,
         began: w.clock.now_ms(),
@@ -1546,5 +1551,118 @@ async fn a_record_dynamodb_cannot_store_is_refused_invalid_for_store_never_retry
         // AND nothing was written.
         assert_eq!(w.tx_count().await, 0, "{mode:?}");
         assert_untouched(&w).await;
+    }
+}
+
+// ---------------------------------------------------------------- one table under two names
+
+/// Reaches the function `accounts-fn` as the `accounts` table itself: the function a
+/// `lambda` target names would run the same participant logic on the same table.
+struct ThroughFunction<'a> {
+    world: &'a World,
+    inner: twopc_tests::TestTransport,
+}
+
+impl ThroughFunction<'_> {
+    fn target(&self, target: &Target) -> Target {
+        match target {
+            Target::Lambda { function } if function == "accounts-fn" => Target::Direct {
+                table: self.world.accounts.clone(),
+            },
+            other => other.clone(),
+        }
+    }
+}
+
+impl Transport for ThroughFunction<'_> {
+    async fn prepare(
+        &self,
+        target: &Target,
+        req: &PrepareRequest,
+    ) -> Result<PrepareReply, TransportError> {
+        self.inner.prepare(&self.target(target), req).await
+    }
+    async fn commit(
+        &self,
+        target: &Target,
+        req: &CompleteRequest,
+    ) -> Result<CompleteReply, TransportError> {
+        self.inner.commit(&self.target(target), req).await
+    }
+    async fn abort(
+        &self,
+        target: &Target,
+        req: &CompleteRequest,
+    ) -> Result<CompleteReply, TransportError> {
+        self.inner.abort(&self.target(target), req).await
+    }
+    async fn inquire(
+        &self,
+        target: &Target,
+        req: &InquireRequest,
+    ) -> Result<InquireReply, TransportError> {
+        self.inner.inquire(&self.target(target), req).await
+    }
+}
+
+/// Issue 45, items 2 and 4: one table named both `direct` (`accounts`) and through a function
+/// (`ledger`), which no configuration check can see, and one transaction giving both names the
+/// same operation on one item. The second prepare is no retry of the first: it holds another
+/// part of the request, and votes no; the transaction aborts with nothing applied or held.
+/// (Before the hold recorded its part, the second prepare read as a retry, and the transaction
+/// committed with the operation applied once.)
+#[tokio::test]
+async fn one_table_reached_directly_and_through_a_function_with_identical_operations_aborts() {
+    let w = World::new().await;
+    let mut config = w.coordinator.config().clone();
+    config.services.insert(
+        "ledger".into(),
+        twopc_core::service::ServiceConfig::table(
+            Target::Lambda {
+                function: "accounts-fn".into(),
+            },
+            twopc_core::service::KeySchema::string_hash("id"),
+        ),
+    );
+    let ops = [
+        json!({"set": {"memo": "twice"}, "add": {"balance": 10}}),
+        json!({"add": {"balance": 10}}),
+    ];
+    for mode in [CommitMode::Classic, CommitMode::Staged] {
+        for o in &ops {
+            w.seed("accounts", "alice", json!({"balance": 100})).await;
+            config.mode = mode;
+            let coordinator = twopc_core::coordinator::Coordinator::new(
+                w.log.clone(),
+                ThroughFunction {
+                    world: &w,
+                    inner: w.direct(),
+                },
+                w.clock.clone(),
+                config.clone(),
+            );
+            let body = json!({"participants": [
+                {"participant": "accounts", "key": {"id": "alice"}, "op": o},
+                {"participant": "ledger", "key": {"id": "alice"}, "op": o}
+            ]});
+            let rec = coordinator
+                .submit_to_end(&body, None)
+                .await
+                .expect("submit");
+            assert_eq!(
+                rec.status,
+                TxStatus::Aborted,
+                "{mode:?} {o}: {:?}",
+                rec.votes
+            );
+            assert_eq!(
+                w.attr("accounts", "alice", "balance").await.as_deref(),
+                Some("100"),
+                "{mode:?} {o}: nothing applied"
+            );
+            let alice = w.item("accounts", "alice").await.expect("alice");
+            assert_eq!(alice.lock, None, "{mode:?} {o}");
+            assert!(alice.reservations.is_empty(), "{mode:?} {o}");
+        }
     }
 }

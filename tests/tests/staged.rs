@@ -155,6 +155,7 @@ async fn a_staging_record_missing_a_hold_is_prevented_there_and_aborted_by_the_s
         json!({"add": {"balance": -10}, "require": {"balance": {"gte": 10}}}),
     );
     let to_alice = twopc_core::message::PrepareRequest {
+        part: None,
         began: record.created_at,
         ..to_alice
     };
@@ -207,6 +208,7 @@ async fn a_transaction_with_a_refused_prepare_is_never_answered_committed() {
     // Hold bob's item with a live lock of another transaction: the staged prepare is refused.
     let other = TxId::random();
     let hold = twopc_core::message::PrepareRequest {
+        part: None,
         // Begun now (within the participant's clock margin), live for a minute.
         began: w.clock.now_ms(),
         ..prepare_req(

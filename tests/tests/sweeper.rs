@@ -129,6 +129,7 @@ async fn sweeper_clears_an_orphan_lock_left_by_a_late_prepare() {
     let op =
         twopc_core::op::Operation::from_json("op", &json!({"put": {"balance": 1}})).expect("op");
     let req = PrepareRequest {
+        part: None,
         tx_id: tx.clone(),
         deadline: now + 1_000,
         began: now,

@@ -791,6 +791,7 @@ mod tests {
             .zip(&record.participants)
         {
             let req = twopc_core::message::PrepareRequest {
+                part: None,
                 tx_id: record.tx_id.clone(),
                 deadline: record.deadline,
                 began,

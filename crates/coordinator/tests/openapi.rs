@@ -360,6 +360,7 @@ async fn every_answer_of_the_coordinator_is_declared_in_the_api_document() {
     w.seed("wallets", "bob", json!({"balance": 0})).await;
     let holder = TxId::random();
     let held = twopc_core::message::PrepareRequest {
+        part: None,
         // Begun now (within the participant's clock margin), live for a minute.
         began: w.clock.now_ms(),
         ..prepare_req(

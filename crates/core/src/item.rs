@@ -40,6 +40,14 @@ pub struct Lock {
     pub op: Operation,
     /// Who prepared it (for people reading the item).
     pub coordinator: String,
+    /// Which part of the transaction's request it holds the item for ([`layout::LOCK_PART`]:
+    /// the index of the request's participant entry). One table reached under two names (a
+    /// `direct` target and a function's) by one transaction with identical operations: the
+    /// second prepare meets a hold of another part, not a retry (`rules::Seen::other_op`).
+    /// Absent from a hold of an older participant, or a prepare of an older coordinator: then
+    /// not compared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub part: Option<u32>,
 }
 
 impl Lock {
@@ -64,6 +72,9 @@ pub struct StoredReservation {
     pub began: u64,
     /// The pending operation ([`layout::LOCK_OP`]).
     pub op: Operation,
+    /// The part it holds ([`layout::RESERVATION_PART`], as the lock's [`Lock::part`]).
+    #[serde(rename = "p", default, skip_serializing_if = "Option::is_none")]
+    pub part: Option<u32>,
 }
 
 impl StoredReservation {
@@ -78,6 +89,7 @@ impl StoredReservation {
             expires_at: lock.expires_at,
             began: lock.began,
             op: lock.op.clone(),
+            part: lock.part,
         }
     }
 
@@ -89,6 +101,7 @@ impl StoredReservation {
             began: self.began,
             op: self.op,
             coordinator: String::new(),
+            part: self.part,
         }
     }
 }
@@ -279,6 +292,7 @@ mod tests {
     #[test]
     fn a_stored_reservation_leaves_out_its_owner_and_coordinator_and_reads_back_as_the_lock() {
         let lock = Lock {
+            part: None,
             tx_id: TxId::random(),
             expires_at: 1_700_000_005_000,
             began: 1_700_000_000_000,
@@ -298,6 +312,7 @@ mod tests {
         assert_eq!(
             back.into_lock(lock.tx_id.clone()),
             Lock {
+                part: None,
                 coordinator: String::new(),
                 ..lock
             }

@@ -34,6 +34,9 @@ pub const LOCK_BEGAN: &str = "began";
 pub const LOCK_OP: &str = "op";
 /// Who prepared it (`lock.coordinator`).
 pub const LOCK_COORDINATOR: &str = "coordinator";
+/// Which part of its transaction's request a lock (or reservation) holds the item for: the
+/// index of the request's participant entry (absent on a hold of an older participant).
+pub const LOCK_PART: &str = "part";
 /// Present only while the item is locked: its partition of the lock-expiry index.
 pub const LOCK_SHARD: &str = "lockShard";
 /// Present only while the item is locked: the sort key of the lock-expiry index.
@@ -71,6 +74,8 @@ pub const RESERVATION_PREFIX: &str = "txRes:";
 pub const RESERVATION_EXPIRES: &str = "x";
 /// When a reservation's owner began (epoch ms), as the lock's [`LOCK_BEGAN`].
 pub const RESERVATION_BEGAN: &str = "b";
+/// Which part of its transaction's request a reservation holds, as the lock's [`LOCK_PART`].
+pub const RESERVATION_PART: &str = "p";
 /// Reservations standing on the item (a number; 0 or absent: none).
 pub const RESERVATIONS: &str = "txResN";
 /// New reservations are refused until then (epoch ms): an exclusive operation waits.
@@ -203,15 +208,30 @@ mod tests {
             began: 1,
             op: Operation::default(),
             coordinator: "c".into(),
+            part: Some(1),
         };
         assert_eq!(
             keys(&serde_json::to_value(&lock).expect("lock")),
-            [LOCK_TX, LOCK_EXPIRES, LOCK_BEGAN, LOCK_OP, LOCK_COORDINATOR].into()
+            [
+                LOCK_TX,
+                LOCK_EXPIRES,
+                LOCK_BEGAN,
+                LOCK_OP,
+                LOCK_COORDINATOR,
+                LOCK_PART
+            ]
+            .into()
         );
         let reservation = serde_json::to_value(StoredReservation::of(&lock)).expect("res");
         assert_eq!(
             keys(&reservation),
-            [RESERVATION_EXPIRES, RESERVATION_BEGAN, LOCK_OP].into()
+            [
+                RESERVATION_EXPIRES,
+                RESERVATION_BEGAN,
+                LOCK_OP,
+                RESERVATION_PART
+            ]
+            .into()
         );
         let mut record = TxRecord::never_began(&TxId::random(), 1);
         record.attempts = 1;

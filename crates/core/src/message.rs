@@ -39,6 +39,13 @@ pub struct PrepareRequest {
     /// Absent for every other prepare; a custom participant ignores it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hot_until: Option<u64>,
+    /// Which part of the transaction's request this is: the index of its participant entry.
+    /// The participant stores it with the hold, and a prepare of the transaction meeting its
+    /// own hold of another part is refused, not taken for a retry, even with an identical
+    /// operation or payload (one table, or one custom participant's store, reached under two
+    /// names). Absent from an older coordinator: not compared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub part: Option<u32>,
 }
 
 /// What the lock holder's commit or abort removes from the item's fence, in the same write,
@@ -166,6 +173,11 @@ pub struct InquireRequest {
     /// two services (the SDK's `inquire`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub payload: Option<serde_json::Value>,
+    /// Which part of the request the inquiry is about (as [`PrepareRequest::part`]): a hold of
+    /// the transaction for another part is not evidence of this one. Absent from an older
+    /// coordinator: not compared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub part: Option<u32>,
     /// Prevent the transaction where it does not hold the item.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub prevent: bool,
@@ -313,6 +325,7 @@ mod tests {
         );
         // A table's prepare is as before: an operation, no payload.
         let table = PrepareRequest {
+            part: None,
             op: Operation::from_json("op", &serde_json::json!({"set": {"n": 1}})).expect("op"),
             payload: None,
             ..req
@@ -328,6 +341,7 @@ mod tests {
     #[test]
     fn an_inquiry_and_its_answer_round_trip() {
         let call = ParticipantCall::Inquire(InquireRequest {
+            part: None,
             tx_id: TxId::random(),
             deadline: 2,
             began: 1,

@@ -169,6 +169,7 @@ impl Bank {
     fn prepare_request(&self, record: &TxRecord, i: usize) -> PrepareRequest {
         let p = &record.participants[i];
         PrepareRequest {
+            part: None,
             tx_id: record.tx_id.clone(),
             deadline: record.deadline,
             began: record.created_at,
@@ -294,6 +295,7 @@ async fn a_lock_whose_owner_never_began_is_recorded_aborted_and_removed() {
     .expect("op");
     let now = b.clock.now_ms();
     let req = PrepareRequest {
+        part: None,
         tx_id: ghost.clone(),
         deadline: now + 1_000,
         began: now,
@@ -330,6 +332,7 @@ async fn a_table_participant_refuses_a_prepare_without_an_operation() {
     let b = bank();
     let now = b.clock.now_ms();
     let req = PrepareRequest {
+        part: None,
         tx_id: TxId::random(),
         deadline: now + 1_000,
         began: now,

@@ -8,8 +8,8 @@ use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 use twopc_core::ids::TxId;
 use twopc_core::item::{FenceEntry, FenceOutcome, ItemState, Key, Lock};
 use twopc_core::layout::{
-    FENCE, HORIZON, LOCK, LOCK_EXPIRES_AT, LOCK_OP, LOCK_SHARD, PAUSED_UNTIL, PLACEHOLDER,
-    RESERVATIONS, TOMBSTONE,
+    FENCE, HORIZON, LOCK, LOCK_EXPIRES_AT, LOCK_OP, LOCK_PART, LOCK_SHARD, PAUSED_UNTIL,
+    PLACEHOLDER, RESERVATIONS, TOMBSTONE,
 };
 use twopc_core::op::{Mode, Operation};
 use twopc_core::ports::{CompleteWrite, Completion, ParticipantStore, PortError, PrepareWrite};
@@ -473,10 +473,21 @@ fn prepare_conditions(
     let k = e.name(first_key_name(key));
     let ph = e.name(PLACEHOLDER);
     // Our own lock is a retry only with the same operation (a map compares equal with its
-    // numbers by value, as `Operation::same_as` reads them): one item named twice is refused
-    // here, never overwritten (`rules::prepare`, `OtherOperation`).
+    // numbers by value, as `Operation::same_as` reads them) and, where both name one, the same
+    // part of the request: one item named twice is refused here, never overwritten
+    // (`rules::prepare`, `OtherOperation`), even under an identical operation.
+    let same_part = match lock.part {
+        Some(part) => {
+            let held = e.path(&[LOCK, LOCK_PART]);
+            format!(
+                " AND (attribute_not_exists({held}) OR {held} = {})",
+                e.value(number(u64::from(part)))
+            )
+        }
+        None => String::new(),
+    };
     let mine = format!(
-        "({} AND {} = {})",
+        "({} AND {} = {}{same_part})",
         owned_by(e, &lock.tx_id, lock.began),
         e.path(&[LOCK, LOCK_OP]),
         e.value(to_attr(&op.to_json()))

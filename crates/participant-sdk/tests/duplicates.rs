@@ -54,6 +54,7 @@ fn prepare(tx: &TxId, payload: &str) -> PrepareRequest {
     static STARTED: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
     let now = *STARTED.get_or_init(|| SystemClock.now_ms());
     PrepareRequest {
+        part: None,
         tx_id: tx.clone(),
         deadline: now + 60_000,
         began: now,
@@ -119,6 +120,7 @@ async fn a_key_used_again_after_its_window_is_a_new_transaction_here<S: StateSto
         .build();
     let tx = TxId::for_idempotency_key("order-42");
     let at = |began: u64| PrepareRequest {
+        part: None,
         deadline: began + 60_000,
         began,
         ..prepare(&tx, r#"{"card": "4242", "amount": 12.50}"#)

@@ -78,6 +78,7 @@ async fn serve() -> Served {
 fn prepare(tx: &TxId, payload: Value) -> PrepareRequest {
     let now = SystemClock.now_ms();
     PrepareRequest {
+        part: None,
         tx_id: tx.clone(),
         deadline: now + 60_000,
         began: now,

@@ -119,6 +119,7 @@ fn lambda(url: &str, timeout: Duration) -> LambdaTransport {
 
 fn prepare() -> PrepareRequest {
     PrepareRequest {
+        part: None,
         tx_id: TxId::random(),
         deadline: 1_900_000_000_000,
         began: 1_899_999_995_000,

@@ -425,6 +425,7 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
                 coordinator: self.config.id.clone(),
                 payload: p.payload.clone(),
                 hot_until: marks.get(i).copied().flatten(),
+                part: Some(part_of(i)),
             };
             let reply = match self.transport.prepare(&p.target, &req).await {
                 Ok(r) => r,
@@ -573,6 +574,13 @@ enum Begun {
 }
 
 /// A lost swap whose record is missing, or says something no legal move explains.
+/// The part a prepare or inquiry about the record's participant `i` names
+/// ([`PrepareRequest::part`]): its index. A request has a handful of participants (the
+/// request's limit), far below `u32::MAX`.
+pub(crate) fn part_of(i: usize) -> u32 {
+    u32::try_from(i).unwrap_or(u32::MAX)
+}
+
 fn broken(tx: &TxId, doing: &str, found: Option<&TxRecord>) -> PortError {
     match found {
         None => missing(tx),

@@ -140,6 +140,7 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
         let mut votes = Vec::with_capacity(items.len());
         for (found, w) in items.iter().zip(writes) {
             let lock = Lock {
+                part: None,
                 tx_id: record.tx_id.clone(),
                 expires_at: record.deadline,
                 began: record.created_at,

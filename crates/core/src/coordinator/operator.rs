@@ -67,13 +67,15 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
         let reads = record
             .participants
             .iter()
-            .map(|p| self.hold_of(record, p, store));
+            .enumerate()
+            .map(|(i, p)| self.hold_of(record, i, p, store));
         join_all(reads).await
     }
 
     async fn hold_of<S: ParticipantStore>(
         &self,
         record: &TxRecord,
+        i: usize,
         p: &ParticipantEntry,
         store: &S,
     ) -> Hold {
@@ -87,7 +89,7 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
                 unknown("the transaction ended; its participant keeps its own state".into())
             }
             target => {
-                let req = super::recover::inquiry(record, p, false);
+                let req = super::recover::inquiry(record, i, false);
                 match self.transport.inquire(target, &req).await {
                     Ok(reply) => Hold::Inquired {
                         inquiry: reply.inquiry,

@@ -9,7 +9,7 @@ use tracing::{info, warn};
 use crate::ids::TxId;
 use crate::message::InquireRequest;
 use crate::ports::{Clock, PortError, Swapped, Transport, TxLog};
-use crate::record::{ParticipantEntry, TxRecord, Vote};
+use crate::record::{TxRecord, Vote};
 use crate::rules::{self, Recovery, StagedDecision};
 use crate::status::{Decision, TxStatus};
 
@@ -100,8 +100,8 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
         record: TxRecord,
         prevent: bool,
     ) -> Result<TxRecord, PortError> {
-        let calls = record.participants.iter().map(|p| {
-            let req = inquiry(&record, p, prevent);
+        let calls = record.participants.iter().enumerate().map(|(i, p)| {
+            let req = inquiry(&record, i, prevent);
             let record = &record;
             async move {
                 match self.transport.inquire(&p.target, &req).await {
@@ -146,10 +146,11 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
     }
 }
 
-/// The inquiry recovery (and the operator's story of a transaction) sends about `p`: the
-/// transaction, its part (its operation or payload, which a participant compares with what it
-/// holds), and whether to prevent.
-pub(crate) fn inquiry(record: &TxRecord, p: &ParticipantEntry, prevent: bool) -> InquireRequest {
+/// The inquiry recovery (and the operator's story of a transaction) sends about the record's
+/// participant `i`: the transaction, its part (its index, and its operation or payload, which a
+/// participant compares with what it holds), and whether to prevent.
+pub(crate) fn inquiry(record: &TxRecord, i: usize, prevent: bool) -> InquireRequest {
+    let p = &record.participants[i];
     InquireRequest {
         tx_id: record.tx_id.clone(),
         deadline: record.deadline,
@@ -157,6 +158,7 @@ pub(crate) fn inquiry(record: &TxRecord, p: &ParticipantEntry, prevent: bool) ->
         key: p.key.clone(),
         op: (!p.op.is_empty()).then(|| p.op.clone()),
         payload: p.payload.clone(),
+        part: Some(super::part_of(i)),
         prevent,
     }
 }

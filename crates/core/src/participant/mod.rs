@@ -166,6 +166,7 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
             began: req.began,
             op: req.op.clone(),
             coordinator: req.coordinator.clone(),
+            part: req.part,
         };
         for attempt in 0..=self.config.max_resolutions {
             let now = self.clock.now_ms();
@@ -429,7 +430,11 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
         // A hold of the transaction carrying another operation than `req`'s is not its hold.
         let seen = |item: Option<&ItemState>| {
             let now = self.clock.now_ms();
-            Seen::inquiring(item, &req.tx_id, req.began, req.op.as_ref(), now)
+            let step = rules::Step {
+                op: req.op.as_ref(),
+                part: req.part,
+            };
+            Seen::inquiring(item, &req.tx_id, req.began, step, now)
         };
         if !req.prevent {
             let item = self.store.read(table, &req.key).await?;

@@ -297,6 +297,7 @@ mod tests {
 
     fn lock(tx: &TxId, expires_at: u64, op: serde_json::Value) -> Lock {
         Lock {
+            part: None,
             tx_id: tx.clone(),
             expires_at,
             began: expires_at - 5,

@@ -116,9 +116,10 @@ pub struct Seen {
     /// Whether new reservations are paused (an exclusive operation waits for the item).
     pub paused: bool,
     /// Whether the transaction's own hold (lock or reservation) carries another operation than
-    /// the one it prepares now: not a retry, but one item named twice (two spellings of one
-    /// key). Only a prepare and an inquiry know their operation ([`Seen::preparing`],
-    /// [`Seen::inquiring`]); false for other steps.
+    /// the one it prepares now, or holds another part of the request (both parts known, even
+    /// with an identical operation): not a retry, but one item named twice (two spellings of
+    /// one key, or one table under two names). Only a prepare and an inquiry know their
+    /// operation and part ([`Seen::preparing`], [`Seen::inquiring`]); false for other steps.
     pub other_op: bool,
     /// Whether the fence holds an entry under the transaction's id with another `began`: a
     /// *former* transaction's (an idempotency key used again after its record expired; a
@@ -207,19 +208,24 @@ impl Seen {
     /// What a prepare (or reservation) of `lock` reads of `item` at `now`: as an inquiry
     /// asking about the lock's operation ([`Seen::inquiring`]).
     pub fn preparing(item: Option<&ItemState>, lock: &Lock, now: u64) -> Seen {
-        Seen::inquiring(item, &lock.tx_id, lock.began, Some(&lock.op), now)
+        let step = Step {
+            op: Some(&lock.op),
+            part: lock.part,
+        };
+        Seen::inquiring(item, &lock.tx_id, lock.began, step, now)
     }
 
-    /// What a step of transaction `tx` (which began at `began`) about its operation `op` reads
-    /// of `item` at `now` (no item: [`Seen::ABSENT`]): [`Seen::of`], and whether the
-    /// transaction's own hold carries another operation
+    /// What a step of transaction `tx` (which began at `began`) about its operation and part
+    /// (`step`) reads of `item` at `now` (no item: [`Seen::ABSENT`]): [`Seen::of`], and whether
+    /// the transaction's own hold carries another operation
     /// ([`Operation::same_as`](crate::op::Operation::same_as): numbers by value, as the store
-    /// gives them back; `op` `None`: not compared).
+    /// gives them back; `op` `None`: not compared) or another part (either `None`: not
+    /// compared).
     pub fn inquiring(
         item: Option<&ItemState>,
         tx: &TxId,
         began: u64,
-        op: Option<&Operation>,
+        step: Step<'_>,
         now: u64,
     ) -> Seen {
         let Some(item) = item else {
@@ -230,12 +236,27 @@ impl Seen {
             .iter()
             .chain(item.reservations.get(tx))
             .filter(|l| l.is_of(tx, began));
-        let other_op = op.is_some_and(|op| own.into_iter().any(|held| !held.op.same_as(op)));
+        let other = |held: &Lock| {
+            let other_op = step.op.is_some_and(|op| !held.op.same_as(op));
+            let other_part = matches!((held.part, step.part), (Some(h), Some(s)) if h != s);
+            other_op || other_part
+        };
+        let other_op = own.into_iter().any(other);
         Seen {
             other_op,
             ..Seen::of(item, tx, began, now)
         }
     }
+}
+
+/// What a prepare or inquiry is about, as [`Seen::inquiring`] compares it with the
+/// transaction's own hold: its operation (a table's) and its part of the request.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Step<'a> {
+    /// The operation (`None`: not compared, a custom participant's or an older coordinator's).
+    pub op: Option<&'a Operation>,
+    /// The index of its participant entry in the request (`None`: not compared).
+    pub part: Option<u32>,
 }
 
 /// Items as the rules' tests find them.
@@ -275,6 +296,7 @@ mod tests {
             op: crate::op::Operation::from_json("op", &serde_json::from_str(op).expect("json"))
                 .expect("op"),
             coordinator: "c".into(),
+            part: None,
         };
         let item = ItemState {
             lock: Some(lock(r#"{"add": {"n": -10.50}, "set": {"m": 1}}"#)),
@@ -298,5 +320,55 @@ mod tests {
         };
         assert!(Seen::preparing(Some(&reserved), &lock(r#"{"add": {"n": -2}}"#), 0).other_op);
         assert!(!Seen::preparing(None, &lock(r#"{"add": {"n": -2}}"#), 0).other_op);
+    }
+
+    #[test]
+    fn a_hold_of_another_part_is_another_operation_even_when_identical() {
+        // One table reached `direct` and through a function, the same credit under both: the
+        // second prepare meets the hold of the first part, which comparing operations cannot
+        // tell from a retry.
+        let tx = TxId::random();
+        let op = crate::op::Operation::from_json("op", &serde_json::json!({"add": {"n": 5}}))
+            .expect("op");
+        let lock = |part| Lock {
+            tx_id: tx.clone(),
+            expires_at: 10,
+            began: 5,
+            op: op.clone(),
+            coordinator: "c".into(),
+            part,
+        };
+        let locked = |part| ItemState {
+            lock: Some(lock(part)),
+            ..ItemState::default()
+        };
+        let reserved = |part| ItemState {
+            reservations: [(tx.clone(), lock(part))].into(),
+            ..ItemState::default()
+        };
+        for item in [locked(Some(0)), reserved(Some(0))] {
+            let other = Seen::preparing(Some(&item), &lock(Some(1)), 0);
+            assert!(other.held_by_me() && other.other_op, "{item:?}");
+            assert!(
+                !Seen::preparing(Some(&item), &lock(Some(0)), 0).other_op,
+                "a retry"
+            );
+            // A prepare of an older coordinator names no part: compared as before.
+            assert!(!Seen::preparing(Some(&item), &lock(None), 0).other_op);
+            let inquiry = Step {
+                op: None,
+                part: Some(1),
+            };
+            assert!(Seen::inquiring(Some(&item), &tx, 5, inquiry, 0).other_op);
+        }
+        // A hold of an older participant records no part: compared as before.
+        assert!(!Seen::preparing(Some(&locked(None)), &lock(Some(1)), 0).other_op);
+        assert_eq!(
+            prepare(
+                Seen::preparing(Some(&locked(Some(0))), &lock(Some(1)), 0),
+                false
+            ),
+            PrepareStep::Refuse(PrepareRefusal::OtherOperation)
+        );
     }
 }

@@ -305,6 +305,7 @@ impl<P: UnderTest> Kit<P> {
     /// The transaction's prepare.
     pub fn prepare(&self, tx: &Tx) -> PrepareRequest {
         PrepareRequest {
+            part: None,
             tx_id: tx.id.clone(),
             deadline: tx.deadline,
             began: tx.began,
@@ -350,6 +351,7 @@ impl<P: UnderTest> Kit<P> {
     /// Its inquiry (`prevent`: a recoverer's, past the deadline; else a helper's, read-only).
     pub fn inquiry(&self, tx: &Tx, prevent: bool) -> InquireRequest {
         InquireRequest {
+            part: None,
             tx_id: tx.id.clone(),
             deadline: tx.deadline,
             began: tx.began,
