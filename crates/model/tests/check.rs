@@ -148,7 +148,7 @@ fn run(variant: Variant) -> &'static Run {
         }
         Variant::OwnHoldIsRetry
         | Variant::InquiryIgnoresOperation
-        | Variant::OwnHoldComparesPart
+        | Variant::OwnHoldComparesOperation
         | Variant::GiveBackByMessage => {
             panic!("{variant:?} changes nothing unless one item is named twice")
         }
@@ -2142,13 +2142,14 @@ const OWN_HOLD_IS_RETRY_RESERVED_STAGED_STATES: usize = 146_157;
 const INQUIRY_IGNORES_OPERATION_RESERVED_STAGED_STATES: usize = 119_221;
 /// Unique states: staged, `T0` updates item 0 twice, `T1` updates items 0 and 1.
 const TWICE_LOCKED_STAGED_STATES: usize = 99_578;
-/// Unique states: staged, `T0` alone credits item 0 twice, the same credit under two names.
-const TWICE_SAME_ALONE_STAGED_STATES: usize = 304;
-/// Unique states: the same with the hold recording its part.
-const OWN_HOLD_COMPARES_PART_ALONE_STATES: usize = 209;
+/// Unique states: staged, `T0` alone credits item 0 twice, the same credit under two names,
+/// [`Variant::OwnHoldComparesOperation`] (the participant before holds recorded their part).
+const OWN_HOLD_COMPARES_OPERATION_ALONE_STATES: usize = 304;
+/// Unique states: the same, correct (the hold recording its part).
+const TWICE_SAME_ALONE_STAGED_STATES: usize = 209;
 /// Unique states: staged, `T0` credits item 0 twice (the same credit), `T1` debits item 0
-/// and updates item 1, the hold recording its part.
-const OWN_HOLD_COMPARES_PART_STAGED_STATES: usize = 113_200;
+/// and updates item 1, correct (the hold recording its part).
+const TWICE_SAME_STAGED_STATES: usize = 113_200;
 
 /// `T0` names item 0 twice (names 0 and 1, `same`: with the same operation), the other
 /// transactions name items 0 and 1 once each; every item real, holding 1.
@@ -2393,20 +2394,23 @@ fn the_same_operation_under_two_names_is_lost_unless_the_hold_records_its_part()
     // Comparing operations cannot tell the second credit from a retry of the first: it votes
     // yes, and one credit is lost. A hold that records its part refuses it.
     let same = |v| named_twice(v, [[Op::Credit, Op::Credit]], true).staged();
-    let compared = explore(same(Variant::Correct));
+    let compared = explore(same(Variant::OwnHoldComparesOperation));
     assert!(
         compared.failures.contains(EVERY_OPERATION_APPLIED_ONCE),
         "{:?}",
         compared.failures
     );
     assert_an_operation_lost("the same credit twice, operations compared", &compared);
-    assert_eq!(compared.unique_states, TWICE_SAME_ALONE_STAGED_STATES);
-    let parts = explore(same(Variant::OwnHoldComparesPart));
+    assert_eq!(
+        compared.unique_states,
+        OWN_HOLD_COMPARES_OPERATION_ALONE_STATES
+    );
+    let parts = explore(same(Variant::Correct));
     assert_only_orphans_of_recorded_aborts("the same credit twice, parts", &parts, false);
-    assert!(never_commits(&same(Variant::OwnHoldComparesPart)));
-    assert_eq!(parts.unique_states, OWN_HOLD_COMPARES_PART_ALONE_STATES);
+    assert!(never_commits(&same(Variant::Correct)));
+    assert_eq!(parts.unique_states, TWICE_SAME_ALONE_STAGED_STATES);
     let beside = named_twice(
-        Variant::OwnHoldComparesPart,
+        Variant::Correct,
         [[Op::Credit, Op::Credit], [Op::Debit, Op::Update]],
         true,
     )
@@ -2417,7 +2421,7 @@ fn the_same_operation_under_two_names_is_lost_unless_the_hold_records_its_part()
         &explored,
         false,
     );
-    assert_eq!(explored.unique_states, OWN_HOLD_COMPARES_PART_STAGED_STATES);
+    assert_eq!(explored.unique_states, TWICE_SAME_STAGED_STATES);
 }
 
 // ---- a native put onto a tombstone beside a staged transaction ---------------------------------

@@ -102,12 +102,14 @@ pub enum Variant {
     /// (its prepare refused, or not landed yet).
     /// Override: inquiries are never told of another operation.
     InquiryIgnoresOperation,
-    /// One item named twice, a proposed change: a hold records which of its transaction's
-    /// operations it carries (the request's part, say its index), and a prepare or inquiry of
-    /// another part meets it as "another operation" even where the two operations are
-    /// identical, which comparing operations cannot tell from a retry. Override of the fact
+    /// One item named twice, broken: the participant before holds recorded their part (issue
+    /// 45). A step meeting its transaction's own hold compares operations only, so where the
+    /// two names carry identical operations (one table reached `direct` and through a
+    /// function) the second prepare reads as a retry and votes yes, and one of them is never
+    /// applied. The correct protocol compares parts (`rules::Seen::other_op`: the hold's
+    /// `part`, the request's participant index, against the step's). Override of the fact
     /// given to [`own_hold_with_another_operation`](super::own_hold_with_another_operation).
-    OwnHoldComparesPart,
+    OwnHoldComparesOperation,
     /// Clocks (issue 35), a proposed change: recovery acts whatever its clock says. A
     /// recoverer's prevent (an inquiry with `prevent`) and its abort of a `STAGING` record, and
     /// the sweeper's recovery of a record (an abort of a `PREPARING` one included), take place

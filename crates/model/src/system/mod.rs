@@ -355,8 +355,10 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
         self.twice.is_some_and(|w| w.tx == tx)
     }
 
-    /// Whether `tx`'s hold on the item its name `name` is placed at carries another operation
-    /// than `name`'s: the fact the variant gives
+    /// Whether `tx`'s hold on the item its name `name` is placed at is another name's (another
+    /// part of the request: `rules::Seen::other_op` compares the hold's part with the step's,
+    /// whatever their operations; [`Variant::OwnHoldComparesOperation`] compares operations
+    /// only): the fact the variant gives
     /// [`crate::participant::own_hold_with_another_operation`] (`inquiry`: for an inquiry
     /// rather than a prepare).
     pub fn other_op(&self, state: &State<TXS, ITEMS>, tx: Tx, name: Item, inquiry: bool) -> bool {
@@ -368,9 +370,11 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
         match self.variant {
             Variant::OwnHoldIsRetry => false,
             Variant::InquiryIgnoresOperation if inquiry => false,
-            Variant::OwnHoldComparesPart => true,
             // Two names of one transaction on one item are `Twice`'s: `h` and `name`.
-            _ => !same || self.op(tx, h) != self.op(tx, name),
+            Variant::OwnHoldComparesOperation => !same || self.op(tx, h) != self.op(tx, name),
+            // The hold records its part (its name here), which differs from the step's:
+            // another operation, identical or not.
+            _ => true,
         }
     }
 
