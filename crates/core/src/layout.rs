@@ -170,6 +170,9 @@ pub const EXPIRE_AT: &str = "expireAt";
 pub const PHASE: &str = "phase";
 /// The payload prepare received (what the hooks are given).
 pub const PAYLOAD: &str = "payload";
+/// Which part of its transaction's request prepare held (the request's participant index, as a
+/// lock's [`LOCK_PART`]): a prepare or inquiry of another part meets it as another part.
+pub const PART: &str = LOCK_PART;
 /// When the transaction began (epoch ms).
 pub const BEGAN: &str = "began";
 /// Bumped by every write of a state: each write is conditional on the revision it read.

@@ -178,6 +178,12 @@ pub struct TxState {
     /// What prepare carried (absent for an abort that came first).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub payload: Option<Value>,
+    /// Which part of the transaction's request prepare held (`PrepareRequest::part`; absent
+    /// from an older coordinator's prepare, or an abort that came first): a prepare or inquiry
+    /// of another part is no retry of it and no evidence of it, even with an identical payload
+    /// (one store reached through two services).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub part: Option<u32>,
     /// In a claimed phase: the hook call counts as interrupted after then (epoch ms).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub claimed_until: Option<u64>,
@@ -198,6 +204,7 @@ impl TxState {
             deadline,
             began,
             payload: None,
+            part: None,
             claimed_until: None,
             refusal: None,
             updated_at: now,
@@ -385,6 +392,7 @@ mod tests {
     fn the_serde_derive_spells_the_layouts_names() {
         let mut s = TxState::first(&TxId::random(), Refused, 2, 1, 1);
         s.payload = Some(serde_json::from_str(r#"{"amount": 0.10}"#).expect("json"));
+        s.part = Some(1);
         s.claimed_until = Some(3);
         s.refusal = Some(ReserveRefusal {
             reason: VoteReason::Invalid,
@@ -406,6 +414,7 @@ mod tests {
                 layout::DEADLINE,
                 layout::BEGAN,
                 layout::PAYLOAD,
+                layout::PART,
                 layout::CLAIMED_UNTIL,
                 layout::REFUSAL,
                 layout::UPDATED_AT,

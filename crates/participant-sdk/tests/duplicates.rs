@@ -13,10 +13,11 @@ use serde_json::Value;
 use twopc_core::decimal::canonical_json;
 use twopc_core::ids::TxId;
 use twopc_core::memory::MemoryTxLog;
-use twopc_core::message::{CompleteReply, CompleteRequest, PrepareRequest};
+use twopc_core::message::{CompleteReply, CompleteRequest, InquireRequest, PrepareRequest};
 use twopc_core::op::Operation;
 use twopc_core::ports::{Clock, ManualClock, SystemClock};
 use twopc_core::record::{Vote, VoteReason};
+use twopc_core::rules::Inquiry;
 use twopc_participant_sdk::state::Phase;
 use twopc_participant_sdk::{
     Call, DynamoStates, HookError, Hooks, MemoryStates, Reservation, SdkParticipant, StateStore,
@@ -108,6 +109,83 @@ async fn a_held_transaction_is_prepared_again_only_with_its_own_payload<S: State
     assert_eq!(*hooks.0.lock().expect("count"), 1);
 }
 
+/// One store reached through two services (issue 45, items 2 and 4): the same payload under
+/// two parts of one request is no retry, and an inquiry about the other part finds no evidence
+/// of it.
+async fn another_part_with_an_identical_payload_is_refused_and_prevented<S: StateStore + Clone>(
+    states: S,
+) {
+    let hooks = Counter::default();
+    let participant = SdkParticipant::builder(hooks.clone())
+        .states(states.clone())
+        .log(MemoryTxLog::default())
+        .clock(ManualClock::new(SystemClock.now_ms()))
+        .build();
+    let tx = TxId::random();
+    let part = |p| PrepareRequest {
+        part: Some(p),
+        ..prepare(&tx, r#"{"card": "4242", "amount": 12.50}"#)
+    };
+    // GIVEN the transaction holds the participant for part 0.
+    assert!(
+        participant
+            .prepare(&part(0))
+            .await
+            .expect("prepare")
+            .vote
+            .is_yes()
+    );
+    // WHEN part 1 prepares with the same payload
+    let other = participant.prepare(&part(1)).await.expect("prepare");
+    // THEN it is refused, invalid, and the state stays part 0's
+    match &other.vote {
+        Vote::No { reason, .. } => assert_eq!(*reason, VoteReason::Invalid),
+        yes => panic!("another part was taken for a retry: {yes:?}"),
+    }
+    let state = states.get(&tx).await.expect("get").expect("a state");
+    assert_eq!((state.phase, state.part), (Phase::Reserved, Some(0)));
+    // AND part 0 again is a retry; a prepare naming no part (an older coordinator) too.
+    assert!(
+        participant
+            .prepare(&part(0))
+            .await
+            .expect("prepare")
+            .vote
+            .is_yes()
+    );
+    let unnamed = prepare(&tx, r#"{"card": "4242", "amount": 12.50}"#);
+    assert!(
+        participant
+            .prepare(&unnamed)
+            .await
+            .expect("prepare")
+            .vote
+            .is_yes()
+    );
+    // AND an inquiry about part 1 finds it prevented, about part 0 held.
+    let p = part(1);
+    let ask = |part, prevent| InquireRequest {
+        tx_id: tx.clone(),
+        deadline: p.deadline,
+        began: p.began,
+        key: Default::default(),
+        op: None,
+        payload: p.payload.clone(),
+        part: Some(part),
+        prevent,
+    };
+    for prevent in [false, true] {
+        let reply = participant
+            .inquire(&ask(1, prevent))
+            .await
+            .expect("inquire");
+        assert_eq!(reply.inquiry, Inquiry::Prevented);
+    }
+    let reply = participant.inquire(&ask(0, false)).await.expect("inquire");
+    assert_eq!(reply.inquiry, Inquiry::Held);
+    assert_eq!(*hooks.0.lock().expect("count"), 1);
+}
+
 async fn a_key_used_again_after_its_window_is_a_new_transaction_here<S: StateStore + Clone>(
     states: S,
 ) {
@@ -172,6 +250,14 @@ async fn a_key_used_again_after_its_window_is_a_new_transaction_here<S: StateSto
 
 mod memory {
     #[tokio::test]
+    async fn another_part_with_an_identical_payload_is_refused_and_prevented() {
+        super::another_part_with_an_identical_payload_is_refused_and_prevented(
+            super::memory().await,
+        )
+        .await;
+    }
+
+    #[tokio::test]
     async fn a_held_transaction_is_prepared_again_only_with_its_own_payload() {
         super::a_held_transaction_is_prepared_again_only_with_its_own_payload(
             super::memory().await,
@@ -187,6 +273,14 @@ mod memory {
 }
 
 mod dynamodb {
+    #[tokio::test]
+    async fn another_part_with_an_identical_payload_is_refused_and_prevented() {
+        super::another_part_with_an_identical_payload_is_refused_and_prevented(
+            super::dynamodb().await,
+        )
+        .await;
+    }
+
     #[tokio::test]
     async fn a_held_transaction_is_prepared_again_only_with_its_own_payload() {
         super::a_held_transaction_is_prepared_again_only_with_its_own_payload(

@@ -234,10 +234,13 @@ impl<H: Hooks, S: StateStore, L: TxLog, C: Clock> SdkParticipant<H, S, L, C> {
 }
 
 /// Whether `state` holds another payload than the one `req` asks about (by value: numbers as
-/// DynamoDB reads them). Not compared where either has none (an older coordinator sends none).
+/// DynamoDB reads them), or another part of the request (one store reached through two
+/// services, even with identical payloads). Not compared where either has none (an older
+/// coordinator sends none).
 fn holds_another_payload(state: &TxState, req: &InquireRequest) -> bool {
-    match (state.payload.as_ref(), req.payload.as_ref()) {
+    let other_payload = match (state.payload.as_ref(), req.payload.as_ref()) {
         (Some(held), Some(asked)) => canonical_json(held) != canonical_json(asked),
         _ => false,
-    }
+    };
+    other_payload || prepare::other_part(state.part, req.part)
 }

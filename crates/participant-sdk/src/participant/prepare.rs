@@ -45,11 +45,12 @@ impl<H: Hooks, S: StateStore, L: TxLog, C: Clock> SdkParticipant<H, S, L, C> {
         let tx = &req.tx_id;
         let mut found = Found::of(self.store.get(tx).await?, Some(req.began));
         loop {
-            if let Some(answer) = answer_found(found.own.as_ref(), payload, now) {
+            if let Some(answer) = answer_found(found.own.as_ref(), payload, req.part, now) {
                 return Ok(Err(answer));
             }
             let mut claim = TxState::first(tx, Phase::Reserving, req.deadline, req.began, now);
             claim.payload = Some(payload.clone());
+            claim.part = req.part;
             claim.claimed_until = Some(req.deadline);
             match self.create_over(&mut claim, found.former.as_ref()).await? {
                 Written::Done => return Ok(Ok(claim)),
@@ -175,8 +176,14 @@ fn admissible(req: &PrepareRequest, now: u64) -> Result<&Value, PrepareReply> {
     })
 }
 
-/// What the state `found` answers a prepare of `payload` (`None`: no state, claim the call).
-fn answer_found(found: Option<&TxState>, payload: &Value, now: u64) -> Option<PrepareReply> {
+/// What the state `found` answers a prepare of `payload` for `part` of the request (`None`: no
+/// state, claim the call).
+fn answer_found(
+    found: Option<&TxState>,
+    payload: &Value,
+    part: Option<u32>,
+    now: u64,
+) -> Option<PrepareReply> {
     match found {
         Some(s) if s.phase == Phase::Refused => {
             let r = s.refusal.clone().unwrap_or(ReserveRefusal {
@@ -196,10 +203,15 @@ fn answer_found(found: Option<&TxState>, payload: &Value, now: u64) -> Option<Pr
         _ => {}
     }
     // A duplicate of the prepare that holds is a retry; one with another payload is not (its
-    // numbers compared by value: the state store gives them back so).
-    let other_op = found
-        .and_then(|s| s.payload.as_ref())
-        .is_some_and(|held| canonical_json(held) != canonical_json(payload));
+    // numbers compared by value: the state store gives them back so), nor one of another part
+    // of the request, whatever its payload (one store reached through two services).
+    let other_op = found.is_some_and(|s| {
+        let other_payload = s
+            .payload
+            .as_ref()
+            .is_some_and(|held| canonical_json(held) != canonical_json(payload));
+        other_payload || other_part(s.part, part)
+    });
     let seen = Seen {
         other_op,
         ..Phase::seen(found.map(|s| s.phase))
@@ -212,7 +224,7 @@ fn answer_found(found: Option<&TxState>, payload: &Value, now: u64) -> Option<Pr
             Some(PrepareReply::no(VoteReason::Fenced, message))
         }
         PrepareStep::Refuse(PrepareRefusal::OtherOperation) => {
-            let message = "this transaction holds this participant already with another payload: refused, what it holds keeps its payload";
+            let message = "this transaction holds this participant already for another part of its request (another payload, or another service name reaching this participant): refused, what it holds keeps its own";
             Some(PrepareReply::no(VoteReason::Invalid, message))
         }
         PrepareStep::Refuse(other) => {
@@ -227,4 +239,10 @@ fn yes() -> PrepareReply {
         vote: Vote::yes(Mode::Exclusive),
         prune: None,
     }
+}
+
+/// Whether a state held for part `held` is of another part than `asked` (both known; either
+/// absent, from an older coordinator: not compared).
+pub(super) fn other_part(held: Option<u32>, asked: Option<u32>) -> bool {
+    matches!((held, asked), (Some(h), Some(a)) if h != a)
 }
