@@ -196,6 +196,23 @@ test("an inquiry about another payload than the one held finds it prevented, not
   assert.deepEqual(await p.inquire({ ...env, prevent: true }), { inquiry: "held" });
 });
 
+test("the same payload under another part of the request is refused, and an inquiry about it finds it prevented", async () => {
+  const { p, hooks, prepare, env, states, txId } = world();
+  assert.deepEqual(await p.prepare({ ...prepare, part: 0 }), { vote: "yes", mode: "exclusive" });
+  // One store reached through two services: the same payload, another part. No retry.
+  const other = await p.prepare({ ...prepare, part: 1 });
+  assert.equal(other.vote === "no" && other.reason, "invalid", "another part was taken for a retry");
+  assert.equal((await states.get(txId))?.part, 0, "the state stays part 0's");
+  // The same part again, or a prepare naming none (an older coordinator): a retry.
+  assert.deepEqual(await p.prepare({ ...prepare, part: 0 }), { vote: "yes", mode: "exclusive" });
+  assert.deepEqual(await p.prepare(prepare), { vote: "yes", mode: "exclusive" });
+  assert.equal(hooks.calls.reserve, 1);
+  for (const prevent of [false, true]) {
+    assert.deepEqual(await p.inquire({ ...env, payload: prepare.payload, part: 1, prevent }), { inquiry: "prevented" });
+  }
+  assert.deepEqual(await p.inquire({ ...env, payload: prepare.payload, part: 0, prevent: false }), { inquiry: "held" });
+});
+
 test("concurrent duplicates take effect once", async () => {
   const { p, hooks, prepare, env } = world();
   const g = gate();

@@ -29,7 +29,7 @@ async function contract(store: StateStore) {
   const now = 1_000_000;
   const txId = randomUUID();
   const payload = parseJson('{"amount": 12345678901234567890.123456789, "card": "4242", "tags": [1, null, true]}');
-  const s: TxState = { ...first(txId, "reserving", now + 50, now, now), payload, claimedUntil: now + 50 };
+  const s: TxState = { ...first(txId, "reserving", now + 50, now, now), payload, part: 1, claimedUntil: now + 50 };
   assert.equal(await store.get(txId), undefined);
   assert.deepEqual(await store.create(s), { done: true });
   const lost = await store.create({ ...s, phase: "aborted" });
@@ -40,6 +40,7 @@ async function contract(store: StateStore) {
   assert.ok(read);
   assert.equal(canonical(read.payload ?? null), canonical(payload), "numbers exact");
   assert.equal(read.claimedUntil, now + 50);
+  assert.equal(read.part, 1, "the part it holds");
 
   const refused = { ...moved(s, "refused", undefined, now + 1), refusal: { reason: "condition" as const, message: "no" } };
   assert.deepEqual(await store.replace(refused), { done: true });

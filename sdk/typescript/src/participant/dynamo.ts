@@ -230,6 +230,7 @@ export class DynamoStates implements StateStore {
       updatedAt: { N: String(s.updatedAt) },
     };
     if (s.payload !== undefined) item.payload = toAttr(s.payload);
+    if (s.part !== undefined) item.part = { N: String(s.part) };
     if (s.claimedUntil !== undefined) item.claimedUntil = { N: String(s.claimedUntil) };
     if (s.refusal) item.refusal = { M: { reason: { S: s.refusal.reason }, message: { S: s.refusal.message } } };
     if (isTerminal(s.phase)) item.expireAt = { N: String(Math.floor(s.updatedAt / 1000) + this.retentionSecs) };
@@ -255,6 +256,7 @@ function stateFrom(item: Item): TxState {
     updatedAt: num(item, "updatedAt"),
   };
   if (item.payload) s.payload = fromAttr(item.payload);
+  if (item.part) s.part = num(item, "part");
   if (item.claimedUntil) s.claimedUntil = num(item, "claimedUntil");
   const refusal = item.refusal && fromAttr(item.refusal);
   if (isObject(refusal) && typeof refusal.reason === "string" && typeof refusal.message === "string") {

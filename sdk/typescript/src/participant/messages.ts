@@ -25,6 +25,12 @@ export interface PrepareRequest extends Envelope {
   coordinator: string;
   /** What the transaction asks of this service (absent: refused as `invalid`). */
   payload?: Json;
+  /**
+   * Which part of the transaction's request this is (its participant index; absent from an
+   * older coordinator). Kept with the state: a prepare of another part is no retry, even with
+   * an identical payload (one store reached through two services).
+   */
+  part?: number;
 }
 
 /** `POST /commit` and `POST /abort` (`refused`: an abort after this participant's no vote). */
@@ -39,6 +45,8 @@ export interface CompleteRequest extends Envelope {
 export interface InquireRequest extends Envelope {
   prevent?: boolean;
   payload?: Json;
+  /** The part asked about (as the prepare's): a state held for another part is no evidence of it. */
+  part?: number;
 }
 
 /** A prepare's answer. `mode` is always `exclusive`: a custom participant's hold is its own. */
@@ -74,6 +82,16 @@ function epochMs(body: JsonObject, field: string): number {
   return Number(v.value);
 }
 
+/** An optional part (a participant index): absent, or a non-negative integer. */
+function part(body: JsonObject): number | undefined {
+  const v = body.part;
+  if (v === undefined || v === null) return undefined;
+  if (!isLosslessNumber(v) || !/^[0-9]+$/.test(v.value) || !Number.isSafeInteger(Number(v.value))) {
+    throw new InvalidRequest(`"part" must be a participant index (a non-negative integer)`);
+  }
+  return Number(v.value);
+}
+
 function flag(body: JsonObject, field: string): boolean {
   const v = body[field];
   if (v === undefined || v === null) return false;
@@ -97,6 +115,8 @@ export function readPrepare(json: Json): PrepareRequest {
   if (typeof body.coordinator !== "string") throw new InvalidRequest(`"coordinator" must be a string`);
   const request: PrepareRequest = { ...env, coordinator: body.coordinator };
   if (body.payload !== undefined && body.payload !== null) request.payload = body.payload;
+  const p = part(body);
+  if (p !== undefined) request.part = p;
   return request;
 }
 
@@ -109,5 +129,7 @@ export function readInquire(json: Json): InquireRequest {
   const { body, ...env } = envelope(json);
   const request: InquireRequest = { ...env, prevent: flag(body, "prevent") };
   if (body.payload !== undefined && body.payload !== null) request.payload = body.payload;
+  const p = part(body);
+  if (p !== undefined) request.part = p;
   return request;
 }

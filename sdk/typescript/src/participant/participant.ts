@@ -28,6 +28,7 @@ import {
   inquiryPlan,
   isTerminal,
   moved,
+  otherPart,
 } from "./state.js";
 import { type StateStore, StoreError, type TxLog, type Written } from "./store.js";
 
@@ -137,8 +138,9 @@ export class Participant<P = Json> {
     for (let i = 0; i < 6; i++) {
       const now = this.now();
       const held = found.own?.payload;
-      const otherPart = held !== undefined && req.payload !== undefined && canonical(held) !== canonical(req.payload);
-      const plan = inquiryPlan(found.own?.phase, req.prevent === true, otherPart);
+      const otherPayload = held !== undefined && req.payload !== undefined && canonical(held) !== canonical(req.payload);
+      const other = otherPayload || otherPart(found.own?.part, req.part);
+      const plan = inquiryPlan(found.own?.phase, req.prevent === true, other);
       let written: Written;
       if ("answer" in plan) return { inquiry: plan.answer };
       if (plan.write === "recordAborted") {
@@ -213,12 +215,11 @@ export class Participant<P = Json> {
   ): Promise<{ claim: TxState } | { reply: PrepareReply }> {
     let found = asOf(await this.states.get(req.txId), req.began);
     for (;;) {
-      const reply = answerPrepare(found.own, payload, now);
+      const reply = answerPrepare(found.own, payload, req.part, now);
       if (reply) return { reply };
-      const [written, claim] = await this.createOver(
-        { ...first(req.txId, "reserving", req.deadline, req.began, now), payload, claimedUntil: req.deadline },
-        found.former,
-      );
+      const claimed: TxState = { ...first(req.txId, "reserving", req.deadline, req.began, now), payload, claimedUntil: req.deadline };
+      if (req.part !== undefined) claimed.part = req.part;
+      const [written, claim] = await this.createOver(claimed, found.former);
       if (written.done) return { claim };
       found = asOf(written.found, req.began);
     }
@@ -433,8 +434,11 @@ export class Participant<P = Json> {
   }
 }
 
-/** What the state found answers a prepare of `payload` (`undefined`: none, claim the call). */
-function answerPrepare(found: TxState | undefined, payload: Json, now: number): PrepareReply | undefined {
+/**
+ * What the state found answers a prepare of `payload` for `part` of the request (`undefined`:
+ * none, claim the call).
+ */
+function answerPrepare(found: TxState | undefined, payload: Json, part: number | undefined, now: number): PrepareReply | undefined {
   if (!found) return undefined;
   if (found.phase === "refused") return no(found.refusal?.reason ?? "invalid", found.refusal?.message ?? "");
   if (found.phase === "reserving") {
@@ -443,11 +447,12 @@ function answerPrepare(found: TxState | undefined, payload: Json, now: number): 
   }
   const end = ended(found.phase);
   if (end) return no("fenced", `this transaction already ended here (${end})`);
-  // Held: a duplicate is a retry; one with another payload is not (numbers compared by value).
-  if (canonical(found.payload ?? null) !== canonical(payload)) {
+  // Held: a duplicate is a retry; one with another payload is not (numbers compared by value),
+  // nor one of another part of the request, whatever its payload (one store, two services).
+  if (canonical(found.payload ?? null) !== canonical(payload) || otherPart(found.part, part)) {
     return no(
       "invalid",
-      "this transaction holds this participant already with another payload: refused, what it holds keeps its payload",
+      "this transaction holds this participant already for another part of its request (another payload, or another service name reaching this participant): refused, what it holds keeps its own",
     );
   }
   return YES;

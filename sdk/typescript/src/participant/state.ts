@@ -66,6 +66,8 @@ export interface TxState {
   began: number;
   /** What prepare carried (absent for an abort that came first). */
   payload?: Json;
+  /** Which part of the request prepare held (absent from an older coordinator's prepare). */
+  part?: number;
   /** In a claimed phase: the hook call counts as interrupted after then (epoch ms). */
   claimedUntil?: number;
   /** In `refused`: why, so a duplicate prepare gets the same answer. */
@@ -86,6 +88,11 @@ export function moved(s: TxState, phase: Phase, claim: number | undefined, now: 
 }
 
 /** Whether a claimed phase's hook call is still under way at `now`. */
+/** Whether a state held for part `held` is of another part than `asked` (both known). */
+export function otherPart(held: number | undefined, asked: number | undefined): boolean {
+  return held !== undefined && asked !== undefined && held !== asked;
+}
+
 export function claimLive(s: TxState, now: number): boolean {
   return isClaimed(s.phase) && s.claimedUntil !== undefined && now < s.claimedUntil;
 }
