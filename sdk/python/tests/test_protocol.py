@@ -115,6 +115,22 @@ def test_an_inquiry_about_another_payload_than_the_one_held_finds_it_prevented(p
     assert participant.inquire(req("inquire", tx, prevent=True)) == {"inquiry": "held"}
 
 
+def test_the_same_payload_under_another_part_is_refused_and_an_inquiry_about_it_prevented(participant, hooks, tx):
+    # One store reached through two services: the same payload under two parts of one request.
+    assert participant.prepare(req("prepare", tx, part=0))["vote"] == "yes"
+    other = participant.prepare(req("prepare", tx, part=1))
+    assert other.get("reason") == "invalid", f"another part was taken for a retry: {other}"
+    assert participant.store.get(tx).part == 0, "the state stays part 0's"
+    # The same part again, or a prepare naming none (an older coordinator): a retry.
+    assert participant.prepare(req("prepare", tx, part=0))["vote"] == "yes"
+    assert participant.prepare(req("prepare", tx))["vote"] == "yes"
+    assert hooks.count("reserve") == 1
+    for prevent in (False, True):
+        r = participant.inquire(req("inquire", tx, payload={"amount": 1}, part=1, prevent=prevent))
+        assert r == {"inquiry": "prevented"}
+    assert participant.inquire(req("inquire", tx, payload={"amount": 1}, part=0)) == {"inquiry": "held"}
+
+
 def test_a_prevent_before_its_prepare_refuses_the_prepare(participant, hooks, tx):
     assert participant.inquire(req("inquire", tx)) == {"inquiry": "open"}
     assert participant.inquire(req("inquire", tx, prevent=True)) == {"inquiry": "prevented"}

@@ -29,7 +29,7 @@ def store(request):
 def state(phase=Phase.RESERVING, deadline=2_000, **more):
     s = TxState.first(str(uuid.uuid4()), phase, deadline, 1_000, 1_500)
     payload = {"amount": Decimal("12.50"), "n": 7, "card": "4242", "tags": ["a", True, None]}
-    return TxState(**{**s.__dict__, "payload": payload, "claimed_until": deadline, **more})
+    return TxState(**{**s.__dict__, "payload": payload, "claimed_until": deadline, "part": 1, **more})
 
 
 def test_create_is_conditional_on_no_state_and_reads_back_exactly(store):

@@ -94,11 +94,11 @@ class Participant:
     def _claim_reserve(self, req: Request, now: int) -> TxState | dict:
         found, former = _as_of(self.store.get(req.tx_id), req.began)
         for _ in range(_ROUNDS):
-            answer = _answer_prepare(found, req.payload, now)
+            answer = _answer_prepare(found, req.payload, req.part, now)
             if answer is not None:
                 return answer
             claim = TxState.first(req.tx_id, Phase.RESERVING, req.deadline, req.began, now)
-            claim = _with(claim, payload=req.payload, claimed_until=req.deadline)
+            claim = _with(claim, payload=req.payload, claimed_until=req.deadline, part=req.part)
             lost, claim = self._create_over(claim, former)
             if lost is None:
                 return claim
@@ -274,7 +274,7 @@ class Participant:
                 and found.payload is not None
                 and req.payload is not None
                 and not same_json(found.payload, req.payload)
-            )
+            ) or (found is not None and rules.other_part(found.part, req.part))
             plan = rules.inquire(found.phase if found else None, req.prevent, other_part)
             if isinstance(plan, str):
                 return {"inquiry": plan}
@@ -331,8 +331,9 @@ class Participant:
         return done
 
 
-def _answer_prepare(found: Optional[TxState], payload: Any, now: int) -> Optional[dict]:
-    """What the state found answers a prepare of ``payload`` (None: no state, claim the call)."""
+def _answer_prepare(found: Optional[TxState], payload: Any, part: Optional[int], now: int) -> Optional[dict]:
+    """What the state found answers a prepare of ``payload`` for ``part`` of the request (None: no
+    state, claim the call)."""
     if found is None:
         return None
     if found.phase is Phase.REFUSED:
@@ -344,11 +345,14 @@ def _answer_prepare(found: Optional[TxState], payload: Any, now: int) -> Optiona
         return no("conflict", "a prepare of this transaction was interrupted")
     if found.phase in rules.FENCED_BY:
         return no("fenced", f"this transaction already ended here ({rules.FENCED_BY[found.phase]})")
-    if found.payload is not None and not same_json(found.payload, payload):
+    # Another payload, or another part of the request whatever its payload (one store reached
+    # through two services): no retry.
+    if (found.payload is not None and not same_json(found.payload, payload)) or rules.other_part(found.part, part):
         return no(
             "invalid",
-            "this transaction holds this participant already with another payload: refused, "
-            "what it holds keeps its payload",
+            "this transaction holds this participant already for another part of its request "
+            "(another payload, or another service name reaching this participant): refused, "
+            "what it holds keeps its own",
         )
     return dict(YES)  # reserved: a retry gets its yes again
 

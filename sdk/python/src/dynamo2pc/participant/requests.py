@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Optional
 
 from .errors import Invalid
 
@@ -25,6 +25,7 @@ class Request:
     payload: Any = None  # prepare, inquire: the payload (None when absent or null)
     prevent: bool = False  # inquire
     refused: bool = False  # abort: this participant voted no
+    part: Optional[int] = None  # prepare, inquire: the request's participant index (None: absent)
 
 
 def read_request(action: str, body: Any) -> Request:
@@ -44,6 +45,9 @@ def read_request(action: str, body: Any) -> Request:
             raise Invalid(f"{action} request: `{name}` is not {_KIND[kind]}")
         if kind is int and not 0 <= value <= _U64_MAX:
             raise Invalid(f"{action} request: `{name}` is not a whole number of milliseconds")
+    part = body.get("part")
+    if part is not None and (not isinstance(part, int) or isinstance(part, bool) or part < 0):
+        raise Invalid(f"{action} request: `part` is not a participant index (a whole number)")
     for flag in ("prevent", "refused"):
         if not isinstance(body.get(flag, False), bool):
             raise Invalid(f"{action} request: `{flag}` is not true or false")
@@ -60,6 +64,7 @@ def read_request(action: str, body: Any) -> Request:
         payload=body.get("payload") if action in ("prepare", "inquire") else None,
         prevent=body.get("prevent", False),
         refused=body.get("refused", False),
+        part=part if action in ("prepare", "inquire") else None,
     )
 
 

@@ -66,6 +66,7 @@ class TxState:
     payload: Any = None  # what prepare carried (None for an abort that came first)
     claimed_until: Optional[int] = None  # in a claimed phase: the call counts as interrupted after
     refusal: Optional[tuple[str, str]] = None  # in refused: (reason, message)
+    part: Optional[int] = None  # which part of the request prepare held (None: not named)
 
     @staticmethod
     def first(tx_id: str, phase: Phase, deadline: int, began: int, now: int) -> TxState:
@@ -132,6 +133,13 @@ class Plan(enum.Enum):
 
     RECORD_ABORTED = "record aborted"  # no state: record aborted (conditional on none)
     END_CLAIM = "end claim"  # reserve still deciding: end its claim (reserving -> cancelling)
+
+
+def other_part(held: Optional[int], asked: Optional[int]) -> bool:
+    """Whether a state held for part ``held`` is of another part than ``asked`` (both known; an
+    older coordinator names none: not compared). One store reached through two services is then
+    asked about a part it does not hold, even with an identical payload."""
+    return held is not None and asked is not None and held != asked
 
 
 def inquire(phase: Optional[Phase], prevent: bool, other_part: bool = False) -> str | Plan:

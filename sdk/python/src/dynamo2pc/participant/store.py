@@ -18,6 +18,7 @@ from .state import Phase, TxState
 # Names as the Rust SDK spells them (crates/core/src/layout.rs).
 TX_ID, PHASE, REVISION, DEADLINE, BEGAN = "txId", "phase", "revision", "deadline", "began"
 PAYLOAD, CLAIMED_UNTIL, REFUSAL, UPDATED_AT = "payload", "claimedUntil", "refusal", "updatedAt"
+PART = "part"
 PENDING, EXPIRE_AT, PENDING_INDEX, RETRY_AFTER = "pending", "expireAt", "pending-by-deadline", "retryAfter"
 INDEX_SHARDS = 4
 # Finished states are kept this long (the transaction log's retention), then TTL removes them.
@@ -138,6 +139,8 @@ class DynamoStates:
             plain[PAYLOAD] = s.payload
         if s.claimed_until is not None:
             plain[CLAIMED_UNTIL] = s.claimed_until
+        if s.part is not None:
+            plain[PART] = s.part
         if s.refusal is not None:
             plain[REFUSAL] = {"reason": s.refusal[0], "message": s.refusal[1]}
         if s.pending:
@@ -159,6 +162,7 @@ class DynamoStates:
             payload=_to_plain(v.get(PAYLOAD)),
             claimed_until=int(v[CLAIMED_UNTIL]) if CLAIMED_UNTIL in v else None,
             refusal=(refusal["reason"], refusal["message"]) if refusal else None,
+            part=int(v[PART]) if PART in v else None,
         )
 
     def _call(self, what: str, fn: Any, **kwargs: Any) -> Any:
