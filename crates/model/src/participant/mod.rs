@@ -130,8 +130,9 @@ pub struct Prepare<const TXS: usize> {
     /// `ops[u]`: the operation `u`'s hold on the item carries (a reservation's extremes
     /// depend on the standing ones' changes); `ops[tx]`: the operation this prepare holds.
     pub ops: [Op; TXS],
-    /// Whether `tx`'s own hold on the item carries another operation than this one: the fact
-    /// [`own_hold_with_another_operation`] reads.
+    /// Whether `tx`'s own hold on the item is for another name (another part of the request,
+    /// or another operation): the rule's [`Seen::other_op`], which refuses the prepare
+    /// (`OtherOperation`, issue 35's second line; issue 45's parts).
     pub other_op: bool,
     /// A prepare whose `began` is later than every horizon
     /// ([`Variant::FreshBeganReplay`]'s replay).
@@ -156,28 +157,13 @@ impl<const TXS: usize> Prepare<TXS> {
     }
 }
 
-/// The refusal of a prepare that meets its own transaction's hold carrying another operation.
-/// A stand-in for the reason core will name (`PrepareRefusal::OtherOperation`, issue 35): to
-/// the model any refusal is a no vote, written nowhere.
-pub const ANOTHER_OPERATION: PrepareRefusal = PrepareRefusal::Business;
-
-/// Issue 35's second line, as the model runs it until core's rules read the fact themselves:
-/// whether a step of a transaction finds the transaction's own hold (its lock or reservation)
-/// carrying another operation than the one the step is about (`other_op`), the same item named
-/// twice under two spellings of its key. Checked after the transaction's own fence entry, as
-/// `rules::prepare` and `rules::reserve` check it (`Seen::other_op`). A prepare that finds it
-/// is refused ([`ANOTHER_OPERATION`]): the hold keeps its operation, nothing is written, the
-/// vote is no. (An inquiry that finds it is core's own [`rules::inquire`]'s: `Prevented`.)
-pub fn own_hold_with_another_operation(seen: Seen, other_op: bool) -> bool {
-    other_op && seen.entry.is_none() && seen.held_by_me()
-}
-
 /// Prepare `p.tx`'s operation on `item`: one conditional write (`DynamoItems::prepare`), as
 /// [`rules::prepare`] decides from the item as found. Its `Lock` takes the lock unless it is
 /// `tx`'s already (a retry: yes again, the lock written again with this prepare's operation);
 /// a creating operation (`put`) writes a placeholder locked by `tx`, keeping a tombstone's fence
 /// and horizon. Its `Refuse` is a no vote. The coordinator counts the answer as a yes iff it is
-/// `Lock`. First, [`own_hold_with_another_operation`] refuses (issue 35's second line).
+/// `Lock`. The rule is told whether `tx`'s own hold is another name's ([`Prepare::other_op`]):
+/// refused (`OtherOperation`), nothing written.
 ///
 /// An expired lock of another transaction is refused (`ResolveOwner`): resolving its owner is
 /// the separate step `Action::Resolve` ([`rules::resolve`]), after which a redelivered prepare
@@ -215,9 +201,7 @@ pub fn prepare<const TXS: usize>(
     if !variant.checks_horizon() {
         seen.covered = false;
     }
-    if own_hold_with_another_operation(seen, p.other_op) {
-        return (item, PrepareStep::Refuse(ANOTHER_OPERATION));
-    }
+    seen.other_op = p.other_op;
     if p.op().reserves() {
         reserve(variant, item, p, seen)
     } else {
@@ -668,7 +652,7 @@ pub fn finished<const TXS: usize>(
 #[cfg(test)]
 mod tests {
     use twopc_core::rules::PrepareRefusal::{
-        BelowHorizon, Exists, Fenced, Locked, NotFound, ResolveOwner,
+        BelowHorizon, Exists, Fenced, Locked, NotFound, OtherOperation, ResolveOwner,
     };
     use twopc_core::rules::{Reply, Violation};
 
@@ -1237,7 +1221,7 @@ mod tests {
             };
             assert_eq!(
                 super::prepare(Variant::Correct, held, &other, &NO_DEADLINE_PASSED),
-                (held, REFUSE(ANOTHER_OPERATION)),
+                (held, REFUSE(OtherOperation)),
                 "{ops:?}"
             );
             // Told nothing, it is a retry: yes again.

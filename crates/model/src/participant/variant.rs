@@ -93,8 +93,8 @@ pub enum Variant {
     /// that finds its transaction's own hold takes it for a retry whatever operation the hold
     /// carries: an exclusive lock is written again with the new operation (the stored one
     /// overwritten), a reservation is reused; either votes yes. Override: the rules are never
-    /// told of another operation ([`own_hold_with_another_operation`](super::own_hold_with_another_operation)
-    /// is given `false`), in prepares and inquiries.
+    /// told of another operation ([`Seen::other_op`](twopc_core::rules::Seen::other_op) is
+    /// `false`), in prepares and inquiries.
     OwnHoldIsRetry,
     /// One item named twice, broken: the second line in prepare only. An inquiry that finds the
     /// transaction's own hold answers "held" whatever operation the hold carries, so recovery
@@ -108,7 +108,7 @@ pub enum Variant {
     /// function) the second prepare reads as a retry and votes yes, and one of them is never
     /// applied. The correct protocol compares parts (`rules::Seen::other_op`: the hold's
     /// `part`, the request's participant index, against the step's). Override of the fact
-    /// given to [`own_hold_with_another_operation`](super::own_hold_with_another_operation).
+    /// given to the rules ([`Seen::other_op`](twopc_core::rules::Seen::other_op)).
     OwnHoldComparesOperation,
     /// Clocks (issue 35), a proposed change: recovery acts whatever its clock says. A
     /// recoverer's prevent (an inquiry with `prevent`) and its abort of a `STAGING` record, and

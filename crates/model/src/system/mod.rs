@@ -359,7 +359,7 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
     /// part of the request: `rules::Seen::other_op` compares the hold's part with the step's,
     /// whatever their operations; [`Variant::OwnHoldComparesOperation`] compares operations
     /// only): the fact the variant gives
-    /// [`crate::participant::own_hold_with_another_operation`] (`inquiry`: for an inquiry
+    /// rules as `Seen::other_op` (`inquiry`: for an inquiry
     /// rather than a prepare).
     pub fn other_op(&self, state: &State<TXS, ITEMS>, tx: Tx, name: Item, inquiry: bool) -> bool {
         let held = state.item(self.at(tx, name)).held_for[tx.ix()];
