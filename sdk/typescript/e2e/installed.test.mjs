@@ -95,7 +95,7 @@ test("the example passes every check twopc conformance plays", () => {
   );
   console.log(out.stdout);
   assert.equal(out.status, 0, `${out.stdout}\n${out.stderr}`);
-  assert.match(out.stdout, /^15 passed, 0 failed$/m);
+  assert.match(out.stdout, /^16 passed, 0 failed$/m);
   assert.doesNotMatch(out.stdout, /^FAIL/m);
 });
 

@@ -4,7 +4,7 @@
 //! `prevented` must be final and `held` must stay true, or a recoverer could abort what its
 //! coordinator already answered "committed".
 
-use twopc_core::message::CompleteReply;
+use twopc_core::message::{CompleteReply, InquireRequest, PrepareRequest};
 use twopc_core::record::VoteReason;
 use twopc_core::rules::Inquiry::{Committed, Held, Open, Prevented};
 use twopc_core::status::TxStatus;
@@ -147,4 +147,55 @@ pub async fn a_prevent_during_the_prepare_keeps_its_late_result_from_holding<P: 
         "after the abort: nothing cancelled twice",
     )
     .await;
+}
+
+/// One participant reached under two service names (two functions over one store, or one table
+/// reached `direct` and through a function) gets one prepare per name, each naming its `part`
+/// of the request; with the same payload under both, the second is no retry of the first: a
+/// `no`, `invalid`, holding nothing more. An inquiry about the other part finds no evidence of
+/// it (`prevented`, nothing written); about the held part, `held`. A prepare naming no part (an
+/// older coordinator) is compared as before: a retry.
+pub async fn a_prepare_of_another_part_of_its_request_is_no_retry<P: UnderTest>(kit: Kit<P>) {
+    let tx = kit.begin().await;
+    let part = |p| PrepareRequest {
+        part: Some(p),
+        ..kit.prepare(&tx)
+    };
+    let first = kit
+        .subject
+        .prepare(&part(0))
+        .await
+        .expect("prepare answered");
+    assert!(first.vote.is_yes(), "the prepare of part 0: {first:?}");
+    let other = kit
+        .subject
+        .prepare(&part(1))
+        .await
+        .expect("prepare answered");
+    assert_eq!(
+        reason(&other),
+        Some(VoteReason::Invalid),
+        "part 1, the same payload, taken for a retry of part 0: {other:?}"
+    );
+    let again = kit
+        .subject
+        .prepare(&part(0))
+        .await
+        .expect("prepare answered");
+    assert!(again.vote.is_yes(), "a duplicate of part 0: {again:?}");
+    kit.expect(&tx, 1, 0, [1, 0, 0], "after both parts' prepares")
+        .await;
+    let ask = |p, prevent| InquireRequest {
+        part: Some(p),
+        ..kit.inquiry(&tx, prevent)
+    };
+    for prevent in [false, true] {
+        let answer = kit.subject.inquire(&ask(1, prevent)).await;
+        let answer = answer.expect("inquire answered").inquiry;
+        assert_eq!(answer, Prevented, "part 1 (prevent: {prevent})");
+    }
+    let answer = kit.subject.inquire(&ask(0, false)).await;
+    assert_eq!(answer.expect("inquire answered").inquiry, Held, "part 0");
+    kit.expect(&tx, 1, 0, [1, 0, 0], "after the inquiries")
+        .await;
 }

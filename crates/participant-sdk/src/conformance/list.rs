@@ -74,6 +74,8 @@ macro_rules! __checks {
                     => "the staged commit's recovery aborting a transaction whose late prepare then holds anyway (a hold nobody releases, or a commit answered and then undone)",
                 an_inquiry_of_a_held_transaction_leaves_it_held_and_committable
                     => "an inquiry answering held and then letting the hold go, or answering prevented for what it holds, so that recovery aborts what was answered committed",
+                a_prepare_of_another_part_of_its_request_is_no_retry
+                    => "one participant reached under two service names in one transaction, the same payload under both, taken for a retry: one part never carried out, the client told committed",
             ],
             faults: [
                 concurrent_duplicates_take_effect_once
