@@ -1,5 +1,5 @@
 //! `twopc-bench`: the protocol against native `TransactWriteItems` under a production model of
-//! DynamoDB laid over DynamoDB Local (`make bench`), and the report and the pages' figures
+//! DynamoDB laid over a real engine (`make bench`), and the report and the pages' figures
 //! rendered from `latest.json` (`render`). `--help` lists the options.
 //!
 //! Exit status 1 if a correctness check failed, 2 if the bench could not run.
@@ -41,11 +41,16 @@ struct BenchArgs {
     /// A seconds-long run of the same shape.
     #[arg(long)]
     quick: bool,
-    /// DynamoDB Local's URL (set by `infra/dynamodb-local.sh run`).
+    /// The engine that serves what the model admits: `dynamodb-local` (at
+    /// TWOPC_DYNAMODB_ENDPOINT, which `infra/dynamodb-local.sh run` sets), or an engine's URL.
+    #[arg(long, default_value = "dynamodb-local")]
+    engine: String,
+    /// DynamoDB Local's URL.
     #[arg(
         long,
         env = "TWOPC_DYNAMODB_ENDPOINT",
-        default_value = "http://127.0.0.1:8000"
+        default_value = "http://127.0.0.1:8000",
+        hide = true
     )]
     endpoint: String,
     /// Where `latest.json` and `latest.md` go.
@@ -60,9 +65,15 @@ struct BenchArgs {
     /// Only these systems (native, auto, staged, classic).
     #[arg(long, value_delimiter = ',', value_parser = parse_system)]
     systems: Vec<System>,
-    /// Measured milliseconds per slice.
+    /// Measured milliseconds (model time) per repeat.
     #[arg(long)]
     measure_ms: Option<u64>,
+    /// Repeats per cell.
+    #[arg(long)]
+    repeats: Option<u32>,
+    /// One dilation factor for every cell (every time of the model this many times longer).
+    #[arg(long)]
+    dilation: Option<u32>,
 }
 
 fn parse_workload(text: &str) -> Result<Workload, String> {
@@ -73,9 +84,10 @@ fn parse_workload(text: &str) -> Result<Workload, String> {
     let contention = match name {
         "uniform" => Contention::Uniform,
         "hot" => Contention::Hot,
+        "moving" => Contention::Moving,
         _ => {
             return Err(format!(
-                "{text:?}: a workload is uniform<N> or hot<N>, e.g. hot2"
+                "{text:?}: a workload is uniform<N>, hot<N> or moving<N>, e.g. hot2"
             ));
         }
     };
@@ -96,23 +108,46 @@ fn parse_system(text: &str) -> Result<System, String> {
 }
 
 impl BenchArgs {
-    fn config(&self) -> BenchConfig {
+    /// The engine's name for the report, and its URL.
+    fn engine(&self) -> Result<(String, String), String> {
+        match self.engine.as_str() {
+            "dynamodb-local" => Ok((
+                format!("DynamoDB Local ({})", self.endpoint),
+                self.endpoint.clone(),
+            )),
+            url if url.starts_with("http://") || url.starts_with("https://") => {
+                Ok((format!("the engine at {url}"), url.to_owned()))
+            }
+            other => Err(format!(
+                "--engine {other:?}: an engine is dynamodb-local or a URL"
+            )),
+        }
+    }
+
+    fn config(&self, endpoint: &str) -> BenchConfig {
         let mut c = if self.quick {
-            BenchConfig::quick(&self.endpoint)
+            BenchConfig::quick(endpoint)
         } else {
-            BenchConfig::full(&self.endpoint)
+            BenchConfig::full(endpoint)
         };
         if !self.workloads.is_empty() {
             c.workloads.clone_from(&self.workloads);
         }
         if !self.concurrency.is_empty() {
             c.concurrency.clone_from(&self.concurrency);
+            c.hot_concurrency.clone_from(&self.concurrency);
         }
         if !self.systems.is_empty() {
             c.systems.clone_from(&self.systems);
         }
         if let Some(ms) = self.measure_ms {
             c.measure = Duration::from_millis(ms);
+        }
+        if let Some(n) = self.repeats {
+            c.repeats = n.max(1);
+        }
+        if let Some(k) = self.dilation {
+            c.dilation = vec![(usize::MAX, k.max(1))];
         }
         c
     }
@@ -128,14 +163,18 @@ async fn main() -> ExitCode {
 }
 
 async fn bench(args: &BenchArgs) -> ExitCode {
-    let config = args.config();
-    eprintln!(
-        "twopc-bench: {} run against {}",
-        config.mode, config.endpoint
-    );
+    let (engine, endpoint) = match args.engine() {
+        Ok(e) => e,
+        Err(why) => {
+            eprintln!("twopc-bench: {why}");
+            return ExitCode::from(2);
+        }
+    };
+    let config = args.config(&endpoint);
+    eprintln!("twopc-bench: {} run against {engine}", config.mode);
     let started = Instant::now();
     let progress = |line: &str| eprintln!("  [{:>4.0} s] {line}", started.elapsed().as_secs_f64());
-    let report = match twopc_bench::run(&config, &progress).await {
+    let report = match twopc_bench::run(&config, &engine, &progress).await {
         Ok(r) => r,
         Err(e) => return fail(&e),
     };
