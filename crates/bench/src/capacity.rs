@@ -43,6 +43,9 @@ const INDEXED: [&str; 5] = [
     layout::RETRY_AFTER,
 ];
 
+/// The indexes' partition keys: a put item is in an index only if it carries one.
+const INDEX_KEYS: [&str; 2] = [layout::LOCK_SHARD, layout::PENDING];
+
 /// A `TransactWriteItems`'s item count, carried in the request's config bag from
 /// serialisation to its response.
 #[derive(Clone, Debug)]
@@ -135,9 +138,9 @@ fn names_indexed(expression: Option<&str>, names: Option<&HashMap<String, String
         .any(|name| INDEXED.contains(&name))
 }
 
-/// Whether a put's item carries an indexed attribute.
+/// Whether a put's item is in an index (it carries an index's partition key).
 fn carries_indexed(item: Option<&HashMap<String, AttributeValue>>) -> bool {
-    item.is_some_and(|i| INDEXED.iter().any(|a| i.contains_key(*a)))
+    item.is_some_and(|i| INDEX_KEYS.iter().any(|a| i.contains_key(*a)))
 }
 
 impl Meter {
@@ -411,6 +414,9 @@ mod tests {
         assert!(!names_indexed(Some("SET #sx = :s"), Some(&names)));
         let item = HashMap::from([(layout::PENDING.to_owned(), AttributeValue::S("P1".into()))]);
         assert!(carries_indexed(Some(&item)));
+        // A finished record keeps its deadline but has left the pending index.
+        let done = HashMap::from([(layout::DEADLINE.to_owned(), AttributeValue::N("1".into()))]);
+        assert!(!carries_indexed(Some(&done)));
         assert!(!carries_indexed(Some(&HashMap::new())));
     }
 }

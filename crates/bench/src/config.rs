@@ -163,10 +163,6 @@ impl BenchConfig {
     /// The full run (`make bench`).
     pub fn full(endpoint: &str) -> BenchConfig {
         let production = Production::default();
-        let variant = |name: &str, production| Variant {
-            name: name.into(),
-            production,
-        };
         let hot2 = Workload {
             contention: Contention::Hot,
             participants: 2,
@@ -215,43 +211,7 @@ impl BenchConfig {
                 workload: hot2,
                 concurrency: 32,
                 systems: compared.clone(),
-                rows: vec![
-                    variant(
-                        "hold share 0.25",
-                        Production {
-                            hold_share: 0.25,
-                            ..production
-                        },
-                    ),
-                    variant(
-                        "hold share 1.0",
-                        Production {
-                            hold_share: 1.0,
-                            ..production
-                        },
-                    ),
-                    variant(
-                        "cancelled hold share 0",
-                        Production {
-                            cancel_hold_share: 0.0,
-                            ..production
-                        },
-                    ),
-                    variant(
-                        "cancelled hold share 0.5",
-                        Production {
-                            cancel_hold_share: 0.5,
-                            ..production
-                        },
-                    ),
-                    variant(
-                        "hot items split (a partition each)",
-                        Production {
-                            partition_span: 1,
-                            ..production
-                        },
-                    ),
-                ],
+                rows: sensitivity_rows(production),
             },
             crossing: Rows {
                 workload: hot2,
@@ -301,6 +261,53 @@ impl BenchConfig {
             ..full
         }
     }
+}
+
+/// The sensitivity rows: each unsourced assumption of the model moved to either side.
+fn sensitivity_rows(p: Production) -> Vec<Variant> {
+    let rows = [
+        (
+            "hold share 0.25",
+            Production {
+                hold_share: 0.25,
+                ..p
+            },
+        ),
+        (
+            "hold share 1.0",
+            Production {
+                hold_share: 1.0,
+                ..p
+            },
+        ),
+        (
+            "cancelled hold share 0",
+            Production {
+                cancel_hold_share: 0.0,
+                ..p
+            },
+        ),
+        (
+            "cancelled hold share 0.5",
+            Production {
+                cancel_hold_share: 0.5,
+                ..p
+            },
+        ),
+        (
+            "hot items split (a partition each)",
+            Production {
+                partition_span: 1,
+                ..p
+            },
+        ),
+    ];
+    rows.into_iter()
+        .map(|(name, production)| Variant {
+            name: name.into(),
+            production,
+        })
+        .collect()
 }
 
 fn as_ms<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {

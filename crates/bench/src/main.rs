@@ -13,6 +13,7 @@ use twopc_bench::config::BenchConfig;
 use twopc_bench::report;
 use twopc_bench::systems::System;
 use twopc_bench::workload::{Contention, Workload};
+use twopc_engine::{EmbeddedEngine, Storage};
 
 #[derive(Parser, Debug)]
 #[command(name = "twopc-bench", about, version)]
@@ -42,7 +43,8 @@ struct BenchArgs {
     #[arg(long)]
     quick: bool,
     /// The engine that serves what the model admits: `dynamodb-local` (at
-    /// TWOPC_DYNAMODB_ENDPOINT, which `infra/dynamodb-local.sh run` sets), or an engine's URL.
+    /// TWOPC_DYNAMODB_ENDPOINT, which `infra/dynamodb-local.sh run` sets), `embedded` (the
+    /// project's engine, in this process, in memory), or an engine's URL.
     #[arg(long, default_value = "dynamodb-local")]
     engine: String,
     /// DynamoDB Local's URL.
@@ -108,18 +110,29 @@ fn parse_system(text: &str) -> Result<System, String> {
 }
 
 impl BenchArgs {
-    /// The engine's name for the report, and its URL.
-    fn engine(&self) -> Result<(String, String), String> {
+    /// The engine's name for the report, its URL, and the embedded engine if it is the one
+    /// (stopped when dropped).
+    fn engine(&self) -> Result<(String, String, Option<EmbeddedEngine>), String> {
         match self.engine.as_str() {
             "dynamodb-local" => Ok((
                 format!("DynamoDB Local ({})", self.endpoint),
                 self.endpoint.clone(),
+                None,
             )),
+            "embedded" => {
+                let engine = EmbeddedEngine::start(Storage::InMemory).map_err(|e| e.to_string())?;
+                let url = engine.endpoint().to_owned();
+                Ok((
+                    "the embedded engine (twopc-engine: dynoxide on SQLite, in memory, in the bench's process)".into(),
+                    url,
+                    Some(engine),
+                ))
+            }
             url if url.starts_with("http://") || url.starts_with("https://") => {
-                Ok((format!("the engine at {url}"), url.to_owned()))
+                Ok((format!("the engine at {url}"), url.to_owned(), None))
             }
             other => Err(format!(
-                "--engine {other:?}: an engine is dynamodb-local or a URL"
+                "--engine {other:?}: an engine is dynamodb-local, embedded or a URL"
             )),
         }
     }
@@ -163,7 +176,7 @@ async fn main() -> ExitCode {
 }
 
 async fn bench(args: &BenchArgs) -> ExitCode {
-    let (engine, endpoint) = match args.engine() {
+    let (engine, endpoint, _embedded) = match args.engine() {
         Ok(e) => e,
         Err(why) => {
             eprintln!("twopc-bench: {why}");

@@ -149,16 +149,6 @@ impl Injector {
         self
     }
 
-    /// The production model's service, if any.
-    pub fn service(&self) -> Option<&Service> {
-        self.service.as_deref()
-    }
-
-    /// The model.
-    pub fn model(&self) -> &LatencyModel {
-        &self.model
-    }
-
     /// The delays injected so far.
     pub fn snapshot(&self) -> Injected {
         let mut out = Injected::default();

@@ -170,11 +170,6 @@ impl Service {
         }
     }
 
-    /// The assumptions.
-    pub fn production(&self) -> Production {
-        self.production
-    }
-
     /// One write unit's time at a partition's rate.
     fn per_unit(&self) -> Duration {
         Duration::from_secs(u64::from(self.dilation)) / self.production.partition_units.max(1)
