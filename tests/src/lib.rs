@@ -166,6 +166,7 @@ impl World {
             // The classic path, whose steps most suites here drive one by one; the staged
             // suites ask for theirs (`coordinator_in`).
             mode: CommitMode::Classic,
+            heat_window_ms: CoordinatorConfig::DEFAULT_HEAT_WINDOW_MS,
         };
         let coordinator = Coordinator::new(
             log.clone(),
@@ -441,6 +442,7 @@ pub fn prepare_req(tx: &TxId, deadline: u64, id: &str, o: Value) -> PrepareReque
         op: op(o),
         coordinator: "test".into(),
         payload: None,
+        hot_until: None,
     }
 }
 

@@ -60,8 +60,9 @@ impl ParticipantStore for Faulty {
         table: &str,
         key: &Key,
         lock: &Lock,
+        hot_until: Option<u64>,
     ) -> Result<PrepareWrite, PortError> {
-        let write = self.items.prepare(table, key, lock);
+        let write = self.items.prepare(table, key, lock, hot_until);
         self.faults.around(Step::Prepare, write, lost).await
     }
 
@@ -70,10 +71,11 @@ impl ParticipantStore for Faulty {
         table: &str,
         key: &Key,
         lock: &Lock,
+        hot_until: Option<u64>,
         now: u64,
         most: usize,
     ) -> Result<PrepareWrite, PortError> {
-        let write = self.items.reserve(table, key, lock, now, most);
+        let write = self.items.reserve(table, key, lock, hot_until, now, most);
         self.faults.around(Step::Prepare, write, lost).await
     }
 

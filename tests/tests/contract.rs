@@ -209,7 +209,7 @@ async fn prepare<I: ParticipantStore, L: TxLog>(
     l: &Lock,
 ) -> PrepareWrite {
     s.items()
-        .prepare(s.table(), &key(id), l)
+        .prepare(s.table(), &key(id), l, None)
         .await
         .expect("prepare")
 }
@@ -931,7 +931,7 @@ async fn reserve<I: ParticipantStore, L: TxLog>(
     l: &Lock,
 ) -> PrepareWrite {
     s.items()
-        .reserve(s.table(), &key(id), l, NOW, MOST)
+        .reserve(s.table(), &key(id), l, None, NOW, MOST)
         .await
         .expect("reserve")
 }
@@ -1210,14 +1210,14 @@ async fn an_item_takes_at_most_the_most_reservations<I: ParticipantStore, L: TxL
     for d in &debits[..2] {
         let w = s
             .items()
-            .reserve(s.table(), &key("alice"), d, NOW, 2)
+            .reserve(s.table(), &key("alice"), d, None, NOW, 2)
             .await
             .expect("reserve");
         assert!(locked(&w));
     }
     let refused = s
         .items()
-        .reserve(s.table(), &key("alice"), &debits[2], NOW, 2)
+        .reserve(s.table(), &key("alice"), &debits[2], None, NOW, 2)
         .await
         .expect("reserve");
     let item = refused_item(refused).expect("the item");
@@ -1229,7 +1229,7 @@ async fn an_item_takes_at_most_the_most_reservations<I: ParticipantStore, L: TxL
     // A retry of a standing one is still reserved, full or not.
     let again = s
         .items()
-        .reserve(s.table(), &key("alice"), &debits[0], NOW, 2)
+        .reserve(s.table(), &key("alice"), &debits[0], None, NOW, 2)
         .await
         .expect("reserve");
     assert!(locked(&again));
@@ -1246,7 +1246,7 @@ async fn an_item_takes_at_most_the_most_reservations<I: ParticipantStore, L: TxL
     ));
     let w = s
         .items()
-        .reserve(s.table(), &key("alice"), &debits[2], NOW, 2)
+        .reserve(s.table(), &key("alice"), &debits[2], None, NOW, 2)
         .await
         .expect("reserve");
     assert!(locked(&w));
@@ -1329,7 +1329,7 @@ async fn a_pause_refuses_new_reservations_until_it_ends<I: ParticipantStore, L: 
     assert!(!locked(&reserve(&s, "alice", &d).await), "paused at NOW");
     let later = s
         .items()
-        .reserve(s.table(), &key("alice"), &d, NOW + 100, MOST)
+        .reserve(s.table(), &key("alice"), &d, None, NOW + 100, MOST)
         .await
         .expect("reserve");
     assert!(locked(&later), "the pause has ended");

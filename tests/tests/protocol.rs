@@ -455,6 +455,7 @@ async fn late_prepare_after_commit_is_refused_by_the_fence() {
         op: p.op.clone(),
         coordinator: "late".into(),
         payload: None,
+        hot_until: None,
     };
     let reply = w.prepare("accounts", &late).await;
     assert_eq!(reason(&reply), Some(VoteReason::Fenced));
@@ -489,6 +490,7 @@ async fn late_prepare_after_abort_is_refused_by_the_fence() {
             op: p.op.clone(),
             coordinator: "late".into(),
             payload: None,
+            hot_until: None,
         };
         let reply = w
             .participant
@@ -640,6 +642,7 @@ fn first_participant_messages(rec: &TxRecord) -> (PrepareRequest, CompleteReques
             op: p.op.clone(),
             coordinator: "late".into(),
             payload: None,
+            hot_until: None,
         },
         CompleteRequest {
             tx_id: rec.tx_id.clone(),
@@ -841,6 +844,7 @@ async fn stuck_owner(w: &World, status: TxStatus) -> TxRecord {
             op: p.op.clone(),
             coordinator: "owner".into(),
             payload: None,
+            hot_until: None,
         };
         assert!(
             w.participant
@@ -1072,7 +1076,7 @@ async fn expired_lock_whose_owner_never_began_gets_an_aborted_record() {
     let locked = w
         .participant
         .store()
-        .prepare(&w.accounts, &key("alice"), &lock)
+        .prepare(&w.accounts, &key("alice"), &lock, None)
         .await
         .expect("raw prepare");
     assert!(matches!(locked, PrepareWrite::Locked { .. }));

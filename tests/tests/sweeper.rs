@@ -136,6 +136,7 @@ async fn sweeper_clears_an_orphan_lock_left_by_a_late_prepare() {
         op,
         coordinator: "late".into(),
         payload: None,
+        hot_until: None,
     };
     assert!(w.prepare("wallets", &req).await.vote.is_yes());
     w.clock.advance(1_001);

@@ -13,7 +13,7 @@ use twopc_core::layout::{
     DEADLINE, EXPIRE_AT, LOCK_EXPIRES_AT, LOCK_SHARD, PENDING, RETRY_AFTER, TX_ID,
 };
 use twopc_core::record::Target;
-use twopc_core::rules::{self, NativeFacts, NotNative};
+use twopc_core::rules::{self, NotNative, PathFacts, Reach};
 use twopc_core::service::{KeySchema, KeyType, ServiceKind};
 use twopc_dynamo::tables::{LOCK_INDEX, PENDING_INDEX};
 use twopc_function::var;
@@ -312,10 +312,16 @@ fn a_plain_table_transfer_goes_native_with_the_templates_defaults() {
     assert_eq!(config.mode, CommitMode::Auto, "CommitMode's default");
     let facts = |service: &str| {
         let s = &config.services[service];
-        NativeFacts {
+        PathFacts {
             table: s.kind == ServiceKind::Table,
-            direct: matches!(s.target, Target::Direct { .. }),
+            reach: match s.target {
+                Target::Direct { .. } => Reach::Direct,
+                Target::Lambda { .. } => Reach::Lambda,
+                Target::Http { .. } => Reach::Http,
+            },
+            highly_available: s.highly_available,
             hot: s.hot,
+            heated: false,
             deletes: false,
         }
     };

@@ -783,6 +783,7 @@ mod tests {
                 op: p.op.clone(),
                 coordinator: "gone".into(),
                 payload: None,
+                hot_until: None,
             };
             assert!(w.prepare(service, &req).await.vote.is_yes());
         }

@@ -194,6 +194,9 @@ pub struct ItemState {
     /// New reservations are refused until then (epoch ms): an exclusive operation is waiting for
     /// the standing ones to drain, so a stream of reservations cannot starve it.
     pub paused_until: u64,
+    /// Native transactions give way on the item until then (epoch ms, `txHot`; 0: never
+    /// marked): transactions were seen contending for it (`rules::heat`).
+    pub hot_until: u64,
 }
 
 /// What the standing reservations on one attribute escrow. It stays on the item when the last

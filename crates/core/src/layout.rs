@@ -19,6 +19,7 @@
 //! txTombstone     on what a committed delete or an aborted create leaves (readers: absent)
 //! txFmt           2: the format of the fence and reservations, written with the fence
 //! txRes:<id>      {x: expires at, b: began, op}               a reservation standing
+//! txHot           until when native writes give way: transactions contended for the item
 //! ```
 
 /// The lock a prepared transaction holds (a map: [`LOCK_TX`], [`LOCK_EXPIRES`], ...).
@@ -57,6 +58,11 @@ pub const FORMAT: &str = "txFmt";
 /// The format this version writes: compact fences (short ids, one number an entry) and
 /// reservations under short ids.
 pub const FORMAT_VERSION: u64 = 2;
+
+/// The item's heat mark (epoch ms): until then native `TransactWriteItems` give way to the
+/// protocol on it, because transactions were seen contending for it (`rules::heat`). Written by
+/// a staged prepare that a contended native attempt sent; read by native writes' condition.
+pub const HOT_UNTIL: &str = "txHot";
 
 /// A reservation of transaction `<id>` (its short id): `txRes:<id>`, a map of
 /// [`RESERVATION_EXPIRES`], [`RESERVATION_BEGAN`] and [`LOCK_OP`].
@@ -112,6 +118,7 @@ pub const ITEM_PROTOCOL_ATTRIBUTES: &[&str] = &[
     FORMAT,
     RESERVATIONS,
     PAUSED_UNTIL,
+    HOT_UNTIL,
 ];
 
 /// Protocol attributes readers see with the business attributes.

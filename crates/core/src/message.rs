@@ -34,6 +34,11 @@ pub struct PrepareRequest {
     /// `op`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub payload: Option<Value>,
+    /// The item's heat mark to write with the hold (epoch ms): the coordinator's native attempt
+    /// found the item contended (`rules::heat`), so native writes give way there until then.
+    /// Absent for every other prepare; a custom participant ignores it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hot_until: Option<u64>,
 }
 
 /// What the lock holder's commit or abort removes from the item's fence, in the same write,

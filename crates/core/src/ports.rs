@@ -246,12 +246,14 @@ pub trait ParticipantStore: Send + Sync {
     /// unlocked and the transaction began after the fence horizon; and the fence has no entry
     /// for the transaction, the op's `require` holds (and, for a creating op, the item is
     /// absent or a tombstone: a placeholder is written). A non-creating op on a tombstone is
-    /// refused.
+    /// refused. With `hot_until`, the same write marks the item hot until then
+    /// ([`ItemState::hot_until`]).
     fn prepare(
         &self,
         table: &str,
         key: &Key,
         lock: &Lock,
+        hot_until: Option<u64>,
     ) -> impl Future<Output = Result<PrepareWrite, PortError>> + Send;
 
     /// One conditional write: reserve `lock.op`'s changes (a commuting operation:
@@ -259,12 +261,14 @@ pub trait ParticipantStore: Send + Sync {
     /// at `now`, the transaction began after the fence horizon and has no fence entry, and each
     /// bound holds against the escrowed extreme (lowest for `gte`, highest for `lte`) and agrees
     /// with the other reservations' bound, and fewer than `most` reservations stand; or if the
-    /// reservation is already `tx`'s.
+    /// reservation is already `tx`'s. With `hot_until`, the same write marks the item hot until
+    /// then.
     fn reserve(
         &self,
         table: &str,
         key: &Key,
         lock: &Lock,
+        hot_until: Option<u64>,
         now: u64,
         most: usize,
     ) -> impl Future<Output = Result<PrepareWrite, PortError>> + Send;

@@ -94,6 +94,7 @@ fn bank_in(mode: CommitMode) -> Bank {
             services,
             limits: Limits::default(),
             mode,
+            heat_window_ms: CoordinatorConfig::DEFAULT_HEAT_WINDOW_MS,
         },
     );
     Bank {
@@ -162,6 +163,7 @@ impl Bank {
             op: p.op.clone(),
             coordinator: "in-memory".into(),
             payload: None,
+            hot_until: None,
         }
     }
 
@@ -286,6 +288,7 @@ async fn a_lock_whose_owner_never_began_is_recorded_aborted_and_removed() {
         op,
         payload: None,
         coordinator: "ghost".into(),
+        hot_until: None,
     };
     assert!(
         b.participant
@@ -321,6 +324,7 @@ async fn a_table_participant_refuses_a_prepare_without_an_operation() {
         op: Operation::default(),
         payload: Some(json!({"card": "4242"})),
         coordinator: "custom".into(),
+        hot_until: None,
     };
     let reply = b.participant.prepare(TABLE, &req).await.expect("prepare");
     assert!(

@@ -10,7 +10,7 @@ use twopc_core::item::{FenceEntry, Key, StoredReservation};
 use twopc_core::layout::{
     ESCROW_CEILING_PREFIX, ESCROW_CEILINGS_PREFIX, ESCROW_COUNT_PREFIX, ESCROW_FLOOR_PREFIX,
     ESCROW_FLOORS_PREFIX, ESCROW_HIGH_PREFIX, ESCROW_LOW_PREFIX, FENCE, FORMAT, FORMAT_VERSION,
-    HORIZON, LAST_TX, LOCK, LOCK_EXPIRES_AT, LOCK_SHARD, LOCK_TX, VERSION, prefixed,
+    HORIZON, HOT_UNTIL, LAST_TX, LOCK, LOCK_EXPIRES_AT, LOCK_SHARD, LOCK_TX, VERSION, prefixed,
 };
 use twopc_core::message::Prune;
 use twopc_core::op::{Condition, Operation};
@@ -67,6 +67,12 @@ pub(crate) fn fence_path(e: &mut Expr, tx: &TxId) -> String {
 /// `txRes:<tx's short id>`: where `tx`'s reservation is ([`StoredReservation::attribute`]).
 pub(crate) fn reservation_name(e: &mut Expr, tx: &TxId) -> String {
     e.name(&StoredReservation::attribute(tx))
+}
+
+/// `txHot = <until>`: the heat mark a prepare writes where its coordinator saw the item
+/// contended (`rules::heat`); nothing without one.
+pub(crate) fn hot_mark(e: &mut Expr, hot_until: Option<u64>) -> Option<String> {
+    hot_until.map(|until| format!("{} = {}", e.name(HOT_UNTIL), e.value(number(until))))
 }
 
 /// `txFmt = 2`: the format marker every write that may create a fence writes with it (see

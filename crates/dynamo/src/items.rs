@@ -16,8 +16,8 @@ use twopc_core::ports::{CompleteWrite, Completion, ParticipantStore, PortError, 
 use twopc_core::service::KeySchema;
 
 use crate::clauses::{
-    Release, commit_marks, entry, fence_path, first_key_name, format_mark, number, op_conditions,
-    op_effects, owned_by, release_clauses, reservation_name,
+    Release, commit_marks, entry, fence_path, first_key_name, format_mark, hot_mark, number,
+    op_conditions, op_effects, owned_by, release_clauses, reservation_name,
 };
 use crate::codec::{from_attr, to_attr};
 use crate::error::{classify, corrupt};
@@ -83,9 +83,11 @@ impl ParticipantStore for DynamoItems {
         table: &str,
         key: &Key,
         lock: &Lock,
+        hot_until: Option<u64>,
     ) -> Result<PrepareWrite, PortError> {
         let mut e = Expr::new();
         let mut set = lock_sets(&mut e, lock)?;
+        set.extend(hot_mark(&mut e, hot_until));
         let (conds, remove) = prepare_conditions(&mut e, key, lock, &mut set);
         let w = Write {
             update: update_expression(&set, &remove),
@@ -178,10 +180,12 @@ impl ParticipantStore for DynamoItems {
         table: &str,
         key: &Key,
         lock: &Lock,
+        hot_until: Option<u64>,
         now: u64,
         most: usize,
     ) -> Result<PrepareWrite, PortError> {
-        reservations::reserve(&self.client, table, key, lock, now, most).await
+        let hold = reservations::Hold { lock, hot_until };
+        reservations::reserve(&self.client, table, key, &hold, now, most).await
     }
 
     async fn reset_escrow(

@@ -1,7 +1,7 @@
 //! Native transactions ([`twopc_core::ports::NativeStore`]): the record's put and every item's
 //! write in one `TransactWriteItems`. Each item's condition spells
 //! [`twopc_core::rules::native_write`] (no lock, no placeholder, no reservation standing; the
-//! shape the operation needs) and the operation's own conditions, as the prepare's condition
+//! shape the operation needs; no live heat mark) and the operation's own conditions, as the prepare's condition
 //! does; its update applies the operation with the commit marks, as a commit does, removes the
 //! idle escrow of each attribute it adds to (no reservation stands), and leaves the fence alone
 //! (a native transaction never prepares, so nothing of it can land late).
@@ -11,7 +11,7 @@ use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{
     CancellationReason, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
 };
-use twopc_core::layout::{LOCK, PLACEHOLDER, RESERVATIONS, TOMBSTONE, TX_ID};
+use twopc_core::layout::{HOT_UNTIL, LOCK, PLACEHOLDER, RESERVATIONS, TOMBSTONE, TX_ID};
 use twopc_core::ports::{
     NativeFuture, NativeItem, NativeOutcome, NativeStore, NativeWrite, PortError, TxLog,
 };
@@ -115,6 +115,14 @@ fn item_write(w: &NativeWrite<'_>, record: &TxRecord) -> Result<TransactWriteIte
             e.value(number(0))
         ));
     }
+    // No live heat mark: where transactions were seen contending, the protocol reserves the
+    // item instead (`rules::native_write`, `Heated`). Read at the record's `createdAt`, as the
+    // coordinator reads a refusal back.
+    let hot = e.name(HOT_UNTIL);
+    conds.push(format!(
+        "(attribute_not_exists({hot}) OR {hot} <= {})",
+        e.value(number(record.created_at))
+    ));
     conds.extend(op_conditions(&mut e, key, op));
     op_effects(&mut e, key, op, &mut set, &mut remove);
     // No reservation stands (the condition): the escrow of what it adds to is idle, and would

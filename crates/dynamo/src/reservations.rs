@@ -26,8 +26,8 @@ use twopc_core::ports::{CompleteWrite, Completion, PortError, PrepareWrite};
 use twopc_core::rules::{self, PrepareStep, Seen};
 
 use crate::clauses::{
-    Names, add_to, commit_marks, decimal, entry, fence_path, first_key_name, format_mark, names,
-    number, prune_clauses, reservation_name,
+    Names, add_to, commit_marks, decimal, entry, fence_path, first_key_name, format_mark, hot_mark,
+    names, number, prune_clauses, reservation_name,
 };
 use crate::codec::to_attr;
 use crate::error::corrupt;
@@ -166,21 +166,28 @@ fn keeper_clauses(
     }
 }
 
+/// A reservation to write: the lock's fields, and the heat mark to write with it.
+pub(crate) struct Hold<'a> {
+    pub(crate) lock: &'a Lock,
+    pub(crate) hot_until: Option<u64>,
+}
+
 /// `ParticipantStore::reserve`: one conditional write; refused, a reservation already ours
 /// answers as reserved.
 pub(crate) async fn reserve(
     client: &Client,
     table: &str,
     key: &Key,
-    lock: &Lock,
+    hold: &Hold<'_>,
     now: u64,
     most: usize,
 ) -> Result<PrepareWrite, PortError> {
+    let lock = hold.lock;
     let escrowed = lock.op.escrow().ok_or_else(|| PortError::Invalid {
         context: format!("reserving for {} in {table}", lock.tx_id),
         message: "the operation does not commute: it must lock".into(),
     })?;
-    let (e, w) = reservation_write(key, lock, now, most, &escrowed)?;
+    let (e, w) = reservation_write(key, hold, now, most, &escrowed)?;
     let ctx = || format!("reserving for {} in {table}", lock.tx_id);
     let item = match write(client, table, key, e, w, ctx).await? {
         WriteOutcome::Written(old) => {
@@ -211,11 +218,12 @@ pub(crate) async fn reserve(
 /// horizon if missing, the lock index's entry if missing, and counts it.
 fn reservation_write(
     key: &Key,
-    lock: &Lock,
+    hold: &Hold<'_>,
     now: u64,
     most: usize,
     escrowed: &BTreeMap<String, Escrowed>,
 ) -> Result<(Expr, Write), PortError> {
+    let lock = hold.lock;
     let mut e = Expr::new();
     let res = reservation_name(&mut e, &lock.tx_id);
     let lock_value = serde_json::to_value(StoredReservation::of(lock))
@@ -264,6 +272,7 @@ fn reservation_write(
             e.value(number(lock.expires_at))
         ),
     ];
+    set.extend(hot_mark(&mut e, hold.hot_until));
     let one = e.value(AttributeValue::N("1".into()));
     let mut add = vec![format!("{} {one}", e.name(RESERVATIONS))];
     for (attr, x) in escrowed {

@@ -8,7 +8,7 @@ use twopc_core::decimal::Decimal;
 use twopc_core::item::{Escrow, ItemState, Lock, StoredReservation, fence_from_stored, stored_id};
 use twopc_core::layout::{
     ESCROW_CEILING_PREFIX, ESCROW_CEILINGS_PREFIX, ESCROW_COUNT_PREFIX, ESCROW_FLOOR_PREFIX,
-    ESCROW_FLOORS_PREFIX, ESCROW_HIGH_PREFIX, ESCROW_LOW_PREFIX, FENCE, HORIZON,
+    ESCROW_FLOORS_PREFIX, ESCROW_HIGH_PREFIX, ESCROW_LOW_PREFIX, FENCE, HORIZON, HOT_UNTIL,
     ITEM_VISIBLE_ATTRIBUTES, LOCK, PAUSED_UNTIL, PLACEHOLDER, RESERVATION_PREFIX, TOMBSTONE,
     is_protocol_attribute,
 };
@@ -39,6 +39,7 @@ pub fn item_state(item: &Item) -> Result<ItemState, PortError> {
     let placeholder = attrs.remove(PLACEHOLDER).is_some();
     let tombstone = attrs.remove(TOMBSTONE).is_some();
     let paused_until = attrs.get(PAUSED_UNTIL).and_then(Value::as_u64).unwrap_or(0);
+    let hot_until = attrs.get(HOT_UNTIL).and_then(Value::as_u64).unwrap_or(0);
     let mut reservations = BTreeMap::new();
     let mut escrow: BTreeMap<String, Escrow> = BTreeMap::new();
     let number = |v: &Value, what: &str| {
@@ -96,6 +97,7 @@ pub fn item_state(item: &Item) -> Result<ItemState, PortError> {
         reservations,
         escrow,
         paused_until,
+        hot_until,
     })
 }
 

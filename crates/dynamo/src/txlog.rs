@@ -17,6 +17,7 @@ use crate::error::{classify, corrupt};
 use crate::expr::{Expr, update_expression};
 use crate::pending::{PendingQuery, PendingScan};
 use crate::tables::shard_of;
+use crate::write::resending;
 
 /// How long terminal records are kept before DynamoDB's TTL removes them (and with them the
 /// idempotency window).
@@ -261,16 +262,21 @@ impl TxLog for DynamoTxLog {
     async fn create(&self, record: &TxRecord) -> Result<Created, PortError> {
         let mut e = Expr::new();
         let cond = format!("attribute_not_exists({})", e.name(TX_ID));
-        let result = self
-            .client
-            .put_item()
-            .table_name(&self.table)
-            .set_item(Some(self.to_item(record)?))
-            .condition_expression(cond)
-            .set_expression_attribute_names(e.names())
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .send()
-            .await;
+        let item = self.to_item(record)?;
+        // A native attempt of the same transaction may still hold the record's key.
+        let result = resending(|| {
+            self.client
+                .put_item()
+                .table_name(&self.table)
+                .set_item(Some(item.clone()))
+                .condition_expression(&cond)
+                .set_expression_attribute_names(e.names())
+                .return_values_on_condition_check_failure(
+                    ReturnValuesOnConditionCheckFailure::AllOld,
+                )
+                .send()
+        })
+        .await;
         match result {
             Ok(_) => Ok(Created::New),
             Err(err) => match err.as_service_error() {

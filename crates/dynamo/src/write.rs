@@ -2,10 +2,11 @@
 //! two calls every participant write is made of, with a refused condition answered by the item
 //! as it was.
 
+use std::future::Future;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::error::ProvideErrorMetadata;
+use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
 use rand::Rng;
 use twopc_core::item::Key;
@@ -124,10 +125,7 @@ async fn adopt(
     .map(|_| ())
 }
 
-/// Sends one conditional `UpdateItem`. An item that a native `TransactWriteItems` holds refuses
-/// single writes with `TransactionConflictException` until that transaction completes (tens of
-/// milliseconds), and nothing was written: sent again after a jittered wait
-/// ([`conflict_backoff`]) before the conflict is reported as retryable.
+/// Sends one conditional `UpdateItem` ([`resending`] it while a transaction holds the item).
 async fn send(
     client: &Client,
     table: &str,
@@ -136,10 +134,8 @@ async fn send(
     w: &Write,
     context: impl Fn() -> String,
 ) -> Result<WriteOutcome, PortError> {
-    let mut attempt = 0;
-    loop {
-        attempt += 1;
-        let r = client
+    let r = resending(|| {
+        client
             .update_item()
             .table_name(table)
             .set_key(Some(key_item(key)))
@@ -150,22 +146,44 @@ async fn send(
             .return_values(w.returns.clone())
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send()
-            .await;
-        let err = match r {
-            Ok(out) => return Ok(WriteOutcome::Written(out.attributes)),
+    })
+    .await;
+    match r {
+        Ok(out) => Ok(WriteOutcome::Written(out.attributes)),
+        Err(err) => match err.as_service_error() {
+            Some(aws_sdk_dynamodb::operation::update_item::UpdateItemError::ConditionalCheckFailedException(c)) => {
+                Ok(WriteOutcome::Refused(c.item.clone()))
+            }
+            _ => Err(classify(context(), err)),
+        },
+    }
+}
+
+/// Sends a single-item write, and again after a jittered wait ([`conflict_backoff`]) while
+/// DynamoDB refuses it with `TransactionConflictException`: a `TransactWriteItems` holds the
+/// item until it completes (tens of milliseconds), and nothing was written. The last refusal is
+/// returned (the caller reports it as retryable).
+pub(crate) async fn resending<T, E, R, F, Fut>(mut send: F) -> Result<T, SdkError<E, R>>
+where
+    E: ProvideErrorMetadata,
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, SdkError<E, R>>>,
+{
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let err = match send().await {
+            Ok(out) => return Ok(out),
             Err(err) => err,
         };
-        let service = err.as_service_error();
-        if let Some(aws_sdk_dynamodb::operation::update_item::UpdateItemError::ConditionalCheckFailedException(c)) = service {
-            return Ok(WriteOutcome::Refused(c.item.clone()));
-        }
-        let conflict = service.and_then(ProvideErrorMetadata::code) == Some(TRANSACTION_CONFLICT);
+        let conflict = err.as_service_error().and_then(ProvideErrorMetadata::code)
+            == Some(TRANSACTION_CONFLICT);
         match conflict_backoff(attempt).filter(|_| conflict) {
             Some(bound) => {
                 let wait = bound.mul_f64(rand::rng().random_range(0.0..=1.0));
                 tokio::time::sleep(wait).await;
             }
-            None => return Err(classify(context(), err)),
+            None => return Err(err),
         }
     }
 }

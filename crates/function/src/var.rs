@@ -50,6 +50,10 @@ pub const MAX_RESERVATIONS: &str = "TWOPC_MAX_RESERVATIONS";
 /// written with the prepares, answered after one round, finished after the answer) or
 /// `classic` (begin, prepare, decide, complete, finalize, then answer). Coordinator.
 pub const COMMIT_MODE: &str = "TWOPC_COMMIT_MODE";
+/// How long an item found contended stays marked hot, in ms (coordinator): native attempts
+/// avoid it until a window after the last contention seen there. Default 10000; at least 1.
+/// `CoordinatorConfig::heat_window_ms`.
+pub const HEAT_WINDOW_MS: &str = "TWOPC_HEAT_WINDOW_MS";
 /// How long past the largest timeout (`TWOPC_MAX_TIMEOUT_MS`) after its transaction began a
 /// fence entry is kept when the fence has room, in ms. Default 10000. Liveness only, see
 /// `ParticipantConfig::fence_window_ms` (the two together).
@@ -109,6 +113,7 @@ pub const ALL: &[&str] = &[
     COORDINATOR_ID,
     CALL_TIMEOUT_MS,
     COMMIT_MODE,
+    HEAT_WINDOW_MS,
     MAX_PARTICIPANTS,
     DEFAULT_TIMEOUT_MS,
     MAX_TIMEOUT_MS,

@@ -171,6 +171,10 @@ pub struct ItemState<const TXS: usize> {
     /// once it is always that item, so it costs no states; it tells the two operations apart
     /// where one transaction names an item twice ([`crate::system::Twice`]).
     pub held_for: [Option<Item>; TXS],
+    /// The item's heat mark is live (`txHot`, [`twopc_core::rules::heat`]): native writes give
+    /// way on it. Set by a prepare that carries a mark; cleared by time (`Cool`). Only in
+    /// configurations with heat; always false otherwise.
+    pub hot: bool,
 }
 
 impl<const TXS: usize> ItemState<TXS> {
@@ -196,6 +200,7 @@ impl<const TXS: usize> ItemState<TXS> {
             reserved: [false; TXS],
             paused_by: [false; TXS],
             held_for: [None; TXS],
+            hot: false,
         }
     }
 }
@@ -233,6 +238,7 @@ impl<const TXS: usize> ItemState<TXS> {
             paused: (0..TXS).any(|u| self.paused_by[u] && !deadline_passed[u]),
             // A transaction's prepares here all carry its one operation on the item.
             other_op: false,
+            hot: self.hot,
         }
     }
 
@@ -344,6 +350,10 @@ pub struct TxState<const ITEMS: usize> {
     /// removal and re-creation is still counted; and it is kept per name, so that where one
     /// transaction names an item twice each operation is counted on its own.
     pub applied: [Applied; ITEMS],
+    /// The heat marks its prepares write, per name: its native attempt gave way there because
+    /// the item was contended ([`twopc_core::rules::Heat::mark`]). Only in configurations with
+    /// heat.
+    pub marks: [bool; ITEMS],
 }
 
 impl<const ITEMS: usize> TxState<ITEMS> {
@@ -362,6 +372,7 @@ impl<const ITEMS: usize> TxState<ITEMS> {
             answered_abort: false,
             replayed: false,
             applied: [Applied::Never; ITEMS],
+            marks: [false; ITEMS],
         }
     }
 

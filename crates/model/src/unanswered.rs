@@ -12,7 +12,7 @@
 //! opt-in.
 
 use stateright::{Model, Property};
-use twopc_core::rules::{self, Reach, StageFacts};
+use twopc_core::rules::{self, PathFacts, Reach};
 
 use crate::participant::{Upkeep, Variant};
 use crate::state::{Coordinator, Item, State};
@@ -34,7 +34,7 @@ impl<const TXS: usize, const ITEMS: usize> Unanswered<TXS, ITEMS> {
     /// The correct protocol over tables reached `direct` and the custom participant `dead`,
     /// staged or classic as [`rules::stages`] decides for it, marked `highlyAvailable` or not.
     pub fn by_rule(dead: Item, highly_available: bool) -> Self {
-        let facts = TwoPhaseCommit::<TXS, ITEMS>::items().map(|i| StageFacts {
+        let facts = TwoPhaseCommit::<TXS, ITEMS>::items().map(|i| PathFacts {
             table: i != dead,
             reach: if i == dead {
                 Reach::Http
@@ -42,6 +42,7 @@ impl<const TXS: usize, const ITEMS: usize> Unanswered<TXS, ITEMS> {
                 Reach::Direct
             },
             highly_available: i == dead && highly_available,
+            ..PathFacts::DIRECT_TABLE
         });
         let model = TwoPhaseCommit::new(Variant::Correct);
         Unanswered {

@@ -444,7 +444,12 @@ fn kind<const TXS: usize, const ITEMS: usize>(
         Action::Native(t) if native_put_on_tombstone_beside_a_prepare(model, state, t) => {
             "a native put lands on a tombstone while another transaction's prepare is in flight"
         }
+        Action::Native(t) if state.tx(t).record.is_none() => {
+            "a native attempt gives way, marking what was contended"
+        }
         Action::Native(_) => "a native transaction",
+        Action::Cool(_) => "an item's heat mark ends",
+        Action::Abandon(_) => "a stager whose put failed records its abort",
         Action::SendPrepares(_) => "send prepares",
         Action::Decide(_, _) => "decide",
         Action::SendCompletes(_) => "send commits/aborts",

@@ -193,6 +193,7 @@ async fn shop() -> Shop {
             // Staged, as a deployment may be configured: a transaction with a custom
             // participant (which answers no inquiry) is still committed the classic way.
             mode: CommitMode::Staged,
+            heat_window_ms: CoordinatorConfig::DEFAULT_HEAT_WINDOW_MS,
         },
     );
     Shop {

@@ -58,6 +58,7 @@ fn prepare(tx: &TxId, payload: &str) -> PrepareRequest {
         op: Operation::default(),
         coordinator: "duplicates test".into(),
         payload: Some(serde_json::from_str(payload).expect("a payload")),
+        hot_until: None,
     }
 }
 

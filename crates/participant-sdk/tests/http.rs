@@ -85,6 +85,7 @@ fn prepare(tx: &TxId, payload: Value) -> PrepareRequest {
         op: Operation::default(),
         coordinator: "http test".into(),
         payload: Some(payload),
+        hot_until: None,
     }
 }
 

@@ -130,6 +130,7 @@ fn prepare() -> PrepareRequest {
         .expect("op"),
         coordinator: "test".into(),
         payload: None,
+        hot_until: None,
     }
 }
 

@@ -79,6 +79,7 @@ impl Driver {
                 services: services(&tables),
                 limits,
                 mode,
+                heat_window_ms: CoordinatorConfig::DEFAULT_HEAT_WINDOW_MS,
             };
             Coordinator::new(
                 log.clone(),

@@ -10,11 +10,13 @@
 //! is answered, and the commit is made explicit, completed and finalized after the answer.
 //! `docs/protocol.md`, "The staged commit".
 
+mod heat;
 mod native;
 mod path;
 mod recover;
 mod types;
 
+use native::NativeAnswer;
 pub use types::{Answered, CommitMode, CoordinatorConfig, Finish, Outcome, SubmitError, Submitted};
 
 use std::ops::ControlFlow;
@@ -31,7 +33,7 @@ use crate::message::{CompleteReply, CompleteRequest, PrepareReply, PrepareReques
 use crate::ports::{Clock, Created, NativeStore, PortError, Swapped, Transport, TxLog};
 use crate::record::{TxRecord, Vote, VoteReason};
 use crate::request::{RequestError, TxRequest, Wait, check_idempotency_key};
-use crate::rules::{self, AfterLostSwap};
+use crate::rules::{self, AfterLostSwap, Path};
 use crate::status::{Decision, TxStatus};
 
 /// The coordinator over a transaction log, a transport and a clock (and, to commit natively,
@@ -43,6 +45,7 @@ pub struct Coordinator<L, T, C> {
     config: Arc<CoordinatorConfig>,
     faults: Arc<dyn Faults>,
     native: Option<Arc<dyn NativeStore>>,
+    heat: heat::HeatCache,
 }
 
 impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
@@ -55,6 +58,7 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
             config: Arc::new(config),
             faults: Arc::new(NoFaults),
             native: None,
+            heat: heat::HeatCache::default(),
         }
     }
 
@@ -131,23 +135,28 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
         request.begin(tx_id, idempotency_key, begun_by, self.clock.now_ms())
     }
 
-    /// The answer: native if [`Self::natively`] admits the transaction and no protocol hold
-    /// is in the way, else the protocol's round.
+    /// The answer: native where [`rules::route`] sends the transaction and nothing is in the
+    /// way, else the protocol's round (with the heat marks a native attempt that gave way saw).
     async fn answer(
         &self,
         record: TxRecord,
         idempotency_key: Option<&str>,
     ) -> Result<Answered, SubmitError> {
-        if let Some(native) = self.natively(&record) {
-            match self
+        let (path, marks) = match (self.path(&record), self.native.as_deref()) {
+            (Path::Native, Some(native)) => match self
                 .commit_natively(native, &record, idempotency_key.is_some())
                 .await?
             {
-                Some(answer) => return Ok(Answered::done(answer)),
-                None => info!(tx_id = %record.tx_id, "the protocol holds an item: staged instead"),
-            }
-        }
-        self.round(record, idempotency_key).await
+                NativeAnswer::Answered(answer) => return Ok(Answered::done(answer)),
+                NativeAnswer::GaveWay { marks } => {
+                    info!(tx_id = %record.tx_id, "an item is held, busy or hot: the protocol path instead");
+                    (self.protocol_path(&record), marks)
+                }
+            },
+            (path, _) => (path, vec![]),
+        };
+        let staged = path == Path::Staged;
+        self.round(record, idempotency_key, staged, &marks).await
     }
 
     /// The protocol's round: begin and prepare, then the answer. Staged only where every
@@ -159,13 +168,14 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
         &self,
         mut record: TxRecord,
         idempotency_key: Option<&str>,
+        staged: bool,
+        marks: &[Option<u64>],
     ) -> Result<Answered, SubmitError> {
-        let staged = self.stages(&record);
         if staged {
             record.status = TxStatus::Staging;
         }
         let parallel = staged && idempotency_key.is_none();
-        let replies = match self.begin_and_prepare(&record, parallel).await? {
+        let replies = match self.begin_and_prepare(&record, parallel, marks).await? {
             ControlFlow::Continue(replies) => replies,
             ControlFlow::Break(answer) => return Ok(Answered::done(answer)),
         };
@@ -216,20 +226,34 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
         &self,
         record: &TxRecord,
         parallel: bool,
+        marks: &[Option<u64>],
     ) -> Result<ControlFlow<Submitted, Vec<PrepareReply>>, SubmitError> {
         let (begun, early) = if parallel {
-            let (begun, replies) = futures::join!(self.begin(record), self.prepare_all(record));
+            let (begun, replies) =
+                futures::join!(self.begin(record), self.prepare_all(record, marks));
             (begun, Some(replies))
         } else {
             (self.begin(record).await, None)
         };
-        match begun.map_err(unavailable(&record.tx_id))? {
+        let begun = match begun {
+            Ok(begun) => begun,
+            // The prepares went out with the put: they may hold items for a record that
+            // does not exist.
+            Err(cause) if parallel => self.abandon(record, cause).await?,
+            Err(cause) => return Err(unavailable(&record.tx_id)(cause)),
+        };
+        match begun {
             Begun::Ours => {}
             // Staged without a key, the id is fresh: a record already there was written by a
             // resolver that found our locks expired before our put landed (ABORTED). Not a
-            // replay; the lock rule aborts what our prepares hold.
+            // replay.
             Begun::Existing(existing) if parallel => {
                 warn!(tx_id = %existing.tx_id, status = %existing.status, "staged put refused: a resolver recorded the transaction first");
+                // Past our deadline, it recorded us `ABORTED` and aborted its own item: what
+                // our prepares hold elsewhere is aborted now rather than at the next sweep.
+                if existing.status.decision() == Some(Decision::Abort) {
+                    self.abort_everywhere(record).await;
+                }
                 return Ok(ControlFlow::Break(Submitted::of(*existing)));
             }
             Begun::Existing(existing) => {
@@ -240,8 +264,41 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
         self.checkpoint(FaultPoint::AfterBegin).await;
         Ok(ControlFlow::Continue(match early {
             Some(replies) => replies,
-            None => self.prepare_all(record).await,
+            None => self.prepare_all(record, marks).await,
         }))
+    }
+
+    /// A staged put that failed after its prepares went out: they may hold items for a
+    /// transaction with no record, which nobody would end before its deadline. The stager
+    /// records it `ABORTING` itself, conditional on no record (as the lock rule records a
+    /// missing owner: a late landing of its own put is then refused), aborts every participant
+    /// and answers the failure; the client's retry is a new transaction (no key: a fresh id).
+    /// If its own put landed after all, it goes on as the stager; if a resolver recorded the
+    /// transaction first, that record answers. If even this write fails, the holds stand until
+    /// the deadline, when the sweeper's pass over expired locks (or a newcomer's prepare)
+    /// resolves them by the lock rule.
+    async fn abandon(&self, record: &TxRecord, cause: PortError) -> Result<Begun, SubmitError> {
+        warn!(tx_id = %record.tx_id, error = %cause, "staged put failed after the prepares went out: aborting them");
+        let aborting = TxRecord {
+            status: TxStatus::Aborting,
+            updated_at: self.clock.now_ms(),
+            ..record.clone()
+        };
+        let unavailable = unavailable(&record.tx_id);
+        match self.log.create(&aborting).await {
+            Ok(Created::New) => {
+                if let Err(e) = self.complete(aborting, &[]).await {
+                    warn!(tx_id = %record.tx_id, error = %e, "aborting an abandoned staged transaction; the sweeper finishes it");
+                }
+                Err(unavailable(cause))
+            }
+            Ok(Created::Exists(r)) if r.begun_by != record.begun_by => Ok(Begun::Existing(r)),
+            Ok(Created::Exists(_)) => Ok(Begun::Ours),
+            Err(e) => {
+                warn!(tx_id = %record.tx_id, error = %e, "could not record the abandoned transaction; its holds are resolved past its deadline");
+                Err(unavailable(cause))
+            }
+        }
     }
 
     /// Committed implicitly: our put is acknowledged and every participant holds the
@@ -344,7 +401,9 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
         Ok(self.recover(*existing).await?)
     }
 
-    async fn prepare_all(&self, record: &TxRecord) -> Vec<PrepareReply> {
+    /// Prepares every participant at once, participant `i`'s prepare writing the heat mark
+    /// `marks[i]` (if any) on its item.
+    async fn prepare_all(&self, record: &TxRecord, marks: &[Option<u64>]) -> Vec<PrepareReply> {
         let calls = record.participants.iter().enumerate().map(|(i, p)| async move {
             let req = PrepareRequest {
                 tx_id: record.tx_id.clone(),
@@ -354,6 +413,7 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
                 op: p.op.clone(),
                 coordinator: self.config.id.clone(),
                 payload: p.payload.clone(),
+                hot_until: marks.get(i).copied().flatten(),
             };
             let reply = match self.transport.prepare(&p.target, &req).await {
                 Ok(r) => r,
@@ -482,6 +542,17 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
                 false
             }
         }
+    }
+}
+
+impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
+    /// Sends an abort to every participant of `record`, whose transaction a record elsewhere
+    /// says aborted (its acknowledgements are not waited for by anyone: the record is terminal,
+    /// and a hold left over is resolved by the lock rule).
+    async fn abort_everywhere(&self, record: &TxRecord) {
+        let calls = (0..record.participants.len())
+            .map(|i| self.complete_one(record, i, None, Decision::Abort));
+        join_all(calls).await;
     }
 }
 

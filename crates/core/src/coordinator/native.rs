@@ -1,9 +1,10 @@
-//! Committing a transaction as one native `TransactWriteItems`, when [`rules::native`] admits
-//! it: the record put `COMMITTED` with every item's write, or nothing.
+//! Committing a transaction as one native `TransactWriteItems`, when [`rules::route`] sends
+//! it there: the record put `COMMITTED` with every item's write, or nothing; what a cancelled
+//! one teaches of the items' heat.
 
 use std::ops::ControlFlow;
 
-use tracing::{debug, warn};
+use tracing::warn;
 
 use crate::codes;
 use crate::item::Lock;
@@ -15,55 +16,42 @@ use crate::ports::{
 };
 use crate::record::{Target, TxRecord, Vote};
 use crate::request::RequestError;
-use crate::rules::{self};
-use crate::service::ServiceKind;
+use crate::rules::{self, NativeFinding, Seen};
 use crate::status::TxStatus;
 
-use super::{CommitMode, Coordinator, SubmitError, Submitted, unavailable};
+use super::{Coordinator, SubmitError, Submitted, unavailable};
+
+/// How a native attempt ended: answered, or given way to the protocol.
+pub(super) enum NativeAnswer {
+    /// Committed, aborted by an item's own refusal, or a replay's record found.
+    Answered(Submitted),
+    /// The protocol holds an item, another request was writing one, or one is marked hot: the
+    /// transaction takes the protocol path, each item's prepare writing the heat mark that
+    /// `marks` holds for it (the contention this attempt saw).
+    GaveWay {
+        /// Per participant, the heat mark its prepare writes.
+        marks: Vec<Option<u64>>,
+    },
+}
 
 impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
-    /// The native store, if `record` is to be committed natively: [`CommitMode::Auto`], a
-    /// store, and [`rules::native`] admits its participants.
-    pub(super) fn natively(&self, record: &TxRecord) -> Option<&dyn NativeStore> {
-        let native = self.native.as_deref()?;
-        if self.config.mode != CommitMode::Auto {
-            return None;
-        }
-        let facts = record.participants.iter().map(|p| {
-            let service = self.config.services.get(&p.participant);
-            rules::NativeFacts {
-                table: service.is_some_and(|s| s.kind == ServiceKind::Table),
-                direct: matches!(p.target, Target::Direct { .. }),
-                hot: service.is_some_and(|s| s.hot),
-                deletes: p.op.delete,
-            }
-        });
-        // The record carries every operation, and the writes each one again: twice the
-        // record's size bounds the request.
-        let bytes = serde_json::to_vec(record).map_or(usize::MAX, |b| b.len().saturating_mul(2));
-        match rules::native(facts, bytes) {
-            Ok(()) => Some(native),
-            Err(why) => {
-                debug!(tx_id = %record.tx_id, why = why.as_str(), "not native");
-                None
-            }
-        }
-    }
-
     /// Commits `record`'s transaction as one native write (`docs/protocol.md`, "Native
     /// transactions"): the record put `COMMITTED` with every item's write, or nothing. A
     /// cancelled one is answered from what cancelled it: a record already there is a replay; an
     /// item's own refusal aborts the transaction (the record is put `ABORTED` with the votes a
-    /// prepare would have had); where the protocol holds an item, or another request was
-    /// writing one, `None`: the transaction takes the protocol path.
+    /// prepare would have had); where the protocol holds an item, another request was writing
+    /// one, or one is marked hot, it gives way to the protocol, having learned which items are
+    /// contended ([`rules::heat`]).
     pub(super) async fn commit_natively(
         &self,
         native: &dyn NativeStore,
         record: &TxRecord,
         keyed: bool,
-    ) -> Result<Option<Submitted>, SubmitError> {
+    ) -> Result<NativeAnswer, SubmitError> {
+        let answered = |s| Ok(NativeAnswer::Answered(s));
         let Some(writes) = native_writes(record) else {
-            return Ok(None); // `natively` admitted only direct tables
+            // `rules::native` admits only direct tables.
+            return Ok(NativeAnswer::GaveWay { marks: vec![] });
         };
         let committed = TxRecord {
             status: TxStatus::Committed,
@@ -71,29 +59,29 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
             ..record.clone()
         };
         let items = match self.write_natively(native, &committed, &writes).await? {
-            ControlFlow::Break(answer) => return Ok(Some(answer)),
+            ControlFlow::Break(answer) => return answered(answer),
             ControlFlow::Continue(NativeOutcome::Committed) => {
-                return Ok(Some(Submitted::of(committed)));
+                return answered(Submitted::of(committed));
             }
             ControlFlow::Continue(NativeOutcome::Cancelled {
                 record: Some(existing),
                 ..
-            }) => return Ok(Some(self.found(existing, record, keyed).await?)),
+            }) => return answered(self.found(existing, record, keyed).await?),
             ControlFlow::Continue(NativeOutcome::Cancelled { items, .. }) => items,
         };
-        let now = self.clock.now_ms();
-        let Some(votes) = self.native_votes(record, &items, &writes, now) else {
-            return Ok(None);
+        let votes = match self.native_votes(record, &items, &writes) {
+            Ok(votes) => votes,
+            Err(marks) => return Ok(NativeAnswer::GaveWay { marks }),
         };
         if votes.iter().all(Vote::is_yes) {
             // Cancelled, yet nothing refused: a write DynamoDB itself refused. The protocol
             // path reports it properly.
-            return Ok(None);
+            return Ok(NativeAnswer::GaveWay { marks: vec![] });
         }
         let aborted = TxRecord {
             status: TxStatus::Aborted,
             votes,
-            updated_at: now,
+            updated_at: self.clock.now_ms(),
             ..record.clone()
         };
         match self
@@ -102,8 +90,8 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
             .await
             .map_err(unavailable(&record.tx_id))?
         {
-            Created::New => Ok(Some(Submitted::of(aborted))),
-            Created::Exists(existing) => Ok(Some(self.found(existing, record, keyed).await?)),
+            Created::New => answered(Submitted::of(aborted)),
+            Created::Exists(existing) => answered(self.found(existing, record, keyed).await?),
         }
     }
 
@@ -141,15 +129,18 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
     }
 
     /// The vote each item's prepare would have had, from what cancelled the native write there
-    /// (a write that would have applied: yes). `None` where the protocol holds an item or
-    /// another request was writing one: the transaction takes the protocol path.
+    /// (a write that would have applied: yes); or, where the protocol holds an item, another
+    /// request was writing one or one is marked hot, the heat marks of a transaction giving way
+    /// (each contended item learned here, [`rules::heat`]). Each item is read as the write's
+    /// condition read it: at the record's `createdAt`.
     fn native_votes(
         &self,
         record: &TxRecord,
         items: &[NativeItem],
         writes: &[NativeWrite<'_>],
-        now: u64,
-    ) -> Option<Vec<Vote>> {
+    ) -> Result<Vec<Vote>, Vec<Option<u64>>> {
+        let (now, at) = (self.clock.now_ms(), record.created_at);
+        let mut findings = Vec::with_capacity(items.len());
         let mut votes = Vec::with_capacity(items.len());
         for (found, w) in items.iter().zip(writes) {
             let lock = Lock {
@@ -159,18 +150,44 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
                 op: w.op.clone(),
                 coordinator: self.config.id.clone(),
             };
-            votes.push(match found {
-                NativeItem::Held => Vote::yes(Mode::Exclusive),
-                NativeItem::Busy => return None,
+            let (finding, vote) = match found {
+                NativeItem::Held => (NativeFinding::Passed, Some(Vote::yes(Mode::Exclusive))),
+                NativeItem::Busy => (NativeFinding::Busy, None),
                 NativeItem::Refused(item) => {
-                    match classify_native_refusal(item.as_deref(), &lock, now) {
-                        Refusal::Vote(reason, message) => Vote::no(reason, message),
-                        Refusal::Held { .. } | Refusal::Stale(_) => return None,
-                    }
+                    let seen = Seen::preparing(item.as_deref(), &lock, at);
+                    let step = rules::native_write(seen, lock.op.creates());
+                    let vote = match classify_native_refusal(item.as_deref(), &lock, at) {
+                        Refusal::Vote(reason, message) => Some(Vote::no(reason, message)),
+                        Refusal::Held { .. } | Refusal::Stale(_) => None,
+                    };
+                    let hot_until = item.as_ref().map_or(0, |i| i.hot_until);
+                    (NativeFinding::Refused { step, hot_until }, vote)
                 }
-            });
+            };
+            findings.push(finding);
+            votes.push(vote);
         }
-        Some(votes)
+        let marks = self.learn_heat(&findings, writes, now);
+        votes.into_iter().collect::<Option<Vec<_>>>().ok_or(marks)
+    }
+
+    /// Remembers what `findings` teach of each item's heat, and answers the marks the staged
+    /// prepares write (`None` where nothing new was seen).
+    fn learn_heat(
+        &self,
+        findings: &[NativeFinding],
+        writes: &[NativeWrite<'_>],
+        now: u64,
+    ) -> Vec<Option<u64>> {
+        findings
+            .iter()
+            .zip(writes)
+            .map(|(found, w)| {
+                let heat = rules::heat(*found, now, self.config.heat_window_ms)?;
+                self.heat.learn(w.table, w.key, heat.until(), now);
+                heat.mark()
+            })
+            .collect()
     }
 
     /// The answer from a record found already there: a replay for a request with an

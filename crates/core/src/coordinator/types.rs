@@ -22,6 +22,17 @@ pub struct CoordinatorConfig {
     pub limits: Limits,
     /// How transactions are committed.
     pub mode: CommitMode,
+    /// How long an item found contended stays marked hot (ms, `TWOPC_HEAT_WINDOW_MS`): native
+    /// attempts avoid it until a window after the last contention seen there
+    /// ([`rules::heat`](crate::rules::heat)).
+    pub heat_window_ms: u64,
+}
+
+impl CoordinatorConfig {
+    /// The default [`CoordinatorConfig::heat_window_ms`]: long enough that a coordinator pays
+    /// one refused native attempt per hot item every few seconds, short enough that an item
+    /// that cools goes back to one `TransactWriteItems` within seconds.
+    pub const DEFAULT_HEAT_WINDOW_MS: u64 = 10_000;
 }
 
 /// How the coordinator commits a transaction (`TWOPC_COMMIT_MODE`).

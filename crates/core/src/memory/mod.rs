@@ -106,6 +106,7 @@ impl ParticipantStore for MemoryItems {
         table: &str,
         key: &Key,
         lock: &Lock,
+        hot_until: Option<u64>,
     ) -> Result<PrepareWrite, PortError> {
         self.with_table(table, |t| {
             let id = key_id(key);
@@ -126,6 +127,9 @@ impl ParticipantStore for MemoryItems {
                 ..ItemState::default()
             });
             item.lock = Some(lock.clone());
+            if let Some(until) = hot_until {
+                item.hot_until = until;
+            }
             if op.creates() {
                 item.placeholder = true;
                 item.tombstone = false;
@@ -179,6 +183,7 @@ impl ParticipantStore for MemoryItems {
         table: &str,
         key: &Key,
         lock: &Lock,
+        hot_until: Option<u64>,
         now: u64,
         most: usize,
     ) -> Result<PrepareWrite, PortError> {
@@ -201,6 +206,9 @@ impl ParticipantStore for MemoryItems {
                 return PrepareWrite::Refused(Some(Box::new(item.clone())));
             }
             let reply = locked(item);
+            if let Some(until) = hot_until {
+                item.hot_until = until;
+            }
             for (name, e) in lock.op.escrow().into_iter().flatten() {
                 let value = item
                     .attributes

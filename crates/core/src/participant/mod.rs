@@ -190,10 +190,16 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
     ) -> Result<ControlFlow<PrepareReply, Option<Box<ItemState>>>, PortError> {
         let mode = req.op.mode();
         let write = match mode {
-            Mode::Exclusive => self.store.prepare(table, &req.key, lock).await?,
+            Mode::Exclusive => {
+                (self.store)
+                    .prepare(table, &req.key, lock, req.hot_until)
+                    .await?
+            }
             Mode::Reserved => {
                 let most = self.config.max_reservations;
-                self.store.reserve(table, &req.key, lock, now, most).await?
+                (self.store)
+                    .reserve(table, &req.key, lock, req.hot_until, now, most)
+                    .await?
             }
         };
         Ok(match write {

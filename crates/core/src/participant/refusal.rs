@@ -53,14 +53,14 @@ pub fn classify_refusal(
 
 /// Reads a refused native write (`docs/protocol.md`, "Native transactions") off the item it
 /// found, by [`rules::native_write`], into the vote a prepare refused for the same reason
-/// would get; where the protocol holds the item, [`Refusal::Held`] (the transaction takes the
-/// protocol path).
+/// would get; where the protocol holds the item, or it is marked hot, [`Refusal::Held`] (the
+/// transaction takes the protocol path).
 pub fn classify_native_refusal(item: Option<&ItemState>, lock: &Lock, now: u64) -> Refusal {
     let seen = Seen::preparing(item, lock, now);
     let step = match rules::native_write(seen, lock.op.creates()) {
         rules::NativeStep::Apply => PrepareStep::Lock,
         rules::NativeStep::Refuse(r) => PrepareStep::Refuse(r),
-        rules::NativeStep::Protocol => {
+        rules::NativeStep::Protocol | rules::NativeStep::Heated => {
             return Refusal::Held {
                 owners: vec![],
                 waiting: false,

@@ -18,12 +18,14 @@
 //! | [`inquire`], [`staged_decision`] | the staged commit's recovery: is a participant held, or prevented? |
 //! | [`plan_prune`] | which fence entries the lock holder's release removes, and the new horizon |
 //! | [`native`], [`native_write`] | whether a transaction is committed as one native `TransactWriteItems`, and what its write does on an item as found |
+//! | [`heat`] | what a cancelled native attempt teaches about an item's heat: route around it, and whether to mark it |
 //! | [`too_far_ahead`], [`age`] | whether a prepare's `began` is further ahead of the participant's clock than the margin, and its age there |
-//! | [`stages`] | whether a protocol transaction is staged (one round) or classic (five) in the default mode |
+//! | [`route`], [`protocol_path`], [`stages`] | which path a transaction takes: native, staged (one round) or classic (five) |
 
 mod admit;
 mod clock;
 mod decide;
+mod heat;
 mod native;
 mod path;
 mod release;
@@ -38,8 +40,9 @@ pub use decide::{
     AfterLostSwap, Recovery, Resolution, after_lost_decide, after_lost_finalize,
     completer_recovers, decision, recovery, resolve,
 };
-pub use native::{NativeFacts, NativeStep, NotNative, native, native_write};
-pub use path::{NotStaged, Reach, StageFacts, stages};
+pub use heat::{Heat, NativeFinding, heat};
+pub use native::{NativeStep, NotNative, native, native_write};
+pub use path::{NotStaged, Path, PathFacts, Reach, protocol_path, route, stages};
 pub use release::{
     AbortStep, CommitStep, FenceOut, Reply, Violation, abort, commit, fence_out, plan_prune,
 };
@@ -117,6 +120,10 @@ pub struct Seen {
     /// key). Only a prepare and an inquiry know their operation ([`Seen::preparing`],
     /// [`Seen::inquiring`]); false for other steps.
     pub other_op: bool,
+    /// Whether the item's heat mark is live: transactions were seen contending for it, so native
+    /// writes give way to the protocol on it ([`native_write`], [`heat`]). Only native writes
+    /// read it.
+    pub hot: bool,
 }
 
 impl Seen {
@@ -130,6 +137,7 @@ impl Seen {
         reserved_by_others: Others::None,
         paused: false,
         other_op: false,
+        hot: false,
     };
 
     /// Whether the transaction holds the item, by lock or by reservation.
@@ -174,6 +182,7 @@ impl Seen {
             },
             paused: now < item.paused_until,
             other_op: false,
+            hot: now < item.hot_until,
         }
     }
 

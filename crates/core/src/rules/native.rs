@@ -1,7 +1,7 @@
 //! Whether a transaction is committed as one native `TransactWriteItems` ([`native`]), and
 //! what its write does on an item as found ([`native_write`]).
 
-use super::{Holder, PrepareRefusal, PrepareStep, Seen, prepare};
+use super::{Holder, PathFacts, PrepareRefusal, PrepareStep, Reach, Seen, prepare};
 
 /// Why a transaction is not committed as one native `TransactWriteItems` (it takes the
 /// protocol path instead).
@@ -15,6 +15,10 @@ pub enum NotNative {
     /// A service marked `hot` takes part: its items take concurrent reservations, which a
     /// native transaction on the same item would conflict with.
     Hot,
+    /// An item the coordinator knows to be contended (a live heat mark it learned from an
+    /// earlier native attempt: [`heat`](super::heat)): a native attempt there would be
+    /// cancelled, and would hold the transaction's other items meanwhile.
+    Heated,
     /// A `delete`: it must leave a tombstone carrying the item's fence, which needs the item
     /// read first.
     Delete,
@@ -31,24 +35,12 @@ impl NotNative {
             NotNative::Custom => "custom participant",
             NotNative::NotDirect => "participant not reached direct",
             NotNative::Hot => "hot service",
+            NotNative::Heated => "contended item",
             NotNative::Delete => "delete",
             NotNative::TooMany => "too many items",
             NotNative::TooLarge => "too large",
         }
     }
-}
-
-/// One participant of a transaction, as [`native`] sees it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct NativeFacts {
-    /// A table's item (not a custom participant).
-    pub table: bool,
-    /// Reached `direct`: the coordinator writes the table itself, in its own account and Region.
-    pub direct: bool,
-    /// The service is marked hot.
-    pub hot: bool,
-    /// The operation deletes the item.
-    pub deletes: bool,
 }
 
 /// Most actions in one `TransactWriteItems` (the record's put is one of them).
@@ -58,9 +50,10 @@ pub(crate) const NATIVE_MAX_BYTES: usize = 4 * 1024 * 1024;
 
 /// Whether a transaction may be committed as one native `TransactWriteItems` (every item's
 /// write and the record's put), given its participants and an upper estimate of the request's
-/// bytes. Checked in this order: custom participants, transports, hot services, deletes, size.
+/// bytes. Checked in this order: custom participants, transports, hot services, contended items,
+/// deletes, size.
 pub fn native(
-    participants: impl IntoIterator<Item = NativeFacts>,
+    participants: impl IntoIterator<Item = PathFacts>,
     bytes: usize,
 ) -> Result<(), NotNative> {
     let mut items = 0;
@@ -68,11 +61,14 @@ pub fn native(
         if !p.table {
             return Err(NotNative::Custom);
         }
-        if !p.direct {
+        if p.reach != Reach::Direct {
             return Err(NotNative::NotDirect);
         }
         if p.hot {
             return Err(NotNative::Hot);
+        }
+        if p.heated {
+            return Err(NotNative::Heated);
         }
         if p.deletes {
             return Err(NotNative::Delete);
@@ -96,6 +92,9 @@ pub enum NativeStep {
     /// The protocol holds the item (a lock, a placeholder, reservations): the transaction takes
     /// the protocol path, which settles or waits for the holders.
     Protocol,
+    /// The item's heat mark is live (it was contended lately): the transaction takes the
+    /// protocol path, where concurrent transactions reserve the item together.
+    Heated,
     /// Refuse, as a prepare would (the item's shape against the operation).
     Refuse(PrepareRefusal),
 }
@@ -104,8 +103,8 @@ pub enum NativeStep {
 /// been anywhere (no fence entry, above every horizon, holding nothing), taken and released in
 /// one write. So it applies only where an exclusive prepare would lock the item at once: no
 /// lock, no reservation standing, the shape the operation needs; where the protocol holds the
-/// item it gives way to the protocol. A reservation's escrow is kept by the same token: none
-/// stands where a native write applies.
+/// item it gives way to the protocol, and where the item is marked hot ([`Seen::hot`]) as well. A
+/// reservation's escrow is kept by the same token: none stands where a native write applies.
 pub fn native_write(seen: Seen, creates: bool) -> NativeStep {
     let fresh = Seen {
         entry: None,
@@ -118,6 +117,7 @@ pub fn native_write(seen: Seen, creates: bool) -> NativeStep {
         ..seen
     };
     match prepare(fresh, creates) {
+        PrepareStep::Lock if seen.hot => NativeStep::Heated,
         PrepareStep::Lock => NativeStep::Apply,
         PrepareStep::Refuse(
             PrepareRefusal::Locked
@@ -137,26 +137,22 @@ mod tests {
     use super::*;
     use crate::rules::*;
 
-    fn table() -> NativeFacts {
-        NativeFacts {
-            table: true,
-            direct: true,
-            hot: false,
-            deletes: false,
-        }
+    fn table() -> PathFacts {
+        PathFacts::DIRECT_TABLE
     }
 
     #[test]
     fn native_takes_plain_direct_tables_and_names_the_first_reason_it_refuses() {
         assert_eq!(native([table(), table()], 1_000), Ok(()));
-        let with = |f: fn(&mut NativeFacts)| {
+        let with = |f: fn(&mut PathFacts)| {
             let mut p = table();
             f(&mut p);
             native([table(), p], 1_000)
         };
         assert_eq!(with(|p| p.table = false), Err(NotNative::Custom));
-        assert_eq!(with(|p| p.direct = false), Err(NotNative::NotDirect));
+        assert_eq!(with(|p| p.reach = Reach::Lambda), Err(NotNative::NotDirect));
         assert_eq!(with(|p| p.hot = true), Err(NotNative::Hot));
+        assert_eq!(with(|p| p.heated = true), Err(NotNative::Heated));
         assert_eq!(with(|p| p.deletes = true), Err(NotNative::Delete));
         assert_eq!(
             native(vec![table(); NATIVE_MAX_ACTIONS - 1], 1),
@@ -224,6 +220,24 @@ mod tests {
                 false
             ),
             NativeStep::Apply
+        );
+        // A live heat mark: gives way where it would apply; where the protocol holds the item,
+        // that is what it found (the contention itself); a wrong shape is refused as ever.
+        let hot = Seen { hot: true, ..real };
+        assert_eq!(native_write(hot, false), NativeStep::Heated);
+        assert_eq!(
+            native_write(
+                Seen {
+                    reserved_by_others: Others::Live,
+                    ..hot
+                },
+                false
+            ),
+            NativeStep::Protocol
+        );
+        assert_eq!(
+            native_write(hot, true),
+            NativeStep::Refuse(PrepareRefusal::Exists)
         );
         // The shape against the operation: refused as a prepare is.
         assert_eq!(

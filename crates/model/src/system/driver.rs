@@ -178,6 +178,30 @@ pub(super) fn deliver_stage<const TXS: usize, const ITEMS: usize>(
     state
 }
 
+/// [`super::Action::Abandon`]: a stager whose put was neither acknowledged nor refused (no
+/// record) gives up on it: `ABORTING`, conditional on no record, then the abort's completion
+/// like any decided coordinator's. It answered nothing (it had no acknowledgement): the client
+/// hears the failure, not an outcome.
+pub(super) fn abandon<const TXS: usize, const ITEMS: usize>(
+    mut state: State<TXS, ITEMS>,
+    t: Tx,
+) -> State<TXS, ITEMS> {
+    let tx = state.tx_mut(t);
+    if let (
+        Coordinator::Staging {
+            acked: false,
+            answered: false,
+            ..
+        },
+        None,
+    ) = (tx.coordinator, tx.record)
+    {
+        tx.record = Some(TxStatus::Aborting);
+        tx.coordinator = Coordinator::Decided(Decision::Abort);
+    }
+    state
+}
+
 pub(super) fn send_completes<const TXS: usize, const ITEMS: usize>(
     mut state: State<TXS, ITEMS>,
     t: Tx,

@@ -10,7 +10,8 @@ mod steps;
 
 pub use driver::settled;
 use driver::{
-    begin, crash, decide, deliver_stage, expire, overdue_recovery, send_completes, send_prepares,
+    abandon, begin, crash, decide, deliver_stage, expire, overdue_recovery, send_completes,
+    send_prepares,
 };
 pub use properties::{
     ALL_CAN_COMMIT, ANSWER_HONOURED, ANSWERED_BEFORE_EXPLICIT, APPLIED_AT_MOST_ONCE, ATOMICITY,
@@ -108,8 +109,17 @@ pub enum Action {
     /// all-or-nothing step, each item's write admitted by [`rules::native_write`](twopc_core::rules::native_write) and the
     /// operation's bound. Where the protocol holds an item, nothing happens (the transaction
     /// takes the protocol path: its `Begin` or `Stage` stays possible); where an item refuses,
-    /// the record is put `ABORTED`.
+    /// the record is put `ABORTED`. With heat, an item's live mark makes it give way too
+    /// (`NativeStep::Heated`), and the marks the heat rule asks for on the contended items are
+    /// kept for its prepares ([`crate::state::TxState::marks`]).
     Native(Tx),
+    /// Time ends an item's heat mark (configurations with heat): native writes apply there again.
+    Cool(Item),
+    /// Staged coordinator whose record put failed (no acknowledgement, no record found) while
+    /// its prepares went out: it records the transaction `ABORTING` itself, conditional on no
+    /// record (its late put is then refused), and completes the abort
+    /// (`Coordinator::abandon`).
+    Abandon(Tx),
 }
 
 /// One transaction naming one item twice, under two spellings of its key (issue 35: `{"id": 1}`
@@ -150,6 +160,10 @@ pub struct TwoPhaseCommit<const TXS: usize, const ITEMS: usize> {
     pub staged: bool,
     /// Whether a transaction may first try to commit natively ([`Action::Native`]).
     pub native: bool,
+    /// Whether items carry heat marks: a native attempt that gives way on a contended item has
+    /// its prepare mark it, a live mark turns native writes away, and time ends marks
+    /// ([`Action::Cool`]).
+    pub heat: bool,
     /// A transaction naming one item twice, if any.
     pub twice: Option<Twice>,
 }
@@ -198,6 +212,7 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
             values: [0; ITEMS],
             staged: false,
             native: false,
+            heat: false,
             twice: None,
         }
     }
@@ -215,6 +230,16 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
     pub const fn native(self) -> Self {
         TwoPhaseCommit {
             native: true,
+            ..self
+        }
+    }
+
+    /// The same, with heat marks ([`TwoPhaseCommit::heat`]): native transactions that learn and
+    /// route around contended items.
+    pub const fn with_heat(self) -> Self {
+        TwoPhaseCommit {
+            native: true,
+            heat: true,
             ..self
         }
     }
@@ -330,6 +355,7 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
                 Action::RecoverDecide(t),
                 Action::Replay(t),
                 Action::Native(t),
+                Action::Abandon(t),
             ]
         });
         let per_tx_item = Self::txs().flat_map(|t| {
@@ -352,6 +378,7 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
         let per_item = Self::items().flat_map(|i| {
             Self::txs()
                 .flat_map(move |t| Self::upkeeps(None).map(move |u| Action::Resolve(i, t, u)))
+                .chain([Action::Cool(i)])
         });
         per_tx.chain(per_tx_item).chain(per_item)
     }

@@ -2,9 +2,11 @@
 //! prepares, completes and finalize, a native commit, a replay, a resolver, the sweeper, the
 //! staged commit's answer, inquiries and recovery. [`TwoPhaseCommit::step`] dispatches here.
 
+use twopc_core::coordinator::CommitMode;
 use twopc_core::message::Inquiry;
 use twopc_core::rules::{
-    self, AfterLostSwap, NativeStep, PrepareStep, Recovery, Reply, Resolution, StagedDecision,
+    self, AfterLostSwap, Heat, NativeFinding, NativeStep, Path, PrepareStep, Recovery, Reply,
+    Resolution, StagedDecision,
 };
 use twopc_core::status::{Decision, TxStatus};
 
@@ -12,7 +14,7 @@ use crate::participant::{self, Prepare, Upkeep, Variant};
 use crate::state::{Coordinator, Item, Op, State, Tx};
 
 use super::{
-    Action, TwoPhaseCommit, begin, crash, decide, deliver_stage, expire, overdue_recovery,
+    Action, TwoPhaseCommit, abandon, begin, crash, decide, deliver_stage, expire, overdue_recovery,
     send_completes, send_prepares, swap,
 };
 
@@ -30,6 +32,8 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
             Action::RecoverDecide(t) => self.recover_decide(state, t),
             Action::Replay(t) => self.replay(state, t),
             Action::Native(t) => self.native_commit(state, t),
+            Action::Cool(i) => self.cool(state, i),
+            Action::Abandon(t) => abandon(state, t),
             Action::SendCompletes(t) => send_completes(state, t),
             Action::Finalize(t) => self.finalize(state, t),
             Action::Crash(t) => crash(state, t),
@@ -142,8 +146,10 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
         let deadlines = state.deadlines_passed();
         let request = self.prepare_request(&state, t, n);
         let i = self.at(t, n);
-        let (after, step) =
+        let (mut after, step) =
             participant::prepare(self.variant, *state.item(i), &request, &deadlines);
+        // The heat mark rides on the prepare's own write: only where it holds the item.
+        after.hot |= step == PrepareStep::Lock && state.tx(t).marks[n.ix()];
         *state.item_mut(i) = after;
         // A yes vote is the rule's `Lock`; any refusal is a no.
         if let (
@@ -156,10 +162,13 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
         state
     }
 
-    /// [`Action::Native`]: eligible by [`rules::native`] (every item a table reached direct;
-    /// no delete), from an idle coordinator and no record; all or nothing. A transaction that
-    /// names one item twice writes nothing: DynamoDB refuses a `TransactWriteItems` naming one
-    /// item twice (`ValidationException`) as a whole.
+    /// [`Action::Native`]: routed native by [`rules::route`] (every item a table reached
+    /// direct; no delete), from an idle coordinator and no record; all or nothing. Every
+    /// transaction may attempt it whatever its coordinator knows of the items' heat: what a
+    /// coordinator knows only ever removes attempts, and the protocol's path is always a step,
+    /// so every routing is explored. A transaction that names one item twice writes nothing:
+    /// DynamoDB refuses a `TransactWriteItems` naming one item twice (`ValidationException`) as
+    /// a whole.
     fn native_commit(&self, mut state: State<TXS, ITEMS>, t: Tx) -> State<TXS, ITEMS> {
         if !self.native
             || self.names_twice(t)
@@ -168,13 +177,13 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
         {
             return state;
         }
-        let facts = Self::items().map(|n| rules::NativeFacts {
-            table: true,
-            direct: true,
-            hot: false,
-            deletes: self.op(t, n) == Op::Delete,
-        });
-        if rules::native(facts, 0).is_err() {
+        let facts: Vec<_> = Self::items()
+            .map(|n| rules::PathFacts {
+                deletes: self.op(t, n) == Op::Delete,
+                ..rules::PathFacts::DIRECT_TABLE
+            })
+            .collect();
+        if rules::route(CommitMode::Auto, &facts, 0, true).0 != Path::Native {
             return state;
         }
         let deadlines = state.deadlines_passed();
@@ -182,13 +191,18 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
             let item = state.item(self.at(t, n));
             participant::native_write(self.variant, item, t, self.op(t, n), &deadlines)
         });
-        let (mut apply, mut protocol) = (true, false);
-        for step in steps {
+        let (mut apply, mut gives_way) = (true, false);
+        let mut marks = [false; ITEMS];
+        for (n, step) in steps.enumerate() {
             apply &= step == NativeStep::Apply;
-            protocol |= step == NativeStep::Protocol;
+            gives_way |= matches!(step, NativeStep::Protocol | NativeStep::Heated);
+            let found = NativeFinding::Refused { step, hot_until: 0 };
+            marks[n] = self.heat && rules::heat(found, 0, 1).and_then(Heat::mark).is_some();
         }
-        if protocol {
-            return state; // gives way: the protocol path is next
+        if gives_way {
+            // The protocol path is next; its prepares mark what was contended.
+            state.tx_mut(t).marks = marks;
+            return state;
         }
         if apply {
             for n in Self::items() {
@@ -207,6 +221,12 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
         tx.coordinator = Coordinator::Finished;
         tx.answered_commit |= apply;
         tx.answered_abort |= !apply;
+        state
+    }
+
+    /// [`Action::Cool`]: an item's heat mark ends.
+    fn cool(&self, mut state: State<TXS, ITEMS>, i: Item) -> State<TXS, ITEMS> {
+        state.item_mut(i).hot = false;
         state
     }
 

@@ -312,6 +312,7 @@ impl<P: UnderTest> Kit<P> {
             op: tx.entry.op.clone(),
             coordinator: "conformance kit".into(),
             payload: tx.entry.payload.clone(),
+            hot_until: None,
         }
     }
 

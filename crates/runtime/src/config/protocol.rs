@@ -389,11 +389,22 @@ fn coordinator_config<F: Fn(&str) -> Option<String>>(
         .get(var::COORDINATOR_ID)
         .or_else(|| env.get(var::FUNCTION_NAME))
         .unwrap_or_else(|| "twopc-coordinator".to_owned());
+    let heat_window_ms = env.number(
+        var::HEAT_WINDOW_MS,
+        CoordinatorConfig::DEFAULT_HEAT_WINDOW_MS,
+    )?;
+    if heat_window_ms == 0 {
+        return Err(ConfigError::Invalid {
+            var: var::HEAT_WINDOW_MS,
+            problem: "0 would never route around a contended item: use at least 1 (ms)".into(),
+        });
+    }
     Ok(CoordinatorConfig {
         id,
         services,
         limits,
         mode,
+        heat_window_ms,
     })
 }
 
@@ -632,6 +643,10 @@ pub(crate) mod tests {
             (var::DEFAULT_TIMEOUT_MS, "120000"),
         ]);
         assert_invalid(&e, "TWOPC_DEFAULT_TIMEOUT_MS");
+        for window in ["0", "soon"] {
+            let e = with(&[(var::SERVICES, SERVICES), (var::HEAT_WINDOW_MS, window)]);
+            assert_invalid(&e, "TWOPC_HEAT_WINDOW_MS");
+        }
     }
 
     #[test]
@@ -650,8 +665,10 @@ pub(crate) mod tests {
             (var::COORDINATOR_ID, "me"),
             (var::FENCE_CAPACITY, "8"),
             (var::MAX_RESERVATIONS, "5"),
+            (var::HEAT_WINDOW_MS, "2500"),
         ]))
         .expect("valid");
+        assert_eq!(s.coordinator.heat_window_ms, 2_500);
         let participant = &s.protocol.participant;
         assert_eq!(participant.fence_capacity, 8);
         assert_eq!(participant.max_reservations, 5);

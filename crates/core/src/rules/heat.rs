@@ -1,0 +1,158 @@
+//! Heat: items many transactions want at once, found without being told. DynamoDB cancels a
+//! `TransactWriteItems` one of whose items another request is writing, so on such an item the
+//! native path loses transactions where the staged commit's reservations stand together.
+//!
+//! A native attempt that gives way on an item because another request was writing it
+//! (`TransactionConflict`) or the protocol holds it is *evidence* of contention
+//! ([`Heat::Contended`]): the staged prepare it falls back to writes the item's heat mark
+//! (`txHot`, until now plus the window) in its own write, at no extra request. Every native
+//! write is conditional on no live mark ([`native_write`](super::native_write) answers
+//! [`NativeStep::Heated`]), and a refused write returns the item, so any coordinator learns the
+//! mark from the item ([`Heat::Marked`]) and routes around it until the mark ends. A mark is
+//! renewed only by new evidence, so an item that cools goes back to native a window after the
+//! last contention anyone saw there.
+
+use super::NativeStep;
+
+/// What one item of a cancelled native `TransactWriteItems` was found to be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum NativeFinding {
+    /// Its write's condition held (another item cancelled the transaction).
+    Passed,
+    /// Another request was writing it at the same time (DynamoDB's `TransactionConflict`).
+    Busy,
+    /// Its write was refused: what [`native_write`](super::native_write) says of the item as
+    /// it was returned, and the item's heat mark (`txHot`, 0 if none).
+    Refused {
+        /// The native rule's step on the item as found.
+        step: NativeStep,
+        /// Its heat mark.
+        hot_until: u64,
+    },
+}
+
+/// What a coordinator learns of an item's heat from a cancelled native attempt: route its
+/// transactions around it (the protocol path) until `until`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Heat {
+    /// The item carries a live mark, written by whoever saw it contended: nothing new is seen,
+    /// so nothing is written.
+    Marked {
+        /// The mark's end.
+        until: u64,
+    },
+    /// The item was contended just now: the staged prepare that follows marks it until then.
+    Contended {
+        /// Now plus the window.
+        until: u64,
+    },
+}
+
+impl Heat {
+    /// Until when native attempts avoid the item.
+    pub fn until(self) -> u64 {
+        match self {
+            Heat::Marked { until } | Heat::Contended { until } => until,
+        }
+    }
+
+    /// The mark the staged prepare writes on the item, if any: only fresh evidence renews it.
+    pub fn mark(self) -> Option<u64> {
+        match self {
+            Heat::Marked { .. } => None,
+            Heat::Contended { until } => Some(until),
+        }
+    }
+}
+
+/// The heat rule: what `found` teaches at `now` with marks lasting `window_ms`. Busy, or held by
+/// the protocol: contended now. Refused by a live mark alone: marked. Passed, or refused by its
+/// own conditions or its shape: nothing about heat.
+pub fn heat(found: NativeFinding, now: u64, window_ms: u64) -> Option<Heat> {
+    match found {
+        NativeFinding::Busy
+        | NativeFinding::Refused {
+            step: NativeStep::Protocol,
+            ..
+        } => Some(Heat::Contended {
+            until: now.saturating_add(window_ms),
+        }),
+        NativeFinding::Refused {
+            step: NativeStep::Heated,
+            hot_until,
+        } => Some(Heat::Marked { until: hot_until }),
+        NativeFinding::Passed | NativeFinding::Refused { .. } => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rules::PrepareRefusal;
+
+    const NOW: u64 = 1_000;
+    const WINDOW: u64 = 10_000;
+
+    #[test]
+    fn contention_seen_now_marks_the_item_for_a_window() {
+        for found in [
+            NativeFinding::Busy,
+            NativeFinding::Refused {
+                step: NativeStep::Protocol,
+                hot_until: 0,
+            },
+            // A live mark and a hold: the hold is news, and renews the mark.
+            NativeFinding::Refused {
+                step: NativeStep::Protocol,
+                hot_until: NOW + 5,
+            },
+        ] {
+            let h = heat(found, NOW, WINDOW).expect("contended");
+            assert_eq!(
+                h,
+                Heat::Contended {
+                    until: NOW + WINDOW
+                },
+                "{found:?}"
+            );
+            assert_eq!(h.mark(), Some(NOW + WINDOW));
+        }
+    }
+
+    #[test]
+    fn a_mark_alone_is_learned_and_never_renewed() {
+        let h = heat(
+            NativeFinding::Refused {
+                step: NativeStep::Heated,
+                hot_until: NOW + 3,
+            },
+            NOW,
+            WINDOW,
+        )
+        .expect("marked");
+        assert_eq!(h, Heat::Marked { until: NOW + 3 });
+        assert_eq!(h.until(), NOW + 3);
+        assert_eq!(
+            h.mark(),
+            None,
+            "no new evidence: an item that cools goes native"
+        );
+    }
+
+    #[test]
+    fn refusals_of_the_operations_own_say_nothing_of_heat() {
+        for found in [
+            NativeFinding::Passed,
+            NativeFinding::Refused {
+                step: NativeStep::Apply, // its own `require` failed
+                hot_until: 0,
+            },
+            NativeFinding::Refused {
+                step: NativeStep::Refuse(PrepareRefusal::Exists),
+                hot_until: NOW + 3,
+            },
+        ] {
+            assert_eq!(heat(found, NOW, WINDOW), None, "{found:?}");
+        }
+    }
+}
