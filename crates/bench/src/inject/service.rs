@@ -112,7 +112,7 @@ fn item_key(write: &Value) -> Option<String> {
 /// What the service does with a write that reached it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Admission {
-    /// Served, charged this many units per item.
+    /// Served, its first item charged this many units.
     Served(u32),
     /// A transaction cancelled: `TransactionConflict` at `busy`, `ThrottlingError` at
     /// `throttled` (indexes into its items).
@@ -180,7 +180,11 @@ impl Service {
         let now = Instant::now();
         let p = self.production;
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        let units = state.units_of(writes) * if transaction { 2 } else { 1 };
+        let units: Vec<u32> = writes
+            .items
+            .iter()
+            .map(|k| state.units_of(k, writes.units) * if transaction { 2 } else { 1 })
+            .collect();
         let busy: Vec<usize> = (0..writes.items.len())
             .filter(|i| {
                 state
@@ -190,7 +194,7 @@ impl Service {
             })
             .collect();
         let burst = Duration::from_millis(p.partition_burst_ms * u64::from(self.dilation));
-        let charges = self.charges(&writes.items, units);
+        let charges = self.charges(&writes.items, &units);
         let over: Vec<&String> = charges
             .iter()
             .filter(|(partition, cost)| {
@@ -208,7 +212,7 @@ impl Service {
                 (true, false) => Admission::Throttled,
                 (true, true) => {
                     state.charge(&charges, now);
-                    Admission::Served(units)
+                    Admission::Served(units[0])
                 }
             };
         }
@@ -229,15 +233,15 @@ impl Service {
             return Admission::Cancelled { busy, throttled };
         }
         state.charge(&charges, now);
-        Admission::Served(units)
+        Admission::Served(units[0])
     }
 
-    /// What each partition a write touches is charged: `units` per item, as time at its rate.
-    fn charges(&self, items: &[String], units: u32) -> Vec<(String, Duration)> {
+    /// What each partition a write touches is charged: each item's units, as time at its rate.
+    fn charges(&self, items: &[String], units: &[u32]) -> Vec<(String, Duration)> {
         let mut out: Vec<(String, Duration)> = vec![];
-        for key in items {
+        for (key, units) in items.iter().zip(units) {
             let partition = partition_of(key, self.production.partition_span);
-            let cost = self.per_unit() * units;
+            let cost = self.per_unit() * *units;
             match out.iter_mut().find(|(p, _)| *p == partition) {
                 Some((_, c)) => *c += cost,
                 None => out.push((partition, cost)),
@@ -264,10 +268,9 @@ impl Service {
 }
 
 impl State {
-    /// Units per item of a write: the most any of its items last cost, or the request's size.
-    fn units_of(&self, writes: &Writes) -> u32 {
-        let known = writes.items.iter().filter_map(|k| self.units.get(k)).max();
-        known.copied().unwrap_or(writes.units).max(1)
+    /// Units of a write of `item`: what it last cost, or `estimate` (the request's size).
+    fn units_of(&self, item: &str, estimate: u32) -> u32 {
+        self.units.get(item).copied().unwrap_or(estimate).max(1)
     }
 
     fn charge(&mut self, charges: &[(String, Duration)], now: Instant) {
