@@ -76,6 +76,9 @@ struct BenchArgs {
     /// One dilation factor for every cell (every time of the model this many times longer).
     #[arg(long)]
     dilation: Option<u32>,
+    /// The main grid only: no sensitivity or crossing rows.
+    #[arg(long)]
+    grid_only: bool,
 }
 
 fn parse_workload(text: &str) -> Result<Workload, String> {
@@ -161,6 +164,10 @@ impl BenchArgs {
         }
         if let Some(k) = self.dilation {
             c.dilation = vec![(usize::MAX, k.max(1))];
+        }
+        if self.grid_only {
+            c.sensitivity.rows.clear();
+            c.crossing.rows.clear();
         }
         c
     }

@@ -316,16 +316,16 @@ fn cost_section(r: &Report) -> String {
          included (and apart); cost per million committed transfers at the list prices of \
          `NOTES.md`: DynamoDB (low – high), the coordinator function (requests and GB-seconds, \
          the work after the answer included), the REST API, the fan-out (stream processor and \
-         Firehose), the total as deployed (REST API; a front door that bills nothing, such as a \
-         function URL).\n\n\
-         | workload | conc | system | write units low / high | × native | index | read units | requests | attempts | DynamoDB $ | Lambda $ | REST API $ | fan-out $ | as deployed $ | × native | function URL $ | × native |\n\
-         | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+         Firehose), the total as deployed (the template's REST API; an HTTP API; a front door \
+         that bills nothing, such as a function URL).\n\n\
+         | workload | conc | system | write units low / high | × native | index | read units | requests | attempts | DynamoDB $ | Lambda $ | REST API $ | fan-out $ | as deployed $ | × native | HTTP API $ | × native | function URL $ | × native |\n\
+         | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
     );
     for c in main(r) {
         let k = &c.cost;
         let _ = writeln!(
             md,
-            "| {} | {} | {} | {:.2} / {:.2} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {} – {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {:.2} / {:.2} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {} – {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             c.workload,
             c.concurrency,
             c.system,
@@ -343,6 +343,8 @@ fn cost_section(r: &Report) -> String {
             dollars(k.fanout),
             dollars(k.deployed()),
             times(r, c, |c| c.cost.deployed() as f64),
+            dollars(k.deployed_http_api()),
+            times(r, c, |c| c.cost.deployed_http_api() as f64),
             dollars(k.deployed_function_url()),
             times(r, c, |c| c.cost.deployed_function_url() as f64),
         );

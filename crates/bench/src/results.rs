@@ -44,6 +44,11 @@ impl Cost {
         self.dynamodb + self.lambda + self.rest_api + self.fanout
     }
 
+    /// As deployed behind an HTTP API instead.
+    pub fn deployed_http_api(&self) -> u64 {
+        self.dynamodb + self.lambda + self.http_api + self.fanout
+    }
+
     /// As deployed behind a front door that bills nothing of its own (a Lambda function URL).
     pub fn deployed_function_url(&self) -> u64 {
         self.dynamodb + self.lambda + self.fanout
