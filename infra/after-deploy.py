@@ -18,7 +18,9 @@ In order, each step printed as it passes (the first failure stops the run, exit 
    WebSocket (within 30 s);
 7. a data-lake object written since the transfer: in the bucket under `committed/` (Firehose
    buffers at least `LakeBufferSeconds`, 60 s by default: waits up to --lake-timeout), or in the
-   local lake folder.
+   local lake folder. An object under `errors/` since the transfer (rows Firehose could not
+   convert to Parquet or partition) fails the step at once, naming it and the delivery stream's
+   log group (`LakeDeliveryLogGroupName`), which says why.
 
 Needs the `twopc` CLI (`cargo build -p twopc`; --twopc PATH) with credentials allowed to invoke
 the API (any source the AWS CLI accepts: profiles, SSO, environment), boto3 and websockets (both
@@ -78,18 +80,23 @@ def stack_outputs(stack, region):
 
 
 class S3Lake:
-    def __init__(self, bucket, region):
+    def __init__(self, bucket, region, log_group):
         import boto3
 
         self.bucket = bucket
+        self.log_group = log_group
         self.s3 = boto3.client("s3", region_name=region)
 
-    def where(self):
-        return f"s3://{self.bucket}/committed/"
+    def where(self, prefix="committed/"):
+        return f"s3://{self.bucket}/{prefix}"
 
-    def new_objects(self, since):
+    def why(self):
+        where = self.log_group or "/<stack>/lake-delivery"
+        return f"the delivery stream's log group {where} (CloudWatch Logs) says why"
+
+    def new_objects(self, since, prefix="committed/"):
         found = []
-        for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix="committed/"):
+        for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):
             for o in page.get("Contents", []):
                 if o["LastModified"] >= since:
                     found.append(f"s3://{self.bucket}/{o['Key']} ({o['Size']} bytes)")
@@ -97,19 +104,42 @@ class S3Lake:
 
 
 class LocalLake:
+    """The local lake folder, laid out as the bucket is (the local stack writes no errors/)."""
+
     def __init__(self, folder):
         self.folder = Path(folder)
 
-    def where(self):
-        return f"{self.folder}/committed/"
+    def where(self, prefix="committed/"):
+        return f"{self.folder}/{prefix}"
 
-    def new_objects(self, since):
+    def why(self):
+        return "the local stack's log says why"
+
+    def new_objects(self, since, prefix="committed/"):
         found = []
-        for f in sorted((self.folder / "committed").glob("dt=*/*")):
+        for f in sorted((self.folder / prefix).glob("**/*")):
             modified = datetime.datetime.fromtimestamp(f.stat().st_mtime, datetime.timezone.utc)
-            if modified >= since and f.stat().st_size > 0:
+            if f.is_file() and modified >= since and f.stat().st_size > 0:
                 found.append(f"{f} ({f.stat().st_size} bytes)")
         return found
+
+
+def wait_for_lake(lake, since, timeout, poll_s):
+    """The objects written under committed/ since `since`; fails at once when rows went under
+    errors/ instead (a failed Parquet conversion or partitioning), and after `timeout`."""
+    until = time.monotonic() + timeout
+    while True:
+        if errors := lake.new_objects(since, "errors/"):
+            raise Failed(f"the rows went under {lake.where('errors/')} instead of committed/: "
+                         f"{len(errors)} object(s) since the transfer, e.g. {errors[0]}; "
+                         f"Firehose could not convert them to Parquet or partition them, and "
+                         f"{lake.why()}")
+        if found := lake.new_objects(since):
+            return found
+        if time.monotonic() > until:
+            raise Failed(f"no data-lake object under {lake.where()} within {timeout:.0f} s, nor under "
+                         f"{lake.where('errors/')}; if one appears there later, {lake.why()}")
+        time.sleep(poll_s)  # polling the bucket: Firehose says nothing when it writes
 
 
 def receive_json(ws, timeout):
@@ -161,7 +191,7 @@ def run(args):
     else:
         outputs = stack_outputs(args.stack, args.region)
         api, ws_url = outputs["ApiUrl"], outputs["WebSocketUrl"]
-        lake = S3Lake(outputs["LakeBucketName"], args.region)
+        lake = S3Lake(outputs["LakeBucketName"], args.region, outputs.get("LakeDeliveryLogGroupName"))
         step(1, f"stack {args.stack}: {api}")
     detail(f"WebSocket {ws_url}")
     detail(f"data lake {lake.where()}")
@@ -185,9 +215,10 @@ def run(args):
     step(3, "WebSocket: subscribe to accounts bob")
     with connect(f"{ws_url}?token={urllib.parse.quote(token, safe='')}", open_timeout=15) as ws:
         ws.send(json.dumps({"action": "subscribe", "entities": [{"participant": "accounts", "key": {"id": "bob"}}]}))
+        # Every change committed after the answer is pushed: the transfer waits for it.
         ack = receive_json(ws, 15)
-        if not ack or ack.get("type") != "subscribed":
-            raise Failed(f"the subscription was not acknowledged: {ack}")
+        if not ack or ack.get("type") != "subscribed" or not isinstance(ack.get("from"), int):
+            raise Failed(f"the subscription was not acknowledged (with `from`): {ack}")
         detail(json.dumps(ack, separators=(",", ":")))
 
         # 4. The transfer (its own idempotency key: a rerun transfers again).
@@ -219,11 +250,7 @@ def run(args):
 
     # 7. The data lake.
     step(7, f"data lake: an object since {since.isoformat()}")
-    until = time.monotonic() + args.lake_timeout
-    while not (found := lake.new_objects(since)):
-        if time.monotonic() > until:
-            raise Failed(f"no data-lake object under {lake.where()} within {args.lake_timeout:.0f} s")
-        time.sleep(2 if args.local else 15)  # polling the bucket: Firehose says nothing when it writes
+    found = wait_for_lake(lake, since, args.lake_timeout, 2 if args.local else 15)
     for f in found[:3]:
         detail(f)
     print("OK: seed, transfer, status, push and data lake all work")

@@ -114,11 +114,9 @@ def local_template(fns):
             line = f"      CodeUri: {current}"
         out.append(line)
     text = "\n".join(out) + "\n"
-    text, n = re.subn(
-        r"(  Architecture:\n    Type: String\n    Default: )arm64", r"\1x86_64", text
-    )
+    text, n = re.subn(r"\n    Architectures: \[arm64\]\n", "\n    Architectures: [x86_64]\n", text)
     if n != 1:
-        raise Failure("template.yaml: no Architecture parameter defaulting to arm64")
+        raise Failure("template.yaml: no `Architectures: [arm64]` in Globals to run as x86_64")
     if not RECORDING["on"]:
         return text
     # Every function records its AWS calls to standard error (`test` only; never in AWS).

@@ -14,8 +14,10 @@
 //! mode `auto`, where transfers without a fee commit natively and those with one take the
 //! classic path), and a hot one among three accounts of one table, with small balances so that
 //! many transfers are unaffordable and every transfer's reservations stand beside others'. The
-//! skewed run is the hot one in `auto` with per-coordinator clocks: one seconds behind the
-//! participants', one further ahead than the fence margin; it reports the `fenced` refusals.
+//! skewed run is the hot one in `auto`, nothing marked hot (each transfer's coordinator, sharing
+//! no memory with the others, finds the contended accounts by their heat marks), with
+//! per-coordinator clocks: one seconds behind the participants', one further ahead than the fence
+//! margin; it reports the `fenced` refusals.
 //!
 //! Knobs (environment): `TWOPC_BANK_TRANSFERS` (default 300), `TWOPC_BANK_CONCURRENCY` (16),
 //! `TWOPC_BANK_ACCOUNTS` per table (6; the hot run keeps 3), `TWOPC_BANK_SEED` (random;
@@ -127,14 +129,15 @@ impl Bank {
         }
     }
 
-    /// The hot bank in `auto` (its service hot: staged, classic with a fee), each transfer's
+    /// The hot bank in `auto`, nothing marked hot (the coordinators find the contended accounts
+    /// themselves: native until contention, then staged; classic with a fee), each transfer's
     /// coordinator on time, [`BEHIND_MS`] behind or [`AHEAD_MS`] ahead, with timeouts longer
     /// than the lag.
     fn skewed() -> Bank {
         Bank {
             mode: CommitMode::Auto,
             timeout_ms: 5_000,
-            hot: true,
+            hot: false,
             offsets: &[0, -BEHIND_MS, AHEAD_MS],
             ..Bank::hot()
         }
@@ -411,6 +414,10 @@ async fn skewed_bank_invariants_hold_with_coordinators_behind_and_ahead_of_the_p
     assert!(
         seen.committed > 0 && seen.crashed > 0,
         "the run must exercise commits and crashes: {seen:?}"
+    );
+    assert!(
+        seen.reserved > 0,
+        "nothing is marked hot: contention alone sent transfers to reserve: {seen:?}"
     );
 }
 

@@ -16,6 +16,7 @@ use twopc_core::ports::{
     ParticipantStore, PortError, PrepareWrite, Swapped, TxLog,
 };
 use twopc_core::record::{TxRecord, VoteReason};
+use twopc_core::rules::{self, NativeStep, Seen};
 use twopc_core::service::KeySchema;
 use twopc_core::status::TxStatus;
 use twopc_dynamo::{DynamoItems, DynamoNative, DynamoTxLog};
@@ -163,6 +164,7 @@ contract!(
     a_native_transaction_is_refused_by_a_record_already_there,
     a_native_put_takes_a_tombstone_and_keeps_its_fence,
     a_native_write_removes_the_idle_escrow_of_what_it_adds_to,
+    a_heat_mark_rides_on_a_hold_and_turns_native_writes_away_while_live,
 );
 
 const NOW: u64 = 1_800_000_000_000;
@@ -1773,6 +1775,68 @@ async fn a_native_transaction_gives_way_where_the_protocol_holds_an_item<
     }
     assert!(read(&s, "alice").await.expect("alice").lock.is_some());
     assert!(s.log().get(&r.tx_id).await.expect("get").is_none());
+}
+
+async fn a_heat_mark_rides_on_a_hold_and_turns_native_writes_away_while_live<
+    I: ParticipantStore,
+    L: TxLog,
+>(
+    s: Stores<I, L>,
+) {
+    s.seed("alice", json!({"balance": 100})).await;
+    s.seed("bob", json!({"balance": 100})).await;
+    // A lock and a reservation, each written with a mark; released, the marks stay.
+    let l = lock(&TxId::random(), NOW, json!({"set": {"x": 1}}));
+    let written = (s.items())
+        .prepare(s.table(), &key("alice"), &l, Some(NOW + 100))
+        .await;
+    assert!(locked(&written.expect("prepare")));
+    let d = debit(&TxId::random(), NOW, 10);
+    let written = (s.items())
+        .reserve(s.table(), &key("bob"), &d, Some(NOW + 200), NOW, MOST)
+        .await;
+    assert!(locked(&written.expect("reserve")));
+    release(&s, "alice", &l, false).await;
+    release(&s, "bob", &d, false).await;
+    assert_eq!(read(&s, "alice").await.expect("alice").hot_until, NOW + 100);
+    assert_eq!(read(&s, "bob").await.expect("bob").hot_until, NOW + 200);
+    // A native write begun while a mark is live gives way there, the item returned with it.
+    let ops = [
+        ("alice", json!({"add": {"balance": -1}})),
+        ("bob", json!({"add": {"balance": 1}})),
+    ];
+    let r = native_record(); // began at NOW
+    let items = cancelled_items(native(&s, &r, &ops).await);
+    for ((id, v), found) in ops.iter().zip(&items) {
+        let NativeItem::Refused(Some(item)) = found else {
+            panic!("{id}: expected a refusal with the item, got {found:?}");
+        };
+        let l = lock(&r.tx_id, r.created_at, v.clone());
+        let seen = Seen::preparing(Some(item), &l, r.created_at);
+        assert_eq!(rules::native_write(seen, false), NativeStep::Heated, "{id}");
+    }
+    // Begun once alice's mark ended and while bob's is live: bob alone turns it away.
+    let mut r = native_record();
+    r.created_at = NOW + 100;
+    let items = cancelled_items(native(&s, &r, &ops).await);
+    assert!(matches!(items[0], NativeItem::Held), "{:?}", items[0]);
+    assert!(matches!(items[1], NativeItem::Refused(Some(_))));
+    // Begun once both ended, it applies.
+    r.created_at = NOW + 200;
+    assert!(matches!(
+        native(&s, &r, &ops).await,
+        NativeOutcome::Committed
+    ));
+    assert_eq!(
+        number(
+            read(&s, "alice")
+                .await
+                .expect("alice")
+                .attributes
+                .get("balance")
+        ),
+        "99"
+    );
 }
 
 async fn a_native_transaction_is_refused_by_a_record_already_there<

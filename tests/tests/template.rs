@@ -425,11 +425,41 @@ fn every_function_is_built_from_a_crate_of_the_workspace() {
     }
     let globals = block("Globals", "Function");
     assert_eq!(value(&globals, "Runtime"), Some("provided.al2023"));
+    assert_eq!(value(&globals, "Handler"), Some("bootstrap"));
+}
+
+/// The architecture the functions are configured with is the one `make build` (and so `sam
+/// build`) builds, written in the template: no parameter, so `sam deploy --guided` never asks
+/// for it. A guided answer lands in the deploy's parameters only, and `sam build` would go on
+/// building the default: the answer x86_64 deployed arm64 binaries.
+#[test]
+fn the_functions_architecture_is_the_one_make_build_builds_and_no_deploy_answer() {
+    let makefile = include_str!("../../Makefile");
+    let recipe = makefile
+        .lines()
+        .skip_while(|l| !l.starts_with("build:"))
+        .nth(1)
+        .expect("make build's recipe");
+    let built = if recipe.contains(" --arm64 ") {
+        "arm64"
+    } else if recipe.contains(" --x86-64 ") {
+        "x86_64"
+    } else {
+        panic!("make build names no architecture: {recipe}")
+    };
+    let globals = block("Globals", "Function");
     assert_eq!(
         value(&globals, "Architectures"),
-        Some("[!Ref Architecture]")
+        Some(format!("[{built}]").as_str()),
+        "the functions run what make build builds, a literal (a parameter would be a guided answer)"
     );
-    assert_eq!(value(&globals, "Handler"), Some("bootstrap"));
+    for f in resources_of("AWS::Serverless::Function") {
+        assert_eq!(
+            value(&block("Resources", &f), "Architectures"),
+            None,
+            "{f}: the Globals' architecture"
+        );
+    }
 }
 
 #[test]
@@ -865,7 +895,7 @@ fn websocket_connections_need_the_authorizer_and_the_shared_token_is_an_opt_in_s
         function
             .iter()
             .any(|l| l
-                .contains("{{resolve:secretsmanager:${WebSocketTokenSecretArn}:SecretString}}")),
+                .contains("{{resolve:secretsmanager:${WebSocketTokenSecretArn}:SecretString:::${WebSocketTokenSecretVersion}}}")),
         "the shared token comes from Secrets Manager only"
     );
     // Closed unless configured: no issuer and no shared token by default.
@@ -951,7 +981,7 @@ fn the_completers_filter_names_the_mark_and_the_status_the_code_writes() {
 }
 
 #[test]
-fn every_function_can_be_pointed_at_local_emulators_and_built_for_x86_64() {
+fn every_function_can_be_pointed_at_local_emulators() {
     // `sam local --env-vars` sets only what the template declares; empty is unset in AWS.
     let set = variables_set();
     let globals = block("Globals", "Function");
@@ -963,13 +993,6 @@ fn every_function_can_be_pointed_at_local_emulators_and_built_for_x86_64() {
         );
         assert_eq!(value(&globals, v), Some("\"\""), "{v} is empty in AWS");
     }
-    assert_eq!(
-        value(&globals, "Architectures"),
-        Some("[!Ref Architecture]")
-    );
-    let parameter = block("Parameters", "Architecture");
-    assert_eq!(value(&parameter, "Default"), Some("arm64"));
-    assert_eq!(value(&parameter, "AllowedValues"), Some("[arm64, x86_64]"));
 }
 
 /// `sam build` never deploys a stale binary: SAM's build cache keys each function on its

@@ -49,6 +49,10 @@ pub enum AccessRefusal {
     /// Neither an issuer nor a shared token is configured: nobody is admitted.
     #[error("this deployment trusts no issuer and no shared token: every connection is refused")]
     NotConfigured,
+    /// The issuer's configuration cannot be used (e.g. set in part): nobody is admitted until
+    /// it is fixed.
+    #[error("this deployment's token issuer is misconfigured, so every connection is refused: {0}")]
+    Misconfigured(String),
     /// The connection carries no principal (connected before authorization, or unknown).
     #[error("the connection has no authorized principal: reconnect with a token")]
     NoPrincipal,
@@ -74,15 +78,17 @@ impl AccessRefusal {
             AccessRefusal::ConnectionExpired => codes::CONNECTION_EXPIRED,
             AccessRefusal::NoPrincipal => codes::NO_PRINCIPAL,
             AccessRefusal::NotConfigured => codes::NOT_CONFIGURED,
+            AccessRefusal::Misconfigured(_) => codes::MISCONFIGURED,
         }
     }
 
     /// The HTTP status a gateway answers `$connect` with: 503 when the keys could not be
-    /// fetched (the token may be fine), 401 otherwise.
+    /// fetched (the token may be fine), 500 when the deployment is misconfigured, 401 otherwise.
     pub fn status(&self) -> u16 {
         match self {
             AccessRefusal::KeysUnavailable(_) => 503,
             AccessRefusal::TopicForbidden(_) => 403,
+            AccessRefusal::Misconfigured(_) => 500,
             _ => 401,
         }
     }
@@ -123,6 +129,8 @@ pub mod codes {
 
     /// No issuer and no shared token configured.
     pub const NOT_CONFIGURED: &str = "auth_not_configured";
+    /// The issuer's configuration cannot be used.
+    pub const MISCONFIGURED: &str = "auth_misconfigured";
 
     /// Every code, for documents and tests.
     pub const ALL: &[&str] = &[
@@ -142,5 +150,6 @@ pub mod codes {
         CONNECTION_EXPIRED,
         NO_PRINCIPAL,
         NOT_CONFIGURED,
+        MISCONFIGURED,
     ];
 }

@@ -9,7 +9,7 @@ use std::convert::Infallible;
 use aws_lambda_events::apigw::{ApiGatewayProxyResponse, ApiGatewayWebsocketProxyRequest};
 use lambda_runtime::LambdaEvent;
 use twopc_authorizer::refusal::codes;
-use twopc_core::ports::{Clock, SystemClock};
+use twopc_core::ports::SystemClock;
 use twopc_dynamo::connections::DynamoConnections;
 use twopc_runtime::telemetry::Metrics;
 
@@ -37,8 +37,7 @@ pub async fn handle(
     app: &App,
     event: LambdaEvent<ApiGatewayWebsocketProxyRequest>,
 ) -> Result<ApiGatewayProxyResponse, Infallible> {
-    let now = SystemClock.now_secs();
-    let answer = twopc_fanout::connections::handle(&app.store, &event.payload, now).await;
+    let answer = twopc_fanout::connections::handle(&app.store, &event.payload, &SystemClock).await;
     // The SubscribeRefusals alarm's metric.
     if let Some(code) = refusal_code(&answer) {
         app.metrics.subscribe_refused(&code);
@@ -49,6 +48,7 @@ pub async fn handle(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use twopc_core::ports::Clock;
     use twopc_dynamo::tables::{TableKind, TableSpec, ensure_table};
 
     fn sample(text: &str) -> ApiGatewayWebsocketProxyRequest {
@@ -84,8 +84,23 @@ mod tests {
         assert_eq!(r.status_code, 200, "{:?}", r.body);
 
         let admitted = sample(include_str!("../../../events/connections-subscribe.json"));
+        let before = SystemClock.now_ms();
         let r = answered(handle(&app, LambdaEvent::new(admitted, Default::default())).await);
         assert_eq!(refusal_code(&r), None, "{:?}", r.body);
+        // Acknowledged with when it took effect: after it was stored, before the answer.
+        let Some(aws_lambda_events::encodings::Body::Text(ack)) = &r.body else {
+            panic!("no answer: {r:?}")
+        };
+        let ack: serde_json::Value = serde_json::from_str(ack).expect("json");
+        assert_eq!(
+            (&ack["type"], &ack["topics"]),
+            (&"subscribed".into(), &1.into()),
+            "{ack}"
+        );
+        let from = ack["from"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no from: {ack}"));
+        assert!((before..=SystemClock.now_ms()).contains(&from), "{ack}");
         assert!(app.metrics.lines().is_empty(), "{:?}", app.metrics.lines());
 
         let mut bobs = sample(include_str!("../../../events/connections-subscribe.json"));

@@ -178,6 +178,71 @@ mod tests {
         }
     }
 
+    /// docs/signing-vectors.json: the vectors every language's signer is tested against.
+    const VECTORS: &str = include_str!("../../../docs/signing-vectors.json");
+
+    #[test]
+    fn the_signer_gives_every_documented_vector() {
+        let doc: serde_json::Value = serde_json::from_str(VECTORS).expect("the vectors are JSON");
+        let vectors = doc["vectors"].as_array().expect("vectors");
+        assert!(vectors.len() >= 8, "{} vectors", vectors.len());
+        let text = |v: &serde_json::Value, field: &str| -> String {
+            v[field]
+                .as_str()
+                .unwrap_or_else(|| panic!("{field}: {v}"))
+                .to_owned()
+        };
+        for v in vectors {
+            let name = text(v, "name");
+            let (secret, tx, body) = (text(v, "secret"), text(v, "txId"), text(v, "body"));
+            let timestamp: u64 = text(v, "timestamp").parse().expect("a timestamp");
+            if let Some(file) = v["secretFile"].as_str() {
+                assert_eq!(file.strip_suffix('\n'), Some(secret.as_str()), "{name}");
+            }
+            assert_eq!(
+                text(v, "stringToSign"),
+                format!("v1\n{timestamp}\n{tx}\n{body}"),
+                "{name}"
+            );
+            let headers = sign_text(secret.as_bytes(), &tx, timestamp, body.as_bytes());
+            assert_eq!(
+                headers[0],
+                (TIMESTAMP_HEADER, text(v, "timestamp")),
+                "{name}"
+            );
+            assert_eq!(headers[1], (TX_HEADER, tx.clone()), "{name}");
+            assert_eq!(
+                headers[2],
+                (SIGNATURE_HEADER, text(v, "signature")),
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_verifier_answers_every_documented_check() {
+        let doc: serde_json::Value = serde_json::from_str(VECTORS).expect("the vectors are JSON");
+        let secret = doc["vectors"][0]["secret"].as_str().expect("secret");
+        let max = doc["maxSkewMs"].as_u64().expect("maxSkewMs");
+        assert_eq!(max, DEFAULT_MAX_SKEW_MS);
+        let checks = doc["checks"].as_array().expect("checks");
+        assert!(checks.len() >= 15, "{} checks", checks.len());
+        for c in checks {
+            let name = c["name"].as_str().expect("name");
+            let headers = c["headers"].as_object().expect("headers");
+            let header = |n: &str| headers.get(n).and_then(|v| v.as_str());
+            let body = c["body"].as_str().expect("body").as_bytes();
+            let now = c["now"].as_u64().expect("now");
+            let got = verify(secret.as_bytes(), header, body, now, max);
+            let want = &c["expect"];
+            match (&got, want["txId"].as_str(), want["code"].as_str()) {
+                (Ok(tx), Some(want), None) => assert_eq!(tx, want, "{name}"),
+                (Err(e), None, Some(code)) => assert_eq!(e.code(), code, "{name}: {e}"),
+                _ => panic!("{name}: got {got:?}, want {want}"),
+            }
+        }
+    }
+
     #[test]
     fn hmac_sha256_matches_rfc_4231() {
         // Test case 2: key "Jefe", data "what do ya want for nothing?".

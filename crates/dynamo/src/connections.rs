@@ -9,6 +9,7 @@
 use std::time::Duration;
 
 use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use aws_sdk_dynamodb::types::{AttributeValue, DeleteRequest, PutRequest, WriteRequest};
 use rand::Rng;
 use twopc_core::ports::PortError;
@@ -195,6 +196,23 @@ impl DynamoConnections {
         Ok(())
     }
 
+    /// The query of a topic's subscriptions unexpired at `now_secs`. Strongly consistent: a
+    /// subscription is answered once its write returns, and a change committed after that
+    /// answer must find it here, however soon the stream processor looks (an eventually
+    /// consistent read may miss a write of the last second).
+    fn subscribers_query(&self, topic: &str, now_secs: u64) -> QueryFluentBuilder {
+        self.client
+            .query()
+            .table_name(&self.table)
+            .consistent_read(true)
+            .key_condition_expression("#t = :t")
+            .filter_expression("#x > :now")
+            .expression_attribute_names("#t", TOPIC_ATTR)
+            .expression_attribute_names("#x", EXPIRE_AT)
+            .expression_attribute_values(":t", AttributeValue::S(topic.to_owned()))
+            .expression_attribute_values(":now", AttributeValue::N(now_secs.to_string()))
+    }
+
     /// Every connection subscribed to any of `topics` whose subscription has not expired at
     /// `now_secs`, each once.
     pub async fn subscribers(
@@ -205,15 +223,7 @@ impl DynamoConnections {
         let mut out = std::collections::BTreeSet::new();
         for topic in topics {
             let items = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .key_condition_expression("#t = :t")
-                .filter_expression("#x > :now")
-                .expression_attribute_names("#t", TOPIC_ATTR)
-                .expression_attribute_names("#x", EXPIRE_AT)
-                .expression_attribute_values(":t", AttributeValue::S(topic.clone()))
-                .expression_attribute_values(":now", AttributeValue::N(now_secs.to_string()))
+                .subscribers_query(topic, now_secs)
                 .into_paginator()
                 .items()
                 .send()
@@ -262,6 +272,19 @@ impl DynamoConnections {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What a subscription's answer promises (every change committed after it is pushed)
+    /// needs the stream processor to see every acknowledged subscription.
+    #[test]
+    fn a_topics_subscribers_are_read_strongly_consistent() {
+        let config = aws_sdk_dynamodb::Config::builder()
+            .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
+            .build();
+        let store = DynamoConnections::new(Client::from_conf(config), "connections", 7_200);
+        let query = store.subscribers_query("entity:accounts:{\"id\":\"alice\"}", 1);
+        assert_eq!(query.get_consistent_read(), &Some(true));
+        assert_eq!(query.get_table_name().as_deref(), Some("connections"));
+    }
 
     #[test]
     fn unprocessed_items_wait_longer_each_retry_up_to_a_second() {

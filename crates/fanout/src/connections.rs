@@ -7,7 +7,10 @@
 //! `{"action": "subscribe", "all": true}` is checked topic by topic against the principal's
 //! grants (`twopc_authorizer::grants`): one topic not granted refuses the whole message
 //! (`topic_forbidden`), nothing stored. A malformed message is answered with an error frame
-//! (`invalid_subscription`); the connection stays open.
+//! (`invalid_subscription`); the connection stays open. An admitted one is answered once it is
+//! stored, `{"type": "subscribed", "topics": N, "from": <epoch ms>}`: every change committed
+//! after that answer is pushed (the stream processor reads subscriptions strongly consistent,
+//! after the commit it pushes), `from` being when it took effect on this side's clock.
 
 use std::future::Future;
 
@@ -16,7 +19,7 @@ use aws_lambda_events::encodings::Body;
 use serde_json::{Map, Value, json};
 use tracing::{info, warn};
 use twopc_authorizer::{AccessRefusal, Grants, Wanted};
-use twopc_core::ports::PortError;
+use twopc_core::ports::{Clock, PortError};
 use twopc_dynamo::connections::{DynamoConnections, StoredConnection};
 
 use crate::rows::{ALL, entity_topic, tx_topic};
@@ -231,13 +234,14 @@ fn refused(status: i64, connection: &str, r: &AccessRefusal) -> ApiGatewayProxyR
     error(status, r.code(), r)
 }
 
-/// Handles one WebSocket route event at `now_secs`. `$connect` needs the principal an
-/// authorizer put in the request context (otherwise 401: closed, not open).
-pub async fn handle<S: ConnectionStore>(
+/// Handles one WebSocket route event, reading the time from `clock`. `$connect` needs the
+/// principal an authorizer put in the request context (otherwise 401: closed, not open).
+pub async fn handle<S: ConnectionStore, C: Clock>(
     store: &S,
     req: &ApiGatewayWebsocketProxyRequest,
-    now_secs: u64,
+    clock: &C,
 ) -> ApiGatewayProxyResponse {
+    let now_secs = clock.now_secs();
     let ctx = &req.request_context;
     let Some(connection) = ctx.connection_id.as_deref() else {
         return error(
@@ -259,7 +263,7 @@ pub async fn handle<S: ConnectionStore>(
                 store,
                 connection,
                 req.body.as_deref().unwrap_or_default(),
-                now_secs,
+                clock,
             )
             .await
         }
@@ -295,13 +299,14 @@ async fn connect<S: ConnectionStore>(
 }
 
 /// `subscribe`: the topics `body` asks for, each within the grants the connection was admitted
-/// with, stored until the connection expires.
-async fn subscribe<S: ConnectionStore>(
+/// with, stored until the connection expires, and answered with when that took effect.
+async fn subscribe<S: ConnectionStore, C: Clock>(
     store: &S,
     connection: &str,
     body: &str,
-    now_secs: u64,
+    clock: &C,
 ) -> ApiGatewayProxyResponse {
+    let now_secs = clock.now_secs();
     let asked = match parse_subscribe(body) {
         Ok(asked) => asked,
         Err(message) => return error(200, "invalid_subscription", message),
@@ -330,9 +335,11 @@ async fn subscribe<S: ConnectionStore>(
     }
     let topics: Vec<String> = asked.iter().map(Asked::topic).collect();
     match store.subscribe(connection, &topics, stored.expire_at).await {
+        // Read after the write: a change committed from then on finds the subscription when
+        // the stream processor looks its topic up (a later, strongly consistent read).
         Ok(()) => reply(
             200,
-            Some(json!({"type": "subscribed", "topics": topics.len()})),
+            Some(json!({"type": "subscribed", "topics": topics.len(), "from": clock.now_ms()})),
         ),
         Err(e) => {
             warn!(connection, error = %e, "could not store subscriptions");

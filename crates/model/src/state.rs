@@ -175,6 +175,10 @@ pub struct ItemState<const TXS: usize> {
     /// way on it. Set by a prepare that carries a mark; cleared by time (`Cool`). Only in
     /// configurations with heat; always false otherwise.
     pub hot: bool,
+    /// A mark on the item ended once already: time ends a mark once per item in the model, so
+    /// that a duplicate prepare marking it again cannot cycle with the cooling (any later mark
+    /// stands; what one cooling lets a native write do, the model has seen).
+    pub cooled: bool,
 }
 
 impl<const TXS: usize> ItemState<TXS> {
@@ -201,6 +205,7 @@ impl<const TXS: usize> ItemState<TXS> {
             paused_by: [false; TXS],
             held_for: [None; TXS],
             hot: false,
+            cooled: false,
         }
     }
 }

@@ -387,3 +387,30 @@ fn participants_md_names_every_check_and_what_it_guards_against() {
         );
     }
 }
+
+/// Every request ignores fields it does not know, in the document and in the types (a later
+/// coordinator may send more): no request schema closes its properties, each says so, and
+/// each call's request with a field no version sends still reads.
+#[test]
+fn every_request_ignores_unknown_fields_in_the_document_and_the_types() {
+    let doc = doc();
+    for name in ["PrepareRequest", "CompleteRequest", "InquireRequest"] {
+        let schema = &doc["components"]["schemas"][name];
+        assert_ne!(
+            schema.get("additionalProperties"),
+            Some(&json!(false)),
+            "{name}"
+        );
+        let description = schema["description"].as_str().unwrap_or_default();
+        assert!(
+            description.contains("Unknown fields are ignored"),
+            "{name}: {description}"
+        );
+    }
+    for action in ["prepare", "commit", "abort", "inquire"] {
+        let request = json!({"txId": TxId::random(), "deadline": 2, "began": 1, "key": {},
+            "coordinator": "c", "payload": {}, "prevent": true, "aFieldOfLater": {"x": 1}});
+        let call = ParticipantCall::from_json(json!({"action": action, "request": request}));
+        assert!(call.is_ok(), "{action}: {call:?}");
+    }
+}

@@ -3,7 +3,7 @@
 //! stack starts empty. Every step but the AWS lookups (the stack's outputs, the bucket listing)
 //! is the one an operator runs: `twopc seed` commits the demo items, the transfer commits, its
 //! status is read, the WebSocket push arrives, a data-lake object appears. A second run changes
-//! no seeded item and passes again.
+//! no seeded item and passes again; rows under the lake's `errors/` stop a third at once.
 
 mod common;
 
@@ -85,6 +85,29 @@ async fn the_after_deploy_check_passes_against_a_fresh_local_stack() {
     assert!(second.status.success(), "{out}");
     assert_eq!(balance(&serve.url, "accounts", "alice").await, "198");
     assert_eq!(balance(&serve.url, "accounts", "bob").await, "2");
+
+    // Rows that went under errors/ (in AWS: Firehose could not convert them to Parquet) stop
+    // the check at once, naming the object and where the reason is, instead of waiting out
+    // the lake timeout. The local lake is laid out as the bucket is; the file is dated ahead
+    // so that it counts as written after the run's transfer.
+    let errors = data.join("lake/errors/format-conversion-failed/dt=2026-01-01");
+    std::fs::create_dir_all(&errors).expect("errors folder");
+    let failed = errors.join("rows-1");
+    std::fs::write(&failed, b"{\"rawData\": \"...\"}\n").expect("error object");
+    let ahead = std::time::SystemTime::now() + std::time::Duration::from_secs(3_600);
+    std::fs::File::options()
+        .write(true)
+        .open(&failed)
+        .and_then(|f| f.set_modified(ahead))
+        .expect("dated ahead");
+    let third = after_deploy(&serve.url, &data);
+    let out = text(&third);
+    assert_eq!(third.status.code(), Some(1), "{out}");
+    assert!(
+        out.contains("went under") && out.contains("errors/") && out.contains("rows-1"),
+        "{out}"
+    );
+    assert!(out.contains("says why"), "{out}");
 
     assert!(interrupt(serve).await.success());
     let _ = std::fs::remove_dir_all(&data);

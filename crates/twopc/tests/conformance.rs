@@ -1,9 +1,10 @@
 //! `twopc conformance`, the black-box runner, against participants over HTTP: the SDK's
 //! `payments` as `twopc serve` serves it passes every check it plays; a participant that trusts
 //! unsigned requests and answers a duplicate commit as new fails exactly those checks, named,
-//! and the run exits 1; the Python example (examples/python-participant, on DynamoDB Local)
-//! passes every check, then takes part in transactions of the local stack beside a Rust
-//! participant, committed and aborted.
+//! and the run exits 1; the Python example (examples/python-participant, on the Python SDK's
+//! installed wheel and DynamoDB Local) passes every check, then takes part in transactions of
+//! the local stack beside a Rust participant, committed and aborted, and the Python SDK's client
+//! submits, reads and lists against the same stack (sdk/python/tests/test_against_stack.py).
 
 mod common;
 
@@ -18,13 +19,16 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use common::{call, free_port, ready, start_on_shared, temp_dir};
+use common::{call, free_port, ready, start, start_on_shared, temp_dir};
 use serde_json::{Value, json};
 use tokio::process::{Child, Command};
 use twopc_core::ids::TxId;
 use twopc_core::memory::MemoryTxLog;
 use twopc_core::message::{CompleteReply, CompleteRequest, InquireRequest, PrepareRequest};
-use twopc_core::ports::SystemClock;
+use twopc_core::ports::{Clock, SystemClock, TxLog};
+use twopc_core::record::TxRecord;
+use twopc_core::status::TxStatus;
+use twopc_dynamo::DynamoTxLog;
 use twopc_participant_sdk::conformance::CHECKS;
 use twopc_participant_sdk::{Call, HookError, Hooks, MemoryStates, Reservation, SdkParticipant};
 
@@ -298,15 +302,21 @@ struct Python {
     url: String,
 }
 
-/// examples/python-participant on the shared DynamoDB Local, its table `table`, with the
-/// interpreter `make py-tools` installs (.tools/python-participant).
-async fn start_python(secret: &Path, table: &str) -> Python {
+/// The interpreter of the virtualenv `make python-sdk` makes: the SDK's wheel installed, with
+/// its pinned requirements.
+fn python_bin() -> PathBuf {
     let python = repo().join(".tools/python-participant/bin/python");
     assert!(
         python.exists(),
-        "{} is missing: `make py-tools` installs the example's requirements",
+        "{} is missing: `make python-sdk` builds the Python SDK's wheel and installs it there",
         python.display()
     );
+    python
+}
+
+/// examples/python-participant on the shared DynamoDB Local, its table `table`.
+async fn start_python(secret: &Path, table: &str) -> Python {
+    let python = python_bin();
     let port = free_port();
     let child = Command::new(python)
         .arg(repo().join("examples/python-participant/participant.py"))
@@ -383,9 +393,16 @@ async fn the_python_participant_passes_the_runner_and_commits_and_aborts_beside_
     // on its table) and 100 of her loyalty points (the Python one): both apply.
     let secret_arg = secret.to_str().expect("utf-8 path");
     let loyalty = format!("loyalty={}", py.url);
-    let (serve, _) = start_on_shared(
-        "polyglot",
+    let endpoint = twopc_tests::endpoint();
+    let prefix = format!("y{}-", &TxId::random().as_str()[..8]);
+    let serve = start(
+        &temp_dir("polyglot"),
+        free_port(),
         &[
+            "--dynamodb-endpoint",
+            &endpoint,
+            "--table-prefix",
+            &prefix,
             "--http-participant",
             &loyalty,
             "--signing-secret-file",
@@ -467,4 +484,32 @@ async fn the_python_participant_passes_the_runner_and_commits_and_aborts_beside_
     );
     assert_eq!(balance(&serve.url, "alice").await, "90");
     assert_eq!(points(&py, "bob").await, json!(50));
+
+    // AND the Python client submits, reads and lists against the same stack: one transaction
+    // is left pending (preparing, its deadline ahead: the sweeper leaves it; a staged one with
+    // no participants would be completed at once).
+    let log = DynamoTxLog::new(
+        twopc_dynamo::client(Some(&endpoint)).await,
+        format!("{prefix}transactions"),
+    );
+    let now = SystemClock.now_ms();
+    let mut pending = TxRecord::never_began(&TxId::random(), now);
+    (pending.status, pending.deadline) = (TxStatus::Preparing, now + 600_000);
+    pending.begun_by = "python-client-test".into();
+    log.create(&pending).await.expect("a pending record");
+    let out = Command::new(python_bin())
+        .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs"])
+        .arg(repo().join("sdk/python/tests/test_against_stack.py"))
+        .env("TWOPC_STACK_URL", &serve.url)
+        .env("TWOPC_STACK_PENDING", pending.tx_id.as_str())
+        .output()
+        .await
+        .expect("pytest runs");
+    let report = String::from_utf8_lossy(&out.stdout);
+    eprintln!("{report}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{report}");
+    assert!(
+        report.contains("4 passed") && !report.contains("skipped"),
+        "{report}"
+    );
 }

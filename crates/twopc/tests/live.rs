@@ -1,7 +1,8 @@
 //! The live side of the local stack, end to end: WebSocket subscribers receive committed
 //! changes and outcomes pushed by the stream processor through the gateway's management API;
 //! rows reach the data lake files; malformed subscriptions get an error frame; a gone connection
-//! is answered 410; the opt-in shared token admits connections beside the stack's own tokens.
+//! is answered 410; the opt-in shared token admits connections beside the stack's own tokens; a
+//! subscription's answer says from when every change is pushed, and that holds.
 
 mod common;
 
@@ -10,6 +11,7 @@ use common::{
     transfer, until,
 };
 use serde_json::json;
+use twopc_core::ports::{Clock, SystemClock};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn subscribers_receive_commits_and_outcomes_and_rows_reach_the_lake() {
@@ -120,5 +122,50 @@ async fn the_shared_token_is_an_opt_in_beside_the_stacks_own_tokens() {
     .await;
     send(&mut alice, json!({"action": "subscribe", "all": true})).await;
     assert_eq!(next_json(&mut alice).await["code"], "topic_forbidden");
+    assert!(interrupt(serve).await.success());
+}
+
+/// A subscription takes effect when it is answered: its answer says so (`from`, the time it
+/// took effect), and every change committed after it is pushed. As a new user does it, many
+/// times over: subscribe, wait for the answer, transfer at once, and the push comes, every time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_change_committed_after_the_subscription_is_answered_is_pushed() {
+    const ROUNDS: usize = 40;
+    let (serve, data) = start_on_shared("acked", &[]).await;
+    let alice_token = token(&data, &["--sub", "alice", "--topic", "accounts/alice"]);
+    for round in 0..ROUNDS {
+        let mut alice = open_with(&serve, &alice_token).await;
+        let asked_at = SystemClock.now_ms();
+        send(&mut alice, json!({"action": "subscribe", "entities": [{"participant": "accounts", "key": {"id": "alice"}}]})).await;
+        let ack = next_json(&mut alice).await;
+        assert_eq!(
+            (ack["type"].as_str(), ack["topics"].as_u64()),
+            (Some("subscribed"), Some(1)),
+            "{ack}"
+        );
+        let from = ack["from"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("the answer says from when: {ack}"));
+        let answered_at = SystemClock.now_ms();
+        assert!((asked_at..=answered_at).contains(&from), "{ack}");
+
+        let (status, body) = call(
+            &serve.url,
+            "POST",
+            "/transactions",
+            None,
+            Some(transfer("alice", "bob", 1, 5_000)),
+        )
+        .await
+        .expect("commit");
+        assert_eq!(status, 200, "round {round}: {body}");
+        let tx = body["txId"].as_str().expect("txId").to_owned();
+        let pushed = until(&mut alice, |v| v["type"] == "entity.committed").await;
+        assert_eq!(
+            (pushed["txId"].as_str(), &pushed["key"]),
+            (Some(tx.as_str()), &json!({"id": "alice"})),
+            "round {round}: the first change pushed is the transfer made after the answer"
+        );
+    }
     assert!(interrupt(serve).await.success());
 }

@@ -2,7 +2,8 @@
 //! `route.request.querystring.token`, so a connection without `?token=` is refused by API
 //! Gateway before this runs). It admits a JWT of the configured OIDC issuer
 //! (`twopc_authorizer::verify`) or, when a deployment opts in, the shared demo token (compared
-//! in constant time); with neither configured it admits nobody. The principal, its grants and
+//! in constant time); with neither configured it admits nobody, and with the issuer's
+//! configuration unusable (half set) it refuses everyone, saying why. The principal, its grants and
 //! its expiry go to the `$connect` route as the authorizer's context
 //! (`twopc_authorizer::context`), where the connections function records them.
 //!
@@ -18,24 +19,43 @@ use aws_lambda_events::apigw::{
 };
 use aws_lambda_events::iam::{IamPolicyEffect, IamPolicyStatement};
 use serde_json::Value;
-use tracing::info;
+use tracing::{error, info};
 use twopc_authorizer::{AccessRefusal, KeySource, Principal, Verifier, VerifierConfig};
 use twopc_function::env::ConfigError;
 use twopc_function::var;
-use twopc_runtime::config::WsAuthorizerSettings;
+use twopc_runtime::config::{WsAuthorizerSettings, WsIssuer, WsJwt};
 use twopc_runtime::telemetry::Metrics;
 
 /// How long a connection admitted by the shared token lasts (API Gateway closes any at 2 h).
 pub const SHARED_TOKEN_SECS: u64 = 7_200;
 
-/// The issuer's verifier the authorizer's settings describe, `None` when no JWKS URL is set; a
-/// URL or an algorithm that cannot be used is refused naming its variable.
-pub fn verifier(
-    settings: &WsAuthorizerSettings,
-) -> Result<Option<Verifier<jwks::HttpsJwks>>, ConfigError> {
-    let Some(jwt) = &settings.jwt else {
-        return Ok(None);
-    };
+/// Whose tokens the authorizer admits besides the shared one.
+pub enum Trust<K> {
+    /// No issuer is configured: no JWT is admitted.
+    Nobody,
+    /// JWTs of the configured issuer.
+    Issuer(Verifier<K>),
+    /// The issuer's configuration is unusable (half set, a JWKS URL that is not https, an
+    /// unknown algorithm): every connection is refused with this reason, the shared token's
+    /// too, so the mistake shows on the first `$connect` rather than as a function failing at
+    /// start.
+    Misconfigured(String),
+}
+
+/// What the authorizer's settings trust; a configuration that cannot be used becomes
+/// [`Trust::Misconfigured`], naming its variable.
+pub fn trust(settings: &WsAuthorizerSettings) -> Trust<jwks::HttpsJwks> {
+    match &settings.issuer {
+        WsIssuer::Unset => Trust::Nobody,
+        WsIssuer::HalfSet(problem) => Trust::Misconfigured(problem.clone()),
+        WsIssuer::Trusted(jwt) => match verifier(jwt) {
+            Ok(v) => Trust::Issuer(v),
+            Err(e) => Trust::Misconfigured(e.to_string()),
+        },
+    }
+}
+
+fn verifier(jwt: &WsJwt) -> Result<Verifier<jwks::HttpsJwks>, ConfigError> {
     let mut verifier = VerifierConfig::new(&jwt.issuer, &jwt.audience);
     if let Some(names) = &jwt.algorithms {
         let names: Vec<&str> = names.iter().map(String::as_str).collect();
@@ -50,13 +70,13 @@ pub fn verifier(
         var: var::WS_JWKS_URL,
         problem: format!("{problem}; the issuer's https JWKS URL"),
     })?;
-    Ok(Some(Verifier::new(verifier, keys)))
+    Ok(Verifier::new(verifier, keys))
 }
 
 /// What the authorizer trusts.
 pub struct App<K> {
-    /// The issuer's verifier (`None`: no issuer configured).
-    pub verifier: Option<Verifier<K>>,
+    /// The issuer whose tokens are admitted, if any.
+    pub trust: Trust<K>,
     /// The shared demo token, when a deployment opts in.
     pub shared_token: Option<String>,
     /// Where refusals are counted.
@@ -83,12 +103,17 @@ pub async fn authorize<K: KeySource>(
     token: Option<&str>,
     now: u64,
 ) -> Result<Principal, AccessRefusal> {
+    let issuer = match &app.trust {
+        Trust::Misconfigured(problem) => return Err(AccessRefusal::Misconfigured(problem.clone())),
+        Trust::Issuer(v) => Some(v),
+        Trust::Nobody => None,
+    };
     if let (Some(expected), Some(given)) = (app.shared_token.as_deref(), token)
         && let Ok(p) = twopc_authorizer::shared::check(expected, given, now + SHARED_TOKEN_SECS)
     {
         return Ok(p);
     }
-    match &app.verifier {
+    match issuer {
         Some(v) => v.verify(token, now).await,
         None if app.shared_token.is_some() => Err(AccessRefusal::SharedToken),
         None => Err(AccessRefusal::NotConfigured),
@@ -112,7 +137,11 @@ pub async fn handle<K: KeySource>(
             answer.context = Value::Object(twopc_authorizer::context::to_context(&p));
         }
         Err(r) => {
-            info!(code = r.code(), reason = %r, "websocket connection refused");
+            if matches!(r, AccessRefusal::Misconfigured(_)) {
+                error!(code = r.code(), reason = %r, "websocket connection refused");
+            } else {
+                info!(code = r.code(), reason = %r, "websocket connection refused");
+            }
             app.metrics.connect_refused(r.code());
             answer.principal_id = Some("anonymous".into());
             answer.policy_document = policy(IamPolicyEffect::Deny, method_arn);

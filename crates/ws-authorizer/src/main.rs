@@ -4,14 +4,19 @@ use lambda_runtime::{Error, LambdaEvent, run, service_fn};
 use twopc_core::ports::{Clock, SystemClock};
 use twopc_function::logs::init_tracing;
 use twopc_runtime::config::{Settings, WsAuthorizerSettings};
-use ws_authorizer::{App, handle, verifier};
+use ws_authorizer::{App, Trust, handle, trust};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     init_tracing();
     let settings = WsAuthorizerSettings::from_env().expect("ws-authorizer configuration");
+    let trust = trust(&settings);
+    if let Trust::Misconfigured(problem) = &trust {
+        // Not a panic: every $connect is refused with this reason (auth_misconfigured).
+        tracing::error!(%problem, "the issuer's configuration is unusable: every connection is refused");
+    }
     let app = App {
-        verifier: verifier(&settings).expect("ws-authorizer configuration"),
+        trust,
         metrics: settings.shared.metrics(),
         shared_token: settings.shared_token,
     };

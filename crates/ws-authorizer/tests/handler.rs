@@ -6,8 +6,10 @@ use serde_json::{Value, json};
 use twopc_authorizer::local::{self, LocalIssuer};
 use twopc_authorizer::verify::JwkSet;
 use twopc_authorizer::{Grants, Verifier};
+use twopc_function::var;
+use twopc_runtime::config::{Settings, WsAuthorizerSettings};
 use twopc_runtime::telemetry::Metrics;
-use ws_authorizer::{App, AuthorizerResponse, handle};
+use ws_authorizer::{App, AuthorizerResponse, Trust, handle, trust};
 
 const NOW: u64 = 1_795_305_600;
 const SAMPLE: &str = include_str!("../../../events/ws-authorizer-connect.json");
@@ -29,7 +31,10 @@ fn event(token: Option<&str>) -> ApiGatewayCustomAuthorizerRequestTypeRequest {
 
 fn app(issuer: Option<&LocalIssuer>, shared: Option<&str>) -> App<JwkSet> {
     App {
-        verifier: issuer.map(|i| Verifier::new(local::config(), i.jwks())),
+        trust: match issuer {
+            Some(i) => Trust::Issuer(Verifier::new(local::config(), i.jwks())),
+            None => Trust::Nobody,
+        },
         shared_token: shared.map(str::to_owned),
         metrics: Metrics::in_memory("ws-authorizer"),
     }
@@ -150,4 +155,61 @@ async fn with_nothing_configured_nobody_is_admitted() {
         (effect(&a).as_str(), a.context["code"].as_str()),
         ("Deny", Some("auth_not_configured"))
     );
+}
+
+/// What `main` builds from a half-set issuer (the template's three parameters, one left empty)
+/// or an unusable one: the authorizer starts, and every connection, the shared token's
+/// included, is refused with `auth_misconfigured`, counted, the reason naming the variable.
+#[tokio::test]
+async fn a_misconfigured_issuer_refuses_every_connection_saying_what_to_fix() {
+    let half_set = [
+        (var::WS_ISSUER, "https://issuer.example"),
+        (var::WS_AUDIENCE, "app"),
+        (var::WS_JWKS_URL, ""),
+        (var::WS_TOKEN, "s3cret-demo"),
+    ];
+    let not_https = [
+        (var::WS_ISSUER, "https://issuer.example"),
+        (var::WS_AUDIENCE, "app"),
+        (var::WS_JWKS_URL, "http://issuer.example/jwks.json"),
+    ];
+    for (env, named) in [
+        (&half_set[..], var::WS_JWKS_URL),
+        (&not_https[..], var::WS_JWKS_URL),
+    ] {
+        let settings = WsAuthorizerSettings::from_lookup(|name: &str| {
+            env.iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| (*v).to_owned())
+        })
+        .unwrap_or_else(|e| panic!("{env:?}: the authorizer does not start: {e}"));
+        let trusted = trust(&settings);
+        let Trust::Misconfigured(problem) = &trusted else {
+            panic!("{env:?}: not refused as misconfigured");
+        };
+        let problem = problem.clone();
+        assert!(problem.contains(named), "{problem}");
+        let app = App::<ws_authorizer::jwks::HttpsJwks> {
+            trust: trusted,
+            shared_token: settings.shared_token.clone(),
+            metrics: Metrics::in_memory("ws-authorizer"),
+        };
+        for token in [
+            Some("s3cret-demo"),
+            Some("eyJhbGciOiJFUzI1NiJ9.e30.c2ln"),
+            None,
+        ] {
+            let a = handle(&app, &event(token), NOW).await;
+            assert_eq!(
+                (effect(&a).as_str(), a.context["code"].as_str()),
+                ("Deny", Some("auth_misconfigured")),
+                "{env:?} {token:?}"
+            );
+        }
+        let refusal = ws_authorizer::authorize(&app, Some("s3cret-demo"), NOW)
+            .await
+            .expect_err("refused");
+        assert!(refusal.to_string().contains(&problem), "{refusal}");
+        assert_eq!(app.metrics.lines().len(), 3);
+    }
 }

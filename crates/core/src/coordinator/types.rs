@@ -3,6 +3,8 @@
 
 use std::collections::BTreeMap;
 
+pub use crate::rules::CommitMode;
+
 use crate::ids::TxId;
 use crate::message::Prune;
 use crate::ports::PortError;
@@ -33,41 +35,6 @@ impl CoordinatorConfig {
     /// one refused native attempt per hot item every few seconds, short enough that an item
     /// that cools goes back to one `TransactWriteItems` within seconds.
     pub const DEFAULT_HEAT_WINDOW_MS: u64 = 10_000;
-}
-
-/// How the coordinator commits a transaction (`TWOPC_COMMIT_MODE`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum CommitMode {
-    /// Begin, prepare, decide, complete, finalize; answered at the end (five rounds).
-    Classic,
-    /// The record written `STAGING` with the prepares; answered once every vote is yes and the
-    /// put is acknowledged (one round; an abort two), finished after the answer.
-    Staged,
-    /// The default. A transaction the store can commit alone ([`rules::native`](crate::rules::native)) is one native
-    /// `TransactWriteItems`; any other, or one the protocol holds an item of, is staged if
-    /// every participant answers recovery from a highly available log
-    /// ([`rules::stages`](crate::rules::stages)), else classic.
-    #[default]
-    Auto,
-}
-
-impl CommitMode {
-    /// Every mode.
-    pub const ALL: [CommitMode; 3] = [CommitMode::Classic, CommitMode::Staged, CommitMode::Auto];
-
-    /// The configured name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CommitMode::Classic => "classic",
-            CommitMode::Staged => "staged",
-            CommitMode::Auto => "auto",
-        }
-    }
-
-    /// Parses a configured name.
-    pub fn parse(s: &str) -> Option<CommitMode> {
-        CommitMode::ALL.into_iter().find(|m| m.as_str() == s)
-    }
 }
 
 /// What the client is told about a transaction: its outcome as far as the answering

@@ -42,7 +42,7 @@ pub use decide::{
 };
 pub use heat::{Heat, NativeFinding, heat};
 pub use native::{NativeStep, NotNative, native, native_write};
-pub use path::{NotStaged, Path, PathFacts, Reach, protocol_path, route, stages};
+pub use path::{CommitMode, NotStaged, Path, PathFacts, Reach, protocol_path, route, stages};
 pub use release::{
     AbortStep, CommitStep, FenceOut, Reply, Violation, abort, commit, fence_out, plan_prune,
 };

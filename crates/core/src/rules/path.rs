@@ -12,9 +12,42 @@
 //! the record's (Cornus's premise): an item of a table the stack reaches itself, or a service
 //! whose configuration says so.
 
-use crate::coordinator::CommitMode;
-
 use super::{NotNative, native};
+
+/// How the coordinator commits a transaction (`TWOPC_COMMIT_MODE`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum CommitMode {
+    /// Begin, prepare, decide, complete, finalize; answered at the end (five rounds).
+    Classic,
+    /// The record written `STAGING` with the prepares; answered once every vote is yes and the
+    /// put is acknowledged (one round; an abort two), finished after the answer.
+    Staged,
+    /// The default. A transaction the store can commit alone ([`native`](super::native)) is one native
+    /// `TransactWriteItems`; any other, or one the protocol holds an item of, is staged if
+    /// every participant answers recovery from a highly available log
+    /// ([`stages`]), else classic.
+    #[default]
+    Auto,
+}
+
+impl CommitMode {
+    /// Every mode.
+    pub const ALL: [CommitMode; 3] = [CommitMode::Classic, CommitMode::Staged, CommitMode::Auto];
+
+    /// The configured name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CommitMode::Classic => "classic",
+            CommitMode::Staged => "staged",
+            CommitMode::Auto => "auto",
+        }
+    }
+
+    /// Parses a configured name.
+    pub fn parse(s: &str) -> Option<CommitMode> {
+        CommitMode::ALL.into_iter().find(|m| m.as_str() == s)
+    }
+}
 
 /// How the coordinator reaches a participant (its target's transport).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -113,7 +113,8 @@ pub enum Action {
     /// (`NativeStep::Heated`), and the marks the heat rule asks for on the contended items are
     /// kept for its prepares ([`crate::state::TxState::marks`]).
     Native(Tx),
-    /// Time ends an item's heat mark (configurations with heat): native writes apply there again.
+    /// Time ends an item's heat mark (configurations with heat): native writes apply there
+    /// again. Once per item, so that marking and cooling cannot cycle.
     Cool(Item),
     /// Staged coordinator whose record put failed (no acknowledgement, no record found) while
     /// its prepares went out: it records the transaction `ABORTING` itself, conditional on no
@@ -164,6 +165,9 @@ pub struct TwoPhaseCommit<const TXS: usize, const ITEMS: usize> {
     /// its prepare mark it, a live mark turns native writes away, and time ends marks
     /// ([`Action::Cool`]).
     pub heat: bool,
+    /// Whether every item starts marked hot (by transactions before the model's), so that a
+    /// native attempt may meet a mark no hold explains.
+    pub hot_at_start: bool,
     /// A transaction naming one item twice, if any.
     pub twice: Option<Twice>,
 }
@@ -213,6 +217,7 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
             staged: false,
             native: false,
             heat: false,
+            hot_at_start: false,
             twice: None,
         }
     }
@@ -235,11 +240,12 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
     }
 
     /// The same, with heat marks ([`TwoPhaseCommit::heat`]): native transactions that learn and
-    /// route around contended items.
-    pub const fn with_heat(self) -> Self {
+    /// route around contended items; every item marked at the start if `hot_at_start`.
+    pub const fn with_heat(self, hot_at_start: bool) -> Self {
         TwoPhaseCommit {
             native: true,
             heat: true,
+            hot_at_start,
             ..self
         }
     }
@@ -466,7 +472,11 @@ impl<const TXS: usize, const ITEMS: usize> Model for TwoPhaseCommit<TXS, ITEMS> 
     type Action = Action;
 
     fn init_states(&self) -> Vec<Self::State> {
-        vec![State::with_items(self.initial, self.values)]
+        let mut state = State::with_items(self.initial, self.values);
+        for item in &mut state.items {
+            item.hot = self.hot_at_start;
+        }
+        vec![state]
     }
 
     fn actions(&self, _state: &Self::State, actions: &mut Vec<Self::Action>) {

@@ -224,9 +224,13 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
         state
     }
 
-    /// [`Action::Cool`]: an item's heat mark ends.
+    /// [`Action::Cool`]: an item's heat mark ends (once per item: [`crate::state::ItemState::cooled`]).
     fn cool(&self, mut state: State<TXS, ITEMS>, i: Item) -> State<TXS, ITEMS> {
-        state.item_mut(i).hot = false;
+        let item = state.item_mut(i);
+        if item.hot && !item.cooled {
+            item.hot = false;
+            item.cooled = true;
+        }
         state
     }
 

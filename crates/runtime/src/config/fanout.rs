@@ -26,8 +26,22 @@ pub struct WsAuthorizerSettings {
     pub shared: Shared,
     /// The opt-in shared demo token.
     pub shared_token: Option<String>,
-    /// Tokens from an OIDC issuer, when its JWKS URL is set.
-    pub jwt: Option<WsJwt>,
+    /// Whether tokens of an OIDC issuer are admitted.
+    pub issuer: WsIssuer,
+}
+
+/// The OIDC issuer's three variables (`TWOPC_WS_ISSUER`, `TWOPC_WS_AUDIENCE`,
+/// `TWOPC_WS_JWKS_URL`): all set, none, or some, which is a mistake the authorizer reports on
+/// every `$connect` rather than by failing to start (a function that fails at start answers
+/// API Gateway with an error, not a refusal with a reason).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WsIssuer {
+    /// None set: no JWT is admitted.
+    Unset,
+    /// All three set.
+    Trusted(WsJwt),
+    /// Some set, some not: what is wrong and what to do.
+    HalfSet(String),
 }
 
 /// Where WebSocket JWTs come from and what they must say.
@@ -79,10 +93,7 @@ impl Settings for WsAuthorizerSettings {
         Ok(WsAuthorizerSettings {
             shared: Shared::read(Self::ROLE, env),
             shared_token: env.get(var::WS_TOKEN),
-            jwt: env
-                .get(var::WS_JWKS_URL)
-                .map(|url| jwt(env, url))
-                .transpose()?,
+            issuer: issuer(env),
         })
     }
 
@@ -95,28 +106,41 @@ impl Settings for WsAuthorizerSettings {
     }
 }
 
-fn jwt<F: Fn(&str) -> Option<String>>(
-    env: &Env<F>,
-    jwks_url: String,
-) -> Result<WsJwt, ConfigError> {
-    Ok(WsJwt {
-        jwks_url,
-        issuer: env.required(
-            var::WS_ISSUER,
-            "set it to the issuer (the tokens' iss) whose keys TWOPC_WS_JWKS_URL serves",
-        )?,
-        audience: env.required(
-            var::WS_AUDIENCE,
-            "set it to the audience the tokens name in aud (an app client id), with TWOPC_WS_JWKS_URL",
-        )?,
-        algorithms: env.get(var::WS_ALGORITHMS).map(|names| {
-            names
-                .split(',')
-                .map(|n| n.trim().to_owned())
-                .filter(|n| !n.is_empty())
-                .collect()
+/// The three OIDC variables: the issuer they describe, or which of them are missing.
+fn issuer<F: Fn(&str) -> Option<String>>(env: &Env<F>) -> WsIssuer {
+    let names = [var::WS_ISSUER, var::WS_AUDIENCE, var::WS_JWKS_URL];
+    match names.map(|n| env.get(n)) {
+        [None, None, None] => WsIssuer::Unset,
+        [Some(issuer), Some(audience), Some(jwks_url)] => WsIssuer::Trusted(WsJwt {
+            jwks_url,
+            issuer,
+            audience,
+            algorithms: env.get(var::WS_ALGORITHMS).map(|names| {
+                names
+                    .split(',')
+                    .map(|n| n.trim().to_owned())
+                    .filter(|n| !n.is_empty())
+                    .collect()
+            }),
         }),
-    })
+        values => {
+            let missing: Vec<&str> = names
+                .iter()
+                .zip(&values)
+                .filter(|(_, v)| v.is_none())
+                .map(|(n, _)| *n)
+                .collect();
+            WsIssuer::HalfSet(format!(
+                "{} not set: the issuer (the tokens' iss, {}), the audience they name ({}) and \
+                 the issuer's https key set ({}) are set together, or none of them (template.yaml: \
+                 WebSocketIssuer, WebSocketAudience, WebSocketJwksUrl)",
+                missing.join(" and "),
+                var::WS_ISSUER,
+                var::WS_AUDIENCE,
+                var::WS_JWKS_URL,
+            ))
+        }
+    }
 }
 
 #[cfg(test)]
@@ -132,24 +156,12 @@ mod tests {
     }
 
     #[test]
-    fn the_ws_authorizer_needs_the_issuer_and_audience_only_with_a_jwks_url() {
+    fn the_ws_authorizer_trusts_an_issuer_when_its_three_variables_are_set() {
         let ws = WsAuthorizerSettings::from_lookup(lookup(&[(var::WS_TOKEN, "demo")]))
             .expect("a shared token alone");
-        assert_eq!((ws.shared_token.as_deref(), ws.jwt), (Some("demo"), None));
-        let e = WsAuthorizerSettings::from_lookup(lookup(&[
-            (var::WS_JWKS_URL, "https://issuer.example/jwks.json"),
-            (var::WS_AUDIENCE, "app"),
-        ]))
-        .expect_err("no issuer");
-        assert!(
-            matches!(
-                e,
-                ConfigError::Missing {
-                    var: var::WS_ISSUER,
-                    ..
-                }
-            ),
-            "{e}"
+        assert_eq!(
+            (ws.shared_token.as_deref(), ws.issuer),
+            (Some("demo"), WsIssuer::Unset)
         );
         let ws = WsAuthorizerSettings::from_lookup(lookup(&[
             (var::WS_JWKS_URL, "https://issuer.example/jwks.json"),
@@ -158,10 +170,42 @@ mod tests {
             (var::WS_ALGORITHMS, "RS256, ES256,"),
         ]))
         .expect("valid");
-        let jwt = ws.jwt.expect("jwt");
+        let WsIssuer::Trusted(jwt) = ws.issuer else {
+            panic!("{:?}", ws.issuer)
+        };
         assert_eq!(
             jwt.algorithms,
             Some(vec!["RS256".to_owned(), "ES256".to_owned()])
         );
+    }
+
+    /// A half-set issuer (the template's three parameters, one or two left empty) starts: the
+    /// authorizer refuses every connection with what is missing, instead of failing at start.
+    #[test]
+    fn a_half_set_issuer_starts_and_names_what_is_missing() {
+        let url = (var::WS_JWKS_URL, "https://issuer.example/jwks.json");
+        let issuer = (var::WS_ISSUER, "https://issuer.example");
+        let audience = (var::WS_AUDIENCE, "app");
+        for (set, missing) in [
+            (vec![url, audience], vec![var::WS_ISSUER]),
+            (vec![url, issuer], vec![var::WS_AUDIENCE]),
+            (vec![url], vec![var::WS_ISSUER, var::WS_AUDIENCE]),
+            (vec![issuer, audience], vec![var::WS_JWKS_URL]),
+            (
+                vec![issuer, (var::WS_AUDIENCE, ""), (var::WS_JWKS_URL, "")],
+                vec![var::WS_AUDIENCE, var::WS_JWKS_URL],
+            ),
+        ] {
+            let ws = WsAuthorizerSettings::from_lookup(lookup(&set))
+                .unwrap_or_else(|e| panic!("{set:?}: the authorizer does not start: {e}"));
+            let WsIssuer::HalfSet(problem) = &ws.issuer else {
+                panic!("{set:?}: {:?}", ws.issuer)
+            };
+            assert!(
+                problem.starts_with(&format!("{} not set", missing.join(" and "))),
+                "{set:?}: {problem}"
+            );
+            assert!(problem.contains("together, or none"), "{problem}");
+        }
     }
 }

@@ -19,7 +19,8 @@ use twopc_function::var;
 use crate::telemetry::Metrics;
 
 pub use fanout::{
-    CONNECTION_TTL_SECS, ConnectionsSettings, WsAuthorizerSettings, WsJwt, connections_table,
+    CONNECTION_TTL_SECS, ConnectionsSettings, WsAuthorizerSettings, WsIssuer, WsJwt,
+    connections_table,
 };
 pub use protocol::{
     Calls, CoordinatorSettings, ParticipantSettings, Protocol, RunsCoordinator, SweeperSettings,
@@ -42,8 +43,8 @@ pub enum Role {
     /// The WebSocket routes (`$connect`, `$disconnect`, `subscribe`): needs the connections
     /// table.
     Connections,
-    /// The WebSocket `$connect` authorizer: needs nothing; with `TWOPC_WS_JWKS_URL`, the
-    /// issuer and the audience too.
+    /// The WebSocket `$connect` authorizer: needs nothing; the issuer, the audience and the
+    /// JWKS URL together or none (some alone: it starts and refuses every connection).
     WsAuthorizer,
 }
 

@@ -136,7 +136,7 @@ impl Gateway {
         let mut connect = event("$connect", &id, None, query);
         connect.request_context.authorizer.fields =
             twopc_authorizer::context::to_fields(&principal);
-        let reply = twopc_fanout::connections::handle(&self.store, &connect, now).await;
+        let reply = twopc_fanout::connections::handle(&self.store, &connect, &SystemClock).await;
         if reply.status_code != 200 {
             let status = StatusCode::from_u16(u16::try_from(reply.status_code).unwrap_or(500))
                 .unwrap_or(StatusCode::FORBIDDEN);
@@ -163,7 +163,9 @@ impl Gateway {
                 },
                 incoming = socket.recv() => match incoming {
                     Some(Ok(Message::Text(body))) => {
-                        let reply = twopc_fanout::connections::handle(&self.store, &event("subscribe", &id, Some(body.to_string()), QueryMap::default()), now_secs()).await;
+                        // Answered once stored (`subscribed`, with `from`): every change
+                        // committed after the answer is pushed on this same socket.
+                        let reply = twopc_fanout::connections::handle(&self.store, &event("subscribe", &id, Some(body.to_string()), QueryMap::default()), &SystemClock).await;
                         if let Some(t) = text(reply.body) {
                             let _ = tx.send(t);
                         }
@@ -179,7 +181,7 @@ impl Gateway {
         twopc_fanout::connections::handle(
             &self.store,
             &event("$disconnect", &id, None, QueryMap::default()),
-            now_secs(),
+            &SystemClock,
         )
         .await;
     }
