@@ -113,7 +113,7 @@ pub async fn closed_loop<S: Send + 'static>(
                     let period = (clock.now_ms() - started_ms) / keys.hot_period_ms.max(1);
                     let t = keys.transfer(&mut rng, workload, seed << 20 | period);
                     let start = Instant::now();
-                    let done = driver.transfer(&t).await;
+                    let done = driver.transfer(w, &t).await;
                     out.push(Sample {
                         start,
                         end: Instant::now(),

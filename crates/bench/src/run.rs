@@ -237,7 +237,7 @@ impl SystemRun {
             (client, counter.clone()),
             tables,
             clock.clone(),
-            config,
+            (config, group.concurrency),
         );
         SystemRun {
             driver: Arc::new(driver),

@@ -21,7 +21,9 @@ use twopc_core::sweeper::{LockTable, SweepConfig, SweepReport, Sweeper};
 use twopc_dynamo::{DynamoItems, DynamoNative, DynamoTxLog};
 
 use super::outcome::{AttemptEnd, reason_of};
-use super::{AnswerMark, Done, Driver, Reason, System, TransferEnd, Votes, services};
+use super::{
+    AnswerMark, BenchCoordinator, Done, Driver, Reason, System, TransferEnd, Votes, services,
+};
 use crate::clock::ModelClock;
 use crate::config::BenchConfig;
 use crate::counter::RequestCounter;
@@ -48,14 +50,16 @@ const PASSES: u32 = 4;
 const PAST_BACKOFF: Duration = Duration::from_secs(10);
 
 impl Driver {
-    /// Wires `system` over `tables`; `counter` is the one `client` reports to. No service is
-    /// marked hot: what `auto` learns, it learns itself.
+    /// Wires `system` over `tables` with one coordinator per worker (`workers` transfers in
+    /// flight); `counter` is the one `client` reports to. No service is marked hot: what `auto`
+    /// learns, it learns itself, and a coordinator's memory is its own, as a Lambda instance's
+    /// is (what one learns reaches the others only through the items).
     pub fn new(
         system: System,
         (client, counter): (Client, RequestCounter),
         tables: Tables,
         clock: ModelClock,
-        config: &BenchConfig,
+        (config, workers): (&BenchConfig, usize),
     ) -> Driver {
         let log = DynamoTxLog::new(client.clone(), &tables.tx);
         let mode = match system {
@@ -106,12 +110,14 @@ impl Driver {
                 .to_vec(),
             SweepConfig::default(),
         );
-        let coordinator = coordinator("twopc-bench");
+        let coordinators = (0..workers.max(1))
+            .map(|w| coordinator(&format!("twopc-bench-{w}")))
+            .collect();
         Driver {
             system,
             client,
             tables,
-            coordinator,
+            coordinators,
             sweeper,
             log,
             counter,
@@ -130,8 +136,9 @@ impl Driver {
         &self.log
     }
 
-    /// Runs one transfer to its end, retrying transient aborts until its deadline.
-    pub async fn transfer(&self, t: &Transfer) -> Done {
+    /// Runs one transfer to its end on worker `worker`'s coordinator, retrying transient aborts
+    /// until its deadline.
+    pub async fn transfer(&self, worker: usize, t: &Transfer) -> Done {
         let deadline = Instant::now() + self.clock.wall(self.retry.deadline);
         let rounds_at_start = self.counter.snapshot().rounds;
         let mut done = Done {
@@ -150,7 +157,9 @@ impl Driver {
             let remaining = self
                 .clock
                 .model(deadline.saturating_duration_since(Instant::now()));
-            let end = self.attempt(t, remaining, &answer, &mut done).await;
+            let end = self
+                .attempt((worker, t), remaining, &answer, &mut done)
+                .await;
             (done.answered, done.rounds) = answer.get();
             done.rounds = done.rounds.saturating_sub(rounds_at_start);
             let reason = match end {
@@ -191,7 +200,7 @@ impl Driver {
     /// (its finish, after the answer, runs here too).
     async fn attempt(
         &self,
-        t: &Transfer,
+        (worker, t): (usize, &Transfer),
         remaining: Duration,
         answer: &AnswerMark,
         done: &mut Done,
@@ -203,48 +212,55 @@ impl Driver {
         }
         let started = Instant::now();
         let body = t.request(remaining.as_millis().max(100) as u64);
-        let (end, votes, open) = self.protocol(&body, answer).await;
+        let coordinator = &self.coordinators[worker % self.coordinators.len()];
+        let (end, votes, open) = protocol(coordinator, &body, answer).await;
         done.coordinator += started.elapsed();
         done.votes.add(votes);
         done.left_open += u32::from(open);
         end
     }
+}
 
-    /// The protocol's attempt: its answer, and whether its finish left the record open.
-    async fn protocol(&self, body: &Value, answer: &AnswerMark) -> (AttemptEnd, Votes, bool) {
-        let answered = match self.coordinator.submit(body, None).await {
-            Ok(a) => a,
-            Err(e) => {
-                answer.mark();
-                let tx = match &e {
-                    SubmitError::Unavailable { tx_id, .. } => tx_id.clone(),
-                    SubmitError::Request(_) => None,
-                };
-                return (AttemptEnd::Failed(chain(&e), tx), Votes::default(), false);
-            }
-        };
-        answer.mark();
-        let record = &answered.answer.record;
-        let end = match answered.answer.outcome {
-            Outcome::Committed => AttemptEnd::Committed,
-            Outcome::Aborted => aborted(record),
-            Outcome::Pending => AttemptEnd::Failed(
-                format!("transaction {} answered pending", record.tx_id),
-                Some(record.tx_id.clone()),
-            ),
-        };
-        let votes = Votes::of(record);
-        let open = match answered.finish {
-            Some(finish) => !self
-                .coordinator
-                .finish(finish)
-                .await
-                .is_ok_and(|r| r.status.is_terminal()),
-            None => !record.status.is_terminal(),
-        };
-        (end, votes, open)
-    }
+/// The protocol's attempt on `coordinator`: its answer, and whether its finish left the record
+/// open.
+async fn protocol(
+    coordinator: &BenchCoordinator,
+    body: &Value,
+    answer: &AnswerMark,
+) -> (AttemptEnd, Votes, bool) {
+    let answered = match coordinator.submit(body, None).await {
+        Ok(a) => a,
+        Err(e) => {
+            answer.mark();
+            let tx = match &e {
+                SubmitError::Unavailable { tx_id, .. } => tx_id.clone(),
+                SubmitError::Request(_) => None,
+            };
+            return (AttemptEnd::Failed(chain(&e), tx), Votes::default(), false);
+        }
+    };
+    answer.mark();
+    let record = &answered.answer.record;
+    let end = match answered.answer.outcome {
+        Outcome::Committed => AttemptEnd::Committed,
+        Outcome::Aborted => aborted(record),
+        Outcome::Pending => AttemptEnd::Failed(
+            format!("transaction {} answered pending", record.tx_id),
+            Some(record.tx_id.clone()),
+        ),
+    };
+    let votes = Votes::of(record);
+    let open = match answered.finish {
+        Some(finish) => !coordinator
+            .finish(finish)
+            .await
+            .is_ok_and(|r| r.status.is_terminal()),
+        None => !record.status.is_terminal(),
+    };
+    (end, votes, open)
+}
 
+impl Driver {
     /// After a cell, the product's own recovery: while any record is unfinished or any lock or
     /// reservation stands, model time jumps past every deadline (nothing runs between cells)
     /// and the sweeper makes one pass over the pending records and the expired-lock indexes,

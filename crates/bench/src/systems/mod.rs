@@ -172,7 +172,9 @@ pub struct Driver {
     system: System,
     client: Client,
     tables: Tables,
-    coordinator: BenchCoordinator,
+    /// One per worker: each transfer in flight is served by a coordinator of its own, sharing
+    /// no memory with the others (as Lambda instances share none).
+    coordinators: Vec<BenchCoordinator>,
     sweeper: BenchSweeper,
     log: DynamoTxLog,
     counter: RequestCounter,
