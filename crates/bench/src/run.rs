@@ -191,7 +191,8 @@ async fn run_group(
         let tables = sets
             .ensure(config, system, group.workload.contention)
             .await?;
-        runs.push(SystemRun::new(config, group, system, tables, clock).await);
+        let clients = (sets.admin.clone(), tables);
+        runs.push(SystemRun::new(config, group, system, clients, clock).await);
     }
     for repeat in 0..config.repeats {
         for run in &mut runs {
@@ -219,7 +220,7 @@ impl SystemRun {
         config: &BenchConfig,
         group: &Group,
         system: System,
-        tables: Tables,
+        (admin, tables): (Client, Tables),
         clock: &ModelClock,
     ) -> SystemRun {
         let injector = Injector::new(config.latency.clone(), group.dilation)
@@ -234,7 +235,7 @@ impl SystemRun {
         .await;
         let driver = Driver::new(
             system,
-            (client, counter.clone()),
+            (client, admin, counter.clone()),
             tables,
             clock.clone(),
             (config, group.concurrency),

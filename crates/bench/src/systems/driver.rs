@@ -53,54 +53,33 @@ impl Driver {
     /// Wires `system` over `tables` with one coordinator per worker (`workers` transfers in
     /// flight); `counter` is the one `client` reports to. No service is marked hot: what `auto`
     /// learns, it learns itself, and a coordinator's memory is its own, as a Lambda instance's
-    /// is (what one learns reaches the others only through the items).
+    /// is (what one learns reaches the others only through the items). The sweeper and the
+    /// bench's own reads after a cell go through `admin`, straight to the engine: nothing else
+    /// runs then, and the model would only make them slow.
     pub fn new(
         system: System,
-        (client, counter): (Client, RequestCounter),
+        (client, admin, counter): (Client, Client, RequestCounter),
         tables: Tables,
         clock: ModelClock,
         (config, workers): (&BenchConfig, usize),
     ) -> Driver {
-        let log = DynamoTxLog::new(client.clone(), &tables.tx);
         let mode = match system {
             System::Staged => CommitMode::Staged,
             System::Auto | System::Native => CommitMode::Auto,
             System::Classic => CommitMode::Classic,
         };
-        let coordinator = |id: &str| {
-            let participant = Participant::new(
-                DynamoItems::new(client.clone()),
-                log.clone(),
-                clock.clone(),
-                config.participant(),
-            );
-            let limits = Limits {
-                max_timeout_ms: Limits::default().max_timeout_ms.max(deadline_ms(config)),
-                ..Limits::default()
-            };
-            let settings = CoordinatorConfig {
-                id: id.into(),
-                services: services(&tables),
-                limits,
-                mode,
-                heat_window_ms: CoordinatorConfig::DEFAULT_HEAT_WINDOW_MS,
-            };
-            Coordinator::new(
-                log.clone(),
-                DirectTransport::new(participant),
-                clock.clone(),
-                settings,
-            )
-            .with_native(Arc::new(DynamoNative::new(client.clone(), log.clone())))
+        let wiring = Wiring {
+            tables: &tables,
+            clock: &clock,
+            config,
+            mode,
         };
+        let coordinators = (0..workers.max(1))
+            .map(|w| wiring.coordinator(&client, &format!("twopc-bench-{w}")))
+            .collect();
         let sweeper = Sweeper::new(
-            coordinator("twopc-bench-sweeper"),
-            Participant::new(
-                DynamoItems::new(client.clone()),
-                log.clone(),
-                clock.clone(),
-                config.participant(),
-            ),
+            wiring.coordinator(&admin, "twopc-bench-sweeper"),
+            wiring.participant(&admin),
             clock.clone(),
             [&tables.accounts, &tables.wallets]
                 .map(|t| LockTable {
@@ -110,16 +89,14 @@ impl Driver {
                 .to_vec(),
             SweepConfig::default(),
         );
-        let coordinators = (0..workers.max(1))
-            .map(|w| coordinator(&format!("twopc-bench-{w}")))
-            .collect();
         Driver {
             system,
+            log: DynamoTxLog::new(admin.clone(), &tables.tx),
+            admin,
             client,
             tables,
             coordinators,
             sweeper,
-            log,
             counter,
             clock,
             retry: config.retry,
@@ -287,7 +264,7 @@ impl Driver {
         if !self.log.overdue(later, 1).await?.is_empty() {
             return Ok(true);
         }
-        let items = DynamoItems::new(self.client.clone());
+        let items = DynamoItems::new(self.admin.clone());
         for table in [&self.tables.accounts, &self.tables.wallets] {
             let key = KeySchema::string_hash("id");
             if !items.expired_locks(table, &key, later, 1).await?.is_empty() {
@@ -301,6 +278,50 @@ impl Driver {
     pub async fn committed(&self, tx: &TxId) -> Result<bool, BenchError> {
         let record = self.log.get(tx).await?;
         Ok(record.is_some_and(|r| r.status == TxStatus::Committed))
+    }
+}
+
+/// What every coordinator of a driver shares: its tables, clock and settings (no memory).
+struct Wiring<'a> {
+    tables: &'a Tables,
+    clock: &'a ModelClock,
+    config: &'a BenchConfig,
+    mode: CommitMode,
+}
+
+impl Wiring<'_> {
+    fn participant(&self, client: &Client) -> Participant<DynamoItems, DynamoTxLog, ModelClock> {
+        Participant::new(
+            DynamoItems::new(client.clone()),
+            DynamoTxLog::new(client.clone(), &self.tables.tx),
+            self.clock.clone(),
+            self.config.participant(),
+        )
+    }
+
+    /// A coordinator named `id` over `client`, with a memory of its own.
+    fn coordinator(&self, client: &Client, id: &str) -> BenchCoordinator {
+        let log = DynamoTxLog::new(client.clone(), &self.tables.tx);
+        let limits = Limits {
+            max_timeout_ms: Limits::default()
+                .max_timeout_ms
+                .max(deadline_ms(self.config)),
+            ..Limits::default()
+        };
+        let settings = CoordinatorConfig {
+            id: id.into(),
+            services: services(self.tables),
+            limits,
+            mode: self.mode,
+            heat_window_ms: CoordinatorConfig::DEFAULT_HEAT_WINDOW_MS,
+        };
+        Coordinator::new(
+            log.clone(),
+            DirectTransport::new(self.participant(client)),
+            self.clock.clone(),
+            settings,
+        )
+        .with_native(Arc::new(DynamoNative::new(client.clone(), log)))
     }
 }
 

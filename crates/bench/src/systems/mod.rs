@@ -170,7 +170,10 @@ impl Reason {
 /// Runs transfers of one system against one cell's tables.
 pub struct Driver {
     system: System,
+    /// Through the production model (native's calls).
     client: Client,
+    /// Straight to the engine, for the sweeper and the reads after a cell.
+    admin: Client,
     tables: Tables,
     /// One per worker: each transfer in flight is served by a coordinator of its own, sharing
     /// no memory with the others (as Lambda instances share none).
