@@ -95,8 +95,10 @@ pub struct BenchConfig {
     pub workloads: Vec<Workload>,
     /// Transfers in flight, per cell, of the uniform workloads.
     pub concurrency: Vec<usize>,
-    /// Transfers in flight of the hot and moving workloads.
+    /// Transfers in flight of the hot workloads.
     pub hot_concurrency: Vec<usize>,
+    /// Transfers in flight of the moving hot spot.
+    pub moving_concurrency: Vec<usize>,
     /// The systems of every cell ([`System::Classic`] runs at one in flight only).
     pub systems: Vec<System>,
     /// The dilation factor by concurrency: `(c, k)`, the first whose `c` is at least the
@@ -147,7 +149,8 @@ impl BenchConfig {
     pub fn concurrency_of(&self, workload: Workload) -> &[usize] {
         match workload.contention {
             Contention::Uniform => &self.concurrency,
-            Contention::Hot | Contention::Moving => &self.hot_concurrency,
+            Contention::Hot => &self.hot_concurrency,
+            Contention::Moving => &self.moving_concurrency,
         }
     }
 
@@ -167,7 +170,6 @@ impl BenchConfig {
             contention: Contention::Hot,
             participants: 2,
         };
-        let compared = vec![System::Native, System::Auto, System::Staged];
         BenchConfig {
             mode: "full",
             endpoint: endpoint.into(),
@@ -187,12 +189,13 @@ impl BenchConfig {
                     })
                 })
                 .collect(),
-            concurrency: vec![1, 8, 32],
+            concurrency: vec![1, 32],
             hot_concurrency: vec![8, 32, 128],
+            moving_concurrency: vec![8, 32],
             systems: System::ALL.to_vec(),
-            dilation: vec![(1, 4), (8, 4), (32, 8), (128, 16)],
-            warmup: Duration::from_millis(300),
-            measure: Duration::from_millis(1000),
+            dilation: vec![(1, 4), (8, 8), (32, 16), (128, 16)],
+            warmup: Duration::from_millis(200),
+            measure: Duration::from_millis(500),
             repeats: 3,
             retry: Retry {
                 base: Duration::from_millis(25),
@@ -210,13 +213,13 @@ impl BenchConfig {
             sensitivity: Rows {
                 workload: hot2,
                 concurrency: 32,
-                systems: compared.clone(),
+                systems: vec![System::Native, System::Staged],
                 rows: sensitivity_rows(production),
             },
             crossing: Rows {
                 workload: hot2,
                 concurrency: 32,
-                systems: compared,
+                systems: vec![System::Native, System::Staged],
                 rows: vec![0.05, 0.1, 0.25, 0.5],
             },
         }
@@ -252,6 +255,7 @@ impl BenchConfig {
             ],
             concurrency: vec![1, 4],
             hot_concurrency: vec![4],
+            moving_concurrency: vec![4],
             dilation: vec![(usize::MAX, 2)],
             warmup: Duration::from_millis(50),
             measure: Duration::from_millis(250),
@@ -349,7 +353,7 @@ mod tests {
     fn the_dilation_is_the_first_step_at_or_above_the_concurrency() {
         let c = BenchConfig::full("http://x");
         assert_eq!(c.dilation_at(1), 4);
-        assert_eq!(c.dilation_at(32), 8);
+        assert_eq!(c.dilation_at(32), 16);
         assert_eq!(c.dilation_at(64), 16);
         assert_eq!(c.dilation_at(1000), 16);
     }

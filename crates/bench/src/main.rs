@@ -152,6 +152,7 @@ impl BenchArgs {
         if !self.concurrency.is_empty() {
             c.concurrency.clone_from(&self.concurrency);
             c.hot_concurrency.clone_from(&self.concurrency);
+            c.moving_concurrency.clone_from(&self.concurrency);
         }
         if !self.systems.is_empty() {
             c.systems.clone_from(&self.systems);
