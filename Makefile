@@ -4,6 +4,9 @@ SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
 
 DDB := infra/dynamodb-local.sh
+# The embedded DynamoDB engine as a process of its own (crates/engine): `$(ENGINE) -- CMD` runs
+# CMD with TWOPC_DYNAMODB_ENDPOINT set, as `$(DDB) run CMD` does for DynamoDB Local.
+ENGINE := ./target/debug/twopc-engine
 # cargo-nextest runs each test in its own process; plain cargo test is the fallback.
 TEST_RUNNER := $(shell cargo nextest --version >/dev/null 2>&1 && echo "cargo nextest run --no-fail-fast" || echo "cargo test --no-fail-fast")
 
@@ -98,14 +101,14 @@ fuzz-tools: ## Install Schemathesis (pinned) into .tools/schemathesis; skipped w
 	  echo "$(FUZZ_TOOLS)" > $(FUZZ_VENV)/.pins; \
 	fi
 
-# make fuzz-api: `twopc serve` as make run starts it (DynamoDB Local persisted, a free port, a data
+# make fuzz-api: `twopc serve` as make run starts it (the embedded engine persisted, a free port, a data
 # folder of its own), Schemathesis on docs/openapi.json against it with every check but
 # ignored_auth (the local stack has no authorisation), every phase (the stateful one follows the
 # document's links), FUZZ_EXAMPLES generated cases per operation (default 300; about two minutes
 # on 2 cores), then SIGINT to the stack. Any failure, schema error or 5xx fails it; the
 # JUnit report is in target/schemathesis/. FUZZ_ARGS passes options to schemathesis run.
 .PHONY: fuzz-tools fuzz-api
-fuzz-api: ddb-tools fuzz-tools ## Fuzz the local stack's API from docs/openapi.json (Schemathesis, every check, no 5xx)
+fuzz-api: fuzz-tools ## Fuzz the local stack's API from docs/openapi.json (Schemathesis, every check, no 5xx)
 	cargo build --locked -p twopc
 	python3 tests/openapi/fuzz.py -- $(FUZZ_ARGS)
 
@@ -133,25 +136,53 @@ build-check: py-tools ## Cross-compile aws-lc-sys for arm64 with cargo lambda an
 build-dev: ## Build every crate for this machine (debug)
 	cargo build --workspace --locked
 
-run: ddb-tools ## Start the local stack (twopc serve: HTTP API on :3000, DynamoDB Local, sweeper); ARGS="--port 3001" to pass options
+# DynamoDB Local is installed only when ARGS asks for it (--engine dynamodb-local): the embedded
+# engine needs nothing but the build.
+run: $(if $(findstring dynamodb-local,$(ARGS)),ddb-tools) ## Start the local stack (twopc serve: HTTP API on :3000, the embedded DynamoDB engine, sweeper); ARGS="--port 3001" to pass options, ARGS="--engine dynamodb-local" for DynamoDB Local
 	cargo build --locked -p twopc
 	./target/debug/twopc serve $(ARGS)
 
 # --bins: the end-to-end tests of the lambda transport serve the functions' own binaries
-# (tests/src/lambda.rs). Every suite runs with TWOPC_RECORD_AWS_CALLS set: each function's AWS
-# requests are recorded (crates/runtime/src/record.rs); then the ignored grants test holds
-# template.yaml's Policies to that record (tests/tests/grants.rs, docs/architecture.md).
+# (tests/src/lambda.rs), and the embedded engine's pass needs twopc-engine. Every suite runs with
+# TWOPC_RECORD_AWS_CALLS set: each function's AWS requests are recorded
+# (crates/runtime/src/record.rs); then the ignored grants test holds template.yaml's Policies to
+# that record (tests/tests/grants.rs, docs/architecture.md).
+#
+# Two engines (TWOPC_TEST_ENGINE tells the suites which: twopc_tests::engine): every test on a
+# fresh in-memory DynamoDB Local (the reference), then, on the embedded engine `make run` uses,
+# the tests of the crates that reach DynamoDB (ENGINE_TESTS: those depending on twopc-dynamo:
+# the store contract, the end-to-end suites, the local stack's, the functions' handlers), but
+# for these, which prove no engine (about 100 s of the 150 s that pass would take, ~50 s of
+# wall time on 2 cores):
+# - bank: the chaos run (~60 s) checks the protocol's logic, which the first pass checks; what
+#   it asks of an engine (conditional writes, transactions, reads) the store contract holds
+#   each engine to, case by case, and the embedded engine serves one request at a time, so no
+#   interleaving there is one the reference pass does not meet;
+# - the benches (twopc-bench, twopc-bench-live): they measure on the engine their own option
+#   names (bench-live on DynamoDB Local, the engine of its published results);
+# - dynamodb_local_script: it tests infra/dynamodb-local.sh itself.
+# Where the engines answer differently, the suites expect each one's answer in one place
+# (docs/limitations.md lists them).
 RECORD := $(CURDIR)/target/aws-calls
 RUN_IGNORED := $(if $(findstring nextest,$(TEST_RUNNER)),--run-ignored only,-- --ignored)
-test: tools browser-tools ## Validate template.yaml, then run every test (unit + integration) against a fresh in-memory DynamoDB Local, recording each function's AWS calls, and hold the template's grants to them
+ENGINE_TESTS := $(if $(findstring nextest,$(TEST_RUNNER)),-E 'rdeps(twopc-dynamo) - binary(bank) - package(twopc-bench) - package(twopc-bench-live) - binary(dynamodb_local_script)')
+test: tools browser-tools ## Validate template.yaml, then run every test on a fresh in-memory DynamoDB Local and those reaching DynamoDB again on the embedded engine, recording each function's AWS calls, and hold the template's grants to them
 	$(MAKE) --no-print-directory validate
 	cargo build --workspace --tests --bins --locked
 	rm -rf $(RECORD)
-	TWOPC_RECORD_AWS_CALLS=$(RECORD) $(DDB) run $(TEST_RUNNER) --workspace --locked
+	TWOPC_TEST_ENGINE=dynamodb-local TWOPC_RECORD_AWS_CALLS=$(RECORD) $(DDB) run $(TEST_RUNNER) --workspace --locked
+	TWOPC_TEST_ENGINE=embedded TWOPC_RECORD_AWS_CALLS=$(RECORD) $(ENGINE) -- $(TEST_RUNNER) --workspace --locked $(ENGINE_TESTS)
 	$(DDB) run $(PARTICIPANT_VENV)/bin/python -m pytest -q -p no:cacheprovider $(PY_SDK)/tests
 	TWOPC_RECORD_AWS_CALLS=$(RECORD) $(TEST_RUNNER) --workspace --locked --test grants \
 	  $(RUN_IGNORED) the_template_grants_every_recorded_call_and_says_why_it_grants_the_rest
 	$(MAKE) --no-print-directory test-ts
+
+# make screenshot: the console's browser test alone (crates/twopc/tests/console.rs) on a fresh
+# DynamoDB Local, writing its screenshot to docs/console.png (make test keeps its shot in target/).
+.PHONY: screenshot
+screenshot: ddb-tools browser-tools ## Retake docs/console.png: the operator console's browser test, its screenshot kept
+	cargo build --workspace --tests --bins --locked
+	TWOPC_TEST_ENGINE=dynamodb-local TWOPC_UPDATE_SCREENSHOT=1 $(DDB) run $(TEST_RUNNER) --workspace --locked --test console
 
 # make test-ts: the TypeScript SDK (sdk/typescript). Its dependencies from its lock file (npm ci),
 # its build and unit tests (node:test; the store contract on a DynamoDB Local of its own); then the
@@ -226,7 +257,8 @@ bench-quick: ddb-tools ## A seconds-long bench with the same shape (debug build)
 	$(DDB) run ./target/debug/twopc-bench --quick --out target/bench-quick $(BENCH_ARGS)
 
 # make bench-live: the local stack from outside (crate twopc-bench-live): `twopc serve` as
-# `make run` runs it (its debug build, what users see) with its own persisted DynamoDB Local; the
+# `make run ARGS="--engine dynamodb-local"` runs it (its debug build) with its own persisted
+# DynamoDB Local (the engine of the published results); the
 # harness is a release build (it only sends requests and timestamps messages). ~5 min on 2
 # cores (10,000 aging transfers); BENCH_ARGS="--quick" for a minute.
 .PHONY: bench-live

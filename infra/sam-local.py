@@ -147,7 +147,7 @@ def check_grants():
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
     (folder / "sam-local.jsonl").write_text("".join(f"{c}\n" for c in sorted(CALLS)))
-    p = run(["cargo", "test", "--locked", "-p", "twopc-tests", "--test", "grants", "--",
+    p = run(["cargo", "test", "--locked", "--workspace", "--test", "grants", "--",
              "--ignored", "--exact", "the_template_grants_every_call_sam_local_recorded",
              "--nocapture"],
             check=False, env={**os.environ, "TWOPC_RECORD_AWS_CALLS": str(folder)})

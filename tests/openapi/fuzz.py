@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Fuzzes the local stack's HTTP API from docs/openapi.json with Schemathesis (`make fuzz-api`).
 
-1. `twopc serve` as `make run` runs it (the debug build, its own DynamoDB Local persisting its
+1. `twopc serve` as `make run` runs it (the debug build, its embedded engine persisting its
    tables on disk, the demo seeded), on a free port, in a data folder of its own (so a `make
    run` of the developer's is left alone), until the API answers;
 2. `schemathesis run docs/openapi.json --checks all` against it, every phase: the document's
@@ -17,11 +17,13 @@
    until DynamoDB's refusal of that range was answered as the empty page it is);
 3. SIGINT to the stack, which must stop cleanly.
 
-The local stack has no authorisation (docs/openapi.json's local server entry says so: the
-document's `sigv4` requirement is API Gateway's). So the document fuzzed is docs/openapi.json
-less its top-level `security` and with the local server alone (written to
+The local stack authorises only its operator API (docs/openapi.json's local server entry says
+so: the document's `sigv4` requirement is API Gateway's). So the document fuzzed is
+docs/openapi.json less its top-level `security`, each operator call's requirement narrowed to the
+local one (`adminToken`), and with the local server alone (written to
 target/schemathesis/openapi.local.json): everything else, every schema and answer, as written.
-Every check runs.
+Schemathesis sends an admin token of the stack's issuer (`twopc token --admin`) and every check
+runs, `ignored_auth` among them (the operator calls without it must be refused).
 
 Arguments after `--` go to `schemathesis run` (e.g. `-- --seed 1 -n 20`).
 """
@@ -53,6 +55,12 @@ def local_document(out_dir):
         raise SystemExit(f"fuzz-api: docs/openapi.json has no server {LOCAL_SERVER} or no security requirement")
     del doc["security"]
     doc["servers"] = servers
+    for item in doc["paths"].values():
+        for op in item.values():
+            if isinstance(op, dict) and "security" in op:
+                if {"adminToken": []} not in op["security"]:
+                    raise SystemExit("fuzz-api: an operator call in docs/openapi.json without adminToken")
+                op["security"] = [{"adminToken": []}]
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "openapi.local.json"
     path.write_text(json.dumps(doc, indent=1))
@@ -106,6 +114,9 @@ def main():
                 if time.monotonic() > until:
                     raise SystemExit(f"fuzz-api: twopc serve did not answer in {READY_TIMEOUT_S} s")
                 time.sleep(0.2)  # polling a starting process
+            admin = subprocess.run(
+                [args.twopc, "token", "--admin", "--sub", "fuzz-api", "--data-dir", data],
+                cwd=REPO, env=env, capture_output=True, text=True, check=True).stdout.strip()
             report_dir = REPO / "target/schemathesis"
             cmd = [
                 args.schemathesis, "--config-file", str(REPO / "tests/openapi/schemathesis.toml"),
@@ -117,6 +128,7 @@ def main():
                 "--seed", os.environ.get("FUZZ_SEED", "20251125"),
                 "--report", "junit",
                 "--report-dir", str(report_dir),
+                "--header", f"Authorization: Bearer {admin}",
                 *args.extra,
             ]
             say(" ".join(cmd))
@@ -125,7 +137,7 @@ def main():
             say(f"schemathesis exited {fuzz.returncode} after {time.monotonic() - started:.0f} s")
         finally:
             if serve.poll() is None:
-                serve.send_signal(signal.SIGINT)  # it stops its DynamoDB Local itself
+                serve.send_signal(signal.SIGINT)  # it stops its engine itself
                 try:
                     serve.wait(STOP_TIMEOUT_S)
                 except subprocess.TimeoutExpired:

@@ -2,7 +2,8 @@
 """The README and the pages under docs/, run as a new user runs them (`make smoke`).
 
 In a fresh clone of the repository (HEAD, or --rev), with no TWOPC_* or other overrides in the
-environment:
+environment, and no `java` on PATH (what `make run` needs is Rust and make: its DynamoDB engine
+is embedded):
 
 1. `make run` in the background, until the API answers on :3000 (the first run builds);
 2. every ```console and ```sh block of README.md, then of every other page (`pages`: docs/ in
@@ -16,11 +17,15 @@ environment:
    compared; `<!-- smoke: skip (why) -->` is not run (tests/readme/check_pages.py, part of
    `make validate`, fails on a block the smoke would not visit and on a marker without a why);
 3. the live page in headless Chromium (tests/browser/live-page.mjs): a transfer made on the page,
-   and the update pushed back over the WebSocket;
-4. Ctrl-C (SIGINT to the process group, as a terminal sends it): make, twopc and DynamoDB Local
-   must all be gone, nothing left running from the clone;
+   and the update pushed back over the WebSocket; the README's console URL serves the console
+   (its browser test is crates/twopc/tests/console.rs);
+4. Ctrl-C (SIGINT to the process group, as a terminal sends it): make and twopc must both be
+   gone, nothing left running from the clone;
 5. `make run` again: the balances are the ones committed before the restart (kept in .twopc/);
-6. `make run ARGS="--port 3001 --in-memory"`: a fresh in-memory stack answers on :3001.
+6. `make run ARGS="--port 3001 --in-memory"`: a fresh in-memory stack answers on :3001;
+7. with `java` back on PATH, `make run ARGS="--engine dynamodb-local --port 3001 --in-memory"`:
+   the stack on DynamoDB Local (installed into .tools/ if missing), and after Ctrl-C nothing of
+   it, the JVM included, left running.
 
 Any failure stops the run with the failing command, its output and the log of `make run`; the
 clone is kept for a look (its path is printed). Standard library only.
@@ -35,6 +40,7 @@ import argparse
 import os
 import re
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -67,6 +73,27 @@ def clean_env():
     variables from a parent make, no AWS settings."""
     drop = ("TWOPC_", "AWS_", "MAKE", "MFLAGS", "CARGO_TARGET_DIR", "RUST_LOG")
     return {k: v for k, v in os.environ.items() if not k.startswith(drop)}
+
+
+def path_without(program, path, into):
+    """A PATH that finds every command of `path` but `program`: one folder, `into`, of links to
+    the first of each name along `path` (as a shell finds it). A machine without Java, for the
+    commands run with it, on a machine that has one."""
+    into.mkdir()
+    for folder in path.split(os.pathsep):
+        try:
+            names = sorted(os.listdir(folder or "."))
+        except OSError:
+            continue
+        for name in names:
+            target, link = Path(folder) / name, into / name
+            if name == program or os.path.lexists(link):
+                continue
+            if target.is_file() and os.access(target, os.X_OK):
+                link.symlink_to(target)
+    if shutil.which(program, path=str(into)):
+        raise SmokeFailure(f"{program} is still found on the PATH made without it")
+    return str(into)
 
 
 def port_free(port):
@@ -363,17 +390,25 @@ def twopc(clone, env, *args):
 # --- the run ----------------------------------------------------------------------------------
 
 
-def smoke(clone, env, logs):
+def smoke(clone, with_java, logs):
     # What the pages promise beyond their examples: make run (README.md) and its options
     # (docs/configuration.md).
     restart_args = 'make run ARGS="--port 3001 --in-memory"'
-    for page, promised in (("README.md", "make run"), ("docs/configuration.md", restart_args)):
+    reference_args = 'make run ARGS="--engine dynamodb-local --port 3001 --in-memory"'
+    for page, promised in (
+        ("README.md", "make run"),
+        ("docs/configuration.md", restart_args),
+        ("docs/configuration.md", reference_args),
+    ):
         if promised not in (clone / page).read_text():
             raise SmokeFailure(f"{page} no longer shows `{promised}`: update this test")
+    env = dict(with_java, PATH=path_without("java", with_java["PATH"], logs / "path-without-java"))
 
-    say("make run (a fresh clone builds first)")
+    say("make run, with no java on PATH (a fresh clone builds first)")
+    began = time.monotonic()
     stack = Stack(clone, env, 3000, "make run", logs / "make-run-1.log")
     stack.wait_ready()
+    say(f"  ok  the first answer {time.monotonic() - began:.1f} s after `make run` began")
     started = time.monotonic()
     for page in pages(clone):
         for block in console_blocks(clone, page):
@@ -390,11 +425,16 @@ def smoke(clone, env, logs):
         ["node", str(HERE.parent / "browser" / "live-page.mjs"), "http://127.0.0.1:3000/", str(shot)]
     )
     say(f"  ok  {page.strip()}")
+    with urllib.request.urlopen("http://127.0.0.1:3000/console", timeout=10) as r:
+        console = r.read().decode()
+    if "operator console" not in console:
+        raise SmokeFailure(f"http://127.0.0.1:3000/console (README.md) is not the console:\n{console[:500]}")
+    say("  ok  the console at http://127.0.0.1:3000/console")
 
     balances = twopc(clone, env, "accounts")
     say("Ctrl-C")
     stack.interrupt()
-    say("  ok  make, twopc serve and DynamoDB Local all stopped")
+    say("  ok  make and twopc serve stopped")
 
     say("make run again: committed balances kept in .twopc/")
     stack = Stack(clone, env, 3000, "make run", logs / "make-run-2.log")
@@ -417,6 +457,17 @@ def smoke(clone, env, logs):
         raise SmokeFailure(f"transfer on :3001: {done}")
     stack.interrupt()
     say(f"  ok  in memory on :3001; the pages' checks took {int(time.monotonic() - started)} s")
+
+    say(f"{reference_args}, java back on PATH")
+    stack = Stack(clone, with_java, 3001, reference_args, logs / "make-run-4.log")
+    stack.wait_ready()
+    done = twopc(clone, with_java, *url, "transfer", "--from", "alice", "--to", "bob", "--amount", "1")
+    if not done.startswith("COMMITTED"):
+        raise SmokeFailure(f"transfer on DynamoDB Local: {done}")
+    if "DynamoDB Local" not in stack.tail(200):
+        raise SmokeFailure(f"`{reference_args}` did not say it runs on DynamoDB Local:\n{stack.tail()}")
+    stack.interrupt()
+    say("  ok  on DynamoDB Local; it stopped with make run")
 
 
 def main():

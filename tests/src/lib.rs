@@ -1,5 +1,6 @@
-//! Test harness: a fresh set of tables per test on the DynamoDB Local that `make test` started
-//! (`TWOPC_DYNAMODB_ENDPOINT`), the real adapters, and the coordinator over the `direct`
+//! Test harness: a fresh set of tables per test on the DynamoDB engine that `make test` started
+//! (`TWOPC_DYNAMODB_ENDPOINT`: DynamoDB Local, then the embedded engine; [`engine`] says which),
+//! the real adapters, and the coordinator over the `direct`
 //! transport with a clock the test moves by hand. [`fees`] is a custom participant on the
 //! participant SDK for the crash suites; [`lambda`] serves a function's binary through
 //! `cargo lambda watch`, for the `lambda` transport's end-to-end tests; [`openapi`] checks
@@ -68,14 +69,48 @@ pub type TestTransport = DirectTransport<DynamoItems, DynamoTxLog, ManualClock>;
 /// The coordinator as wired in tests.
 pub type TestCoordinator = Coordinator<DynamoTxLog, TestTransport, ManualClock>;
 
-/// The endpoint of the DynamoDB Local under test.
+/// The endpoint of the DynamoDB engine under test.
 pub fn endpoint() -> String {
     std::env::var("TWOPC_DYNAMODB_ENDPOINT").unwrap_or_else(|_| {
         panic!(
-            "TWOPC_DYNAMODB_ENDPOINT is not set: run the suites with `make test`, or start DynamoDB \
-             Local with `infra/dynamodb-local.sh start` and export the URL it prints"
+            "TWOPC_DYNAMODB_ENDPOINT is not set: run the suites with `make test`, or under \
+             `target/debug/twopc-engine -- COMMAND` (the embedded engine) or \
+             `infra/dynamodb-local.sh run COMMAND` (DynamoDB Local)"
         )
     })
+}
+
+/// The variable that names the engine under test (`make test` sets it for each of its passes).
+pub const ENGINE_VAR: &str = "TWOPC_TEST_ENGINE";
+
+/// The DynamoDB engines `make test` runs the suites on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Engine {
+    /// The embedded engine (crates/engine, dynoxide): `twopc serve`'s default.
+    Embedded,
+    /// Amazon's DynamoDB Local: the reference.
+    DynamoDbLocal,
+}
+
+impl Engine {
+    /// Its name as `twopc serve --engine` and [`ENGINE_VAR`] spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Engine::Embedded => "embedded",
+            Engine::DynamoDbLocal => "dynamodb-local",
+        }
+    }
+}
+
+/// The engine under test: [`ENGINE_VAR`], `embedded` (`twopc serve`'s default) when unset. It
+/// serves [`endpoint`], a test that starts `twopc serve` with an engine of its own starts this
+/// one, and a test that meets a difference between the engines asks it which answer to expect.
+pub fn engine() -> Engine {
+    match std::env::var(ENGINE_VAR).as_deref() {
+        Err(_) | Ok("embedded") => Engine::Embedded,
+        Ok("dynamodb-local") => Engine::DynamoDbLocal,
+        Ok(other) => panic!("{ENGINE_VAR}={other}: expected embedded or dynamodb-local"),
+    }
 }
 
 /// One test's world: its own tables, seeded, and the protocol wired over them.

@@ -144,10 +144,20 @@ impl ParticipantStore for Faulty {
         &self,
         table: &str,
         key: &Key,
-        tx: &TxId,
-        op: &twopc_core::op::Operation,
+        holder: &Lock,
     ) -> Result<CompleteWrite, PortError> {
-        self.items.drop_lock(table, key, tx, op).await
+        self.items.drop_lock(table, key, holder).await
+    }
+
+    async fn retire(
+        &self,
+        table: &str,
+        key: &Key,
+        tx: &TxId,
+        former: FenceEntry,
+        horizon: u64,
+    ) -> Result<CompleteWrite, PortError> {
+        self.items.retire(table, key, tx, former, horizon).await
     }
 
     async fn expired_locks(

@@ -1,7 +1,8 @@
 //! One contract for the stores, run against both implementations: the in-memory ones
 //! (`twopc_core::memory`, what fast tests of the protocol logic run on) and the DynamoDB
-//! adapters on DynamoDB Local. Each case states what a port promises; `memory::*` and
-//! `dynamodb::*` run the same case, so the fake cannot drift from the real thing.
+//! adapters on a real engine (`make test` runs them on DynamoDB Local, then on the embedded
+//! engine). Each case states what a port promises; `memory::*` and `dynamodb::*` run the same
+//! case, so the fake cannot drift from the real things.
 
 use serde_json::{Value, json};
 use twopc_core::ids::TxId;
@@ -164,6 +165,11 @@ contract!(
     a_native_transaction_is_refused_by_a_record_already_there,
     a_native_put_takes_a_tombstone_and_keeps_its_fence,
     a_native_write_removes_the_idle_escrow_of_what_it_adds_to,
+    a_former_transactions_entry_under_the_id_is_retired_before_the_new_ones_release,
+    holds_are_their_transactions_by_id_and_began,
+    a_former_transactions_reservation_under_the_id_refuses_a_reservation_until_dropped,
+    a_never_begun_record_is_created_at_its_holds_began,
+    an_abort_gives_a_reservation_back_by_its_holds_operation_not_the_messages,
     a_heat_mark_rides_on_a_hold_and_turns_native_writes_away_while_live,
 );
 
@@ -756,10 +762,16 @@ async fn drop_lock_removes_only_its_own_lock_unapplied<I: ParticipantStore, L: T
     let l = lock(&TxId::random(), NOW, json!({"add": {"balance": 1}}));
     assert!(locked(&prepare(&s, "alice", &l).await));
     let drop = |tx: TxId| {
-        let (s, op) = (&s, &l.op);
+        let (s, holder) = (
+            &s,
+            Lock {
+                tx_id: tx,
+                ..l.clone()
+            },
+        );
         async move {
             s.items()
-                .drop_lock(s.table(), &key("alice"), &tx, op)
+                .drop_lock(s.table(), &key("alice"), &holder)
                 .await
                 .expect("drop")
         }
@@ -855,7 +867,7 @@ async fn the_log_creates_once_and_swaps_status_by_compare_and_swap<
     ));
     let never = TxId::random();
     assert!(matches!(
-        log.create_aborted(&never, NOW).await.expect("aborted"),
+        log.create_aborted(&never, NOW, NOW).await.expect("aborted"),
         Created::New
     ));
     assert_eq!(
@@ -1411,7 +1423,7 @@ async fn expired_reservations_are_listed_and_fence_aborted_skips_its_own<
     // A stale duplicate dropped gives its escrow back and writes no entry.
     let dropped = s
         .items()
-        .drop_lock(s.table(), &key("alice"), &late.tx_id, &late.op)
+        .drop_lock(s.table(), &key("alice"), &late)
         .await
         .expect("drop");
     assert!(matches!(dropped, CompleteWrite::Done));
@@ -1926,4 +1938,234 @@ async fn a_native_put_takes_a_tombstone_and_keeps_its_fence<I: ParticipantStore,
     );
     let late = lock(&deleted, NOW, json!({"put": {"balance": 9}}));
     assert!(!locked(&prepare(&s, "alice", &late).await));
+}
+
+// ---------------------------------------------------------------- an idempotency key used again
+
+/// A week after `NOW`: when a key's next transaction begins, its first one's record expired.
+const WEEK_LATER: u64 = NOW + 7 * 24 * 3_600_000;
+
+async fn abort<I: ParticipantStore, L: TxLog>(
+    s: &Stores<I, L>,
+    id: &str,
+    l: &Lock,
+) -> CompleteWrite {
+    let c = completion(l, FenceOutcome::Aborted, None);
+    s.items()
+        .abort(s.table(), &key(id), &c)
+        .await
+        .expect("abort")
+}
+
+async fn retire<I: ParticipantStore, L: TxLog>(
+    s: &Stores<I, L>,
+    id: &str,
+    tx: &TxId,
+    former: FenceEntry,
+    horizon: u64,
+) -> CompleteWrite {
+    s.items()
+        .retire(s.table(), &key(id), tx, former, horizon)
+        .await
+        .expect("retire")
+}
+
+async fn a_former_transactions_entry_under_the_id_is_retired_before_the_new_ones_release<
+    I: ParticipantStore,
+    L: TxLog,
+>(
+    s: Stores<I, L>,
+) {
+    s.seed("alice", json!({"balance": 100})).await;
+    let id = TxId::for_idempotency_key("order-42");
+    let first = lock(&id, NOW, json!({"add": {"balance": 1}}));
+    assert!(locked(&prepare(&s, "alice", &first).await));
+    assert!(matches!(
+        commit(&s, "alice", &first, None).await.expect("commit"),
+        CompleteWrite::Done
+    ));
+    // The same id a week later: another transaction, its prepare admitted beside the entry.
+    let again = lock(&id, WEEK_LATER, json!({"add": {"balance": 2}}));
+    assert!(locked(&prepare(&s, "alice", &again).await));
+    assert!(
+        !locked(&prepare(&s, "alice", &first).await),
+        "its own entry"
+    );
+    // Its release may not write over the entry: refused, as is an abort, until it is retired.
+    let former = entry(FenceOutcome::Committed, NOW);
+    for refused in [
+        commit(&s, "alice", &again, None).await.expect("commit"),
+        abort(&s, "alice", &again).await,
+    ] {
+        let CompleteWrite::Refused(Some(item)) = refused else {
+            panic!("{refused:?}")
+        };
+        assert_eq!(item.fence.get(&id), Some(&former));
+        assert!(item.lock.as_ref().is_some_and(|l| l.is_of(&id, WEEK_LATER)));
+    }
+    // Retired only as found, never lowering the horizon.
+    let wrong = entry(FenceOutcome::Aborted, NOW);
+    assert!(matches!(
+        retire(&s, "alice", &id, wrong, NOW).await,
+        CompleteWrite::Refused(Some(_))
+    ));
+    assert!(matches!(
+        retire(&s, "alice", &id, former, NOW).await,
+        CompleteWrite::Done
+    ));
+    let alice = read(&s, "alice").await.expect("alice");
+    assert!(!alice.fence.contains_key(&id));
+    assert_eq!(alice.horizon, NOW);
+    assert!(matches!(
+        commit(&s, "alice", &again, None).await.expect("commit"),
+        CompleteWrite::Done
+    ));
+    let alice = read(&s, "alice").await.expect("alice");
+    assert_eq!(number(alice.attributes.get("balance")), "103");
+    assert_eq!(
+        alice.fence.get(&id),
+        Some(&entry(FenceOutcome::Committed, WEEK_LATER))
+    );
+    // The first transaction's late prepare: below the horizon now.
+    let late = refused_item(prepare(&s, "alice", &first).await).expect("the item");
+    assert!(late.lock.is_none() && late.horizon >= first.began);
+    assert!(matches!(
+        retire(&s, "alice", &id, former, NOW).await,
+        CompleteWrite::Refused(Some(_))
+    ));
+}
+
+async fn holds_are_their_transactions_by_id_and_began<I: ParticipantStore, L: TxLog>(
+    s: Stores<I, L>,
+) {
+    s.seed("alice", json!({"balance": 100})).await;
+    let id = TxId::random();
+    let first = lock(&id, NOW, json!({"add": {"balance": 1}}));
+    assert!(locked(&prepare(&s, "alice", &first).await));
+    // Another transaction under the id: not a retry of the lock, which is not its own.
+    let again = lock(&id, WEEK_LATER, json!({"add": {"balance": 1}}));
+    let found = refused_item(prepare(&s, "alice", &again).await).expect("the item");
+    assert!(found.lock.as_ref().is_some_and(|l| l.is_of(&id, NOW)));
+    assert!(matches!(
+        commit(&s, "alice", &again, None).await.expect("commit"),
+        CompleteWrite::Refused(Some(_))
+    ));
+    assert!(matches!(
+        abort(&s, "alice", &again).await,
+        CompleteWrite::Refused(Some(_))
+    ));
+    let drop = |holder: Lock| {
+        let s = &s;
+        async move {
+            s.items()
+                .drop_lock(s.table(), &key("alice"), &holder)
+                .await
+                .expect("drop")
+        }
+    };
+    assert!(matches!(
+        drop(again.clone()).await,
+        CompleteWrite::Refused(Some(_))
+    ));
+    // It may fence itself out beside the other's lock (which is not its own).
+    let fenced = s
+        .items()
+        .fence_aborted(
+            s.table(),
+            &key("alice"),
+            &id,
+            entry(FenceOutcome::Aborted, WEEK_LATER),
+            9,
+        )
+        .await
+        .expect("fence");
+    assert!(matches!(fenced, CompleteWrite::Done));
+    assert!(matches!(drop(first.clone()).await, CompleteWrite::Done));
+    let alice = read(&s, "alice").await.expect("alice");
+    assert!(alice.lock.is_none());
+    assert_eq!(number(alice.attributes.get("balance")), "100");
+}
+
+async fn a_former_transactions_reservation_under_the_id_refuses_a_reservation_until_dropped<
+    I: ParticipantStore,
+    L: TxLog,
+>(
+    s: Stores<I, L>,
+) {
+    s.seed("alice", json!({"balance": 30})).await;
+    let id = TxId::random();
+    let first = debit(&id, NOW, 10);
+    assert!(locked(&reserve(&s, "alice", &first).await));
+    let again = debit(&id, WEEK_LATER, 10);
+    let found = refused_item(reserve(&s, "alice", &again).await).expect("the item");
+    assert_eq!(found.reservations.get(&id).map(|r| r.began), Some(NOW));
+    assert!(matches!(
+        release(&s, "alice", &again, true).await,
+        CompleteWrite::Refused(Some(_))
+    ));
+    let dropped = s
+        .items()
+        .drop_lock(s.table(), &key("alice"), &first)
+        .await
+        .expect("drop");
+    assert!(matches!(dropped, CompleteWrite::Done));
+    assert!(locked(&reserve(&s, "alice", &again).await));
+    release(&s, "alice", &again, true).await;
+    let alice = read(&s, "alice").await.expect("alice");
+    assert_eq!(number(alice.attributes.get("balance")), "20");
+}
+
+async fn a_never_begun_record_is_created_at_its_holds_began<I: ParticipantStore, L: TxLog>(
+    s: Stores<I, L>,
+) {
+    let tx = TxId::random();
+    let log = s.log();
+    assert!(matches!(
+        log.create_aborted(&tx, NOW - 5_000, NOW)
+            .await
+            .expect("aborted"),
+        Created::New
+    ));
+    let r = log.get(&tx).await.expect("get").expect("record");
+    assert_eq!((r.status, r.created_at), (TxStatus::Aborted, NOW - 5_000));
+}
+
+/// One item named twice (issue 45, items 2 and 3): the abort sent for the other name carries
+/// that name's operation. What the reservation gives back is its hold's, never the message's:
+/// otherwise the escrow keeps a phantom that refuses later debits or lets one overdraw.
+async fn an_abort_gives_a_reservation_back_by_its_holds_operation_not_the_messages<
+    I: ParticipantStore,
+    L: TxLog,
+>(
+    s: Stores<I, L>,
+) {
+    s.seed("alice", json!({"balance": 30})).await;
+    let tx = TxId::random();
+    let held = debit(&tx, NOW, 10);
+    assert!(locked(&reserve(&s, "alice", &held).await));
+    // The abort of the other name's operation (a smaller debit) lands.
+    let message = debit(&tx, NOW, 3);
+    assert!(matches!(
+        release(&s, "alice", &message, false).await,
+        CompleteWrite::Done
+    ));
+    let alice = read(&s, "alice").await.expect("alice");
+    assert!(alice.reservations.is_empty());
+    assert_eq!(number(alice.attributes.get("balance")), "30");
+    assert_eq!(
+        alice.fence.get(&tx).map(|e| e.outcome),
+        Some(FenceOutcome::Aborted)
+    );
+    // Nothing left in escrow: the last reservation leaves it idle at the value.
+    assert_eq!(
+        escrow_of(&s, "alice", "balance").await,
+        Some((0, "30".to_owned(), "30".to_owned()))
+    );
+    // So a debit of the whole balance is admitted, and a later one past it refused.
+    assert!(locked(
+        &reserve(&s, "alice", &debit(&TxId::random(), NOW + 1, 30)).await
+    ));
+    assert!(!locked(
+        &reserve(&s, "alice", &debit(&TxId::random(), NOW + 2, 1)).await
+    ));
 }

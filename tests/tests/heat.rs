@@ -212,8 +212,8 @@ impl TxLog for RefusingPuts {
         self.inner.transition(record, to, votes, now).await
     }
 
-    async fn create_aborted(&self, tx: &TxId, now: u64) -> Result<Created, PortError> {
-        self.inner.create_aborted(tx, now).await
+    async fn create_aborted(&self, tx: &TxId, began: u64, now: u64) -> Result<Created, PortError> {
+        self.inner.create_aborted(tx, began, now).await
     }
 
     async fn overdue(&self, now: u64, limit: usize) -> Result<Vec<TxRecord>, PortError> {

@@ -125,6 +125,8 @@ async fn conflicting_live_lock_votes_conflict() {
     let mut record = TxRecord::never_began(&holder, now);
     record.status = TxStatus::Preparing;
     record.deadline = now + 10_000;
+    // Its lock's `began` (the request helpers'): the record is the lock's owner's.
+    record.created_at = twopc_tests::began(record.deadline);
     w.log.create(&record).await.expect("holder's record");
     let held = w
         .prepare(

@@ -125,7 +125,7 @@ async fn sweeper_clears_an_orphan_lock_left_by_a_late_prepare() {
     // (its abort found nothing to fence): it leaves an orphan placeholder the sweeper must clear.
     let tx = TxId::random();
     let now = w.clock.now_ms();
-    w.log.create_aborted(&tx, now).await.expect("record");
+    w.log.create_aborted(&tx, now, now).await.expect("record");
     let op =
         twopc_core::op::Operation::from_json("op", &json!({"put": {"balance": 1}})).expect("op");
     let req = PrepareRequest {

@@ -10,12 +10,13 @@ use std::path::Path;
 
 use twopc_core::coordinator::{CommitMode, CoordinatorConfig};
 use twopc_core::layout::{
-    DEADLINE, EXPIRE_AT, LOCK_EXPIRES_AT, LOCK_SHARD, PENDING, RETRY_AFTER, TX_ID,
+    DEADLINE, ENDED, EXPIRE_AT, LOCK_EXPIRES_AT, LOCK_SHARD, PENDING, RETRY_AFTER, TX_ID,
+    UPDATED_AT,
 };
 use twopc_core::record::Target;
 use twopc_core::rules::{self, NotNative, PathFacts, Reach};
 use twopc_core::service::{KeySchema, KeyType, ServiceKind};
-use twopc_dynamo::tables::{LOCK_INDEX, PENDING_INDEX};
+use twopc_dynamo::tables::{ENDED_INDEX, LOCK_INDEX, PENDING_INDEX};
 use twopc_function::var;
 use twopc_runtime::config::{CoordinatorSettings, Role, Settings, SweeperSettings};
 
@@ -83,21 +84,34 @@ fn the_transactions_table_is_the_one_the_adapters_use() {
     let t = table("TransactionsTable");
     assert_eq!(
         t.attributes,
-        [(TX_ID, "S"), (PENDING, "S"), (DEADLINE, "N")]
-            .map(|(a, b)| (a.to_owned(), b.to_owned()))
-            .into()
+        [
+            (TX_ID, "S"),
+            (PENDING, "S"),
+            (DEADLINE, "N"),
+            (ENDED, "S"),
+            (UPDATED_AT, "N")
+        ]
+        .map(|(a, b)| (a.to_owned(), b.to_owned()))
+        .into()
     );
     assert_eq!(t.key, [element(TX_ID, "HASH")]);
     assert_eq!(
         t.indexes,
-        [(
-            PENDING_INDEX.to_owned(),
-            vec![element(PENDING, "HASH"), element(DEADLINE, "RANGE")]
-        )]
+        [
+            (
+                PENDING_INDEX.to_owned(),
+                vec![element(PENDING, "HASH"), element(DEADLINE, "RANGE")]
+            ),
+            (
+                ENDED_INDEX.to_owned(),
+                vec![element(ENDED, "HASH"), element(UPDATED_AT, "RANGE")]
+            )
+        ]
         .into()
     );
-    // Keys and the sweeper's backoff only (crates/dynamo/src/tables.rs says why).
-    assert_eq!(t.projections, ["INCLUDE"]);
+    // Keys and the sweeper's backoff only; the operator's ended index keys only
+    // (crates/dynamo/src/tables.rs says why).
+    assert_eq!(t.projections, ["INCLUDE", "KEYS_ONLY"]);
     assert!(
         block("Resources", "TransactionsTable")
             .iter()
@@ -156,6 +170,7 @@ fn policies_name_only_indexes_that_exist() {
         named,
         [
             PENDING_INDEX,
+            ENDED_INDEX,
             LOCK_INDEX,
             twopc_dynamo::tables::BY_CONNECTION_INDEX
         ]
@@ -496,11 +511,25 @@ fn the_api_requires_iam_and_exposes_only_the_coordinator() {
     assert_eq!(
         api_routes(),
         [
+            ("/operator/counts", "get"),
+            ("/operator/items/{participant}", "get"),
+            ("/operator/transactions", "get"),
+            ("/operator/transactions/{id}", "get"),
+            ("/operator/transactions/{id}/abort", "post"),
+            ("/operator/transactions/{id}/recover", "post"),
             ("/transactions", "get"),
             ("/transactions", "post"),
             ("/transactions/{id}", "get")
         ]
     );
+    // The operator routes apart: OperatorPolicy grants them, ClientPolicy the rest only.
+    let operator = block("Resources", "OperatorPolicy");
+    assert!(
+        operator.iter().any(|l| l.ends_with("/*/operator/*")),
+        "{operator:?}"
+    );
+    let client = block("Resources", "ClientPolicy");
+    assert!(!client.iter().any(|l| l.contains("operator")), "{client:?}");
 }
 
 /// The REST API's routes: the coordinator's `Api` events, (path, method).

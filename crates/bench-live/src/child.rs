@@ -1,5 +1,6 @@
 //! `twopc serve` as a child process: started on a free loopback port with a data folder and a
-//! data lake of the run's own (persisted DynamoDB Local, as `make run` runs it), waited for
+//! data lake of the run's own (persisted DynamoDB Local, as `make run ARGS="--engine
+//! dynamodb-local"` runs it: the engine the published results were measured on), waited for
 //! until its API answers, stopped with SIGINT (Ctrl-C, as a user stops it), and checked to leave
 //! no DynamoDB Local (`java`) behind.
 
@@ -138,7 +139,7 @@ impl Serve {
             .arg(data_dir)
             .arg("--lake-dir")
             .arg(lake_dir)
-            .arg("--no-seed")
+            .args(["--no-seed", "--engine", "dynamodb-local"])
             .arg("--ws-token")
             .arg(&ws_token)
             .stdin(Stdio::null())

@@ -80,6 +80,9 @@ pub struct Rows<T> {
     pub rows: Vec<T>,
 }
 
+/// The engine `make bench` runs on, and reports written before the report named its engine.
+pub const DYNAMODB_LOCAL: &str = "DynamoDB Local";
+
 /// What a run measures.
 #[derive(Clone, Debug, PartialEq)]
 pub struct BenchConfig {
@@ -87,6 +90,8 @@ pub struct BenchConfig {
     pub mode: &'static str,
     /// The engine's URL.
     pub endpoint: String,
+    /// The engine under the model, named for the report ("DynamoDB Local", the embedded one).
+    pub engine: String,
     /// How transfers draw their keys.
     pub keys: KeyGen,
     /// Balance of every seeded item.
@@ -173,6 +178,7 @@ impl BenchConfig {
         BenchConfig {
             mode: "full",
             endpoint: endpoint.into(),
+            engine: DYNAMODB_LOCAL.into(),
             keys: KeyGen {
                 accounts: 10_000,
                 hot: 2,

@@ -42,12 +42,11 @@ struct BenchArgs {
     /// A seconds-long run of the same shape.
     #[arg(long)]
     quick: bool,
-    /// The engine that serves what the model admits: `dynamodb-local` (at
-    /// TWOPC_DYNAMODB_ENDPOINT, which `infra/dynamodb-local.sh run` sets), `embedded` (the
-    /// project's engine, in this process, in memory), or an engine's URL.
+    /// The engine under the model: `dynamodb-local` (at --endpoint), `embedded` (the
+    /// project's engine, twopc-engine, started in this process, in memory), or an engine's URL.
     #[arg(long, default_value = "dynamodb-local")]
     engine: String,
-    /// DynamoDB Local's URL.
+    /// DynamoDB Local's URL (set by `infra/dynamodb-local.sh run`).
     #[arg(
         long,
         env = "TWOPC_DYNAMODB_ENDPOINT",
@@ -113,23 +112,21 @@ fn parse_system(text: &str) -> Result<System, String> {
 }
 
 impl BenchArgs {
-    /// The engine's name for the report, its URL, and the embedded engine if it is the one
-    /// (stopped when dropped).
+    /// The engine's name for the report, its URL, and the embedded engine when it is the one
+    /// (it stops when dropped).
     fn engine(&self) -> Result<(String, String, Option<EmbeddedEngine>), String> {
         match self.engine.as_str() {
             "dynamodb-local" => Ok((
-                format!("DynamoDB Local ({})", self.endpoint),
+                twopc_bench::config::DYNAMODB_LOCAL.into(),
                 self.endpoint.clone(),
                 None,
             )),
             "embedded" => {
-                let engine = EmbeddedEngine::start(Storage::InMemory).map_err(|e| e.to_string())?;
+                let engine = EmbeddedEngine::start(Storage::InMemory)
+                    .map_err(|e| format!("starting the embedded engine: {e}"))?;
                 let url = engine.endpoint().to_owned();
-                Ok((
-                    "the embedded engine (twopc-engine: dynoxide on SQLite, in memory, in the bench's process)".into(),
-                    url,
-                    Some(engine),
-                ))
+                let name = "the embedded engine (twopc-engine, in memory, in the bench's process)";
+                Ok((name.into(), url, Some(engine)))
             }
             url if url.starts_with("http://") || url.starts_with("https://") => {
                 Ok((format!("the engine at {url}"), url.to_owned(), None))
@@ -140,12 +137,13 @@ impl BenchArgs {
         }
     }
 
-    fn config(&self, endpoint: &str) -> BenchConfig {
+    fn config(&self, engine: String, endpoint: &str) -> BenchConfig {
         let mut c = if self.quick {
             BenchConfig::quick(endpoint)
         } else {
             BenchConfig::full(endpoint)
         };
+        c.engine = engine;
         if !self.workloads.is_empty() {
             c.workloads.clone_from(&self.workloads);
         }
@@ -191,11 +189,14 @@ async fn bench(args: &BenchArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let config = args.config(&endpoint);
-    eprintln!("twopc-bench: {} run against {engine}", config.mode);
+    let config = args.config(engine, &endpoint);
+    eprintln!(
+        "twopc-bench: {} run on {} ({})",
+        config.mode, config.engine, config.endpoint
+    );
     let started = Instant::now();
     let progress = |line: &str| eprintln!("  [{:>4.0} s] {line}", started.elapsed().as_secs_f64());
-    let report = match twopc_bench::run(&config, &engine, &progress).await {
+    let report = match twopc_bench::run(&config, &progress).await {
         Ok(r) => r,
         Err(e) => return fail(&e),
     };

@@ -174,10 +174,11 @@ pub struct Report {
     pub generated: String,
     /// `full` or `quick`.
     pub mode: String,
-    /// The engine that served every request the model admitted.
-    pub engine: String,
     /// The machine, as `/proc` tells it.
     pub machine: String,
+    /// The engine that served the run, under the model.
+    #[serde(default = "dynamodb_local")]
+    pub engine: String,
     /// Load average at the start and at the end.
     pub load: (String, String),
     /// The bench's wall time, seconds.
@@ -207,4 +208,9 @@ impl Report {
                 && c.concurrency == concurrency
         })
     }
+}
+
+/// The engine of a report written before reports named theirs.
+fn dynamodb_local() -> String {
+    crate::config::DYNAMODB_LOCAL.into()
 }

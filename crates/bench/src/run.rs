@@ -43,13 +43,9 @@ struct Group {
     dilation: u32,
 }
 
-/// Runs the whole bench against `engine` (named in the report); `progress` hears one line per
-/// cell group.
-pub async fn run(
-    config: &BenchConfig,
-    engine: &str,
-    progress: &dyn Fn(&str),
-) -> Result<Report, BenchError> {
+/// Runs the whole bench against the configured engine (named in the report); `progress` hears
+/// one line per cell group.
+pub async fn run(config: &BenchConfig, progress: &dyn Fn(&str)) -> Result<Report, BenchError> {
     let started = Instant::now();
     let load0 = procfs::load_average().unwrap_or_default();
     let clock = ModelClock::default();
@@ -81,8 +77,8 @@ pub async fn run(
     Ok(Report {
         generated: report::utc(SystemTime::now()),
         mode: config.mode.into(),
-        engine: engine.into(),
         machine: report::machine(),
+        engine: config.engine.clone(),
         load: (load0, procfs::load_average().unwrap_or_default()),
         wall_seconds: started.elapsed().as_secs(),
         assumptions: report::assumptions(config),

@@ -5,6 +5,47 @@ use std::time::Duration;
 
 use crate::results::Percentiles;
 
+/// A latency distribution's summary (in JSON: milliseconds), as `twopc-bench-live` reports it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+pub struct Latency {
+    /// Samples.
+    pub n: usize,
+    /// Mean.
+    #[serde(rename = "meanMs", serialize_with = "as_ms")]
+    pub mean: Duration,
+    /// Median.
+    #[serde(rename = "p50Ms", serialize_with = "as_ms")]
+    pub p50: Duration,
+    /// 95th percentile.
+    #[serde(rename = "p95Ms", serialize_with = "as_ms")]
+    pub p95: Duration,
+    /// 99th percentile.
+    #[serde(rename = "p99Ms", serialize_with = "as_ms")]
+    pub p99: Duration,
+    /// Largest.
+    #[serde(rename = "maxMs", serialize_with = "as_ms")]
+    pub max: Duration,
+}
+
+impl Latency {
+    /// Summarises `samples` (sorted in place).
+    pub fn of(samples: &mut [Duration]) -> Latency {
+        if samples.is_empty() {
+            return Latency::default();
+        }
+        samples.sort_unstable();
+        let total: Duration = samples.iter().sum();
+        Latency {
+            n: samples.len(),
+            mean: total / u32::try_from(samples.len()).unwrap_or(u32::MAX),
+            p50: percentile(samples, 0.50),
+            p95: percentile(samples, 0.95),
+            p99: percentile(samples, 0.99),
+            max: samples[samples.len() - 1],
+        }
+    }
+}
+
 /// Nearest-rank percentile of sorted samples: the smallest sample with at least `q` of all
 /// samples at or below it.
 pub fn percentile<T: Copy + Default>(sorted: &[T], q: f64) -> T {
@@ -23,6 +64,19 @@ pub fn percentiles(mut ms: Vec<f64>) -> Percentiles {
         p50: at(0.5),
         p99: at(0.99),
         p999: at(0.999),
+    }
+}
+
+/// A duration as milliseconds, for JSON.
+pub fn as_ms<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(ms(*d))
+}
+
+/// An optional duration as milliseconds, for JSON.
+pub fn as_ms_opt<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => s.serialize_f64(ms(*d)),
+        None => s.serialize_none(),
     }
 }
 

@@ -14,7 +14,7 @@ async fn quick_bench_produces_a_sane_report_under_the_production_model() {
     let config = BenchConfig::quick(&endpoint);
 
     // WHEN the whole bench runs
-    let report = twopc_bench::run(&config, "DynamoDB Local", &|line| eprintln!("{line}"))
+    let report = twopc_bench::run(&config, &|line| eprintln!("{line}"))
         .await
         .expect("the bench runs");
 
@@ -85,6 +85,42 @@ async fn quick_bench_produces_a_sane_report_under_the_production_model() {
     assert_eq!(md, report::render(&back));
     assert!(
         md.contains("## Sensitivity") && md.contains("## Crossing point"),
+        "{md}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// `--engine embedded`: the project's own engine, started by the bench in its process, serves
+/// a run, and the report says it did.
+#[test]
+fn the_bench_runs_on_the_embedded_engine_and_its_report_names_it() {
+    // GIVEN an empty folder for the report
+    let dir = std::env::temp_dir().join(format!("twopc-bench-embedded-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+
+    // WHEN the bench binary runs one small cell with --engine embedded
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_twopc-bench"))
+        .args(["--quick", "--engine", "embedded", "--workloads", "hot2"])
+        .args(["--concurrency", "4", "--systems", "native,staged"])
+        .arg("--out")
+        .arg(&dir)
+        .env_remove("TWOPC_DYNAMODB_ENDPOINT")
+        .output()
+        .expect("twopc-bench runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+
+    // THEN it passed its checks on that engine, and the report names it
+    assert!(out.status.success(), "{stderr}");
+    let report = report::read(&dir.join("latest.json")).expect("latest.json");
+    assert!(
+        report.engine.starts_with("the embedded engine"),
+        "{}",
+        report.engine
+    );
+    assert!(report.all_checks_pass());
+    let md = std::fs::read_to_string(dir.join("latest.md")).expect("latest.md");
+    assert!(
+        md.contains(&format!("the engine, {},", report.engine)),
         "{md}"
     );
     let _ = std::fs::remove_dir_all(dir);

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::Full;
-use hyper::header::{ACCEPT, CONTENT_TYPE, HOST, HeaderValue};
+use hyper::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HOST, HeaderValue};
 use hyper::{Method, Request, Uri};
 use rand::Rng;
 use serde_json::Value;
@@ -44,6 +44,18 @@ pub struct Config {
     /// SigV4 signing (API Gateway with IAM authorisation); `None` sends requests unsigned.
     #[cfg(feature = "sigv4")]
     pub signing: Option<crate::sigv4::SigV4>,
+    /// A bearer token sent as `Authorization: Bearer <token>` ([`Config::bearer`]).
+    bearer: Option<Token>,
+}
+
+/// A bearer token, kept out of `Debug` output.
+#[derive(Clone)]
+struct Token(String);
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Token(<redacted>)")
+    }
 }
 
 impl Config {
@@ -59,7 +71,15 @@ impl Config {
             poll: Duration::from_millis(100),
             #[cfg(feature = "sigv4")]
             signing: None,
+            bearer: None,
         }
+    }
+
+    /// Sends `Authorization: Bearer <token>` with every request (the local stack's operator
+    /// API wants an admin token); not with SigV4, whose signature is the `Authorization` header.
+    pub fn bearer(mut self, token: impl Into<String>) -> Self {
+        self.bearer = Some(Token(token.into()));
+        self
     }
 
     /// Each attempt's time limit.
@@ -302,6 +322,22 @@ impl Client {
         }
     }
 
+    /// One request to `path` (which starts with `/` and may carry a query), built and signed
+    /// like every other, and not retried: for a caller that relays requests it is given (the
+    /// operator console), whose own user decides whether to ask again. `Ok` is any answer, its
+    /// status and JSON body (numbers keep their text).
+    pub async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        body: Bytes,
+    ) -> Result<(u16, Value), Error> {
+        if !path.starts_with('/') {
+            return Err(Error::Invalid(format!("{path:?}: a path starts with /")));
+        }
+        self.attempt(method, path, None, body).await
+    }
+
     /// The delay before retry `attempt` (0 for the first): exponential, capped, jittered.
     fn backoff(&self, attempt: u32) -> Duration {
         let full = self
@@ -331,6 +367,9 @@ impl Client {
         }
         if let Some(k) = key {
             builder = builder.header(IDEMPOTENCY_KEY, k.clone());
+        }
+        if let Some(Token(token)) = &self.config.bearer {
+            builder = builder.header(AUTHORIZATION, format!("Bearer {token}"));
         }
         #[allow(unused_mut)] // signed in place with `sigv4`
         let mut request = builder

@@ -239,6 +239,21 @@ codes! {
     Unauthorized = "unauthorized",
     /// A server failure (5xx).
     Internal = "internal",
+    // The operator API's (docs/api.md, "The operator API").
+    /// An operator call's query is unknown or malformed (400).
+    InvalidOperatorQuery = "invalid_operator_query",
+    /// An item read of a service whose items the coordinator does not read (400).
+    ItemNotReadable = "item_not_readable",
+    /// An operator call without an operator's identity (403).
+    OperatorForbidden = "operator_forbidden",
+    /// An operator call without a valid admin token (401, local gateway).
+    OperatorToken = "operator_token",
+    /// An abort or recovery before the transaction's deadline (409): its coordinator may still decide.
+    NotOverdue = "not_overdue",
+    /// An abort of a decided transaction (409): its outcome stands.
+    AlreadyDecided = "already_decided",
+    /// A recovery of an ended transaction (409): nothing is left to recover.
+    AlreadyEnded = "already_ended",
     /// API Gateway's throttle (429). API Gateway's own answers carry no `code`; the client
     /// names them by status, as the local gateway does.
     Throttled = "throttled",
@@ -349,6 +364,13 @@ mod tests {
                 "invalid_websocket_request",
                 "unauthorized",
                 "internal",
+                "invalid_operator_query",
+                "item_not_readable",
+                "operator_forbidden",
+                "operator_token",
+                "not_overdue",
+                "already_decided",
+                "already_ended",
                 "throttled",
             ]
         );

@@ -19,6 +19,7 @@ use tracing::{Instrument, Span, error, info, warn};
 use twopc_core::api::{self, Answer, codes};
 use twopc_core::coordinator::Finish;
 use twopc_core::ids::TxId;
+use twopc_dynamo::DynamoItems;
 use twopc_dynamo::txlog::PendingCursor;
 use twopc_function::logs::{record_tx, tx_span};
 use twopc_runtime::config::CoordinatorSettings;
@@ -41,6 +42,9 @@ pub struct App {
     pub max_body_bytes: usize,
     /// Where the work after a staged answer runs.
     pub after_answer: AfterAnswer,
+    /// The participant tables the coordinator reads directly: what an item holds, for the
+    /// operator API.
+    pub items: DynamoItems,
 }
 
 impl App {
@@ -52,6 +56,7 @@ impl App {
             metrics,
             max_body_bytes: settings.max_body_bytes,
             after_answer: AfterAnswer::spawn(),
+            items: DynamoItems::new(clients.dynamodb.clone()),
         }
     }
 
@@ -142,6 +147,11 @@ async fn route(
 ) -> (Answer, Option<&'static str>, Option<Work>) {
     let path = req.path.as_deref().unwrap_or_default();
     match (segments(path).as_slice(), &req.http_method) {
+        (["operator", rest @ ..], _) => {
+            // Boxed: recovery's future is large, and every request's would carry it.
+            let (answer, allow) = Box::pin(crate::operator::route(app, req, rest)).await;
+            (answer, allow, None)
+        }
         (["transactions"], &Method::POST) => {
             let (answer, after) = submit(app, req, span).await;
             (answer, None, after)
@@ -282,7 +292,8 @@ async fn status(app: &App, id: &str, span: &Span) -> Answer {
     }
 }
 
-/// Most transactions a page of `GET /transactions?status=pending` lists, and the default.
+/// Most transactions a page of a listing (`GET /transactions?status=pending`, `GET
+/// /operator/transactions`) reads, and the default.
 pub const MAX_PAGE: usize = 100;
 const DEFAULT_PAGE: usize = 50;
 
@@ -321,6 +332,20 @@ struct ListingQuery {
 }
 
 /// The listing's query parameters, or what is wrong with them.
+/// A listing's `limit`: a page of [`DEFAULT_PAGE`] unless it asks for 1 to [`MAX_PAGE`]. The
+/// pending listing and the operator's share it.
+pub(crate) fn page_limit(params: &aws_lambda_events::query_map::QueryMap) -> Result<usize, String> {
+    match params.first("limit") {
+        None => Ok(DEFAULT_PAGE),
+        Some(n) => match n.parse::<usize>() {
+            Ok(n) if (1..=MAX_PAGE).contains(&n) => Ok(n),
+            _ => Err(format!(
+                "limit={n:?}: use a whole number from 1 to {MAX_PAGE}"
+            )),
+        },
+    }
+}
+
 fn listing_query(req: &ApiGatewayProxyRequest) -> Result<ListingQuery, String> {
     let params = &req.query_string_parameters;
     if let Some((name, _)) = params
@@ -350,17 +375,7 @@ fn listing_query(req: &ApiGatewayProxyRequest) -> Result<ListingQuery, String> {
         Some("true") => true,
         Some(other) => return Err(format!("overdue={other:?}: use true or false")),
     };
-    let limit = match params.first("limit") {
-        None => DEFAULT_PAGE,
-        Some(n) => match n.parse::<usize>() {
-            Ok(n) if (1..=MAX_PAGE).contains(&n) => n,
-            _ => {
-                return Err(format!(
-                    "limit={n:?}: use a whole number from 1 to {MAX_PAGE}"
-                ));
-            }
-        },
-    };
+    let limit = page_limit(params)?;
     let after = match params.first("next") {
         None => None,
         Some(token) => Some(PendingCursor::parse(token).ok_or_else(|| {

@@ -82,6 +82,186 @@ fn list(query: &[(&str, &str)]) -> ApiGatewayProxyRequest {
     e
 }
 
+/// An operator API call, built into its request when sent (a request is large: a list of them
+/// would crowd the test's stack).
+type Call = (Method, String, &'static [(&'static str, &'static str)]);
+
+fn operator(method: Method, path: &str, query: &'static [(&'static str, &'static str)]) -> Call {
+    (method, path.to_owned(), query)
+}
+
+/// A request to the operator API as an operator (an IAM caller), with these query parameters.
+fn operator_request((method, path, query): Call) -> ApiGatewayProxyRequest {
+    let mut e = request(method, &path);
+    e.request_context.identity.user_arn = Some("arn:aws:iam::123456789012:user/ops".into());
+    let params: std::collections::HashMap<String, Vec<String>> = query
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), vec![(*v).to_owned()]))
+        .collect();
+    e.query_string_parameters = params.clone().into();
+    e.multi_value_query_string_parameters = params.into();
+    e
+}
+
+/// Every answer of the operator API: listings, counts, a story, an item, both actions run and
+/// refused, and each refusal of a bad request. `done` is a committed transaction.
+async fn operator_answers(a: &mut Answers, live: &App, w: &World, done: &str) {
+    let mut anonymous = operator_request(operator(Method::GET, "/operator/transactions", &[]));
+    anonymous.request_context.identity.user_arn = None;
+    anonymous.request_context.identity.caller = None;
+    a.expect(live, anonymous, 403, Some(codes::OPERATOR_FORBIDDEN))
+        .await;
+    // An undecided transaction before its deadline, and one past it.
+    let record = |deadline: u64| {
+        let mut r = twopc_core::record::TxRecord::never_began(&TxId::random(), now_ms());
+        r.status = TxStatus::Preparing;
+        r.deadline = deadline;
+        r.begun_by = "openapi-test".into();
+        r
+    };
+    let (live_one, stuck) = (record(now_ms() + 60_000), record(now_ms() - 1_000));
+    for r in [&live_one, &stuck] {
+        twopc_core::ports::TxLog::create(&w.log, r)
+            .await
+            .expect("create");
+    }
+    let (live_id, stuck_id) = (live_one.tx_id.to_string(), stuck.tx_id.to_string());
+    let tx = |id: &str, rest: &str| format!("/operator/transactions/{id}{rest}");
+    let ok = [
+        operator(Method::GET, "/operator/transactions", &[]),
+        operator(
+            Method::GET,
+            "/operator/transactions",
+            &[("overdue", "true"), ("limit", "5")],
+        ),
+        operator(
+            Method::GET,
+            "/operator/transactions",
+            &[("status", "COMMITTED"), ("since", "0")],
+        ),
+        operator(
+            Method::GET,
+            "/operator/transactions",
+            &[("participant", "accounts"), ("key", r#"{"id":"alice"}"#)],
+        ),
+        operator(Method::GET, "/operator/counts", &[]),
+        operator(Method::GET, &tx(done, ""), &[]),
+        operator(Method::GET, &tx(&stuck_id, ""), &[]),
+        operator(
+            Method::GET,
+            "/operator/items/accounts",
+            &[("key", r#"{"id":"alice"}"#)],
+        ),
+        operator(
+            Method::GET,
+            "/operator/items/accounts",
+            &[("key", r#"{"id":"carol"}"#)],
+        ),
+        operator(Method::POST, &tx(&stuck_id, "/recover"), &[]),
+    ];
+    for call in ok {
+        a.expect(live, operator_request(call), 200, None).await;
+    }
+    let refused = [
+        (
+            operator(Method::GET, "/operator/transactions", &[("status", "DONE")]),
+            codes::INVALID_OPERATOR_QUERY,
+        ),
+        (
+            operator(Method::GET, "/operator/transactions", &[("since", "1")]),
+            codes::INVALID_OPERATOR_QUERY,
+        ),
+        (
+            operator(
+                Method::GET,
+                "/operator/transactions",
+                &[("key", r#"{"id":"a"}"#)],
+            ),
+            codes::INVALID_OPERATOR_QUERY,
+        ),
+        (
+            operator(
+                Method::GET,
+                "/operator/transactions",
+                &[("participant", "")],
+            ),
+            codes::INVALID_OPERATOR_QUERY,
+        ),
+        (
+            operator(Method::GET, "/operator/counts", &[("since", "yesterday")]),
+            codes::INVALID_OPERATOR_QUERY,
+        ),
+        (
+            operator(Method::GET, "/operator/items/accounts", &[]),
+            codes::INVALID_OPERATOR_QUERY,
+        ),
+        (
+            operator(
+                Method::GET,
+                "/operator/items/payments",
+                &[("key", r#"{"id":"a"}"#)],
+            ),
+            codes::ITEM_NOT_READABLE,
+        ),
+        (
+            operator(
+                Method::GET,
+                "/operator/items/ledger",
+                &[("key", r#"{"id":"a"}"#)],
+            ),
+            codes::UNKNOWN_PARTICIPANT,
+        ),
+        (
+            operator(Method::GET, &tx("not-a-uuid", ""), &[]),
+            codes::INVALID_TX_ID,
+        ),
+        (
+            operator(Method::POST, &tx("not-a-uuid", "/abort"), &[]),
+            codes::INVALID_TX_ID,
+        ),
+        (
+            operator(Method::GET, &tx(&TxId::random().to_string(), ""), &[]),
+            codes::NOT_FOUND,
+        ),
+        (
+            operator(
+                Method::POST,
+                &tx(&TxId::random().to_string(), "/recover"),
+                &[],
+            ),
+            codes::NOT_FOUND,
+        ),
+        (
+            operator(Method::POST, &tx(&live_id, "/abort"), &[]),
+            codes::NOT_OVERDUE,
+        ),
+        (
+            operator(Method::POST, &tx(done, "/abort"), &[]),
+            codes::ALREADY_DECIDED,
+        ),
+        (
+            operator(Method::POST, &tx(done, "/recover"), &[]),
+            codes::ALREADY_ENDED,
+        ),
+        (
+            operator(Method::POST, &tx(done, "/explode"), &[]),
+            codes::NOT_FOUND,
+        ),
+        (
+            operator(Method::DELETE, "/operator/transactions", &[]),
+            codes::METHOD_NOT_ALLOWED,
+        ),
+        (
+            operator(Method::GET, &tx(done, "/abort"), &[]),
+            codes::METHOD_NOT_ALLOWED,
+        ),
+    ];
+    for (call, code) in refused {
+        a.expect(live, operator_request(call), code.status, Some(code))
+            .await;
+    }
+}
+
 fn get(id: &str) -> ApiGatewayProxyRequest {
     let mut e = event(GET);
     e.path = Some(format!("/transactions/{id}"));
@@ -396,6 +576,9 @@ async fn every_answer_of_the_coordinator_is_declared_in_the_api_document() {
             "{answer}"
         );
     }
+
+    // ... and the operator API: without an operator's identity, then as an operator.
+    Box::pin(operator_answers(&mut a, &live, &w, &id)).await;
 
     // ... and with the transaction store out of reach.
     let offline = app([

@@ -1,8 +1,10 @@
 //! The HTTP API's answers (docs/api.md), shared by the Lambda and the local stack;
 //! [`codes`]: every stable `code` they carry (the ground vocabulary of [`crate::codes`], named
-//! here too as the API's). `docs/openapi.json` describes them.
+//! here too as the API's); [`operator`]: the operator API's. `docs/openapi.json` describes them.
 
 pub use crate::codes;
+
+pub mod operator;
 
 use serde_json::{Map, Value, json};
 

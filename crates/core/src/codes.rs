@@ -87,6 +87,18 @@ codes! {
             "The Idempotency-Key was used with a different body: use a new key for a new transaction.";
         REQUEST_TOO_LARGE = "request_too_large", 413,
             "The body is larger than the coordinator accepts (TWOPC_MAX_BODY_BYTES, default 64 KiB).";
+        INVALID_OPERATOR_QUERY = "invalid_operator_query", 400,
+            "An operator call's query is unknown or malformed (status, overdue, since, until, participant, key, limit, next).";
+        ITEM_NOT_READABLE = "item_not_readable", 400,
+            "The service's items are not read by the coordinator: it keeps its table behind its own function, or it is a custom participant.";
+        OPERATOR_FORBIDDEN = "operator_forbidden", 403,
+            "An operator call without an operator's identity: IAM authorisation for the operator routes in AWS, an admin token locally.";
+        NOT_OVERDUE = "not_overdue", 409,
+            "The transaction is undecided and its deadline has not passed: its coordinator may still decide, so recovery leaves it (retry after the deadline).";
+        ALREADY_DECIDED = "already_decided", 409,
+            "The transaction is decided: its outcome stands and cannot be aborted (recover finishes a decided one).";
+        ALREADY_ENDED = "already_ended", 409,
+            "The transaction has ended: there is nothing to recover.";
         UNAVAILABLE = "unavailable", 503,
             "The transaction store could not be reached: retry (a POST with the same Idempotency-Key).";
     }
@@ -122,6 +134,8 @@ codes! {
             "(twopc serve) A query parameter does not decode to UTF-8 text.";
         INVALID_WEBSOCKET_REQUEST = "invalid_websocket_request", 400,
             "(twopc serve) GET /ws without a valid WebSocket upgrade (405 or 426 when the upgrade's refusal says so).";
+        OPERATOR_TOKEN = "operator_token", 401,
+            "(twopc serve) An operator call without a valid token: send Authorization: Bearer <a token of twopc token --admin>.";
         UNAUTHORIZED = "unauthorized", 401,
             "(twopc serve) A framework refusal for authorisation (401 or 403).";
         UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type", 415,

@@ -42,6 +42,14 @@ pub struct Lock {
     pub coordinator: String,
 }
 
+impl Lock {
+    /// Whether the lock (or reservation) is transaction `tx`'s that began at `began`: a
+    /// transaction is its id and its `began` ([`FenceEntry::is_of`]).
+    pub fn is_of(&self, tx: &TxId, began: u64) -> bool {
+        &self.tx_id == tx && self.began == began
+    }
+}
+
 /// A reservation as stored under `txRes:<id>`: a lock's deadline, begin and operation under
 /// one-letter names, the owner in the attribute's name (its short id) and no coordinator
 /// (people read it off the record). A hot item carries one per transaction in flight, and
@@ -134,6 +142,15 @@ impl FenceEntry {
             outcome,
             began: n.unsigned_abs(),
         })
+    }
+
+    /// Whether the entry is of the transaction that began at `began`: a transaction is its id
+    /// *and* its `began` (its record's `createdAt`). An entry under the same id with another
+    /// `began` is a former transaction's, an idempotency key's earlier use whose record expired
+    /// (`TxId::for_idempotency_key` names a key's transactions alike forever). A `began` of 0 is
+    /// stored as 1 ([`FenceEntry::stored`]).
+    pub fn is_of(&self, began: u64) -> bool {
+        self.began == began.max(1)
     }
 
     /// Stale at `now`: more than `window` ms after its transaction began. A stale entry goes at

@@ -145,6 +145,14 @@ pub const RETRY_AFTER: &str = "retryAfter";
 /// When a participant met this `STAGING` record's holds past its deadline and asked for its
 /// recovery (epoch ms): written once; the completer on the transactions stream acts on it.
 pub const RECOVERY_ASKED: &str = "recoveryAsked";
+/// When a record was decided (epoch ms): written by the swap to `COMMITTING` or `ABORTING`.
+pub const DECIDED_AT: &str = "decidedAt";
+/// Operators' actions on a record, oldest first (`operator::ActionNote`): who asked what, when,
+/// and what came of it.
+pub const OPERATOR_ACTIONS: &str = "operatorActions";
+/// Present only once a record is terminal: its partition of the ended index
+/// (`<STATUS>#<shard>`), whose sort key is [`UPDATED_AT`] (a terminal record's never moves).
+pub const ENDED: &str = "ended";
 /// Present only while a record is not terminal: its partition of the pending index.
 pub const PENDING: &str = "pending";
 /// The TTL attribute of terminal records (epoch seconds).
@@ -209,6 +217,14 @@ mod tests {
         record.attempts = 1;
         record.retry_after = Some(3);
         record.recovery_asked = Some(4);
+        record.decided_at = Some(5);
+        record.operator_actions = vec![crate::operator::ActionNote {
+            action: crate::operator::OperatorAction::Abort,
+            by: "ops".into(),
+            at: 6,
+            result: crate::operator::DONE.into(),
+            status: TxStatus::Aborted,
+        }];
         let stored = serde_json::to_value(&record).expect("record");
         for name in [
             TX_ID,
@@ -221,6 +237,8 @@ mod tests {
             ATTEMPTS,
             RETRY_AFTER,
             RECOVERY_ASKED,
+            DECIDED_AT,
+            OPERATOR_ACTIONS,
         ] {
             assert!(stored.get(name).is_some(), "the record has no {name}");
         }

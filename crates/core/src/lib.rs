@@ -18,7 +18,8 @@
 //! - [`direct`]: the in-process transport.
 //! - [`codes`]: every stable `code` an answer or a refusal carries.
 //! - [`api`]: the HTTP API's answers.
-//! - [`sweeper`]: recovery of overdue transactions and orphan locks.
+//! - [`sweeper`]: recovery of overdue transactions and orphan locks; [`operator`]: what an
+//!   operator lists, reads and asks for one transaction (recover, abort), by the same rules.
 //! - `memory` (feature `memory`): in-memory stores with DynamoDB's conditional semantics, for
 //!   tests.
 //! - [`fault`]: named crash points for tests.
@@ -41,6 +42,7 @@ pub mod layout;
 pub mod memory;
 pub mod message;
 pub mod op;
+pub mod operator;
 pub mod participant;
 pub mod ports;
 pub mod record;

@@ -162,10 +162,13 @@ pub trait TxLog: Send + Sync {
         now: u64,
     ) -> impl Future<Output = Result<Swapped, PortError>> + Send;
 
-    /// Records a transaction that never began as `ABORTED` (lock rule: owner missing).
+    /// Records a transaction that never began as `ABORTED` (lock rule: owner missing), as the
+    /// one that began at `began` (its hold's): the record's `createdAt`, which the lock rule
+    /// reads the record's owner by (`rules::OwnerRecord`).
     fn create_aborted(
         &self,
         tx: &TxId,
+        began: u64,
         now: u64,
     ) -> impl Future<Output = Result<Created, PortError>> + Send;
 
@@ -199,6 +202,34 @@ pub trait TxLog: Send + Sync {
         &self,
         tx: &TxId,
         now: u64,
+    ) -> impl Future<Output = Result<bool, PortError>> + Send;
+}
+
+/// What an operator reads and notes on the transactions table beyond the protocol's calls
+/// (`docs/operations.md`, "The console"): listings through indexes, never a scan.
+pub trait OperatorLog: Send + Sync {
+    /// A page of `q`: unfinished transactions (the pending index) by deadline, oldest first;
+    /// ended ones (the ended index) by their end, newest first. Records whose status moved on
+    /// since the index was read, or that the filters leave out, are not on the page, so a page
+    /// may hold fewer than `q.limit`: follow `next`.
+    fn list(
+        &self,
+        q: &crate::operator::ListQuery,
+    ) -> impl Future<Output = Result<crate::operator::ListPage, PortError>> + Send;
+
+    /// How many transactions are unfinished, overdue at `now`, and ended each way since `since`.
+    fn counts(
+        &self,
+        since: u64,
+        now: u64,
+    ) -> impl Future<Output = Result<crate::operator::Counts, PortError>> + Send;
+
+    /// Appends `note` to the record's operator actions, changing nothing else (its status, its
+    /// `updatedAt` and its places in the indexes stay). False if there is no such record.
+    fn note_action(
+        &self,
+        tx: &TxId,
+        note: &crate::operator::ActionNote,
     ) -> impl Future<Output = Result<bool, PortError>> + Send;
 }
 
@@ -242,9 +273,11 @@ pub struct Completion<'a> {
 
 /// Participant items, in any table.
 pub trait ParticipantStore: Send + Sync {
-    /// One conditional write: lock the item for `lock.tx_id` if it is already ours, or if it is
-    /// unlocked and the transaction began after the fence horizon; and the fence has no entry
-    /// for the transaction, the op's `require` holds (and, for a creating op, the item is
+    /// One conditional write: lock the item for `lock.tx_id` if it is already ours (its id,
+    /// its `began`, its operation), or if it is unlocked and the transaction began after the
+    /// fence horizon; and the fence has no entry of the transaction (an entry under its id of
+    /// another `began` is a former transaction's, which its release retires), the op's
+    /// `require` holds (and, for a creating op, the item is
     /// absent or a tombstone: a placeholder is written). A non-creating op on a tombstone is
     /// refused. With `hot_until`, the same write marks the item hot until then
     /// ([`ItemState::hot_until`]).
@@ -273,7 +306,8 @@ pub trait ParticipantStore: Send + Sync {
         most: usize,
     ) -> impl Future<Output = Result<PrepareWrite, PortError>> + Send;
 
-    /// One conditional write, only if the item is `c.tx`'s (lock or reservation): apply `c.op`,
+    /// One conditional write, only if the item is `c.tx`'s (lock or reservation, of the
+    /// transaction that began at `c.entry.began`) and no entry stands under its id: apply `c.op`,
     /// release, write `c.entry` (`committed`) into the fence, carry out `c.prune`. A delete
     /// leaves a tombstone (key, fence, horizon), never nothing.
     fn commit(
@@ -283,8 +317,9 @@ pub trait ParticipantStore: Send + Sync {
         c: &Completion<'_>,
     ) -> impl Future<Output = Result<CompleteWrite, PortError>> + Send;
 
-    /// One conditional write, only if the item is `c.tx`'s: release it without applying
-    /// anything (a placeholder becomes a tombstone; a reservation gives its escrow back), write
+    /// One conditional write, only if the item is `c.tx`'s (as for `commit`) and no entry
+    /// stands under its id: release it without applying anything (a placeholder becomes a
+    /// tombstone; a reservation gives its escrow back), write
     /// `c.entry` (`aborted`) into the fence, carry out `c.prune`.
     fn abort(
         &self,
@@ -314,8 +349,10 @@ pub trait ParticipantStore: Send + Sync {
 
     /// Fences `tx` out of an existing item it does not hold, so a late prepare is refused: one
     /// conditional write of `entry` (`aborted`) if the fence has fewer than `capacity` entries,
-    /// else one that raises the horizon to `entry.began`. Refused if the item is absent,
-    /// already fenced for `tx` (entry or horizon), or now held by `tx` (lock or reservation).
+    /// else one that raises the horizon to `entry.began`. Refused if the item is absent, has an
+    /// entry under `tx`'s id (its own, or a former transaction's to retire first), covers it by
+    /// the horizon, or is now held by it (lock or reservation, of the transaction that began at
+    /// `entry.began`).
     fn fence_aborted(
         &self,
         table: &str,
@@ -336,14 +373,28 @@ pub trait ParticipantStore: Send + Sync {
         entry: FenceEntry,
     ) -> impl Future<Output = Result<CompleteWrite, PortError>> + Send;
 
-    /// Removes `tx`'s lock or reservation (of `op`) without applying anything and without a
-    /// fence entry (a stale duplicate of a committed owner).
+    /// Removes `holder`'s lock or reservation (its transaction's, that began when it did)
+    /// without applying anything and without a fence entry (a stale duplicate of an owner that
+    /// ended).
     fn drop_lock(
         &self,
         table: &str,
         key: &Key,
+        holder: &Lock,
+    ) -> impl Future<Output = Result<CompleteWrite, PortError>> + Send;
+
+    /// Retires a former transaction's fence entry under `tx`'s id (`former`, its `began`
+    /// another than the transaction's: an idempotency key used again after its record
+    /// expired), as a prune does: removes it and sets the horizon to `horizon` (at least
+    /// `former.began` and the horizon as read), in one conditional write, only while the entry
+    /// is still `former` and the horizon not above `horizon`. Refused (with the item) otherwise.
+    fn retire(
+        &self,
+        table: &str,
+        key: &Key,
         tx: &TxId,
-        op: &Operation,
+        former: FenceEntry,
+        horizon: u64,
     ) -> impl Future<Output = Result<CompleteWrite, PortError>> + Send;
 
     /// Items whose lock or some reservation expired before `now` (through the table's sparse

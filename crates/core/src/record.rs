@@ -30,6 +30,32 @@ pub enum Target {
     },
 }
 
+impl Target {
+    /// What the target reaches, spelled one way: a table by its name (a table ARN's last part),
+    /// a function by its name (a function ARN's, without a version or alias), a URL as given
+    /// (less a trailing `/`). Two services reaching one thing are one participant under two
+    /// names: a configuration naming both is refused, and a request's items are told apart by
+    /// this, never by the configuration's spelling.
+    pub fn reaches(&self) -> String {
+        match self {
+            Target::Direct { table } => {
+                let name = table
+                    .rsplit_once(":table/")
+                    .map_or(table.as_str(), |(_, n)| n);
+                format!("table {name}")
+            }
+            Target::Lambda { function } => {
+                let name = function
+                    .split_once(":function:")
+                    .map_or(function.as_str(), |(_, n)| n);
+                let name = name.split(':').next().unwrap_or(name);
+                format!("function {name}")
+            }
+            Target::Http { url } => format!("url {}", url.trim_end_matches('/')),
+        }
+    }
+}
+
 /// Why a participant voted no.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -216,6 +242,13 @@ pub struct TxRecord {
     /// [`crate::ports::TxLog::ask_recovery`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recovery_asked: Option<u64>,
+    /// When it was decided (epoch ms): the swap to `COMMITTING` or `ABORTING` sets it; a record
+    /// written decided (native, or a stager's abandon) was decided when written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_at: Option<u64>,
+    /// Operators' actions on it, oldest first ([`ActionNote`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub operator_actions: Vec<ActionNote>,
 }
 
 impl TxRecord {
@@ -236,6 +269,17 @@ impl TxRecord {
             attempts: 0,
             retry_after: None,
             recovery_asked: None,
+            decided_at: None,
+            operator_actions: vec![],
+        }
+    }
+
+    /// The same record, created at `began`: a never-begun transaction's record names the
+    /// hold it was written for by its `began` (`rules::OwnerRecord`).
+    pub fn created(self, began: u64) -> TxRecord {
+        TxRecord {
+            created_at: began,
+            ..self
         }
     }
 
@@ -253,6 +297,9 @@ impl TxRecord {
         if to.is_terminal() {
             r.retry_after = None;
         }
+        if TxStatus::decides(self.status, to) {
+            r.decided_at = Some(now);
+        }
         r
     }
 }
@@ -260,6 +307,23 @@ impl TxRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_target_reaches_one_thing_however_it_is_spelled() {
+        let table = |t: &str| Target::Direct { table: t.into() }.reaches();
+        let function = |f: &str| Target::Lambda { function: f.into() }.reaches();
+        assert_eq!(
+            table("arn:aws:dynamodb:us-east-1:123456789012:table/accounts"),
+            table("accounts")
+        );
+        assert_ne!(table("accounts"), table("accounts-2"));
+        let arn = "arn:aws:lambda:us-east-1:123456789012:function:accounts";
+        assert_eq!(function(arn), function("accounts"));
+        assert_eq!(function(&format!("{arn}:live")), function("accounts"));
+        assert_ne!(function("accounts"), table("accounts"));
+        let url = |u: &str| Target::Http { url: u.into() }.reaches();
+        assert_eq!(url("https://pay.example/"), url("https://pay.example"));
+    }
 
     #[test]
     fn each_reason_is_spelled_as_its_abort_code() {
@@ -277,4 +341,41 @@ mod tests {
         );
         assert_eq!(codes::ABORTS.len(), VoteReason::ALL.len() + 1);
     }
+}
+
+/// What an operator asks for one transaction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OperatorAction {
+    /// Run the sweeper's recovery for it now (`Coordinator::recover`).
+    Recover,
+    /// Abort it where recovery would: undecided and past its deadline.
+    Abort,
+}
+
+impl OperatorAction {
+    /// The name in paths, logs, metrics and the lake.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OperatorAction::Recover => "recover",
+            OperatorAction::Abort => "abort",
+        }
+    }
+}
+
+/// The note an operator's action leaves on its record (`operatorActions`), which the stream
+/// turns into a data-lake row.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ActionNote {
+    /// What was asked.
+    pub action: OperatorAction,
+    /// Who asked: the caller's IAM ARN in AWS, `token:<sub>` locally.
+    pub by: String,
+    /// When (epoch ms).
+    pub at: u64,
+    /// `done` when it ran, else the refusal's or the failure's code.
+    pub result: String,
+    /// The record's status after it.
+    pub status: TxStatus,
 }

@@ -212,6 +212,8 @@ impl TxRequest {
             attempts: 0,
             retry_after: None,
             recovery_asked: None,
+            decided_at: None,
+            operator_actions: vec![],
         }
     }
 
@@ -288,7 +290,7 @@ fn parse_participants(
         let path = format!("participants[{i}]");
         let p = parse_participant(&path, entry, services)?;
         let item = (
-            format!("{:?}", p.service.target),
+            p.service.target.reaches(),
             serde_json::to_string(&canonical_key(&p.key)).unwrap_or_default(),
         );
         if let Some(&first) = seen.get(&item) {
@@ -580,6 +582,24 @@ mod tests {
             code(json!({"participants": many})),
             codes::TOO_MANY_PARTICIPANTS
         );
+    }
+
+    #[test]
+    fn one_table_under_two_services_is_one_table_to_the_duplicate_check() {
+        let mut services = services();
+        let arn = "arn:aws:dynamodb:us-east-1:123456789012:table/accounts";
+        services.insert(
+            "accounts-by-arn".to_owned(),
+            ServiceConfig::table(
+                Target::Direct { table: arn.into() },
+                KeySchema::string_hash("id"),
+            ),
+        );
+        let body = json!({"participants": [
+            {"participant": "accounts", "key": {"id": "a"}, "op": {"add": {"n": 1}}},
+            {"participant": "accounts-by-arn", "key": {"id": "a"}, "op": {"add": {"n": 1}}}]});
+        let e = TxRequest::parse(&body, &services, &Limits::default()).expect_err("one item");
+        assert_eq!(e.code, codes::DUPLICATE_ITEM);
     }
 
     #[test]

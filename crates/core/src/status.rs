@@ -80,6 +80,12 @@ impl TxStatus {
         }
     }
 
+    /// Whether a move from `from` to `to` is the decision (an undecided status to a decided
+    /// one): what sets a record's `decidedAt`.
+    pub fn decides(from: TxStatus, to: TxStatus) -> bool {
+        from.decision().is_none() && to.decision().is_some()
+    }
+
     /// The status that records `decision`.
     pub fn deciding(decision: Decision) -> TxStatus {
         match decision {

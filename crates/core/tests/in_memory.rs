@@ -50,6 +50,19 @@ async fn to_end<L: TxLog, T: Transport, C: Clock>(
     }
 }
 
+/// `body` under `idempotency_key`, run to its end.
+async fn keyed_to_end<L: TxLog, T: Transport, C: Clock>(
+    c: &Coordinator<L, T, C>,
+    body: &Value,
+    idempotency_key: &str,
+) -> TxRecord {
+    let answered = c.submit(body, Some(idempotency_key)).await.expect("submit");
+    match answered.finish {
+        Some(finish) => c.finish(finish).await.expect("finish"),
+        None => answered.answer.record,
+    }
+}
+
 fn key(id: &str) -> Key {
     [("id".to_owned(), json!(id))].into()
 }
@@ -431,4 +444,48 @@ async fn a_coordinator_whose_clock_runs_past_the_margin_is_refused_and_leaves_no
         b.transfer("alice", "bob", "10").await.status,
         TxStatus::Committed
     );
+}
+
+#[tokio::test]
+async fn an_idempotency_key_used_again_after_its_record_expired_is_a_new_transaction() {
+    for mode in [CommitMode::Classic, CommitMode::Staged] {
+        let b = bank_in(mode);
+        let body = transfer("alice", "bob", "10");
+        let first = keyed_to_end(&b.coordinator, &body, "order-42").await;
+        assert_eq!(
+            first.status,
+            TxStatus::Committed,
+            "{mode:?}: {:?}",
+            first.votes
+        );
+        // A week later its record is gone (TTL); the items keep its fence entries.
+        b.log.expire(&first.tx_id);
+        b.clock.advance(8 * 24 * 3_600_000);
+        let alice = b.items.read(TABLE, &key("alice")).await.expect("read");
+        assert!(alice.expect("alice").fence.contains_key(&first.tx_id));
+        // The same key again: the same id, another `began`: a new transaction, applied.
+        let again = keyed_to_end(&b.coordinator, &body, "order-42").await;
+        assert_eq!(again.tx_id, first.tx_id);
+        assert_eq!(
+            again.status,
+            TxStatus::Committed,
+            "{mode:?}: {:?}",
+            again.votes
+        );
+        assert_eq!(b.balance("alice").await, "80", "{mode:?}");
+        assert_eq!(b.balance("bob").await, "70", "{mode:?}");
+        for id in ["alice", "bob"] {
+            let item = b.items.read(TABLE, &key(id)).await.expect("read");
+            let item = item.expect("item");
+            // The first use's entry retired, the horizon raised over it: its late prepare
+            // stays refused.
+            let entry = item.fence[&again.tx_id];
+            assert_eq!(
+                (entry.outcome, entry.began),
+                (FenceOutcome::Committed, again.created_at)
+            );
+            assert!(item.horizon >= first.created_at, "{mode:?} {id}");
+            assert!(item.lock.is_none());
+        }
+    }
 }

@@ -6,11 +6,12 @@
 use aws_sdk_dynamodb::types::AttributeValue;
 use twopc_core::decimal::Decimal;
 use twopc_core::ids::TxId;
-use twopc_core::item::{FenceEntry, Key, StoredReservation};
+use twopc_core::item::{FenceEntry, FenceOutcome, Key, StoredReservation};
 use twopc_core::layout::{
     ESCROW_CEILING_PREFIX, ESCROW_CEILINGS_PREFIX, ESCROW_COUNT_PREFIX, ESCROW_FLOOR_PREFIX,
     ESCROW_FLOORS_PREFIX, ESCROW_HIGH_PREFIX, ESCROW_LOW_PREFIX, FENCE, FORMAT, FORMAT_VERSION,
-    HORIZON, HOT_UNTIL, LAST_TX, LOCK, LOCK_EXPIRES_AT, LOCK_SHARD, LOCK_TX, VERSION, prefixed,
+    HORIZON, HOT_UNTIL, LAST_TX, LOCK, LOCK_BEGAN, LOCK_EXPIRES_AT, LOCK_SHARD, LOCK_TX,
+    RESERVATION_BEGAN, VERSION, prefixed,
 };
 use twopc_core::message::Prune;
 use twopc_core::op::{Condition, Operation};
@@ -64,6 +65,24 @@ pub(crate) fn fence_path(e: &mut Expr, tx: &TxId) -> String {
     e.path(&[FENCE, &tx.short()])
 }
 
+/// The fence holds no entry of `tx` that began at `began` (`rules::Seen::entry`): none under
+/// its id, or a former transaction's (another `began`, either outcome).
+pub(crate) fn no_own_entry(e: &mut Expr, tx: &TxId, began: u64) -> String {
+    let path = fence_path(e, tx);
+    let [committed, aborted] = [FenceOutcome::Committed, FenceOutcome::Aborted]
+        .map(|outcome| e.value(entry(&FenceEntry { outcome, began })));
+    format!("(attribute_not_exists({path}) OR NOT ({path} IN ({committed}, {aborted})))")
+}
+
+/// Writing `entry` as `tx`'s fence entry: the `SET` clause, and its condition that no entry
+/// stands under the id (a former transaction's is retired first: `ParticipantStore::retire`),
+/// so that no entry is ever overwritten without raising the horizon over it.
+pub(crate) fn entry_write(e: &mut Expr, tx: &TxId, entry_: &FenceEntry) -> (String, String) {
+    let path = fence_path(e, tx);
+    let set = format!("{path} = {}", e.value(entry(entry_)));
+    (set, format!("attribute_not_exists({path})"))
+}
+
 /// `txRes:<tx's short id>`: where `tx`'s reservation is ([`StoredReservation::attribute`]).
 pub(crate) fn reservation_name(e: &mut Expr, tx: &TxId) -> String {
     e.name(&StoredReservation::attribute(tx))
@@ -85,10 +104,22 @@ pub(crate) fn number(n: u64) -> AttributeValue {
     AttributeValue::N(n.to_string())
 }
 
-/// `#lock.#txId = :tx`
-pub(crate) fn owned_by(e: &mut Expr, tx: &TxId) -> String {
+/// `#lock.#txId = :tx AND #lock.#began = :b`: the lock is the transaction's, its id and its
+/// `began` (an idempotency key's later transaction under the same id is another).
+pub(crate) fn owned_by(e: &mut Expr, tx: &TxId, began: u64) -> String {
     let path = e.path(&[LOCK, LOCK_TX]);
-    format!("{path} = {}", e.value(AttributeValue::S(tx.to_string())))
+    let began_path = e.path(&[LOCK, LOCK_BEGAN]);
+    format!(
+        "{path} = {} AND {began_path} = {}",
+        e.value(AttributeValue::S(tx.to_string())),
+        e.value(number(began))
+    )
+}
+
+/// `#res.#b = :b`: `tx`'s reservation stands, of the transaction that began at `began`.
+pub(crate) fn reserved_by(e: &mut Expr, tx: &TxId, began: u64) -> String {
+    let path = e.path(&[&StoredReservation::attribute(tx), RESERVATION_BEGAN]);
+    format!("{path} = {}", e.value(number(began)))
 }
 
 /// A lock holder's release: `tx` holds the lock; the lock and its index attributes go, and the
@@ -100,8 +131,13 @@ pub(crate) struct Release {
     pub(crate) condition: String,
 }
 
-pub(crate) fn release_clauses(e: &mut Expr, tx: &TxId, prune: Option<&Prune>) -> Release {
-    let owned = owned_by(e, tx);
+pub(crate) fn release_clauses(
+    e: &mut Expr,
+    tx: &TxId,
+    began: u64,
+    prune: Option<&Prune>,
+) -> Release {
+    let owned = owned_by(e, tx, began);
     let mut release = prune_clauses(e, tx, prune, owned);
     for name in [LOCK, LOCK_EXPIRES_AT, LOCK_SHARD] {
         release.remove.push(e.name(name));

@@ -8,7 +8,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 use twopc_core::ids::TxId;
 use twopc_core::item::{FenceEntry, FenceOutcome, ItemState, Key, Lock};
 use twopc_core::layout::{
-    FENCE, HORIZON, LOCK, LOCK_EXPIRES_AT, LOCK_OP, LOCK_SHARD, LOCK_TX, PAUSED_UNTIL, PLACEHOLDER,
+    FENCE, HORIZON, LOCK, LOCK_EXPIRES_AT, LOCK_OP, LOCK_SHARD, PAUSED_UNTIL, PLACEHOLDER,
     RESERVATIONS, TOMBSTONE,
 };
 use twopc_core::op::{Mode, Operation};
@@ -16,8 +16,9 @@ use twopc_core::ports::{CompleteWrite, Completion, ParticipantStore, PortError, 
 use twopc_core::service::KeySchema;
 
 use crate::clauses::{
-    Release, commit_marks, entry, fence_path, first_key_name, format_mark, hot_mark, number,
-    op_conditions, op_effects, owned_by, release_clauses, reservation_name,
+    Release, commit_marks, entry, entry_write, fence_path, first_key_name, format_mark, hot_mark,
+    no_own_entry, number, op_conditions, op_effects, owned_by, release_clauses, reservation_name,
+    reserved_by,
 };
 use crate::codec::{from_attr, to_attr};
 use crate::error::{classify, corrupt};
@@ -138,20 +139,17 @@ impl ParticipantStore for DynamoItems {
             mut set,
             mut remove,
             condition,
-        } = release_clauses(&mut e, tx, prune);
+        } = release_clauses(&mut e, tx, fence.began, prune);
         op_effects(&mut e, key, op, &mut set, &mut remove);
         if op.creates() {
             remove.push(e.name(PLACEHOLDER));
         }
         set.extend(commit_marks(&mut e, tx));
-        set.push(format!(
-            "{} = {}",
-            fence_path(&mut e, tx),
-            e.value(entry(&fence))
-        ));
+        let (entry_set, no_entry) = entry_write(&mut e, tx, &fence);
+        set.push(entry_set);
         let w = Write {
             update: update_expression(&set, &remove),
-            condition,
+            condition: format!("{condition} AND {no_entry}"),
             returns: ReturnValue::None,
         };
         match write(&self.client, table, key, e, w, ctx).await? {
@@ -166,13 +164,16 @@ impl ParticipantStore for DynamoItems {
         key: &Key,
         c: &Completion<'_>,
     ) -> Result<CompleteWrite, PortError> {
-        if c.op.mode() == Mode::Reserved {
-            let done = reservations::release(&self.client, table, key, c, Give::Back).await?;
-            if !locked_by(&done, c.tx) {
-                return Ok(done);
+        let done = abort_by(&self.client, table, key, c).await?;
+        // A reservation gives back what its hold took, whatever op the message carries (one
+        // item named twice: the abort of the other name's op lands first): by the hold's op.
+        match held_with_another_op(&done, c) {
+            Some(op) => {
+                let by_hold = Completion { op: &op, ..*c };
+                abort_by(&self.client, table, key, &by_hold).await
             }
+            None => Ok(done),
         }
-        release::release(&self.client, table, key, c.tx, Some(&c.entry), c.prune).await
     }
 
     async fn reserve(
@@ -289,16 +290,17 @@ impl ParticipantStore for DynamoItems {
         &self,
         table: &str,
         key: &Key,
-        tx: &TxId,
-        op: &Operation,
+        holder: &Lock,
     ) -> Result<CompleteWrite, PortError> {
-        if op.mode() == Mode::Reserved {
+        let tx = &holder.tx_id;
+        if holder.op.mode() == Mode::Reserved {
+            // No entry is written (`Give::Drop`): `entry` only names the holder's `began`.
             let c = Completion {
                 tx,
-                op,
+                op: &holder.op,
                 entry: FenceEntry {
                     outcome: FenceOutcome::Aborted,
-                    began: 0,
+                    began: holder.began,
                 },
                 prune: None,
             };
@@ -307,7 +309,35 @@ impl ParticipantStore for DynamoItems {
                 return Ok(done);
             }
         }
-        release::release(&self.client, table, key, tx, None, None).await
+        let holder = (tx, holder.began);
+        release::release(&self.client, table, key, holder, None, None).await
+    }
+
+    async fn retire(
+        &self,
+        table: &str,
+        key: &Key,
+        tx: &TxId,
+        former: FenceEntry,
+        horizon: u64,
+    ) -> Result<CompleteWrite, PortError> {
+        let mut e = Expr::new();
+        let path = fence_path(&mut e, tx);
+        let h = e.name(HORIZON);
+        let (stored, to) = (e.value(entry(&former)), e.value(number(horizon)));
+        let w = Write {
+            update: format!("SET {h} = {to} REMOVE {path}"),
+            condition: format!("{path} = {stored} AND (attribute_not_exists({h}) OR {h} <= {to})"),
+            returns: ReturnValue::None,
+        };
+        match write(&self.client, table, key, e, w, || {
+            format!("retiring a former transaction's fence entry under {tx} in {table}")
+        })
+        .await?
+        {
+            WriteOutcome::Written(_) => Ok(CompleteWrite::Done),
+            WriteOutcome::Refused(item) => refused(item),
+        }
     }
 
     async fn expired_locks(
@@ -447,7 +477,7 @@ fn prepare_conditions(
     // here, never overwritten (`rules::prepare`, `OtherOperation`).
     let mine = format!(
         "({} AND {} = {})",
-        owned_by(e, &lock.tx_id),
+        owned_by(e, &lock.tx_id, lock.began),
         e.path(&[LOCK, LOCK_OP]),
         e.value(to_attr(&op.to_json()))
     );
@@ -479,10 +509,8 @@ fn prepare_conditions(
             e.value(number(0))
         ));
     }
-    conds.push(format!(
-        "attribute_not_exists({})",
-        fence_path(e, &lock.tx_id)
-    ));
+    // No entry of its own; a former transaction's under its id is retired by its release.
+    conds.push(no_own_entry(e, &lock.tx_id, lock.began));
     conds.extend(op_conditions(e, key, op));
     (conds, remove)
 }
@@ -498,7 +526,8 @@ enum FenceShape {
 }
 
 /// The fence write of `shape`: only on an item that exists, is not the transaction's own (lock
-/// or reservation) and does not fence it yet (no entry, horizon below its begin).
+/// or reservation: its id and its `began`) and does not fence it yet (no entry under its id,
+/// horizon below its begin; a former transaction's entry is retired first).
 fn fence_write(
     key: &Key,
     tx: &TxId,
@@ -511,13 +540,13 @@ fn fence_write(
     let map = e.name(FENCE);
     let horizon = e.name(HORIZON);
     let lock = e.name(LOCK);
-    let lock_tx = e.path(&[LOCK, LOCK_TX]);
-    let txv = e.value(AttributeValue::S(tx.to_string()));
+    let locked = owned_by(&mut e, tx, fence.began);
+    let reserved = reserved_by(&mut e, tx, fence.began);
     let path = fence_path(&mut e, tx);
     let began = e.value(number(fence.began));
     let res = reservation_name(&mut e, tx);
     let base = format!(
-        "attribute_exists({k}) AND (attribute_not_exists({lock}) OR {lock_tx} <> {txv}) AND attribute_not_exists({res}) AND attribute_not_exists({path}) AND (attribute_not_exists({horizon}) OR {horizon} < {began})"
+        "attribute_exists({k}) AND (attribute_not_exists({lock}) OR NOT ({locked})) AND (attribute_not_exists({res}) OR NOT ({reserved})) AND attribute_not_exists({path}) AND (attribute_not_exists({horizon}) OR {horizon} < {began})"
     );
     let (set, condition) = match shape {
         FenceShape::Add => (
@@ -554,9 +583,16 @@ fn next_shape(
     fence: &FenceEntry,
     capacity: usize,
 ) -> Option<FenceShape> {
+    // Any entry under the id: its own (fenced), or a former transaction's (retired first).
     let fenced = refused.fence.contains_key(tx) || fence.began <= refused.horizon;
-    let ours = refused.lock.as_ref().is_some_and(|l| &l.tx_id == tx)
-        || refused.reservations.contains_key(tx);
+    let ours = refused
+        .lock
+        .as_ref()
+        .is_some_and(|l| l.is_of(tx, fence.began))
+        || refused
+            .reservations
+            .get(tx)
+            .is_some_and(|r| r.began == fence.began);
     if fenced || ours {
         None
     } else if !has_map && shape == FenceShape::Add {
@@ -566,4 +602,31 @@ fn next_shape(
     } else {
         None
     }
+}
+
+/// The abort's one release: of `c.tx`'s reservation of `c.op` (a reserved op), else of its lock.
+async fn abort_by(
+    client: &Client,
+    table: &str,
+    key: &Key,
+    c: &Completion<'_>,
+) -> Result<CompleteWrite, PortError> {
+    if c.op.mode() == Mode::Reserved {
+        let done = reservations::release(client, table, key, c, Give::Back).await?;
+        if !locked_by(&done, c.tx) {
+            return Ok(done);
+        }
+    }
+    let holder = (c.tx, c.entry.began);
+    release::release(client, table, key, holder, Some(&c.entry), c.prune).await
+}
+
+/// The op of `c.tx`'s reservation, when a release of `c` was refused with it standing under
+/// another op.
+fn held_with_another_op(done: &CompleteWrite, c: &Completion<'_>) -> Option<Operation> {
+    let CompleteWrite::Refused(Some(item)) = done else {
+        return None;
+    };
+    let held = item.reservations.get(c.tx)?;
+    (held.is_of(c.tx, c.entry.began) && held.op != *c.op).then(|| held.op.clone())
 }

@@ -6,7 +6,9 @@
 //!   `UpdateItem`/`DeleteItem` per protocol step, lock, fence and placeholder.
 //! - [`native`]: native transactions ([`twopc_core::ports::NativeStore`]): the record and
 //!   every item in one `TransactWriteItems`.
-//! - [`pending`]: the one query of the sharded `pending-by-deadline` index.
+//! - [`pending`]: the one query of the sharded `pending-by-deadline` index; `operator`: what an
+//!   operator lists (that index and `ended-by-time`), counts and notes
+//!   ([`twopc_core::ports::OperatorLog`]).
 //! - [`tables`]: table definitions (keys, indexes, streams, TTL) and idempotent creation.
 //! - [`connections`]: WebSocket subscriptions by topic.
 //! - [`codec`]: JSON ↔ attribute values with exact numbers; [`expr`]: placeholders for every
@@ -25,6 +27,7 @@ pub mod error;
 pub mod expr;
 pub mod items;
 pub mod native;
+mod operator;
 pub mod pending;
 mod release;
 mod reservations;

@@ -14,19 +14,20 @@ use twopc_core::layout::{
 use twopc_core::message::Prune;
 use twopc_core::ports::{CompleteWrite, PortError};
 
-use crate::clauses::{Release, entry, fence_path, key_item, number, owned_by, release_clauses};
+use crate::clauses::{Release, entry, entry_write, key_item, number, owned_by, release_clauses};
 use crate::error::{classify, corrupt};
 use crate::expr::{Expr, update_expression};
 use crate::state::item_state;
 use crate::write::{Write, WriteOutcome, get, write};
 
-/// Releases `tx`'s lock (optionally writing its fence entry, pruning as planned). A real
-/// item stays; `tx`'s placeholder becomes a tombstone, keeping its fence and horizon.
+/// Releases the lock of `tx` that began at `began` (`holder`), optionally writing its fence
+/// entry (only where no entry stands under its id), pruning as planned. A real item stays; its
+/// placeholder becomes a tombstone, keeping its fence and horizon.
 pub(crate) async fn release(
     client: &Client,
     table: &str,
     key: &Key,
-    tx: &TxId,
+    (tx, began): (&TxId, u64),
     fence: Option<&FenceEntry>,
     prune: Option<&Prune>,
 ) -> Result<CompleteWrite, PortError> {
@@ -37,13 +38,12 @@ pub(crate) async fn release(
             mut set,
             mut remove,
             condition,
-        } = release_clauses(&mut e, tx, prune);
+        } = release_clauses(&mut e, tx, began, prune);
+        let mut condition = condition;
         if let Some(f) = fence {
-            set.push(format!(
-                "{} = {}",
-                fence_path(&mut e, tx),
-                e.value(entry(f))
-            ));
+            let (entry_set, no_entry) = entry_write(&mut e, tx, f);
+            set.push(entry_set);
+            condition = format!("{condition} AND {no_entry}");
         }
         let ph = e.name(PLACEHOLDER);
         let condition = if placeholder {
@@ -70,7 +70,7 @@ pub(crate) async fn release(
             WriteOutcome::Written(_) => return Ok(CompleteWrite::Done),
             WriteOutcome::Refused(Some(item)) => {
                 let state = item_state(&item)?;
-                let ours = state.lock.as_ref().is_some_and(|l| &l.tx_id == tx);
+                let ours = state.lock.as_ref().is_some_and(|l| l.is_of(tx, began));
                 if ours && state.placeholder != placeholder {
                     placeholder = state.placeholder;
                     continue;
@@ -100,13 +100,20 @@ pub(crate) async fn bury(
             return Ok(CompleteWrite::Refused(None));
         };
         let state = item_state(&item)?;
-        if state.lock.as_ref().is_none_or(|l| &l.tx_id != tx) {
+        // Not its lock, or a former transaction's entry under its id in the way (retired
+        // first, as every release's condition requires).
+        if state
+            .lock
+            .as_ref()
+            .is_none_or(|l| !l.is_of(tx, fence.began))
+            || state.fence.contains_key(tx)
+        {
             return Ok(CompleteWrite::Refused(Some(Box::new(state))));
         }
         let tomb =
             tombstone(&item, &state, key, tx, fence, prune).map_err(|m| corrupt(ctx(), m))?;
         let mut e = Expr::new();
-        let condition = as_read(&mut e, &item, &state, tx);
+        let condition = as_read(&mut e, &item, &state, (tx, fence.began));
         let r = client
             .put_item()
             .table_name(table)
@@ -173,13 +180,13 @@ fn tombstone(
     Ok(tomb)
 }
 
-/// The condition that the item is as read: still locked by `tx`, its fence of the size read
-/// and its horizon the one read (or both absent, as read).
+/// The condition that the item is as read: still locked by `tx` (that began at `began`), its
+/// fence of the size read and its horizon the one read (or both absent, as read).
 fn as_read(
     e: &mut Expr,
     item: &HashMap<String, AttributeValue>,
     state: &ItemState,
-    tx: &TxId,
+    (tx, began): (&TxId, u64),
 ) -> String {
     let (f, h) = (e.name(FENCE), e.name(HORIZON));
     let same_fence = if item.contains_key(FENCE) {
@@ -192,7 +199,10 @@ fn as_read(
     } else {
         format!("attribute_not_exists({h})")
     };
-    format!("{} AND {same_fence} AND {same_horizon}", owned_by(e, tx))
+    format!(
+        "{} AND {same_fence} AND {same_horizon}",
+        owned_by(e, tx, began)
+    )
 }
 
 /// Whether a refused release found the item locked (not reserved) by `tx`.

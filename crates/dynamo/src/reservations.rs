@@ -18,16 +18,16 @@ use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 use twopc_core::decimal::Decimal;
 use twopc_core::item::{Key, Lock, StoredReservation};
 use twopc_core::layout::{
-    FENCE, HORIZON, LOCK, LOCK_EXPIRES_AT, LOCK_SHARD, PAUSED_UNTIL, PLACEHOLDER, RESERVATIONS,
-    TOMBSTONE,
+    FENCE, HORIZON, LOCK, LOCK_EXPIRES_AT, LOCK_OP, LOCK_SHARD, PAUSED_UNTIL, PLACEHOLDER,
+    RESERVATIONS, TOMBSTONE,
 };
 use twopc_core::op::Escrowed;
 use twopc_core::ports::{CompleteWrite, Completion, PortError, PrepareWrite};
 use twopc_core::rules::{self, PrepareStep, Seen};
 
 use crate::clauses::{
-    Names, add_to, commit_marks, decimal, entry, fence_path, first_key_name, format_mark, hot_mark,
-    names, number, prune_clauses, reservation_name,
+    Names, add_to, commit_marks, decimal, entry_write, first_key_name, format_mark, hot_mark,
+    names, no_own_entry, number, prune_clauses, reservation_name, reserved_by,
 };
 use crate::codec::to_attr;
 use crate::error::corrupt;
@@ -242,7 +242,7 @@ fn reservation_write(
             "attribute_exists({k}) AND attribute_not_exists({ph}) AND attribute_not_exists({tomb})"
         ),
         format!("attribute_not_exists({lk}) AND attribute_not_exists({res})"),
-        format!("attribute_not_exists({})", fence_path(&mut e, &lock.tx_id)),
+        no_own_entry(&mut e, &lock.tx_id, lock.began),
         format!("(attribute_not_exists({horizon}) OR {horizon} < {began})"),
         format!("(attribute_not_exists({pause}) OR {pause} <= {now_v})"),
         format!(
@@ -288,7 +288,7 @@ fn reservation_write(
 }
 
 /// Releases `c.tx`'s reservation: applies its changes or gives them back, in one conditional
-/// write (the reservation must stand), whatever else stands: the escrow moves by this
+/// write (the reservation of `c.op` must stand: another op's is refused), whatever else stands: the escrow moves by this
 /// reservation's own changes and counts, and is left idle at the value by the last.
 pub(crate) async fn release(
     client: &Client,
@@ -301,7 +301,17 @@ pub(crate) async fn release(
     let escrowed = c.op.escrow().unwrap_or_default();
     let mut e = Expr::new();
     let res = reservation_name(&mut e, c.tx);
-    let pruning = prune_clauses(&mut e, c.tx, c.prune, format!("attribute_exists({res})"));
+    // What a reservation gives back is its hold's: the write stands only on a reservation of
+    // `c.op` (one item named twice may send the abort of the other name's op).
+    let op = serde_json::to_value(c.op)
+        .map_err(|err| corrupt("encoding an operation", err.to_string()))?;
+    let held_op = e.path(&[&StoredReservation::attribute(c.tx), LOCK_OP]);
+    let mine = format!(
+        "{} AND {held_op} = {}",
+        reserved_by(&mut e, c.tx, c.entry.began),
+        e.value(to_attr(&op))
+    );
+    let pruning = prune_clauses(&mut e, c.tx, c.prune, mine);
     let (mut set, mut remove, condition) = (pruning.set, pruning.remove, pruning.condition);
     remove.push(res);
     let minus = e.value(AttributeValue::N("-1".into()));
@@ -329,12 +339,11 @@ pub(crate) async fn release(
         set.push(format!("{low} = {low} + {}", e.value(decimal(&to_low))));
         set.push(format!("{high} = {high} + {}", e.value(decimal(&to_high))));
     }
+    let mut condition = condition;
     if give != Give::Drop {
-        set.push(format!(
-            "{} = {}",
-            fence_path(&mut e, c.tx),
-            e.value(entry(&c.entry))
-        ));
+        let (entry_set, no_entry) = entry_write(&mut e, c.tx, &c.entry);
+        set.push(entry_set);
+        condition = format!("{condition} AND {no_entry}");
     }
     if give == Give::Apply {
         set.extend(commit_marks(&mut e, c.tx));

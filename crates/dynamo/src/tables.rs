@@ -11,7 +11,8 @@ use aws_sdk_dynamodb::types::{
     StreamViewType, TableStatus, TimeToLiveSpecification,
 };
 use twopc_core::layout::{
-    DEADLINE, EXPIRE_AT, LOCK_EXPIRES_AT, LOCK_SHARD, PENDING, RETRY_AFTER, TX_ID,
+    DEADLINE, ENDED, EXPIRE_AT, LOCK_EXPIRES_AT, LOCK_SHARD, PENDING, RETRY_AFTER, TX_ID,
+    UPDATED_AT,
 };
 use twopc_core::ports::PortError;
 use twopc_core::service::{KeySchema, KeyType};
@@ -22,6 +23,11 @@ use crate::error::classify;
 /// only: the sweeper reads each record it finds). A custom participant's state table has the
 /// same index of its unfinished states (no state carries `retryAfter`).
 pub const PENDING_INDEX: &str = "pending-by-deadline";
+/// Transactions table: sparse index of terminal records by status and end (`ended` =
+/// `<STATUS>#<shard>`, sorted by `updatedAt`, keys only), what an operator lists ended
+/// transactions by. An entry is written once, when the record ends (a terminal record's keys
+/// never move again), and removed with the record by TTL: one index write per transaction.
+pub const ENDED_INDEX: &str = "ended-by-time";
 /// Participant tables: sparse index of locked (or reserved) items by lock expiry (keys only: the
 /// sweeper reads each item it finds).
 pub const LOCK_INDEX: &str = "locks-by-expiry";
@@ -175,18 +181,11 @@ fn keys_and_indexes(
     kind: &TableKind,
 ) -> Result<CreateTableFluentBuilder, PortError> {
     Ok(match kind {
-        TableKind::Transactions | TableKind::ParticipantState => req
-            .attribute_definitions(attr(TX_ID, ScalarAttributeType::S)?)
-            .attribute_definitions(attr(PENDING, ScalarAttributeType::S)?)
-            .attribute_definitions(attr(DEADLINE, ScalarAttributeType::N)?)
-            .key_schema(key(TX_ID, DdbKeyType::Hash)?)
-            .global_secondary_indexes(sparse_index(
-                PENDING_INDEX,
-                PENDING,
-                DEADLINE,
-                // The sweeper's backoff: the query filters on it.
-                &[RETRY_AFTER],
-            )?),
+        TableKind::Transactions => pending_index(req)?
+            .attribute_definitions(attr(ENDED, ScalarAttributeType::S)?)
+            .attribute_definitions(attr(UPDATED_AT, ScalarAttributeType::N)?)
+            .global_secondary_indexes(sparse_index(ENDED_INDEX, ENDED, UPDATED_AT, &[])?),
+        TableKind::ParticipantState => pending_index(req)?,
         TableKind::Connections => {
             let by_connection = GlobalSecondaryIndex::builder()
                 .index_name(BY_CONNECTION_INDEX)
@@ -224,6 +223,22 @@ fn keys_and_indexes(
                 )?)
         }
     })
+}
+
+/// The key of a transactions or state table and its `pending-by-deadline` index.
+fn pending_index(req: CreateTableFluentBuilder) -> Result<CreateTableFluentBuilder, PortError> {
+    Ok(req
+        .attribute_definitions(attr(TX_ID, ScalarAttributeType::S)?)
+        .attribute_definitions(attr(PENDING, ScalarAttributeType::S)?)
+        .attribute_definitions(attr(DEADLINE, ScalarAttributeType::N)?)
+        .key_schema(key(TX_ID, DdbKeyType::Hash)?)
+        .global_secondary_indexes(sparse_index(
+            PENDING_INDEX,
+            PENDING,
+            DEADLINE,
+            // The sweeper's backoff: the query filters on it.
+            &[RETRY_AFTER],
+        )?))
 }
 
 /// Waits (up to a minute) until the table is active: DynamoDB offers no wait primitive.

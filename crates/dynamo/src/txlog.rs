@@ -5,8 +5,8 @@ use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailur
 use serde_json::Value;
 use twopc_core::ids::TxId;
 use twopc_core::layout::{
-    ATTEMPTS, DEADLINE, EXPIRE_AT, PENDING, RECOVERY_ASKED, RETRY_AFTER, STATUS, TX_ID, UPDATED_AT,
-    VOTES,
+    ATTEMPTS, DEADLINE, DECIDED_AT, ENDED, EXPIRE_AT, PENDING, RECOVERY_ASKED, RETRY_AFTER, STATUS,
+    TX_ID, UPDATED_AT, VOTES,
 };
 use twopc_core::ports::{Created, PortError, Swapped, TxLog, check_transition};
 use twopc_core::record::{TxRecord, Vote};
@@ -47,12 +47,17 @@ impl DynamoTxLog {
         self
     }
 
+    /// The client.
+    pub(crate) fn client(&self) -> &Client {
+        &self.client
+    }
+
     /// The table name.
     pub fn table(&self) -> &str {
         &self.table
     }
 
-    fn key(tx: &TxId) -> Item {
+    pub(crate) fn key(tx: &TxId) -> Item {
         [(TX_ID.to_owned(), AttributeValue::S(tx.to_string()))].into()
     }
 
@@ -68,6 +73,10 @@ impl DynamoTxLog {
                 EXPIRE_AT.into(),
                 AttributeValue::N(self.expire_at(record.updated_at)),
             );
+            item.insert(
+                ENDED.into(),
+                AttributeValue::S(ended_shard(&record.tx_id, record.status)),
+            );
         } else {
             item.insert(
                 PENDING.into(),
@@ -82,6 +91,11 @@ impl DynamoTxLog {
     }
 }
 
+/// The ended index's partition of a record that ended in `status`: `<STATUS>#<shard>`.
+pub fn ended_shard(tx: &TxId, status: TxStatus) -> String {
+    shard_of(tx.as_str(), &format!("{status}#"))
+}
+
 /// Reads a record from an item (index attributes dropped).
 pub fn record_from_item(item: &Item) -> Result<TxRecord, PortError> {
     let map = from_item(item).map_err(|e| corrupt("decoding a record", e.to_string()))?;
@@ -92,6 +106,7 @@ pub fn record_from_item(item: &Item) -> Result<TxRecord, PortError> {
 pub fn record_from_json(mut map: serde_json::Map<String, Value>) -> Result<TxRecord, PortError> {
     map.remove(PENDING);
     map.remove(EXPIRE_AT);
+    map.remove(ENDED);
     serde_json::from_value(Value::Object(map))
         .map_err(|e| corrupt("decoding a record", e.to_string()))
 }
@@ -133,15 +148,15 @@ pub struct PendingPage {
 }
 
 /// What one read of the pending index asks for.
-struct IndexQuery<'a> {
+pub(crate) struct IndexQuery<'a> {
     /// Only entries after this one.
-    after: Option<&'a PendingCursor>,
+    pub(crate) after: Option<&'a PendingCursor>,
     /// Only entries whose deadline is before this (epoch ms).
-    deadline_before: Option<u64>,
+    pub(crate) deadline_before: Option<u64>,
     /// Only entries not backing off past this (`retryAfter` unset or before it).
-    ready_at: Option<u64>,
+    pub(crate) ready_at: Option<u64>,
     /// At most this many.
-    limit: usize,
+    pub(crate) limit: usize,
 }
 
 impl DynamoTxLog {
@@ -181,7 +196,7 @@ impl DynamoTxLog {
     /// transactions and the API's listing both read it here): every shard, merged into
     /// (deadline, id) order, at most `limit` entries, and whether more follow. The index holds
     /// keys and the backoff only.
-    async fn pending_entries(
+    pub(crate) async fn pending_entries(
         &self,
         q: &IndexQuery<'_>,
     ) -> Result<(Vec<(u64, TxId)>, bool), PortError> {
@@ -230,7 +245,10 @@ impl DynamoTxLog {
 
     /// The records of index entries that are still unfinished (the index is eventually
     /// consistent: one may have finished since).
-    async fn unfinished(&self, entries: Vec<(u64, TxId)>) -> Result<Vec<TxRecord>, PortError> {
+    pub(crate) async fn unfinished(
+        &self,
+        entries: Vec<(u64, TxId)>,
+    ) -> Result<Vec<TxRecord>, PortError> {
         let mut found = vec![];
         for (_, id) in entries {
             if let Some(r) = self.get(&id).await?
@@ -353,6 +371,18 @@ impl TxLog for DynamoTxLog {
                 e.name(EXPIRE_AT),
                 e.value(AttributeValue::N(self.expire_at(now)))
             ));
+            set.push(format!(
+                "{} = {}",
+                e.name(ENDED),
+                e.value(AttributeValue::S(ended_shard(tx, to)))
+            ));
+        }
+        if TxStatus::decides(from, to) {
+            set.push(format!(
+                "{} = {}",
+                e.name(DECIDED_AT),
+                e.value(AttributeValue::N(now.to_string()))
+            ));
         }
         let cond = format!(
             "{status} = {}",
@@ -381,8 +411,9 @@ impl TxLog for DynamoTxLog {
         }
     }
 
-    async fn create_aborted(&self, tx: &TxId, now: u64) -> Result<Created, PortError> {
-        self.create(&TxRecord::never_began(tx, now)).await
+    async fn create_aborted(&self, tx: &TxId, began: u64, now: u64) -> Result<Created, PortError> {
+        self.create(&TxRecord::never_began(tx, now).created(began))
+            .await
     }
 
     async fn overdue(&self, now: u64, limit: usize) -> Result<Vec<TxRecord>, PortError> {
@@ -475,7 +506,7 @@ impl TxLog for DynamoTxLog {
 impl DynamoTxLog {
     /// One conditional `UpdateItem` of a record's bookkeeping (`set`, under `cond`): true if
     /// it wrote, false if the condition did not hold. `doing` names the write in errors.
-    async fn update_if(
+    pub(crate) async fn update_if(
         &self,
         tx: &TxId,
         e: &Expr,

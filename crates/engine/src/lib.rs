@@ -66,7 +66,7 @@ pub enum EngineError {
         #[source]
         source: std::io::Error,
     },
-    /// Its thread or runtime could not be started.
+    /// Its runtime or thread could not be started.
     #[error("starting the DynamoDB engine's thread: {0}")]
     Thread(#[source] std::io::Error),
     /// The server stopped with an error.
@@ -125,12 +125,25 @@ impl EmbeddedEngine {
             .map_err(|source| EngineError::Bind { port, source })?;
         let (stop, stop_rx) = oneshot::channel();
         let (stopped_tx, stopped) = oneshot::channel();
+        // The runtime is built on the engine's thread (a runtime may not be dropped inside
+        // another, as the caller's is): whether it could be is waited for here.
+        let (built_tx, built) = std::sync::mpsc::channel();
         std::thread::Builder::new()
             .name("twopc-engine".into())
-            .spawn(move || {
-                // The receiver is gone only when nobody waits for the outcome.
-                let _ = stopped_tx.send(serve(listener, db, stop_rx));
+            .spawn(move || match runtime() {
+                Ok(runtime) => {
+                    let _ = built_tx.send(Ok(()));
+                    // The receiver is gone only when nobody waits for the outcome.
+                    let _ = stopped_tx.send(serve(runtime, listener, db, stop_rx));
+                }
+                Err(e) => {
+                    let _ = built_tx.send(Err(e));
+                }
             })
+            .map_err(EngineError::Thread)?;
+        built
+            .recv()
+            .map_err(|_| EngineError::Lost)?
             .map_err(EngineError::Thread)?;
         Ok(EmbeddedEngine {
             endpoint: format!("http://{addr}"),
@@ -188,17 +201,25 @@ fn open_file(path: &Path) -> Result<Database, OpenError> {
     Ok(Database::new(text)?)
 }
 
-/// The engine's thread: its runtime serves until `stop`, then is dropped with every connection
-/// task, so the last handle on the database (and SQLite's file) is closed before this returns.
-fn serve(listener: TcpListener, db: Database, stop: oneshot::Receiver<()>) -> Result<(), String> {
-    // Two workers: one request parses or answers while another holds SQLite's lock.
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+/// The engine's runtime. Two workers: one request parses or answers while another holds
+/// SQLite's lock.
+fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("twopc-engine-worker")
         .enable_io()
         .enable_time()
         .build()
-        .map_err(|e| e.to_string())?;
+}
+
+/// The engine's thread: its runtime serves until `stop`, then is dropped with every connection
+/// task, so the last handle on the database (and SQLite's file) is closed before this returns.
+fn serve(
+    runtime: tokio::runtime::Runtime,
+    listener: TcpListener,
+    db: Database,
+    stop: oneshot::Receiver<()>,
+) -> Result<(), String> {
     let outcome = runtime.block_on(async move {
         let listener = tokio::net::TcpListener::from_std(listener).map_err(|e| e.to_string())?;
         dynoxide::server::serve_with_shutdown(listener, db, async move {

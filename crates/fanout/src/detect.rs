@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Number, Value};
 use twopc_core::api::participant_outcomes;
 use twopc_core::layout::{
-    LAST_TX, LOCK, LOCK_TX, PARTICIPANTS, PLACEHOLDER, STATUS, TOMBSTONE, TX_ID, UPDATED_AT,
-    VERSION, VOTES, is_protocol_attribute,
+    LAST_TX, LOCK, LOCK_TX, OPERATOR_ACTIONS, PARTICIPANTS, PLACEHOLDER, STATUS, TOMBSTONE, TX_ID,
+    UPDATED_AT, VERSION, VOTES, is_protocol_attribute,
 };
 use twopc_core::record::{ParticipantEntry, Vote};
 use twopc_core::service::KeySchema;
@@ -75,6 +75,16 @@ pub enum Detected {
         /// When (epoch ms).
         completed_at: u64,
     },
+    /// An operator acted on a transaction (recover, abort): the note appended to its record's
+    /// `operatorActions`, with who asked.
+    OperatorActed {
+        /// The transaction.
+        tx_id: String,
+        /// Which note of the record this is (0 for the first): with the id, the event's id.
+        index: usize,
+        /// The note (`ActionNote`: action, by, at, result, status).
+        note: Map<String, Value>,
+    },
 }
 
 /// An item's `txVersion` (0 when it has none): every commit, by the protocol or native,
@@ -101,6 +111,27 @@ fn key_of(image: &Map<String, Value>, schema: &KeySchema) -> Map<String, Value> 
         .collect()
 }
 
+/// The operator's note a record change appended, if it appended one: a note is appended
+/// alone (`OperatorLog::note_action` writes nothing else), one per write.
+fn operator_acted(old: Option<&Map<String, Value>>, new: &Map<String, Value>) -> Option<Detected> {
+    let notes = |image: Option<&Map<String, Value>>| {
+        image
+            .and_then(|i| i.get(OPERATOR_ACTIONS))
+            .and_then(Value::as_array)
+            .map_or(0, Vec::len)
+    };
+    let (before, after) = (notes(old), notes(Some(new)));
+    if after <= before {
+        return None;
+    }
+    let note = new.get(OPERATOR_ACTIONS)?.as_array()?.get(after - 1)?;
+    Some(Detected::OperatorActed {
+        tx_id: new.get(TX_ID)?.as_str()?.to_owned(),
+        index: after - 1,
+        note: note.as_object()?.clone(),
+    })
+}
+
 /// What a change means, if anything.
 pub fn detect(change: &Change, tables: &Tables) -> Option<Detected> {
     match tables.get(&change.table)? {
@@ -112,6 +143,9 @@ pub fn detect(change: &Change, tables: &Tables) -> Option<Detected> {
                 .as_ref()
                 .and_then(|o| o.get(STATUS))
                 .and_then(Value::as_str);
+            if let Some(acted) = operator_acted(change.old.as_ref(), new) {
+                return Some(acted);
+            }
             if !TxStatus::parse(status).is_some_and(TxStatus::is_terminal) || before == Some(status)
             {
                 return None;
@@ -438,6 +472,36 @@ mod tests {
                 "arn:aws:dynamodb:us-east-1:123:table/twopc-accounts/stream/2026-01-01T00:00:00.000"
             ),
             Some("twopc-accounts")
+        );
+    }
+
+    #[test]
+    fn an_operators_note_is_detected_once_with_who_asked() {
+        let note = json!({"action": "abort", "by": "token:ops", "at": 7, "result": "done", "status": "ABORTED"});
+        let old = json!({"txId": "T", "status": "ABORTED"});
+        let new = json!({"txId": "T", "status": "ABORTED", "operatorActions": [note]});
+        match detect(&change("tx", Some(old), Some(new.clone())), &tables()) {
+            Some(Detected::OperatorActed { tx_id, index, note }) => {
+                assert_eq!((tx_id.as_str(), index), ("T", 0));
+                assert_eq!(note["by"], "token:ops");
+                let row = crate::rows::row(&Detected::OperatorActed { tx_id, index, note });
+                assert_eq!(row["type"], "operator");
+                assert_eq!(row["eventId"], "T/operator/0");
+                assert_eq!(
+                    row["item"],
+                    json!({"action": "abort", "by": "token:ops", "result": "done"})
+                );
+                assert_eq!(
+                    (row["status"].as_str(), row["committedAt"].as_u64()),
+                    (Some("ABORTED"), Some(7))
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        // A later write that leaves the notes as they were is no new action.
+        assert_eq!(
+            detect(&change("tx", Some(new.clone()), Some(new)), &tables()),
+            None
         );
     }
 }

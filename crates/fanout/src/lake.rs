@@ -63,7 +63,7 @@ const fn col(name: &'static str, kind: ColumnType) -> Column {
 
 /// The lake's columns, in order (the partition `dt` comes after them).
 pub const COLUMNS: [Column; 12] = [
-    // `item` or `transaction`.
+    // `item`, `transaction` or `operator` (an operator's action: who asked in `item`).
     col("type", ColumnType::Text),
     // `txId/participant/key` or `txId/status`: the same for every delivery of one change.
     col("eventid", ColumnType::Text),

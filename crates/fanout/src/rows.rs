@@ -85,6 +85,19 @@ pub fn row(d: &Detected) -> Value {
                 "committedAt": completed_at,
             })
         }
+        Detected::OperatorActed { tx_id, index, note } => {
+            // The audit row: who asked what (in `item`: action, by, result) and the status it
+            // left, at the time it was asked.
+            let field = |name: &str| note.get(name).map(text).unwrap_or(Value::Null);
+            json!({
+                "type": "operator",
+                "eventId": format!("{tx_id}/operator/{index}"),
+                "txId": tx_id,
+                "item": {"action": field("action"), "by": field("by"), "result": field("result")},
+                "status": field("status"),
+                "committedAt": note.get("at").cloned().unwrap_or(Value::Null),
+            })
+        }
     }
 }
 
@@ -118,6 +131,10 @@ pub fn message(d: &Detected) -> (Vec<String>, Value) {
             vec![tx_topic(tx_id), ALL.to_owned()],
             json!({"type": "transaction.completed", "txId": tx_id, "status": status,
                 "participants": participants}),
+        ),
+        Detected::OperatorActed { tx_id, note, .. } => (
+            vec![tx_topic(tx_id), ALL.to_owned()],
+            json!({"type": "transaction.operator", "txId": tx_id, "note": note}),
         ),
     }
 }

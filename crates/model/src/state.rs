@@ -171,6 +171,14 @@ pub struct ItemState<const TXS: usize> {
     /// once it is always that item, so it costs no states; it tells the two operations apart
     /// where one transaction names an item twice ([`crate::system::Twice`]).
     pub held_for: [Option<Item>; TXS],
+    /// The escrow's low extreme as the item stores it (`txLo`), less the value: what the
+    /// standing reservations' debits could take. Moved by each reservation's own change as it
+    /// is taken and released, never recomputed (the code stores it so), so a release that
+    /// gives back another change than its hold took leaves a phantom here.
+    pub escrow: i8,
+    /// For each transaction holding a reservation, the debit its hold took (its operation's
+    /// change if negative, else 0): what its release gives back.
+    pub held_debit: [i8; TXS],
     /// The item's heat mark is live (`txHot`, [`twopc_core::rules::heat`]): native writes give
     /// way on it. Set by a prepare that carries a mark; cleared by time (`Cool`). Only in
     /// configurations with heat; always false otherwise.
@@ -204,35 +212,75 @@ impl<const TXS: usize> ItemState<TXS> {
             reserved: [false; TXS],
             paused_by: [false; TXS],
             held_for: [None; TXS],
+            escrow: 0,
+            held_debit: [0; TXS],
             hot: false,
             cooled: false,
         }
     }
 }
 
+/// What a step reads beside the item: whose deadline passed, and which transactions share an
+/// id ([`crate::system::Reuse`]: an idempotency key used again after its record expired).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Env<const TXS: usize> {
+    /// `deadline_passed[u]`: whether transaction `u`'s deadline, which is its holds'
+    /// `expiresAt`, has passed.
+    pub deadline_passed: [bool; TXS],
+    /// `twin[u]`: the other transaction under `u`'s id, if any.
+    pub twin: [Option<Tx>; TXS],
+    /// Whether holds and entries are told apart by id alone, a twin's read as the
+    /// transaction's own ([`crate::participant::Variant::ReuseMatchesId`]); else by id and
+    /// `began`, which the transactions' indices are.
+    pub by_id: bool,
+}
+
+impl<const TXS: usize> Env<TXS> {
+    /// No transaction shares an id; `deadline_passed` as given.
+    pub fn new(deadline_passed: [bool; TXS]) -> Self {
+        Env {
+            deadline_passed,
+            twin: [None; TXS],
+            by_id: false,
+        }
+    }
+
+    /// `tx`'s twin, if it has one and the step reads the twin's holds and entries as its own.
+    pub fn same_as(&self, tx: Tx) -> Option<Tx> {
+        self.twin[tx.ix()].filter(|_| self.by_id)
+    }
+
+    /// `tx`'s twin, if it has one and the step tells it apart (a former transaction).
+    pub fn former(&self, tx: Tx) -> Option<Tx> {
+        self.twin[tx.ix()].filter(|_| !self.by_id)
+    }
+}
+
 impl<const TXS: usize> ItemState<TXS> {
     /// The item as `tx`'s step finds it: what the rules read of it (`rules::Seen::of` in
-    /// `crates/core`). `deadline_passed[u]`: whether transaction `u`'s deadline, which is its
-    /// locks' `expiresAt`, has passed.
-    pub fn seen_by(&self, tx: Tx, deadline_passed: &[bool; TXS]) -> Seen {
+    /// `crates/core`). A twin's hold or entry is the transaction's own by id alone
+    /// ([`Env::by_id`]), else a former transaction's (`former_entry`, `former_reservation`).
+    pub fn seen_by(&self, tx: Tx, env: &Env<TXS>) -> Seen {
+        let mine = |u: usize| u == tx.ix() || env.same_as(tx).is_some_and(|w| w.ix() == u);
+        let former = env.former(tx);
         Seen {
             shape: self.shape,
             holder: match self.lock {
                 None => Holder::Nobody,
-                Some(owner) if owner == tx => Holder::Me,
+                Some(owner) if mine(owner.ix()) => Holder::Me,
                 Some(owner) => Holder::Other {
-                    expired: deadline_passed[owner.ix()],
+                    expired: env.deadline_passed[owner.ix()],
                 },
             },
-            entry: self.fence[tx.ix()],
+            entry: (0..TXS).filter(|&u| mine(u)).find_map(|u| self.fence[u]),
             covered: covers(self.horizon, tx),
-            reserved_by_me: self.reserved[tx.ix()],
+            reserved_by_me: (0..TXS).any(|u| mine(u) && self.reserved[u]),
             reserved_by_others: {
-                let others = (0..TXS).filter(|&u| u != tx.ix() && self.reserved[u]);
+                let others = (0..TXS).filter(|&u| !mine(u) && self.reserved[u]);
                 let (mut any, mut expired) = (false, false);
                 for u in others {
                     any = true;
-                    expired |= deadline_passed[u];
+                    expired |= env.deadline_passed[u];
                 }
                 match (any, expired) {
                     (false, _) => Others::None,
@@ -240,9 +288,11 @@ impl<const TXS: usize> ItemState<TXS> {
                     (true, true) => Others::Expired,
                 }
             },
-            paused: (0..TXS).any(|u| self.paused_by[u] && !deadline_passed[u]),
+            paused: (0..TXS).any(|u| self.paused_by[u] && !env.deadline_passed[u]),
             // A transaction's prepares here all carry its one operation on the item.
             other_op: false,
+            former_entry: former.is_some_and(|w| self.fence[w.ix()].is_some()),
+            former_reservation: former.is_some_and(|w| self.reserved[w.ix()]),
             hot: self.hot,
         }
     }
@@ -349,6 +399,10 @@ pub struct TxState<const ITEMS: usize> {
     /// [`crate::participant::Variant::FreshBeganReplay`] only (always false otherwise): a replay
     /// sent the prepares again, with a fresh `began`.
     pub replayed: bool,
+    /// The record was removed by its time-to-live (`expireAt`, 7 days after it ended), so
+    /// that its id may begin again ([`crate::system::Reuse`]); `record` keeps, as a ghost,
+    /// the status it ended with. Always false but in a configuration with a reuse.
+    pub expired: bool,
     /// Ghost: applications of the operation of each of its names (the business effect,
     /// `txVersion`). An observer's record, not an attribute: it survives the item's removal
     /// ([`crate::participant::Variant::DeleteRemoves`]), so a second application after a
@@ -376,6 +430,7 @@ impl<const ITEMS: usize> TxState<ITEMS> {
             answered_commit: false,
             answered_abort: false,
             replayed: false,
+            expired: false,
             applied: [Applied::Never; ITEMS],
             marks: [false; ITEMS],
         }
@@ -461,6 +516,11 @@ impl<const TXS: usize, const ITEMS: usize> State<TXS, ITEMS> {
     /// Which transactions' deadlines have passed.
     pub fn deadlines_passed(&self) -> [bool; TXS] {
         self.txs.map(|t| t.deadline_passed())
+    }
+
+    /// What a step reads beside an item when no transaction shares an id.
+    pub fn env(&self) -> Env<TXS> {
+        Env::new(self.deadlines_passed())
     }
 }
 

@@ -11,8 +11,12 @@ use twopc_core::record::VoteReason;
 /// One hook call: the transaction, the payload its prepare carried (read as the service's
 /// [`Hooks::Payload`]), and when the call must be done by (epoch ms).
 pub struct Call<'a, P> {
-    /// The transaction.
+    /// The transaction's id.
     pub tx_id: &'a TxId,
+    /// When the transaction began (epoch ms, its record's `createdAt`). A transaction is its
+    /// id and this: an idempotency key used again after its 7-day window names a new
+    /// transaction under the same id, with a later `began`.
+    pub began: u64,
     /// The participant's payload, as the coordinator sent it, read as the service's type.
     pub payload: &'a P,
     /// Finish by then: for `reserve`, the transaction's deadline; for `confirm` and `cancel`,
@@ -34,6 +38,7 @@ impl<P: fmt::Debug> fmt::Debug for Call<'_, P> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Call")
             .field("tx_id", self.tx_id)
+            .field("began", &self.began)
             .field("payload", self.payload)
             .field("deadline", &self.deadline)
             .finish()
@@ -102,8 +107,9 @@ impl HookError {
 /// The library calls each hook at most once per transaction and outcome: duplicated and late
 /// messages never reach a hook. A hook is called again only when an earlier call of it failed
 /// or was interrupted (a crash, a call past its claim) before its result was recorded, so the
-/// hooks must be idempotent per transaction id for that case (e.g. the transaction id as the
-/// gateway's idempotency key).
+/// hooks must be idempotent per transaction for that case: per its id *and* its `began`
+/// ([`Call::began`]: a key used again after its window reuses the id), e.g. both in the
+/// gateway's idempotency key.
 ///
 /// The payload a transaction gives this service is read as [`Hooks::Payload`] before
 /// `reserve`: one that does not read is refused with the `invalid` vote, its reason serde's
@@ -128,12 +134,12 @@ impl HookError {
 ///         if call.payload.amount.is_negative() {
 ///             return Ok(Reservation::invalid("\"amount\" must not be negative"));
 ///         }
-///         // Hold call.payload.sku for call.tx_id (idempotent per transaction id) ...
+///         // Hold call.payload.sku for (call.tx_id, call.began): idempotent per transaction ...
 ///         Ok(Reservation::Held)
 ///     }
 ///
 ///     async fn confirm(&self, call: Call<'_, Order>) -> Result<(), HookError> {
-///         // Make the hold for call.tx_id permanent ...
+///         // Make the hold for (call.tx_id, call.began) permanent ...
 ///         Ok(())
 ///     }
 ///

@@ -117,10 +117,15 @@ impl Phase {
             (Some(Phase::Reserving), _) if prevent => InquiryPlan::EndClaim,
             (Some(Phase::Reserving), _) => InquiryPlan::Answer(Inquiry::Open),
             (_, InquiryStep::Answer(a)) => InquiryPlan::Answer(a),
-            (None, InquiryStep::Fence | InquiryStep::Bury) => InquiryPlan::RecordAborted,
+            // (`Retire` never: a state is one transaction's, a former one's none of its.)
+            (None, InquiryStep::Fence | InquiryStep::Bury | InquiryStep::Retire) => {
+                InquiryPlan::RecordAborted
+            }
             // Every other phase is answered by the rule (a test pins each); were one not, it
             // would be left alone: "cannot tell" is always a safe answer.
-            (Some(_), InquiryStep::Fence | InquiryStep::Bury) => InquiryPlan::Answer(Inquiry::Open),
+            (Some(_), InquiryStep::Fence | InquiryStep::Bury | InquiryStep::Retire) => {
+                InquiryPlan::Answer(Inquiry::Open)
+            }
         }
     }
 }

@@ -1,6 +1,7 @@
 //! A prepare that finds its transaction already held here: with the same payload (its numbers
 //! spelled however) it is a retry and answers yes again without a call; with another payload it
-//! is not, and is refused without a call, the held state keeping its payload. Run on both state
+//! is not, and is refused without a call, the held state keeping its payload. A state of another
+//! `began` under the id is no duplicate: a key used again after its window is a new transaction. Run on both state
 //! stores: [`MemoryStates`], and [`DynamoStates`] on DynamoDB Local, which gives numbers back by
 //! value (`12.50` as `12.5`).
 
@@ -12,7 +13,7 @@ use serde_json::Value;
 use twopc_core::decimal::canonical_json;
 use twopc_core::ids::TxId;
 use twopc_core::memory::MemoryTxLog;
-use twopc_core::message::PrepareRequest;
+use twopc_core::message::{CompleteReply, CompleteRequest, PrepareRequest};
 use twopc_core::op::Operation;
 use twopc_core::ports::{Clock, ManualClock, SystemClock};
 use twopc_core::record::{Vote, VoteReason};
@@ -48,8 +49,10 @@ async fn dynamodb() -> DynamoStates {
     common::dynamodb_states("d").await
 }
 
+/// A prepare of `tx` (begun when the tests started: a transaction is its id and its `began`).
 fn prepare(tx: &TxId, payload: &str) -> PrepareRequest {
-    let now = SystemClock.now_ms();
+    static STARTED: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    let now = *STARTED.get_or_init(|| SystemClock.now_ms());
     PrepareRequest {
         tx_id: tx.clone(),
         deadline: now + 60_000,
@@ -104,6 +107,67 @@ async fn a_held_transaction_is_prepared_again_only_with_its_own_payload<S: State
     assert_eq!(*hooks.0.lock().expect("count"), 1);
 }
 
+async fn a_key_used_again_after_its_window_is_a_new_transaction_here<S: StateStore + Clone>(
+    states: S,
+) {
+    let hooks = Counter::default();
+    let clock = ManualClock::new(SystemClock.now_ms());
+    let participant = SdkParticipant::builder(hooks.clone())
+        .states(states.clone())
+        .log(MemoryTxLog::default())
+        .clock(clock.clone())
+        .build();
+    let tx = TxId::for_idempotency_key("order-42");
+    let at = |began: u64| PrepareRequest {
+        deadline: began + 60_000,
+        began,
+        ..prepare(&tx, r#"{"card": "4242", "amount": 12.50}"#)
+    };
+    let commit = |req: &PrepareRequest| CompleteRequest {
+        tx_id: req.tx_id.clone(),
+        deadline: req.deadline,
+        began: req.began,
+        key: req.key.clone(),
+        op: Operation::default(),
+        prune: None,
+        refused: false,
+    };
+    // GIVEN the key's transaction committed here.
+    let first = at(clock.now_ms());
+    assert!(
+        participant
+            .prepare(&first)
+            .await
+            .expect("prepare")
+            .vote
+            .is_yes()
+    );
+    let done = participant.commit(&commit(&first)).await.expect("commit");
+    assert_eq!(done, CompleteReply::Done);
+    // WHEN, a week later (its record expired), the same key begins a transaction again
+    clock.advance(7 * 24 * 3_600_000 + 1);
+    let again = at(clock.now_ms());
+    let vote = participant.prepare(&again).await.expect("prepare");
+    // THEN it is a new transaction: reserved (the hook called again) and committed.
+    assert!(
+        vote.vote.is_yes(),
+        "the former's state taken for its own: {vote:?}"
+    );
+    let done = participant.commit(&commit(&again)).await.expect("commit");
+    assert_eq!(done, CompleteReply::Done);
+    assert_eq!(*hooks.0.lock().expect("count"), 2);
+    let state = states.get(&tx).await.expect("get").expect("a state");
+    assert_eq!((state.phase, state.began), (Phase::Confirmed, again.began));
+    // AND the first transaction's late prepare is no retry of the new one's.
+    let late = participant.prepare(&first).await.expect("prepare");
+    assert!(!late.vote.is_yes(), "{late:?}");
+    // AND its late abort replaces nothing of the new one's.
+    let late = participant.abort(&commit(&first)).await;
+    assert!(late.is_err(), "{late:?}");
+    let state = states.get(&tx).await.expect("get").expect("a state");
+    assert_eq!((state.phase, state.began), (Phase::Confirmed, again.began));
+}
+
 mod memory {
     #[tokio::test]
     async fn a_held_transaction_is_prepared_again_only_with_its_own_payload() {
@@ -111,6 +175,12 @@ mod memory {
             super::memory().await,
         )
         .await;
+    }
+
+    #[tokio::test]
+    async fn a_key_used_again_after_its_window_is_a_new_transaction_here() {
+        super::a_key_used_again_after_its_window_is_a_new_transaction_here(super::memory().await)
+            .await;
     }
 }
 
@@ -121,5 +191,11 @@ mod dynamodb {
             super::dynamodb().await,
         )
         .await;
+    }
+
+    #[tokio::test]
+    async fn a_key_used_again_after_its_window_is_a_new_transaction_here() {
+        super::a_key_used_again_after_its_window_is_a_new_transaction_here(super::dynamodb().await)
+            .await;
     }
 }

@@ -92,6 +92,9 @@ impl AuthStatus {
 pub struct Authorisation {
     /// The transaction it was authorised for.
     pub tx_id: TxId,
+    /// When that transaction began: with the id, the transaction (a key used again after its
+    /// window reuses the id).
+    pub began: u64,
     /// What was authorised.
     pub payment: Payment,
     /// Where it stands.
@@ -129,8 +132,10 @@ struct Ledger {
 }
 
 impl Ledger {
-    fn find(&mut self, tx: &TxId) -> Option<&mut Authorisation> {
-        self.authorisations.iter_mut().find(|a| &a.tx_id == tx)
+    fn find(&mut self, tx: &TxId, began: u64) -> Option<&mut Authorisation> {
+        self.authorisations
+            .iter_mut()
+            .find(|a| &a.tx_id == tx && a.began == began)
     }
 
     fn with(&self, status: AuthStatus) -> BTreeMap<TxId, Payment> {
@@ -232,9 +237,10 @@ impl Hooks for CardGateway {
             )));
         }
         // Idempotent per transaction: a repeated authorisation finds the first.
-        if l.find(call.tx_id).is_none() {
+        if l.find(call.tx_id, call.began).is_none() {
             l.authorisations.push(Authorisation {
                 tx_id: call.tx_id.clone(),
+                began: call.began,
                 payment: payment.clone(),
                 status: AuthStatus::Held,
             });
@@ -245,7 +251,10 @@ impl Hooks for CardGateway {
     async fn confirm(&self, call: Call<'_, Payment>) -> Result<(), HookError> {
         let mut l = self.ledger()?;
         // Idempotent per transaction: a repeated capture finds it captured.
-        if let Some(a) = l.find(call.tx_id).filter(|a| a.status == AuthStatus::Held) {
+        if let Some(a) = l
+            .find(call.tx_id, call.began)
+            .filter(|a| a.status == AuthStatus::Held)
+        {
             a.status = AuthStatus::Captured;
         }
         Ok(())
@@ -254,7 +263,10 @@ impl Hooks for CardGateway {
     async fn cancel(&self, call: Call<'_, Payment>) -> Result<(), HookError> {
         let mut l = self.ledger()?;
         // Also called for a reservation that never happened (an interrupted `reserve`).
-        if let Some(a) = l.find(call.tx_id).filter(|a| a.status == AuthStatus::Held) {
+        if let Some(a) = l
+            .find(call.tx_id, call.began)
+            .filter(|a| a.status == AuthStatus::Held)
+        {
             a.status = AuthStatus::Voided;
         }
         l.voided.insert(call.tx_id.clone());

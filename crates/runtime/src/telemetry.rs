@@ -257,6 +257,20 @@ impl Metrics {
         );
     }
 
+    /// An operator's action (`recover`, `abort`) by its result (`done`, or the refusal's or
+    /// failure's code), and without the result (every action asked).
+    pub fn operator_action(&self, action: &str, result: &str) {
+        self.emit(
+            &[
+                ("Function", self.function.as_str()),
+                ("Action", action),
+                ("Result", result),
+            ],
+            &[&["Action"], &["Action", "Result"]],
+            &[("OperatorActions", Unit::Count, 1)],
+        );
+    }
+
     /// One batch of stream records handled by the stream processor.
     pub fn stream_batch(&self, batch: &StreamBatch) {
         let mut metrics = vec![
@@ -331,6 +345,8 @@ mod tests {
             attempts: 0,
             retry_after: None,
             recovery_asked: None,
+            decided_at: None,
+            operator_actions: vec![],
         })
     }
 

@@ -2,6 +2,7 @@
 
 mod cli;
 mod conformance;
+mod console;
 mod serve;
 mod token;
 
@@ -23,7 +24,7 @@ const EXIT_CODES: &str = "Exit codes: 0 committed / done, 1 aborted, 2 error, 3 
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run the local stack: HTTP API, DynamoDB Local, sweeper.
+    /// Run the local stack: HTTP API, an embedded DynamoDB engine (or DynamoDB Local), sweeper.
     Serve(serve::ServeArgs),
     /// Submit a transaction from a JSON file (`-` reads standard input).
     Submit {
@@ -59,6 +60,9 @@ enum Command {
     /// Play the participant conformance checks over HTTP against a running service (any
     /// language): exit 0 if it passes every one, 1 if not (docs/participants.md).
     Conformance(conformance::ConformanceArgs),
+    /// Serve the operator console on 127.0.0.1 for the stack at --url, relaying its operator
+    /// calls signed with your AWS credentials (SigV4), or with --token for a local stack.
+    Console(console::ConsoleArgs),
     /// Mint a WebSocket token with the local stack's key (its data folder's).
     Token(token::TokenArgs),
     /// Show one item.
@@ -107,6 +111,7 @@ async fn main() -> ExitCode {
             }
         }),
         Command::Token(args) => token::mint(args, cli.common.json),
+        Command::Console(args) => console::run(&cli.common, args).await,
     };
     match result {
         Ok(code) => ExitCode::from(code),
@@ -119,7 +124,11 @@ async fn main() -> ExitCode {
 
 fn init_stderr_logs() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
-        tracing_subscriber::EnvFilter::new("info,aws_config=warn,aws_smithy_runtime=warn")
+        // The embedded engine (dynoxide) warns of every error it answers: a failed condition
+        // is an answer the protocol expects, not news.
+        tracing_subscriber::EnvFilter::new(
+            "info,aws_config=warn,aws_smithy_runtime=warn,dynoxide=error",
+        )
     });
     tracing_subscriber::fmt()
         .with_env_filter(filter)

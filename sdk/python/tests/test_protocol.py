@@ -227,3 +227,45 @@ def test_the_moves_and_the_inquiry_table_are_the_rust_sdks():
         Phase.CANCELLED: ("prevented", "prevented"),
         Phase.ABORTED: ("prevented", "prevented"),
     }
+
+
+WEEK = 7 * 24 * 3_600_000
+
+
+def again(action, tx, **more):
+    """A message of a later transaction under `tx`'s id: its Idempotency-Key used again after
+    its 7-day window (the same id, a later `began`)."""
+    return req(action, tx, deadline=DEADLINE + WEEK + 1, began=DEADLINE + WEEK - 4_999, **more)
+
+
+def test_a_key_used_again_after_its_window_is_a_new_transaction_here(participant, hooks, clock, tx):
+    # GIVEN a transaction committed here, its record long expired
+    participant.prepare(req("prepare", tx))
+    assert participant.commit(req("commit", tx)) == {"result": "done"}
+    clock.now += WEEK
+    # WHEN the same key names a new transaction: the former's state answers nothing for it
+    assert participant.inquire(again("inquire", tx, prevent=False)) == {"inquiry": "open"}
+    assert participant.prepare(again("prepare", tx)) == {"vote": "yes", "mode": "exclusive"}
+    assert participant.inquire(again("inquire", tx, prevent=False)) == {"inquiry": "held"}
+    assert participant.commit(again("commit", tx)) == {"result": "done"}
+    # THEN it reserved and confirmed again, as its own transaction
+    assert (hooks.count("reserve"), hooks.count("confirm")) == (2, 2)
+    assert participant.store.get(tx).began == DEADLINE + WEEK - 4_999
+    # AND the former's late messages replace nothing of the new one's
+    assert participant.commit(req("commit", tx))["result"] == "violation"
+    with pytest.raises(Exception, match="later than this message"):
+        participant.abort(req("abort", tx))
+    assert participant.store.get(tx).phase is Phase.CONFIRMED
+
+
+@pytest.mark.parametrize("prevent", [False, True])
+def test_an_abort_or_prevent_of_a_key_used_again_is_recorded_over_the_former(participant, hooks, clock, tx, prevent):
+    participant.prepare(req("prepare", tx))
+    participant.commit(req("commit", tx))
+    clock.now += WEEK
+    if prevent:
+        assert participant.inquire(again("inquire", tx, prevent=True)) == {"inquiry": "prevented"}
+    else:
+        assert participant.abort(again("abort", tx)) == {"result": "done"}
+    assert participant.prepare(again("prepare", tx))["reason"] == "fenced"
+    assert (hooks.count("reserve"), hooks.count("cancel")) == (1, 0)

@@ -104,6 +104,42 @@ test("commit confirms once and a duplicate is already done; a late prepare is fe
   assert.deepEqual(hooks.calls, { reserve: 1, confirm: 1, cancel: 0 });
 });
 
+test("a key used again after its window is a new transaction here, under the same id", async () => {
+  // GIVEN a transaction committed here, its record long expired (the coordinator's 7 days)
+  const { p, hooks, prepare, env, clock, states, txId } = world();
+  await p.prepare(prepare);
+  assert.deepEqual(await p.commit(env), { result: "done" });
+  // WHEN the same Idempotency-Key names a new transaction: the same id, a later `began`
+  clock.now += 8 * 24 * 3_600_000;
+  const again = { ...env, deadline: clock.now + 5_000, began: clock.now };
+  // THEN the former's state refuses and answers nothing for it: it holds, commits, and is held till then
+  assert.deepEqual(await p.inquire({ ...again, prevent: false }), { inquiry: "open" });
+  assert.deepEqual(await p.prepare({ ...prepare, ...again }), { vote: "yes", mode: "exclusive" });
+  assert.deepEqual(await p.inquire({ ...again, prevent: false }), { inquiry: "held" });
+  assert.deepEqual(await p.commit(again), { result: "done" });
+  assert.deepEqual(hooks.calls, { reserve: 2, confirm: 2, cancel: 0 });
+  assert.equal((await states.get(txId))?.began, again.began);
+  // and the former's late messages are answered by nothing of the new one's
+  assert.equal((await p.commit(env)).result, "violation", "the former's state was replaced");
+  await assert.rejects(p.abort(env), /later than this message/);
+  assert.equal((await states.get(txId))?.phase, "confirmed", "a late abort replaces nothing");
+});
+
+test("an abort or a prevent of a key used again is recorded over the former's state", async () => {
+  for (const prevent of [false, true]) {
+    const { p, hooks, prepare, env, clock } = world();
+    await p.prepare(prepare);
+    await p.commit(env);
+    clock.now += 8 * 24 * 3_600_000;
+    const again = { ...env, deadline: clock.now + 5_000, began: clock.now };
+    if (prevent) assert.deepEqual(await p.inquire({ ...again, prevent }), { inquiry: "prevented" });
+    else assert.deepEqual(await p.abort(again), { result: "done" });
+    const late = await p.prepare({ ...prepare, ...again });
+    assert.equal(late.vote === "no" && late.reason, "fenced", `prevent: ${prevent}`);
+    assert.deepEqual(hooks.calls, { reserve: 1, confirm: 1, cancel: 0 });
+  }
+});
+
 test("abort cancels once and a duplicate is already done", async () => {
   const { p, hooks, prepare, env } = world();
   await p.prepare(prepare);

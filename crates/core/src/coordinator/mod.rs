@@ -12,11 +12,13 @@
 
 mod heat;
 mod native;
+mod operator;
 mod path;
 mod recover;
 mod types;
 
 use native::NativeAnswer;
+pub use operator::Acted;
 pub use types::{Answered, CommitMode, CoordinatorConfig, Finish, Outcome, SubmitError, Submitted};
 
 use std::ops::ControlFlow;
@@ -147,7 +149,7 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
                 .commit_natively(native, &record, idempotency_key.is_some())
                 .await?
             {
-                NativeAnswer::Answered(answer) => return Ok(Answered::done(answer)),
+                NativeAnswer::Answered(answer) => return Ok(Answered::done(*answer)),
                 NativeAnswer::GaveWay { marks } => {
                     info!(tx_id = %record.tx_id, "an item is held, busy or hot: the protocol path instead");
                     (self.protocol_path(&record), marks)
@@ -279,9 +281,11 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
     /// resolves them by the lock rule.
     async fn abandon(&self, record: &TxRecord, cause: PortError) -> Result<Begun, SubmitError> {
         warn!(tx_id = %record.tx_id, error = %cause, "staged put failed after the prepares went out: aborting them");
+        let now = self.clock.now_ms();
         let aborting = TxRecord {
             status: TxStatus::Aborting,
-            updated_at: self.clock.now_ms(),
+            updated_at: now,
+            decided_at: Some(now),
             ..record.clone()
         };
         let unavailable = unavailable(&record.tx_id);

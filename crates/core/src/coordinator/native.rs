@@ -24,7 +24,7 @@ use super::{Coordinator, SubmitError, Submitted, unavailable};
 /// How a native attempt ended: answered, or given way to the protocol.
 pub(super) enum NativeAnswer {
     /// Committed, aborted by an item's own refusal, or a replay's record found.
-    Answered(Submitted),
+    Answered(Box<Submitted>),
     /// The protocol holds an item, another request was writing one, or one is marked hot: the
     /// transaction takes the protocol path, each item's prepare writing the heat mark that
     /// `marks` holds for it (the contention this attempt saw).
@@ -48,7 +48,7 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
         record: &TxRecord,
         keyed: bool,
     ) -> Result<NativeAnswer, SubmitError> {
-        let answered = |s| Ok(NativeAnswer::Answered(s));
+        let answered = |s| Ok(NativeAnswer::Answered(Box::new(s)));
         let Some(writes) = native_writes(record) else {
             // `rules::native` admits only direct tables.
             return Ok(NativeAnswer::GaveWay { marks: vec![] });
@@ -56,6 +56,7 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
         let committed = TxRecord {
             status: TxStatus::Committed,
             votes: writes.iter().map(|_| Vote::yes(Mode::Exclusive)).collect(),
+            decided_at: Some(record.created_at),
             ..record.clone()
         };
         let items = match self.write_natively(native, &committed, &writes).await? {
@@ -78,10 +79,12 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
             // path reports it properly.
             return Ok(NativeAnswer::GaveWay { marks: vec![] });
         }
+        let now = self.clock.now_ms();
         let aborted = TxRecord {
             status: TxStatus::Aborted,
             votes,
-            updated_at: self.clock.now_ms(),
+            updated_at: now,
+            decided_at: Some(now),
             ..record.clone()
         };
         match self

@@ -9,11 +9,11 @@ use serde_json::Value;
 
 use crate::decimal::Decimal;
 use crate::ids::TxId;
-use crate::item::{FenceEntry, ItemState, Key, canonical_key};
+use crate::item::{FenceEntry, ItemState, Key, Lock, canonical_key};
 use crate::layout::{LAST_TX, VERSION};
 use crate::message::Prune;
 use crate::op::{Comparator, Condition, Operation};
-use crate::ports::PortError;
+use crate::ports::{Completion, PortError};
 use crate::rules::{self, EscrowSeen, Seen};
 
 pub(super) fn poisoned(what: &str) -> PortError {
@@ -168,9 +168,16 @@ pub(super) fn release(
     }
 }
 
-/// Whether `tx` holds the item (its lock or a reservation).
-pub(super) fn held(item: &ItemState, tx: &TxId) -> bool {
-    item.lock.as_ref().is_some_and(|l| &l.tx_id == tx) || item.reservations.contains_key(tx)
+/// Whether `tx`, begun at `began`, holds the item (its lock or a reservation).
+pub(super) fn held(item: &ItemState, tx: &TxId, began: u64) -> bool {
+    let mine = |l: &Lock| l.is_of(tx, began);
+    item.lock.as_ref().is_some_and(mine) || item.reservations.get(tx).is_some_and(mine)
+}
+
+/// Whether the holder's release of `c` may write: `c.tx` holds the item, and no fence entry
+/// stands under its id where its own is to go (a former transaction's is retired first).
+pub(super) fn releases(item: &ItemState, c: &Completion<'_>) -> bool {
+    held(item, c.tx, c.entry.began) && !item.fence.contains_key(c.tx)
 }
 
 /// The escrow of a released reservation of `op`, whose changes the value now holds (`applied`:

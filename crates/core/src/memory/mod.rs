@@ -15,7 +15,7 @@ mod txlog;
 
 use eval::{
     apply, bump, business_holds, escrow_admits, held, key_id, number_of, poisoned, prune_fits,
-    release, seen,
+    release, releases, seen,
 };
 pub use native::MemoryNative;
 pub use txlog::MemoryTxLog;
@@ -29,7 +29,6 @@ use crate::decimal::Decimal;
 use crate::ids::TxId;
 use crate::item::{Escrow, FenceEntry, ItemState, Key, Lock, StoredReservation};
 use crate::layout::VERSION;
-use crate::op::Operation;
 use crate::ports::{CompleteWrite, Completion, ParticipantStore, PortError, PrepareWrite};
 use crate::rules::{self, AbortStep, FenceOut, PrepareStep, Seen};
 use crate::service::KeySchema;
@@ -147,7 +146,7 @@ impl ParticipantStore for MemoryItems {
         let op = c.op;
         // A delete's tombstone takes the higher horizon (read, then replace); any other commit
         // is refused if the horizon rose above the planned one.
-        let admit = |i: &ItemState| held(i, c.tx) && (op.delete || prune_fits(i, c.prune));
+        let admit = |i: &ItemState| releases(i, c) && (op.delete || prune_fits(i, c.prune));
         self.write(table, key, admit, |item| {
             if op.delete {
                 let version = item.attributes.get(VERSION).cloned();
@@ -171,7 +170,7 @@ impl ParticipantStore for MemoryItems {
         key: &Key,
         c: &Completion<'_>,
     ) -> Result<CompleteWrite, PortError> {
-        let admit = |i: &ItemState| held(i, c.tx) && prune_fits(i, c.prune);
+        let admit = |i: &ItemState| releases(i, c) && prune_fits(i, c.prune);
         self.write(table, key, admit, |item| {
             release(item, c.tx, false, Some(c.entry), c.prune);
             Ok(())
@@ -321,18 +320,34 @@ impl ParticipantStore for MemoryItems {
         &self,
         table: &str,
         key: &Key,
-        tx: &TxId,
-        _op: &Operation,
+        holder: &Lock,
     ) -> Result<CompleteWrite, PortError> {
+        let tx = &holder.tx_id;
         self.write(
             table,
             key,
-            |i| held(i, tx),
+            |i| held(i, tx, holder.began),
             |item| {
                 release(item, tx, false, None, None);
                 Ok(())
             },
         )
+    }
+
+    async fn retire(
+        &self,
+        table: &str,
+        key: &Key,
+        tx: &TxId,
+        former: FenceEntry,
+        horizon: u64,
+    ) -> Result<CompleteWrite, PortError> {
+        let admit = |i: &ItemState| i.fence.get(tx) == Some(&former) && i.horizon <= horizon;
+        self.write(table, key, admit, |item| {
+            item.fence.remove(tx);
+            item.horizon = horizon;
+            Ok(())
+        })
     }
 
     async fn expired_locks(
@@ -410,7 +425,8 @@ mod tests {
         let (log, items) = (MemoryTxLog::default(), MemoryItems::default());
         items.put("ledger", &number_key("1"), BTreeMap::new());
         let native = MemoryNative::new(log.clone(), items.clone());
-        let op = Operation::from_json("op", &serde_json::json!({"add": {"n": 1}})).expect("op");
+        let op = crate::op::Operation::from_json("op", &serde_json::json!({"add": {"n": 1}}))
+            .expect("op");
         let (a, b) = (number_key("1"), number_key("1.0"));
         let writes = [
             NativeWrite {

@@ -1,10 +1,12 @@
-//! The transaction log in memory: conditional status swaps, the overdue query, the backoff.
+//! The transaction log in memory: conditional status swaps, the overdue query, the backoff,
+//! and what an operator lists and notes.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use crate::ids::TxId;
-use crate::ports::{Created, PortError, Swapped, TxLog, check_transition};
+use crate::operator::{ActionNote, Counts, ListCursor, ListPage, ListQuery};
+use crate::ports::{Created, OperatorLog, PortError, Swapped, TxLog, check_transition};
 use crate::record::{TxRecord, Vote};
 use crate::status::TxStatus;
 
@@ -17,6 +19,12 @@ pub struct MemoryTxLog {
 }
 
 impl MemoryTxLog {
+    /// Removes `tx`'s record, as its time-to-live (`expireAt`) does once it ended: its id may
+    /// begin again (an idempotency key used after its window).
+    pub fn expire(&self, tx: &TxId) {
+        let _ = self.with(|r| r.remove(tx));
+    }
+
     fn with<T>(&self, f: impl FnOnce(&mut BTreeMap<TxId, TxRecord>) -> T) -> Result<T, PortError> {
         let mut records = self.records.lock().map_err(|_| poisoned("log"))?;
         Ok(f(&mut records))
@@ -60,8 +68,9 @@ impl TxLog for MemoryTxLog {
         })
     }
 
-    async fn create_aborted(&self, tx: &TxId, now: u64) -> Result<Created, PortError> {
-        self.create(&TxRecord::never_began(tx, now)).await
+    async fn create_aborted(&self, tx: &TxId, began: u64, now: u64) -> Result<Created, PortError> {
+        self.create(&TxRecord::never_began(tx, now).created(began))
+            .await
     }
 
     async fn overdue(&self, now: u64, limit: usize) -> Result<Vec<TxRecord>, PortError> {
@@ -110,6 +119,81 @@ impl TxLog for MemoryTxLog {
                 true
             }
             _ => false,
+        })
+    }
+}
+
+impl OperatorLog for MemoryTxLog {
+    async fn list(&self, q: &ListQuery) -> Result<ListPage, PortError> {
+        self.with(|r| {
+            // The index's entries, in its order: (deadline, id) ascending for unfinished records;
+            // (end, id) descending for ended ones (the end is a terminal record's `updatedAt`).
+            let ended = q.ended();
+            let mut entries: Vec<(ListCursor, &TxRecord)> = r
+                .values()
+                .filter(|x| x.status.is_terminal() == ended)
+                .map(|x| {
+                    let at = if ended { x.updated_at } else { x.deadline };
+                    let c = ListCursor {
+                        at,
+                        tx_id: x.tx_id.clone(),
+                    };
+                    (c, x)
+                })
+                .filter(|(c, _)| match ended {
+                    true => q.since.is_none_or(|s| c.at >= s) && q.until.is_none_or(|u| c.at < u),
+                    false => q.overdue_at.is_none_or(|o| c.at < o),
+                })
+                .filter(|(c, _)| match (&q.after, ended) {
+                    (None, _) => true,
+                    (Some(a), false) => c > a,
+                    (Some(a), true) => c < a,
+                })
+                .collect();
+            entries.sort_by(|a, b| if ended { b.0.cmp(&a.0) } else { a.0.cmp(&b.0) });
+            let limit = q.limit.max(1);
+            let next = (entries.len() > limit).then(|| entries[limit - 1].0.clone());
+            entries.truncate(limit);
+            ListPage {
+                records: entries
+                    .into_iter()
+                    .map(|(_, x)| x)
+                    .filter(|x| q.admits(x))
+                    .cloned()
+                    .collect(),
+                next,
+            }
+        })
+    }
+
+    async fn counts(&self, since: u64, now: u64) -> Result<Counts, PortError> {
+        self.with(|r| {
+            let mut c = Counts {
+                since,
+                ..Counts::default()
+            };
+            for x in r.values() {
+                match x.status {
+                    TxStatus::Committed if x.updated_at >= since => c.committed += 1,
+                    TxStatus::Aborted if x.updated_at >= since => c.aborted += 1,
+                    s if !s.is_terminal() => {
+                        c.pending += 1;
+                        c.overdue += u64::from(x.deadline < now);
+                    }
+                    _ => {}
+                }
+            }
+            c
+        })
+    }
+
+    async fn note_action(&self, tx: &TxId, note: &ActionNote) -> Result<bool, PortError> {
+        self.with(|r| match r.get_mut(tx) {
+            Some(x) => {
+                x.operator_actions.push(note.clone());
+                true
+            }
+            None => false,
         })
     }
 }

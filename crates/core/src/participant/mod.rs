@@ -31,7 +31,8 @@ use crate::ports::{
 };
 use crate::record::{TxRecord, Vote, VoteReason};
 use crate::rules::{
-    self, AbortStep, CommitStep, InquiryStep, Reply, Resolution, Seen, Shape, Violation,
+    self, AbortStep, CommitStep, InquiryStep, OwnerRecord, Reply, Resolution, Seen, Shape,
+    Violation,
 };
 use crate::status::TxStatus;
 
@@ -320,6 +321,7 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
                         source: "the store refused a commit whose lock it holds".into(),
                     });
                 }
+                CommitStep::Retire => self.retire(table, &req.key, req, item.as_deref()).await?,
                 CommitStep::Answer(reply) => {
                     if reply == Reply::AlreadyDone
                         && seen.entry.is_none()
@@ -378,6 +380,9 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
                 // Someone else's lock, or none: fence the transaction out.
                 AbortStep::FenceOut if unfenced => return Ok(CompleteReply::Done),
                 AbortStep::FenceOut => release = false,
+                // A former transaction's entry under its id is in the way: retire it, then
+                // the same write again.
+                AbortStep::Retire => self.retire(table, &req.key, req, item.as_deref()).await?,
                 AbortStep::Answer(reply) => {
                     return Ok(answer(reply, table, &req.key, &req.tx_id, item.as_deref()));
                 }
@@ -409,7 +414,9 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
             let item = self.store.read(table, &req.key).await?;
             return match rules::inquire(seen(item.as_ref()), false) {
                 InquiryStep::Answer(a) => answer(a),
-                InquiryStep::Fence | InquiryStep::Bury => answer(Inquiry::Open),
+                InquiryStep::Fence | InquiryStep::Bury | InquiryStep::Retire => {
+                    answer(Inquiry::Open)
+                }
             };
         }
         let entry = FenceEntry {
@@ -422,6 +429,14 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
         for _ in 0..6 {
             let write = match step {
                 InquiryStep::Answer(a) => return answer(a),
+                InquiryStep::Retire => {
+                    let item = self.store.read(table, &req.key).await?;
+                    let former = Former::of(item.as_ref(), &req.tx_id);
+                    self.retire_former(table, &req.key, &req.tx_id, former)
+                        .await?;
+                    step = InquiryStep::Fence;
+                    continue;
+                }
                 InquiryStep::Fence => {
                     self.store
                         .fence_aborted(
@@ -467,11 +482,12 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
         let mut record = self.log.get(&owner.tx_id).await?;
         for _ in 0..4 {
             let now = self.clock.now_ms();
-            let status = record.as_ref().map(|r| r.status);
-            let past = record
-                .as_ref()
-                .map_or(now > owner.expires_at, |r| now > r.deadline);
-            match rules::resolve(status, past) {
+            let found = OwnerRecord::of(record.as_ref(), owner.began);
+            let past = match (&record, found) {
+                (Some(r), OwnerRecord::Found(_)) => now > r.deadline,
+                _ => now > owner.expires_at,
+            };
+            match rules::resolve(found, past) {
                 Resolution::OwnerLive => return Ok(Resolved::OwnerLive),
                 Resolution::Recover => {
                     self.ask_recovery(table, key, owner, record.as_ref(), now)
@@ -479,7 +495,11 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
                     return Ok(Resolved::NeedsRecovery);
                 }
                 Resolution::RecordAborted => {
-                    match self.log.create_aborted(&owner.tx_id, now).await? {
+                    match self
+                        .log
+                        .create_aborted(&owner.tx_id, owner.began, now)
+                        .await?
+                    {
                         // The owner never began: it is now recorded aborted and can never begin.
                         Created::New => {
                             warn!(tx_id = %owner.tx_id, table, "lock of a transaction that never began: recorded it ABORTED");
@@ -504,10 +524,9 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
                     return Ok(Resolved::Aborted);
                 }
                 Resolution::DropStale => {
-                    error!(tx_id = %owner.tx_id, table, key = %show_key(key),
-                        "stale lock of a COMMITTED transaction found; removing it without applying its operation");
-                    let op = &owner.op;
-                    self.store.drop_lock(table, key, &owner.tx_id, op).await?;
+                    error!(tx_id = %owner.tx_id, table, key = %show_key(key), ?found,
+                        "stale lock of an ended transaction found (its record COMMITTED, or another's under its id); removing it without applying its operation");
+                    self.store.drop_lock(table, key, owner).await?;
                     return Ok(Resolved::DroppedStale);
                 }
             }
@@ -577,6 +596,37 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
         acknowledged(reply, || format!("aborting {} on {table}", owner.tx_id))
     }
 
+    /// Retires the former transaction's entry under `req`'s id that `item` holds (its commit or
+    /// abort found it in the way of its own).
+    async fn retire(
+        &self,
+        table: &str,
+        key: &Key,
+        req: &CompleteRequest,
+        item: Option<&ItemState>,
+    ) -> Result<(), PortError> {
+        let former = Former::of(item, &req.tx_id);
+        self.retire_former(table, key, &req.tx_id, former).await
+    }
+
+    /// One retiring write (`ParticipantStore::retire`); refused, the caller reads the item
+    /// again and the rules say what next.
+    async fn retire_former(
+        &self,
+        table: &str,
+        key: &Key,
+        tx: &TxId,
+        former: Option<Former>,
+    ) -> Result<(), PortError> {
+        let Some(Former { entry, horizon }) = former else {
+            return Ok(()); // gone meanwhile
+        };
+        warn!(tx_id = %tx, table, key = %show_key(key), former_began = entry.began,
+            "fence entry of a former transaction under this id (its idempotency key used again after its record expired): retired, the horizon raised over it");
+        self.store.retire(table, key, tx, entry, horizon).await?;
+        Ok(())
+    }
+
     /// What a commit or abort of `req` writes: its fence entry (`outcome`), its prune, the hint.
     fn completion<'a>(&self, outcome: FenceOutcome, req: &'a CompleteRequest) -> Completion<'a> {
         Completion {
@@ -644,6 +694,25 @@ fn answer(
         ),
     };
     violation(table, key, tx, &what)
+}
+
+/// A former transaction's entry under a transaction's id, and the horizon retiring it sets: at
+/// least its `began` and the horizon as read (a prune's, `rules::plan_prune`: nothing of the
+/// former transaction may land again).
+struct Former {
+    entry: FenceEntry,
+    horizon: u64,
+}
+
+impl Former {
+    fn of(item: Option<&ItemState>, tx: &TxId) -> Option<Former> {
+        let item = item?;
+        let entry = *item.fence.get(tx)?;
+        Some(Former {
+            entry,
+            horizon: item.horizon.max(entry.began),
+        })
+    }
 }
 
 fn complete_request(owner: &Lock, key: &Key) -> CompleteRequest {

@@ -184,13 +184,15 @@ fn lock_owner(item: Option<&ItemState>) -> Vec<Lock> {
     item.and_then(|i| i.lock.clone()).into_iter().collect()
 }
 
-/// Other transactions' reservations on the item (only the expired ones, if `expired_only`).
+/// Other transactions' reservations on the item (only the expired ones, if `expired_only`, and
+/// a former transaction's under the lock's id, which must go for it to reserve).
 fn reservations(item: Option<&ItemState>, lock: &Lock, now: u64, expired_only: bool) -> Vec<Lock> {
     item.map(|i| {
         i.reservations
-            .iter()
-            .filter(|(id, r)| **id != lock.tx_id && (!expired_only || now > r.expires_at))
-            .map(|(_, r)| r.clone())
+            .values()
+            .filter(|r| !r.is_of(&lock.tx_id, lock.began))
+            .filter(|r| !expired_only || now > r.expires_at || r.tx_id == lock.tx_id)
+            .cloned()
             .collect()
     })
     .unwrap_or_default()
@@ -311,7 +313,7 @@ mod tests {
             tx.clone(),
             FenceEntry {
                 outcome: FenceOutcome::Committed,
-                began: 1,
+                began: 95, // the lock's: its own entry
             },
         );
         let r = classify_refusal(

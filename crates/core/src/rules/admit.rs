@@ -95,7 +95,8 @@ pub fn prepare(seen: Seen, creates: bool) -> PrepareStep {
 
 /// The reservation rule, for a commuting operation: like [`prepare`] (its own hold with another
 /// operation refused, its own reservation a retry), but other reservations may
-/// stand beside it, only a lock excludes it, and it waits while an exclusive operation does or
+/// stand beside it, only a lock (or a former transaction's reservation under its id:
+/// [`Seen::former_reservation`]) excludes it, and it waits while an exclusive operation does or
 /// while the item holds as many reservations as it takes (`full`). Its own bounds against the
 /// escrowed extremes are the operation's own conditions ([`escrow`]): a refused write that this
 /// admits failed one of them (`Business`).
@@ -116,6 +117,11 @@ pub fn reserve(seen: Seen, full: bool) -> PrepareStep {
     }
     if let Holder::Other { expired } = seen.holder {
         return refuse(if expired { ResolveOwner } else { Locked });
+    }
+    if seen.former_reservation {
+        // A former transaction under this id holds the one reservation the id has room for:
+        // the lock rule settles it (its record is gone, or a later transaction's) first.
+        return refuse(ResolveOwner);
     }
     if seen.shape != Shape::Real {
         return refuse(NotFound(seen.shape));

@@ -2,6 +2,7 @@
 //! compare-and-swap found ([`after_lost_decide`], [`after_lost_finalize`]) and recovery
 //! ([`recovery`], [`completer_recovers`]).
 
+use crate::record::TxRecord;
 use crate::status::{Decision, TxStatus};
 
 /// What a resolver does about an expired lock's owner (`docs/protocol.md`, "The lock rule"): an expired lock
@@ -21,8 +22,9 @@ pub enum Resolution {
     RollForward,
     /// Owner `ABORTING` or `ABORTED`: abort it on this item.
     AbortHere,
-    /// Owner `COMMITTED`: every participant acknowledged before that was written, so this lock
-    /// is a stale duplicate that slipped past the fence: drop it without applying it.
+    /// Owner `COMMITTED`, or its record superseded (a later transaction's under the same id:
+    /// its own ended and expired): every participant acknowledged before its record ended, so
+    /// this lock is a stale duplicate that slipped past the fence: drop it without applying it.
     DropStale,
     /// Owner `STAGING` past its deadline: it may be committed implicitly (every participant
     /// holding it), so nobody aborts it from one item. Its record is recovered as a whole
@@ -31,19 +33,48 @@ pub enum Resolution {
     Recover,
 }
 
-/// The lock rule, from the owner's record (`None`: missing) and whether its deadline passed (a
-/// missing record's deadline is the lock's expiry: a live lock of a missing record is left
-/// alone, as a staged coordinator, which writes its record with its prepares, needs).
-pub fn resolve(owner: Option<TxStatus>, deadline_passed: bool) -> Resolution {
-    match owner {
-        None if deadline_passed => Resolution::RecordAborted,
-        None => Resolution::OwnerLive,
-        Some(TxStatus::Preparing) if deadline_passed => Resolution::DecideAbort,
-        Some(TxStatus::Staging) if deadline_passed => Resolution::Recover,
-        Some(TxStatus::Preparing | TxStatus::Staging) => Resolution::OwnerLive,
-        Some(TxStatus::Committing) => Resolution::RollForward,
-        Some(TxStatus::Aborting | TxStatus::Aborted) => Resolution::AbortHere,
-        Some(TxStatus::Committed) => Resolution::DropStale,
+/// What the lock rule finds under a holder's id in the transactions table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum OwnerRecord {
+    /// No record.
+    Missing,
+    /// The owner's record (its `createdAt` is the hold's `began`), with its status.
+    Found(TxStatus),
+    /// A record of another transaction under the same id (its `createdAt` is not the hold's
+    /// `began`): the idempotency key was used again after the owner's record expired, which it
+    /// did only once terminal.
+    Superseded,
+}
+
+impl OwnerRecord {
+    /// The record `record` (read under the holder's id) for a hold that began at `began`.
+    pub fn of(record: Option<&TxRecord>, began: u64) -> OwnerRecord {
+        match record {
+            None => OwnerRecord::Missing,
+            Some(r) if r.created_at == began => OwnerRecord::Found(r.status),
+            Some(_) => OwnerRecord::Superseded,
+        }
+    }
+}
+
+/// The lock rule, from the owner's record and whether its deadline passed (a missing record's
+/// deadline is the lock's expiry: a live lock of a missing record is left alone, as a staged
+/// coordinator, which writes its record with its prepares, needs). A superseded record is
+/// read as a `COMMITTED` one: the owner ended long ago, every participant acknowledging.
+pub fn resolve(owner: OwnerRecord, deadline_passed: bool) -> Resolution {
+    let status = match owner {
+        OwnerRecord::Missing if deadline_passed => return Resolution::RecordAborted,
+        OwnerRecord::Missing => return Resolution::OwnerLive,
+        OwnerRecord::Superseded => return Resolution::DropStale,
+        OwnerRecord::Found(status) => status,
+    };
+    match status {
+        TxStatus::Preparing if deadline_passed => Resolution::DecideAbort,
+        TxStatus::Staging if deadline_passed => Resolution::Recover,
+        TxStatus::Preparing | TxStatus::Staging => Resolution::OwnerLive,
+        TxStatus::Committing => Resolution::RollForward,
+        TxStatus::Aborting | TxStatus::Aborted => Resolution::AbortHere,
+        TxStatus::Committed => Resolution::DropStale,
     }
 }
 
@@ -132,15 +163,37 @@ mod tests {
 
     #[test]
     fn the_lock_rule_follows_the_owners_record() {
+        use OwnerRecord::{Found, Missing};
         use TxStatus::*;
-        assert_eq!(resolve(None, true), Resolution::RecordAborted);
-        assert_eq!(resolve(None, false), Resolution::OwnerLive);
-        assert_eq!(resolve(Some(Preparing), false), Resolution::OwnerLive);
-        assert_eq!(resolve(Some(Preparing), true), Resolution::DecideAbort);
-        assert_eq!(resolve(Some(Committing), true), Resolution::RollForward);
-        assert_eq!(resolve(Some(Aborting), true), Resolution::AbortHere);
-        assert_eq!(resolve(Some(Aborted), false), Resolution::AbortHere);
-        assert_eq!(resolve(Some(Committed), true), Resolution::DropStale);
+        assert_eq!(resolve(Missing, true), Resolution::RecordAborted);
+        assert_eq!(resolve(Missing, false), Resolution::OwnerLive);
+        assert_eq!(resolve(Found(Preparing), false), Resolution::OwnerLive);
+        assert_eq!(resolve(Found(Preparing), true), Resolution::DecideAbort);
+        assert_eq!(resolve(Found(Committing), true), Resolution::RollForward);
+        assert_eq!(resolve(Found(Aborting), true), Resolution::AbortHere);
+        assert_eq!(resolve(Found(Aborted), false), Resolution::AbortHere);
+        assert_eq!(resolve(Found(Committed), true), Resolution::DropStale);
+    }
+
+    #[test]
+    fn a_hold_whose_record_was_superseded_under_its_id_is_dropped_as_stale() {
+        let record = |created_at, status| TxRecord {
+            status,
+            created_at,
+            ..TxRecord::never_began(&crate::ids::TxId::random(), 1)
+        };
+        let later = record(2_000, TxStatus::Committing);
+        assert_eq!(
+            OwnerRecord::of(Some(&later), 2_000),
+            OwnerRecord::Found(TxStatus::Committing)
+        );
+        let of_former = OwnerRecord::of(Some(&later), 1_000);
+        assert_eq!(of_former, OwnerRecord::Superseded);
+        // Never rolled forward under the later transaction's decision, whatever it is.
+        for deadline_passed in [false, true] {
+            assert_eq!(resolve(of_former, deadline_passed), Resolution::DropStale);
+        }
+        assert_eq!(OwnerRecord::of(None, 1_000), OwnerRecord::Missing);
     }
 
     #[test]
@@ -191,11 +244,9 @@ mod tests {
 
     #[test]
     fn a_staging_owner_is_never_aborted_for_its_deadline_alone() {
-        assert_eq!(
-            resolve(Some(TxStatus::Staging), false),
-            Resolution::OwnerLive
-        );
-        assert_eq!(resolve(Some(TxStatus::Staging), true), Resolution::Recover);
+        let staging = OwnerRecord::Found(TxStatus::Staging);
+        assert_eq!(resolve(staging, false), Resolution::OwnerLive);
+        assert_eq!(resolve(staging, true), Resolution::Recover);
         assert_eq!(recovery(TxStatus::Staging, false), Recovery::Leave);
         assert_eq!(recovery(TxStatus::Staging, true), Recovery::Inquire);
         // PREPARING keeps today's rule: aborted once its deadline passed.

@@ -37,7 +37,7 @@ pub use admit::{
 pub use clock::age;
 pub(crate) use clock::too_far_ahead;
 pub use decide::{
-    AfterLostSwap, Recovery, Resolution, after_lost_decide, after_lost_finalize,
+    AfterLostSwap, OwnerRecord, Recovery, Resolution, after_lost_decide, after_lost_finalize,
     completer_recovers, decision, recovery, resolve,
 };
 pub use heat::{Heat, NativeFinding, heat};
@@ -120,6 +120,16 @@ pub struct Seen {
     /// key). Only a prepare and an inquiry know their operation ([`Seen::preparing`],
     /// [`Seen::inquiring`]); false for other steps.
     pub other_op: bool,
+    /// Whether the fence holds an entry under the transaction's id with another `began`: a
+    /// *former* transaction's (an idempotency key used again after its record expired; a
+    /// transaction is its id and its `began`). Not the transaction's own (`entry` is `None`),
+    /// but in the way of the one entry the id has room for: a step that writes the entry
+    /// retires it first (removes it and raises the horizon over its `began`, as a prune does).
+    pub former_entry: bool,
+    /// Whether a former transaction under the same id holds a reservation on the item (the
+    /// one attribute its id has, `txRes:<id>`): a holder whose record is gone, which the lock
+    /// rule settles before this transaction can reserve.
+    pub former_reservation: bool,
     /// Whether the item's heat mark is live: transactions were seen contending for it, so native
     /// writes give way to the protocol on it ([`native_write`], [`heat`]). Only native writes
     /// read it.
@@ -137,6 +147,8 @@ impl Seen {
         reserved_by_others: Others::None,
         paused: false,
         other_op: false,
+        former_entry: false,
+        former_reservation: false,
         hot: false,
     };
 
@@ -146,8 +158,12 @@ impl Seen {
     }
 
     /// What the rules read of `item` for transaction `tx` (which began at `began`) at time
-    /// `now` (no item: [`Seen::ABSENT`]).
+    /// `now` (no item: [`Seen::ABSENT`]). A transaction is its id and its `began`: a lock,
+    /// reservation or fence entry under its id with another `began` is a former transaction's
+    /// ([`Seen::former_entry`]).
     pub fn of(item: &ItemState, tx: &TxId, began: u64, now: u64) -> Seen {
+        let entry = item.fence.get(tx);
+        let reservation = item.reservations.get(tx);
         Seen {
             shape: if item.placeholder {
                 Shape::Placeholder
@@ -158,19 +174,19 @@ impl Seen {
             },
             holder: match &item.lock {
                 None => Holder::Nobody,
-                Some(l) if &l.tx_id == tx => Holder::Me,
+                Some(l) if l.is_of(tx, began) => Holder::Me,
                 Some(l) => Holder::Other {
                     expired: now > l.expires_at,
                 },
             },
-            entry: item.fence.get(tx).map(|e| e.outcome),
+            entry: entry.filter(|e| e.is_of(began)).map(|e| e.outcome),
             covered: began <= item.horizon,
-            reserved_by_me: item.reservations.contains_key(tx),
+            reserved_by_me: reservation.is_some_and(|r| r.began == began),
             reserved_by_others: {
-                let others = item.reservations.iter().filter(|(id, _)| *id != tx);
+                let others = item.reservations.values().filter(|r| !r.is_of(tx, began));
                 let mut expired = false;
                 let mut any = false;
-                for (_, r) in others {
+                for r in others {
                     any = true;
                     expired |= now > r.expires_at;
                 }
@@ -182,6 +198,8 @@ impl Seen {
             },
             paused: now < item.paused_until,
             other_op: false,
+            former_entry: entry.is_some_and(|e| !e.is_of(began)),
+            former_reservation: reservation.is_some_and(|r| r.began != began),
             hot: now < item.hot_until,
         }
     }
@@ -210,8 +228,8 @@ impl Seen {
         let own = item
             .lock
             .iter()
-            .filter(|l| &l.tx_id == tx)
-            .chain(item.reservations.get(tx));
+            .chain(item.reservations.get(tx))
+            .filter(|l| l.is_of(tx, began));
         let other_op = op.is_some_and(|op| own.into_iter().any(|held| !held.op.same_as(op)));
         Seen {
             other_op,

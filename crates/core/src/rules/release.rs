@@ -48,6 +48,10 @@ pub enum CommitStep {
     /// `committed` entry (one conditional write; pruning only if the horizon is not above the
     /// planned one, else without pruning).
     Apply,
+    /// The lock is the transaction's, and a former transaction's entry under its id
+    /// ([`Seen::former_entry`]) stands where its own is to go: retire that entry first (remove
+    /// it, raising the horizon over its `began`), then apply.
+    Retire,
     /// Answer without writing.
     Answer(Reply),
 }
@@ -59,6 +63,9 @@ pub enum CommitStep {
 /// anything else contradicts the decision.
 pub fn commit(seen: Seen, deletes: bool) -> CommitStep {
     let answer = CommitStep::Answer;
+    if seen.held_by_me() && seen.former_entry {
+        return CommitStep::Retire;
+    }
     if seen.held_by_me() {
         return CommitStep::Apply;
     }
@@ -87,6 +94,9 @@ pub enum AbortStep {
     /// ([`fence_out`]: an `aborted` entry, or a raised horizon); the lock, if any, is another's
     /// and stays.
     FenceOut,
+    /// `Release` or `FenceOut`, but a former transaction's entry under its id
+    /// ([`Seen::former_entry`]) stands where its own is to go: retire that entry first.
+    Retire,
     /// Answer without writing.
     Answer(Reply),
 }
@@ -97,8 +107,15 @@ pub enum AbortStep {
 /// contradicts the decision; otherwise fence the transaction out.
 pub fn abort(seen: Seen) -> AbortStep {
     let answer = AbortStep::Answer;
+    let write = |step| {
+        if seen.former_entry {
+            AbortStep::Retire
+        } else {
+            step
+        }
+    };
     if seen.held_by_me() {
-        return AbortStep::Release;
+        return write(AbortStep::Release);
     }
     if seen.shape == Shape::Absent {
         return answer(Reply::AlreadyDone);
@@ -107,7 +124,7 @@ pub fn abort(seen: Seen) -> AbortStep {
         Some(FenceOutcome::Aborted) => answer(Reply::AlreadyDone),
         Some(FenceOutcome::Committed) => answer(Reply::Violation(Violation::AbortOfCommitted)),
         None if seen.covered => answer(Reply::AlreadyDone),
-        None => AbortStep::FenceOut,
+        None => write(AbortStep::FenceOut),
     }
 }
 

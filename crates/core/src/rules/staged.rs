@@ -20,6 +20,9 @@ pub enum InquiryStep {
     /// the key is still absent. Without it, the key could be created and the transaction's
     /// late prepare land after recovery aborted it, while its stager answers "committed".
     Bury,
+    /// `Fence`, but a former transaction's entry under its id ([`Seen::former_entry`]) stands
+    /// where its own is to go: retire that entry first, then fence.
+    Retire,
 }
 
 /// The inquiry rule: what an inquiry (a recoverer's, with `prevent`; a helper's, without)
@@ -46,6 +49,7 @@ pub fn inquire(seen: Seen, prevent: bool) -> InquiryStep {
     match (prevent, seen.shape) {
         (false, _) => answer(Inquiry::Open),
         (true, Shape::Absent) => InquiryStep::Bury,
+        (true, _) if seen.former_entry => InquiryStep::Retire,
         (true, _) => InquiryStep::Fence,
     }
 }

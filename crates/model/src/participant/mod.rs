@@ -22,7 +22,7 @@ use twopc_core::rules::{
 };
 use twopc_core::status::Decision;
 
-use crate::state::{Item, ItemState, Op, Tx};
+use crate::state::{Env, Item, ItemState, Op, Tx};
 
 /// The fence upkeep a write may carry out besides its own effect: a choice the model leaves
 /// open (every choice is a separate step), so that every pruning policy and every fence
@@ -57,15 +57,18 @@ pub fn upkeep_applies<const TXS: usize>(
     tx: Tx,
     decision: Decision,
     upkeep: Upkeep,
-    deadline_passed: &[bool; TXS],
+    env: &Env<TXS>,
 ) -> bool {
-    let seen = item.seen_by(tx, deadline_passed);
+    let seen = item.seen_by(tx, env);
     match upkeep {
         Upkeep::Plain => true,
         Upkeep::Prune(mask) => {
             variant.fences()
                 && seen.held_by_me()
                 && mask & (1 << tx.0) == 0
+                // Its own id's entries are never pruned by its release (a former one's is
+                // retired first; by id alone, a twin's is its own).
+                && env.twin[tx.ix()].is_none_or(|w| mask & (1 << w.0) == 0)
                 && (0..TXS).all(|u| mask & (1 << u) == 0 || item.fence[u].is_some())
         }
         Upkeep::Raise => {
@@ -90,10 +93,10 @@ pub fn escrow_seen<const TXS: usize>(
 ) -> rules::EscrowSeen {
     let op = ops[tx.ix()];
     let standing = (0..TXS).filter(|&u| u != tx.ix() && item.reserved[u]);
-    let mut lowest = item.value;
+    // The lowest extreme as stored, not derived from the standing reservations.
+    let mut lowest = item.value + item.escrow;
     let mut standing_floor = None;
     for u in standing {
-        lowest += ops[u].delta().min(0);
         standing_floor = standing_floor.or(ops[u].floor());
     }
     if variant == Variant::CommittedBound {
@@ -185,7 +188,7 @@ pub fn own_hold_with_another_operation(seen: Seen, other_op: bool) -> bool {
 /// therefore applies the check when the prepares are sent (see `Action::SendPrepares`) and lets a
 /// prepare sent in time land at any later moment, with no bound.
 ///
-/// `deadline_passed[u]` says whether transaction `u`'s deadline (and lock) has expired.
+/// `env.deadline_passed[u]` says whether transaction `u`'s deadline (and lock) has expired.
 ///
 /// A commuting operation ([`Op::reserves`]) asks [`rules::reserve`] instead, then, unless the
 /// reservation is already `tx`'s, [`rules::escrow`] (the write's bound conditions): its `Lock`
@@ -197,9 +200,9 @@ pub fn prepare<const TXS: usize>(
     variant: Variant,
     item: ItemState<TXS>,
     p: &Prepare<TXS>,
-    deadline_passed: &[bool; TXS],
+    env: &Env<TXS>,
 ) -> (ItemState<TXS>, PrepareStep) {
-    let mut seen = item.seen_by(p.tx, deadline_passed);
+    let mut seen = item.seen_by(p.tx, env);
     // A prepare whose `began` is later than every horizon (FreshBeganReplay's replay).
     if p.fresh {
         seen.covered = false;
@@ -218,7 +221,7 @@ pub fn prepare<const TXS: usize>(
     if p.op().reserves() {
         reserve(variant, item, p, seen)
     } else {
-        lock(variant, item, p, seen, deadline_passed)
+        lock(variant, item, p, seen, env)
     }
 }
 
@@ -241,6 +244,9 @@ fn reserve<const TXS: usize>(
     if step == PrepareStep::Lock && !item.reserved[tx.ix()] {
         item.reserved[tx.ix()] = true;
         item.held_for[tx.ix()] = Some(p.name);
+        let debit = p.ops[tx.ix()].delta().min(0);
+        item.held_debit[tx.ix()] = debit;
+        item.escrow += debit;
     }
     (item, step)
 }
@@ -251,7 +257,7 @@ fn lock<const TXS: usize>(
     mut item: ItemState<TXS>,
     p: &Prepare<TXS>,
     seen: Seen,
-    deadline_passed: &[bool; TXS],
+    env: &Env<TXS>,
 ) -> (ItemState<TXS>, PrepareStep) {
     let (tx, op) = (p.tx, p.op());
     let mut step = rules::prepare(seen, op.creates());
@@ -263,7 +269,7 @@ fn lock<const TXS: usize>(
     }
     // Live reservations: pause new ones (the real participant first settles those whose owner
     // decided, and pauses only if one stays live; pausing more often only refuses more).
-    if step == PrepareStep::Refuse(PrepareRefusal::Reserved) && !deadline_passed[tx.ix()] {
+    if step == PrepareStep::Refuse(PrepareRefusal::Reserved) && !env.deadline_passed[tx.ix()] {
         item.paused_by[tx.ix()] = true;
     }
     // BlindTakeover: the rule says resolve the expired owner; the blind write on a real item
@@ -316,15 +322,30 @@ fn release<const TXS: usize>(
     tx: Tx,
     outcome: FenceOutcome,
     upkeep: Upkeep,
+    env: &Env<TXS>,
+    op: Op,
 ) -> ItemState<TXS> {
-    if item.reserved[tx.ix()] {
-        item.reserved[tx.ix()] = false;
+    // The hold released: `tx`'s, or by id alone its twin's (`Variant::ReuseMatchesId`).
+    let holder = env
+        .same_as(tx)
+        .filter(|&w| !item.held_by(tx) && item.held_by(w))
+        .unwrap_or(tx);
+    if item.reserved[holder.ix()] {
+        item.reserved[holder.ix()] = false;
+        // Applied or given back, the reservation's debit leaves the stored extreme: the
+        // hold's (`GiveBackByMessage`: the message's operation's, on an abort).
+        let debit = match (variant, outcome) {
+            (Variant::GiveBackByMessage, FenceOutcome::Aborted) => op.delta().min(0),
+            _ => item.held_debit[holder.ix()],
+        };
+        item.escrow -= debit;
+        item.held_debit[holder.ix()] = 0;
     } else {
         item.lock = None;
     }
-    item.held_for[tx.ix()] = None;
+    item.held_for[holder.ix()] = None;
     if variant.fences() {
-        item.fence[tx.ix()] = Some(outcome);
+        item = write_entry(item, tx, outcome, env);
         if let Upkeep::Prune(mask) = upkeep {
             let mut latest = None;
             for (u, entry) in item.fence.iter_mut().enumerate() {
@@ -342,6 +363,36 @@ fn release<const TXS: usize>(
         }
     }
     item.horizon_at_lock = None;
+    item
+}
+
+/// `tx`'s fence entry written: the one entry its id has room for. A former transaction's under
+/// the id is retired first (the rules answer `Retire` while one stands: the write is
+/// conditional on no entry under the id); by id alone ([`Env::by_id`]) a twin's is
+/// overwritten, its removal raising no horizon.
+fn write_entry<const TXS: usize>(
+    mut item: ItemState<TXS>,
+    tx: Tx,
+    outcome: FenceOutcome,
+    env: &Env<TXS>,
+) -> ItemState<TXS> {
+    debug_assert!(
+        env.former(tx).is_none_or(|w| item.fence[w.ix()].is_none()),
+        "an entry written over a former transaction's"
+    );
+    if let Some(w) = env.same_as(tx) {
+        item.fence[w.ix()] = None;
+    }
+    item.fence[tx.ix()] = Some(outcome);
+    item
+}
+
+/// Retire `former`'s fence entry on `item` (`ParticipantStore::retire`): a transaction under
+/// the same id met it in the way of its own. Removed, the horizon raised to cover `former`, as
+/// a prune does, so nothing of the former transaction may land again.
+pub fn retire<const TXS: usize>(mut item: ItemState<TXS>, former: Tx) -> ItemState<TXS> {
+    item.fence[former.ix()] = None;
+    item.horizon = item.horizon.max(Some(former));
     item
 }
 
@@ -370,9 +421,9 @@ pub fn native_write<const TXS: usize>(
     item: &ItemState<TXS>,
     tx: Tx,
     op: Op,
-    deadline_passed: &[bool; TXS],
+    env: &Env<TXS>,
 ) -> NativeStep {
-    let mut seen = item.seen_by(tx, deadline_passed);
+    let mut seen = item.seen_by(tx, env);
     if variant == Variant::NativeIgnoresReservations {
         seen.reserved_by_others = Others::None;
     }
@@ -399,36 +450,40 @@ pub fn native_apply<const TXS: usize>(mut item: ItemState<TXS>, op: Op) -> ItemS
 /// fence entry in one conditional write, pruning as `upkeep` says (answered [`Reply::Done`],
 /// which a commit answers only where it applied); a `put` makes its
 /// placeholder real, a `delete` leaves a tombstone with the fence (our entry included) and the
-/// horizon (`DynamoItems::bury`). `Answer`: that reply, nothing written.
+/// horizon (`DynamoItems::bury`). `Answer`: that reply, nothing written. `Retire`: `None`, the
+/// write refused until the former transaction's entry is retired (`Action::Retire`).
 pub fn commit<const TXS: usize>(
     variant: Variant,
     mut item: ItemState<TXS>,
     tx: Tx,
     op: Op,
     upkeep: Upkeep,
-    deadline_passed: &[bool; TXS],
-) -> (ItemState<TXS>, Reply) {
-    match rules::commit(item.seen_by(tx, deadline_passed), op == Op::Delete) {
-        CommitStep::Apply => {
-            debug_assert_eq!(
-                item.shape == Shape::Placeholder,
-                op.creates(),
-                "a put locks only its placeholder, other operations only real items"
-            );
-            item = release(variant, item, tx, FenceOutcome::Committed, upkeep);
-            item.value += op.delta();
-            match op {
-                Op::Update | Op::Withdraw | Op::Debit | Op::Credit => {}
-                Op::Put => item.shape = Shape::Real,
-                Op::Delete => item = bury(variant, item),
+    env: &Env<TXS>,
+) -> Option<(ItemState<TXS>, Reply)> {
+    Some(
+        match rules::commit(item.seen_by(tx, env), op == Op::Delete) {
+            CommitStep::Retire => return None,
+            CommitStep::Apply => {
+                debug_assert_eq!(
+                    item.shape == Shape::Placeholder,
+                    op.creates(),
+                    "a put locks only its placeholder, other operations only real items"
+                );
+                item = release(variant, item, tx, FenceOutcome::Committed, upkeep, env, op);
+                item.value += op.delta();
+                match op {
+                    Op::Update | Op::Withdraw | Op::Debit | Op::Credit => {}
+                    Op::Put => item.shape = Shape::Real,
+                    Op::Delete => item = bury(variant, item),
+                }
+                (item, Reply::Done)
             }
-            (item, Reply::Done)
-        }
-        // NoFence: the naive reading of a refused commit, "someone already committed it",
-        // whatever the rule would make of the item.
-        CommitStep::Answer(_) if !variant.fences() => (item, Reply::AlreadyDone),
-        CommitStep::Answer(reply) => (item, reply),
-    }
+            // NoFence: the naive reading of a refused commit, "someone already committed it",
+            // whatever the rule would make of the item.
+            CommitStep::Answer(_) if !variant.fences() => (item, Reply::AlreadyDone),
+            CommitStep::Answer(reply) => (item, reply),
+        },
+    )
 }
 
 /// Abort `tx` on `item`, as [`rules::abort`] decides from the item as found. `Release`: release
@@ -437,19 +492,22 @@ pub fn commit<const TXS: usize>(
 /// later is refused: write the `aborted` entry, or, with [`Upkeep::Raise`] (the fence is full),
 /// raise the horizon to `tx` (above the old one, or the rule would have answered "already
 /// done"); whoever else holds the lock keeps it. `Answer`: that reply, nothing written (an
-/// absent item included: `fence_aborted` needs the item to exist).
+/// absent item included: `fence_aborted` needs the item to exist). `Retire`: `None`, as for
+/// [`commit`].
 pub fn abort<const TXS: usize>(
     variant: Variant,
     mut item: ItemState<TXS>,
     tx: Tx,
+    op: Op,
     upkeep: Upkeep,
-    deadline_passed: &[bool; TXS],
-) -> (ItemState<TXS>, Reply) {
+    env: &Env<TXS>,
+) -> Option<(ItemState<TXS>, Reply)> {
     let t = tx.ix();
-    let seen = item.seen_by(tx, deadline_passed);
-    match rules::abort(seen) {
+    let seen = item.seen_by(tx, env);
+    Some(match rules::abort(seen) {
+        AbortStep::Retire => return None,
         AbortStep::Release => {
-            let mut item = release(variant, item, tx, FenceOutcome::Aborted, upkeep);
+            let mut item = release(variant, item, tx, FenceOutcome::Aborted, upkeep, env, op);
             if item.shape == Shape::Placeholder {
                 item = bury(variant, item);
             }
@@ -461,7 +519,7 @@ pub fn abort<const TXS: usize>(
             if upkeep == Upkeep::Raise {
                 item.horizon = Some(tx);
             } else {
-                item.fence[t] = Some(FenceOutcome::Aborted);
+                item = write_entry(item, tx, FenceOutcome::Aborted, env);
             }
             (item, Reply::Done)
         }
@@ -475,7 +533,7 @@ pub fn abort<const TXS: usize>(
             (item, Reply::Done)
         }
         AbortStep::Answer(reply) => (item, reply),
-    }
+    })
 }
 
 /// An inquiry about `tx` on `item` (`Participant::inquire`, [`rules::inquire`]), with `prevent`
@@ -493,20 +551,23 @@ pub fn inquire<const TXS: usize>(
     tx: Tx,
     (prevent, other_op): (bool, bool),
     upkeep: Upkeep,
-    deadline_passed: &[bool; TXS],
+    env: &Env<TXS>,
 ) -> (ItemState<TXS>, Inquiry) {
     let t = tx.ix();
     let seen = Seen {
         other_op,
-        ..item.seen_by(tx, deadline_passed)
+        ..item.seen_by(tx, env)
     };
     match rules::inquire(seen, prevent) {
         InquiryStep::Answer(answer) => (item, answer),
+        // Refused until the former transaction's entry is retired (`Action::Retire`): found
+        // neither held nor prevented yet.
+        InquiryStep::Retire => (item, Inquiry::Open),
         InquiryStep::Fence => {
             if upkeep == Upkeep::Raise {
                 item.horizon = item.horizon.max(Some(tx));
             } else {
-                item.fence[t] = Some(FenceOutcome::Aborted);
+                item = write_entry(item, tx, FenceOutcome::Aborted, env);
             }
             (item, Inquiry::Prevented)
         }
@@ -525,12 +586,12 @@ pub fn inquiry_upkeep_applies<const TXS: usize>(
     item: &ItemState<TXS>,
     tx: Tx,
     upkeep: Upkeep,
-    deadline_passed: &[bool; TXS],
+    env: &Env<TXS>,
 ) -> bool {
     match upkeep {
         Upkeep::Plain => true,
         Upkeep::Raise => {
-            rules::inquire(item.seen_by(tx, deadline_passed), true) == InquiryStep::Fence
+            rules::inquire(item.seen_by(tx, env), true) == InquiryStep::Fence
                 && item.fence.iter().any(Option::is_some)
         }
         Upkeep::Prune(_) => false,
@@ -553,12 +614,16 @@ pub fn drop_stale_lock<const TXS: usize>(
         }
     }
     // A reservation: given back (`release_reservation` with `Give::Drop`).
+    if item.reserved[tx.ix()] {
+        item.escrow -= item.held_debit[tx.ix()];
+    }
     item.reserved[tx.ix()] = false;
     item.held_for[tx.ix()] = None;
+    item.held_debit[tx.ix()] = 0;
     item
 }
 
-/// Commit or abort, by decision.
+/// Commit or abort, by decision (`None`: a former transaction's entry to retire first).
 pub fn complete<const TXS: usize>(
     variant: Variant,
     item: ItemState<TXS>,
@@ -566,11 +631,11 @@ pub fn complete<const TXS: usize>(
     op: Op,
     decision: Decision,
     upkeep: Upkeep,
-    deadline_passed: &[bool; TXS],
-) -> (ItemState<TXS>, Reply) {
+    env: &Env<TXS>,
+) -> Option<(ItemState<TXS>, Reply)> {
     match decision {
-        Decision::Commit => commit(variant, item, tx, op, upkeep, deadline_passed),
-        Decision::Abort => abort(variant, item, tx, upkeep, deadline_passed),
+        Decision::Commit => commit(variant, item, tx, op, upkeep, env),
+        Decision::Abort => abort(variant, item, tx, op, upkeep, env),
     }
 }
 
@@ -589,18 +654,10 @@ pub fn finished<const TXS: usize>(
     tx: Tx,
     op: Op,
     decision: Decision,
-    deadline_passed: &[bool; TXS],
+    env: &Env<TXS>,
 ) -> bool {
-    let (after, reply) = complete(
-        variant,
-        item,
-        tx,
-        op,
-        decision,
-        Upkeep::Plain,
-        deadline_passed,
-    );
-    after == item && reply.acknowledged()
+    complete(variant, item, tx, op, decision, Upkeep::Plain, env)
+        .is_some_and(|(after, reply)| after == item && reply.acknowledged())
 }
 
 #[cfg(test)]
@@ -621,7 +678,8 @@ mod tests {
         op: Op,
         upkeep: Upkeep,
     ) -> (ItemState<TXS>, Reply) {
-        super::commit(variant, item, tx, op, upkeep, &[false; TXS])
+        super::commit(variant, item, tx, op, upkeep, &Env::new([false; TXS]))
+            .expect("no former entry")
     }
 
     fn abort<const TXS: usize>(
@@ -630,7 +688,16 @@ mod tests {
         tx: Tx,
         upkeep: Upkeep,
     ) -> (ItemState<TXS>, Reply) {
-        super::abort(variant, item, tx, upkeep, &[false; TXS])
+        // The operation the abort carries moves nothing unless a reservation stands.
+        super::abort(
+            variant,
+            item,
+            tx,
+            Op::Update,
+            upkeep,
+            &Env::new([false; TXS]),
+        )
+        .expect("no former entry")
     }
 
     /// Prepare where every transaction does `op` to the item.
@@ -639,14 +706,9 @@ mod tests {
         item: ItemState<TXS>,
         tx: Tx,
         op: Op,
-        deadline_passed: &[bool; TXS],
+        env: &Env<TXS>,
     ) -> (ItemState<TXS>, PrepareStep) {
-        super::prepare(
-            variant,
-            item,
-            &Prepare::of(tx, I0, [op; TXS]),
-            deadline_passed,
-        )
+        super::prepare(variant, item, &Prepare::of(tx, I0, [op; TXS]), env)
     }
 
     fn complete(
@@ -657,11 +719,12 @@ mod tests {
         decision: Decision,
         upkeep: Upkeep,
     ) -> (ItemState<2>, Reply) {
-        super::complete(variant, item, tx, op, decision, upkeep, &[false; 2])
+        super::complete(variant, item, tx, op, decision, upkeep, &NO_DEADLINE_PASSED)
+            .expect("no former entry")
     }
 
     fn finished(variant: Variant, item: ItemState<2>, tx: Tx, op: Op, decision: Decision) -> bool {
-        super::finished(variant, item, tx, op, decision, &[false; 2])
+        super::finished(variant, item, tx, op, decision, &NO_DEADLINE_PASSED)
     }
 
     fn upkeep_applies(
@@ -671,7 +734,7 @@ mod tests {
         decision: Decision,
         upkeep: Upkeep,
     ) -> bool {
-        super::upkeep_applies(variant, item, tx, decision, upkeep, &[false; 2])
+        super::upkeep_applies(variant, item, tx, decision, upkeep, &NO_DEADLINE_PASSED)
     }
 
     const LOCK: PrepareStep = PrepareStep::Lock;
@@ -682,7 +745,11 @@ mod tests {
     const PLAIN: Upkeep = Upkeep::Plain;
     const UPD: Op = Op::Update;
     const PRUNE_ALL: Upkeep = Upkeep::Prune(0b11);
-    const NO_DEADLINE_PASSED: [bool; 2] = [false, false];
+    const NO_DEADLINE_PASSED: Env<2> = Env {
+        deadline_passed: [false, false],
+        twin: [None, None],
+        by_id: false,
+    };
 
     fn free() -> ItemState<2> {
         ItemState::new()
@@ -757,7 +824,7 @@ mod tests {
 
     #[test]
     fn expired_lock_is_a_no_unless_taken_over_blindly() {
-        let expired_owner = [true, false];
+        let expired_owner = Env::new([true, false]);
         let item = locked_by(T0);
         assert_eq!(
             prepare(Variant::Correct, item, T1, UPD, &expired_owner),
@@ -857,7 +924,7 @@ mod tests {
         const T2: Tx = Tx(2);
         let mut item = ItemState::<3>::new();
         item.fence[0] = Some(FenceOutcome::Committed);
-        let none_passed = [false; 3];
+        let none_passed = Env::new([false; 3]);
         for (variant, after) in [
             (Variant::Correct, Some(T2)),
             (Variant::StaleHorizon, Some(T0)),

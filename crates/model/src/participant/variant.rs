@@ -116,6 +116,22 @@ pub enum Variant {
     /// deadline guards of [`crate::system::Action::Inquire`],
     /// [`crate::system::Action::RecoverDecide`] and the sweeper's steps are dropped.
     RecoveryIgnoresDeadline,
+    /// An idempotency key used again after its record expired (issue 45), broken: the code
+    /// before the fix. Holds, fence entries and records are matched by transaction id alone,
+    /// so a key's later transaction takes its earlier one's entries for its own (refused
+    /// `fenced` by a `committed` entry it never wrote, answered `committed` by an inquiry,
+    /// its abort meeting "its" commit), its release overwrites the earlier one's entry without
+    /// raising the horizon, and the lock rule reads the later record for the earlier one's
+    /// hold. Override of the facts given to every rule ([`crate::state::Env::by_id`]) and of
+    /// the record the lock rule reads; no [`crate::system::Action::Retire`].
+    ReuseMatchesId,
+    /// An abort gives a reservation's escrow back by the message's operation, not the hold's
+    /// (issue 45, item 3: the DynamoDB release before the fix). One item named twice sends
+    /// the abort of the other name's operation, leaving a phantom in the stored escrow.
+    /// Override of the effect of a reservation's release ([`ItemState::escrow`]).
+    ///
+    /// [`ItemState::escrow`]: crate::state::ItemState::escrow
+    GiveBackByMessage,
 }
 
 impl Variant {

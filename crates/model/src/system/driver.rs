@@ -135,12 +135,14 @@ pub(super) fn answer_as<const ITEMS: usize>(
 }
 
 /// The record put lands if no record exists (`attribute_not_exists`); the stager, if alive and
-/// still waiting, learns it is the stager. A put refused because a record exists (a resolver's
+/// still waiting, learns it is the stager (`keyed`: and only now sends its prepares). A put
+/// refused because a record exists (a resolver's
 /// `ABORTED`, for a transaction whose locks expired before its put landed) makes the stager
 /// follow that record.
 pub(super) fn deliver_stage<const TXS: usize, const ITEMS: usize>(
     mut state: State<TXS, ITEMS>,
     t: Tx,
+    keyed: bool,
 ) -> State<TXS, ITEMS> {
     let tx = state.tx_mut(t);
     if !tx.staged {
@@ -159,6 +161,11 @@ pub(super) fn deliver_stage<const TXS: usize, const ITEMS: usize>(
                 acked: true,
                 answered,
             };
+            // A keyed request's stager sends its prepares once its put landed (checked at
+            // the participant against the deadline).
+            if keyed {
+                tx.prepares_in_flight = !tx.deadline_passed();
+            }
         }
         return state;
     };

@@ -16,21 +16,21 @@ use driver::{
 pub use properties::{
     ALL_CAN_COMMIT, ANSWER_HONOURED, ANSWERED_BEFORE_EXPLICIT, APPLIED_AT_MOST_ONCE, ATOMICITY,
     BOUNDS_HOLD, CAN_ABORT, CAN_COMMIT, COMMIT_FINISHED_WITHOUT_COORDINATOR,
-    COMMIT_OUTLIVES_ITS_FENCE_ENTRY, DELETE_LEAVES_A_TOMBSTONE, EVENTUALLY_ENDS,
-    EVERY_OPERATION_APPLIED_ONCE, EVERY_TRANSACTION_ENDS, LATE_PREPARE_MEETS_FENCE,
-    LATE_PREPARE_REFUSED_BY_HORIZON, LATE_PUT_REFUSED_BY_TOMBSTONE, LOCK_EXCLUDES_RESERVATIONS,
-    NO_COMMIT_WITHOUT_DECISION, NO_LOCK_OUTLIVES_ITS_TRANSACTION, NO_VIOLATION_REPORTED,
-    PREVENT_IS_FINAL, PUT_CREATES_AN_ITEM, RESERVATIONS_SHARE_AN_ITEM,
+    COMMIT_OUTLIVES_ITS_FENCE_ENTRY, DELETE_LEAVES_A_TOMBSTONE, ESCROW_FOLLOWS_RESERVATIONS,
+    EVENTUALLY_ENDS, EVERY_OPERATION_APPLIED_ONCE, EVERY_TRANSACTION_ENDS,
+    LATE_PREPARE_MEETS_FENCE, LATE_PREPARE_REFUSED_BY_HORIZON, LATE_PUT_REFUSED_BY_TOMBSTONE,
+    LOCK_EXCLUDES_RESERVATIONS, NO_COMMIT_WITHOUT_DECISION, NO_LOCK_OUTLIVES_ITS_TRANSACTION,
+    NO_VIOLATION_REPORTED, PREVENT_IS_FINAL, PUT_CREATES_AN_ITEM, RESERVATIONS_SHARE_AN_ITEM,
     STAGING_PREVENTED_AND_ABORTED, SWEEPER_FINISHES,
 };
 use properties::{
     all_can_commit, answer_honoured, answered_before_explicit, applied_at_most_once, atomicity,
     bounds_hold, can_abort, can_commit, commit_finished_without_coordinator,
-    commit_outlives_its_fence_entry, delete_leaves_a_tombstone, eventually_ends,
-    every_operation_applied_once, every_transaction_ends, late_prepare_meets_fence,
-    late_prepare_refused_by_horizon, late_put_refused_by_tombstone, lock_excludes_reservations,
-    no_commit_without_decision, no_lock_outlives_its_transaction, no_violation_reported,
-    prevent_is_final, put_creates_an_item, reservations_share_an_item,
+    commit_outlives_its_fence_entry, delete_leaves_a_tombstone, escrow_follows_reservations,
+    eventually_ends, every_operation_applied_once, every_transaction_ends,
+    late_prepare_meets_fence, late_prepare_refused_by_horizon, late_put_refused_by_tombstone,
+    lock_excludes_reservations, no_commit_without_decision, no_lock_outlives_its_transaction,
+    no_violation_reported, prevent_is_final, put_creates_an_item, reservations_share_an_item,
     staging_prevented_and_aborted, sweeper_finishes,
 };
 
@@ -39,7 +39,7 @@ use twopc_core::rules::Shape;
 use twopc_core::status::{Decision, TxStatus};
 
 use crate::participant::{Upkeep, Variant};
-use crate::state::{Coordinator, Item, Op, State, Tx};
+use crate::state::{Coordinator, Env, Item, Op, State, Tx};
 
 /// One step of the system. Each is one DynamoDB request (or a refused conditional one), one
 /// message delivery, or the passing of time.
@@ -104,6 +104,16 @@ pub enum Action {
     /// [`Action::RecoverDecide`]), sending no prepare: so this step is none.
     /// [`Variant::FreshBeganReplay`]: it sends every prepare again, with a fresh `began`.
     Replay(Tx),
+    /// The record's time-to-live removes it ([`Reuse`]: only its first transaction's, once
+    /// ended and past its deadline), so its id may begin again.
+    ExpireRecord(Tx),
+    /// A step of a transaction meets a former transaction's fence entry under its id on the
+    /// item (`former_entry`: the write it is about is refused) and retires it first: the entry
+    /// removed, the horizon raised over it (`ParticipantStore::retire`). The second `Tx` is
+    /// the entry's. Taken whenever a step of the other transaction under the id may still come
+    /// (it began, or has messages in flight): more often than the real code, which retires only
+    /// as a write of its own is refused.
+    Retire(Item, Tx),
     /// Native transaction (`CommitMode::Auto`, configurations with `native`): before its
     /// coordinator did anything, the record's put (`COMMITTED`) and every item's write in one
     /// all-or-nothing step, each item's write admitted by [`rules::native_write`](twopc_core::rules::native_write) and the
@@ -143,6 +153,21 @@ pub struct Twice {
     pub same: bool,
 }
 
+/// An idempotency key used again after its first transaction's record expired: `TxId::
+/// for_idempotency_key` names both transactions alike, `first` and then `again` (which began
+/// later, so `first < again`). `again` begins only once `first`'s record is gone
+/// ([`Action::ExpireRecord`]); before, the same key is a replay, which the model's one
+/// submit per transaction leaves out. Both stage sequentially (a keyed request puts its record
+/// before its prepares). Items and records tell them apart by `began` (the record's
+/// `createdAt`), [`crate::participant::Variant::ReuseMatchesId`] by id alone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reuse {
+    /// The key's first transaction.
+    pub first: Tx,
+    /// Its next, once `first`'s record expired.
+    pub again: Tx,
+}
+
 /// The protocol with `TXS` transactions over `ITEMS` items, every transaction touching every
 /// item with the operation `ops` gives it there (one name per item, unless [`Twice`]), every
 /// item starting in the shape `initial` gives it.
@@ -170,6 +195,8 @@ pub struct TwoPhaseCommit<const TXS: usize, const ITEMS: usize> {
     pub hot_at_start: bool,
     /// A transaction naming one item twice, if any.
     pub twice: Option<Twice>,
+    /// An idempotency key's two transactions, if any.
+    pub reuse: Option<Reuse>,
 }
 
 /// The size the tests check exhaustively: two transactions that both touch the same two items.
@@ -219,6 +246,43 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
             heat: false,
             hot_at_start: false,
             twice: None,
+            reuse: None,
+        }
+    }
+
+    /// The same, with `reuse.again` a later transaction under `reuse.first`'s id.
+    pub const fn with_reuse(self, reuse: Reuse) -> Self {
+        assert!(
+            reuse.first.0 < reuse.again.0,
+            "the key's later use began later"
+        );
+        TwoPhaseCommit {
+            reuse: Some(reuse),
+            ..self
+        }
+    }
+
+    /// The other transaction under `tx`'s id, if any.
+    pub fn twin(&self, tx: Tx) -> Option<Tx> {
+        match self.reuse {
+            Some(r) if r.first == tx => Some(r.again),
+            Some(r) if r.again == tx => Some(r.first),
+            _ => None,
+        }
+    }
+
+    /// Whether `tx`'s request has an idempotency key (the model's only keyed ones: a
+    /// [`Reuse`]'s), which stages sequentially: its prepares sent once its put landed.
+    pub fn keyed(&self, tx: Tx) -> bool {
+        self.twin(tx).is_some()
+    }
+
+    /// What a step reads beside an item in `state`: deadlines, and who shares an id.
+    pub fn env(&self, state: &State<TXS, ITEMS>) -> Env<TXS> {
+        Env {
+            deadline_passed: state.deadlines_passed(),
+            twin: std::array::from_fn(|t| self.twin(Tx(t as u8))),
+            by_id: self.variant == Variant::ReuseMatchesId,
         }
     }
 
@@ -361,6 +425,7 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
                 Action::RecoverDecide(t),
                 Action::Replay(t),
                 Action::Native(t),
+                Action::ExpireRecord(t),
                 Action::Abandon(t),
             ]
         });
@@ -384,6 +449,7 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
         let per_item = Self::items().flat_map(|i| {
             Self::txs()
                 .flat_map(move |t| Self::upkeeps(None).map(move |u| Action::Resolve(i, t, u)))
+                .chain(Self::txs().map(move |t| Action::Retire(i, t)))
                 .chain([Action::Cool(i)])
         });
         per_tx.chain(per_tx_item).chain(per_item)
@@ -446,11 +512,13 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
                         )
                         .chain([Action::SweepFinalize(t)])
                 })
-                .chain(
-                    Self::items().flat_map(|i| {
-                        Self::txs().map(move |t| Action::Resolve(i, t, Upkeep::Plain))
-                    }),
-                )
+                .chain(Self::items().flat_map(|i| {
+                    Self::txs().flat_map(move |t| {
+                        // A participant's commit or abort retires a former transaction's
+                        // entry in its way first.
+                        [Action::Resolve(i, t, Upkeep::Plain), Action::Retire(i, t)]
+                    })
+                }))
         };
         for _round in 0..(4 * (TXS + ITEMS) + 4) {
             let before = s;
@@ -501,6 +569,7 @@ impl<const TXS: usize, const ITEMS: usize> Model for TwoPhaseCommit<TXS, ITEMS> 
             ),
             Property::always(BOUNDS_HOLD, bounds_hold),
             Property::always(LOCK_EXCLUDES_RESERVATIONS, lock_excludes_reservations),
+            Property::always(ESCROW_FOLLOWS_RESERVATIONS, escrow_follows_reservations),
             Property::always(EVERY_TRANSACTION_ENDS, every_transaction_ends),
             Property::always(ANSWER_HONOURED, answer_honoured),
             Property::always(PREVENT_IS_FINAL, prevent_is_final),

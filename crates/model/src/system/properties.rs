@@ -84,6 +84,10 @@ pub const NO_LOCK_OUTLIVES_ITS_TRANSACTION: &str = "no lock outlives its transac
 /// it (the floor of its `require gte`): no balance goes negative, however the transactions in
 /// flight end. `docs/protocol.md`, "Reservations".
 pub const BOUNDS_HOLD: &str = "every committed value respects every bound";
+/// Property: the escrow an item stores is what its standing reservations took (issue 45, item
+/// 3): a release gives back its hold's debit, so no phantom is left to refuse later debits
+/// or let one overdraw.
+pub const ESCROW_FOLLOWS_RESERVATIONS: &str = "the stored escrow is the standing reservations'";
 /// Property: an item is never locked and reserved at once. `docs/protocol.md`, "Reservations":
 /// a lock and reservations exclude each other.
 pub const LOCK_EXCLUDES_RESERVATIONS: &str = "a lock and reservations exclude each other";
@@ -339,6 +343,19 @@ pub(super) fn bounds_hold<const TXS: usize, const ITEMS: usize>(
     M::<TXS, ITEMS>::items().all(|i| {
         let floor = model.ops_at(i).filter_map(Op::floor).min();
         floor.is_none_or(|f| state.item(i).value >= f)
+    })
+}
+
+pub(super) fn escrow_follows_reservations<const TXS: usize, const ITEMS: usize>(
+    _: &M<TXS, ITEMS>,
+    state: &State<TXS, ITEMS>,
+) -> bool {
+    state.items.iter().all(|i| {
+        let standing: i8 = (0..TXS)
+            .filter(|&u| i.reserved[u])
+            .map(|u| i.held_debit[u])
+            .sum();
+        i.escrow == standing
     })
 }
 

@@ -5,8 +5,8 @@
 use twopc_core::coordinator::CommitMode;
 use twopc_core::message::Inquiry;
 use twopc_core::rules::{
-    self, AfterLostSwap, Heat, NativeFinding, NativeStep, Path, PrepareStep, Recovery, Reply,
-    Resolution, StagedDecision,
+    self, AfterLostSwap, Heat, NativeFinding, NativeStep, OwnerRecord, Path, PrepareStep, Recovery,
+    Reply, Resolution, StagedDecision,
 };
 use twopc_core::status::{Decision, TxStatus};
 
@@ -21,12 +21,20 @@ use super::{
 impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
     pub(super) fn step_only(&self, state: State<TXS, ITEMS>, action: Action) -> State<TXS, ITEMS> {
         match action {
+            // A key's later transaction begins only once the earlier one's record is gone.
+            Action::Begin(t) | Action::Stage(t) | Action::Native(t)
+                if self.waits_for_expiry(&state, t) =>
+            {
+                state
+            }
             Action::Begin(t) if !self.staged => begin(state, t),
             Action::Begin(_) => state,
             Action::SendPrepares(t) => send_prepares(state, t),
             Action::Decide(t, d) => decide(state, t, d),
             Action::Stage(t) => self.stage(state, t),
-            Action::DeliverStage(t) => deliver_stage(state, t),
+            Action::DeliverStage(t) => deliver_stage(state, t, self.keyed(t)),
+            Action::ExpireRecord(t) => self.expire_record(state, t),
+            Action::Retire(i, u) => self.retire(state, i, u),
             Action::Answer(t) => self.answer(state, t),
             Action::Inquire(t, i, prevent, u) => self.inquire(state, t, i, prevent, u),
             Action::RecoverDecide(t) => self.recover_decide(state, t),
@@ -49,7 +57,7 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
 
     /// Whether every name of `tx` is finished under `decision`.
     fn all_finished(&self, state: &State<TXS, ITEMS>, tx: Tx, decision: Decision) -> bool {
-        let deadlines = state.deadlines_passed();
+        let env = self.env(state);
         Self::items().all(|n| {
             participant::finished(
                 self.variant,
@@ -57,7 +65,7 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
                 tx,
                 self.op(tx, n),
                 decision,
-                &deadlines,
+                &env,
             )
         })
     }
@@ -74,15 +82,19 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
         decision: Decision,
         upkeep: Upkeep,
     ) -> State<TXS, ITEMS> {
-        let deadlines = state.deadlines_passed();
+        let env = self.env(&state);
         let item = self.at(tx, name);
         let found = *state.item(item);
-        if !participant::upkeep_applies(self.variant, &found, tx, decision, upkeep, &deadlines) {
+        if !participant::upkeep_applies(self.variant, &found, tx, decision, upkeep, &env) {
             return state;
         }
         let op = self.op(tx, name);
-        let (after, reply) =
-            participant::complete(self.variant, found, tx, op, decision, upkeep, &deadlines);
+        // Refused while a former transaction's entry is in the way (`Action::Retire` first).
+        let Some((after, reply)) =
+            participant::complete(self.variant, found, tx, op, decision, upkeep, &env)
+        else {
+            return state;
+        };
         *state.item_mut(item) = after;
         if !reply.acknowledged() {
             state.violation_reported = true;
@@ -143,11 +155,10 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
         if !state.tx(t).prepares_in_flight {
             return state; // never sent in time
         }
-        let deadlines = state.deadlines_passed();
+        let env = self.env(&state);
         let request = self.prepare_request(&state, t, n);
         let i = self.at(t, n);
-        let (mut after, step) =
-            participant::prepare(self.variant, *state.item(i), &request, &deadlines);
+        let (mut after, step) = participant::prepare(self.variant, *state.item(i), &request, &env);
         // The heat mark rides on the prepare's own write: only where it holds the item.
         after.hot |= step == PrepareStep::Lock && state.tx(t).marks[n.ix()];
         *state.item_mut(i) = after;
@@ -186,10 +197,10 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
         if rules::route(CommitMode::Auto, &facts, 0, true).0 != Path::Native {
             return state;
         }
-        let deadlines = state.deadlines_passed();
+        let env = self.env(&state);
         let steps = Self::items().map(|n| {
             let item = state.item(self.at(t, n));
-            participant::native_write(self.variant, item, t, self.op(t, n), &deadlines)
+            participant::native_write(self.variant, item, t, self.op(t, n), &env)
         });
         let (mut apply, mut gives_way) = (true, false);
         let mut marks = [false; ITEMS];
@@ -283,7 +294,14 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
         let Some(name) = state.item(i).held_for[owner.ix()] else {
             unreachable!("a hold records its operation's name")
         };
-        match rules::resolve(state.tx(owner).record, deadline_passed) {
+        let Some(record) = self.owner_record(&state, owner) else {
+            // A key's first transaction, its record expired, its later one not begun: the lock
+            // rule would write an `ABORTED` record under the id again. Never reached in the
+            // configurations checked (a hold of an ended transaction needs its late prepare
+            // to pass its entry or the horizon), so no step: a stuck hold would show.
+            return state;
+        };
+        match rules::resolve(record, deadline_passed) {
             // Undecided and live: the lock or reservation stands (a newcomer votes conflict).
             Resolution::OwnerLive => {}
             // ResolverAbortsStaging: abort the STAGING owner from this item's point of view.
@@ -307,6 +325,61 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
                 *state.item_mut(i) =
                     participant::drop_stale_lock(self.variant, *state.item(i), owner);
             }
+        }
+        state
+    }
+
+    /// The lock rule's reading of `owner`'s record ([`rules::OwnerRecord`]), as stored under its
+    /// id: a key's first transaction's, once expired, is gone, and its later one's is another's
+    /// (by id alone, [`Variant::ReuseMatchesId`], taken for its own). `None`: the first's record
+    /// expired and no other stands (see [`Self::resolve`]).
+    pub fn owner_record(&self, state: &State<TXS, ITEMS>, owner: Tx) -> Option<OwnerRecord> {
+        let tx = state.tx(owner);
+        if !tx.expired {
+            return Some(tx.record.map_or(OwnerRecord::Missing, OwnerRecord::Found));
+        }
+        let later = self.twin(owner).and_then(|w| state.tx(w).record)?;
+        Some(match self.variant {
+            Variant::ReuseMatchesId => OwnerRecord::Found(later),
+            _ => OwnerRecord::Superseded,
+        })
+    }
+
+    /// Whether `t` is a key's later transaction whose earlier one's record still stands.
+    fn waits_for_expiry(&self, state: &State<TXS, ITEMS>, t: Tx) -> bool {
+        self.reuse
+            .is_some_and(|r| r.again == t && !state.tx(r.first).expired)
+    }
+
+    /// [`Action::ExpireRecord`]: a key's first transaction's record, ended and past its
+    /// deadline, removed by its time-to-live.
+    fn expire_record(&self, mut state: State<TXS, ITEMS>, t: Tx) -> State<TXS, ITEMS> {
+        let tx = state.tx_mut(t);
+        let ended = tx.record.is_some_and(|s| s.is_terminal());
+        if self.reuse.is_some_and(|r| r.first == t) && ended && tx.deadline_passed() {
+            tx.expired = true;
+        }
+        state
+    }
+
+    /// [`Action::Retire`]: `former`'s fence entry on item `i` retired, where a step of the
+    /// other transaction under its id may meet it: that one began (the key's later one), or
+    /// has messages in flight (the first one's late ones). By id alone there is no former
+    /// entry to retire ([`Variant::ReuseMatchesId`]).
+    fn retire(&self, mut state: State<TXS, ITEMS>, i: Item, former: Tx) -> State<TXS, ITEMS> {
+        let Some(w) = self.twin(former) else {
+            return state;
+        };
+        let other = state.tx(w);
+        let may_step = match self.reuse {
+            Some(r) if r.again == w => other.record.is_some() || other.staged,
+            _ => other.prepares_in_flight || other.completes_in_flight.is_some(),
+        };
+        if self.variant != Variant::ReuseMatchesId
+            && may_step
+            && state.item(i).fence[former.ix()].is_some()
+        {
+            *state.item_mut(i) = participant::retire(*state.item(i), former);
         }
         state
     }
@@ -367,7 +440,8 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
             answered: false,
         };
         tx.staged = true;
-        tx.prepares_in_flight = !tx.deadline_passed();
+        // A keyed request puts its record first, its prepares once the put landed.
+        tx.prepares_in_flight = !tx.deadline_passed() && !self.keyed(t);
         state
     }
 
@@ -411,14 +485,14 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
         if tx.record != Some(TxStatus::Staging) || (prevent && early) {
             return state;
         }
-        let deadlines = state.deadlines_passed();
+        let env = self.env(&state);
         let i = self.at(t, n);
         let found = *state.item(i);
-        if !participant::inquiry_upkeep_applies(&found, t, upkeep, &deadlines) {
+        if !participant::inquiry_upkeep_applies(&found, t, upkeep, &env) {
             return state;
         }
         let ask = (prevent, self.other_op(&state, t, n, true));
-        let (after, answer) = participant::inquire(self.variant, found, t, ask, upkeep, &deadlines);
+        let (after, answer) = participant::inquire(self.variant, found, t, ask, upkeep, &env);
         *state.item_mut(i) = after;
         let tx = state.tx_mut(t);
         // `Open` (a read-only inquiry found neither) decides nothing: as good as not asked.

@@ -10,7 +10,7 @@ use twopc_core::ports::{Clock, TxLog};
 use twopc_core::rules::{self, AbortStep, CommitStep, Reply};
 use twopc_core::status::Decision;
 
-use super::{Error, SdkParticipant};
+use super::{Error, Found, SdkParticipant};
 use crate::hooks::{Call, HookError, Hooks};
 use crate::state::{Phase, TxState};
 use crate::store::{StateStore, Written};
@@ -44,11 +44,16 @@ impl<H: Hooks, S: StateStore, L: TxLog, C: Clock> SdkParticipant<H, S, L, C> {
         decision: Decision,
         req: Option<&CompleteRequest>,
     ) -> Result<CompleteReply, Error> {
+        let began = req.map(|r| r.began);
         let mut found = self.store.get(tx).await?;
         loop {
             let now = self.clock.now_ms();
-            let step = match found {
-                None => self.finish_unseen(tx, decision, req, now).await?,
+            let Found { own, former } = Found::of(found, began);
+            let step = match own {
+                None => {
+                    self.finish_unseen(tx, decision, req, former.as_ref(), now)
+                        .await?
+                }
                 Some(state) => match answer_found(tx, &state, decision, now)? {
                     Some(answer) => Step::Answer(answer),
                     None => self.call_and_record(&state, decision, now).await?,
@@ -61,13 +66,14 @@ impl<H: Hooks, S: StateStore, L: TxLog, C: Clock> SdkParticipant<H, S, L, C> {
         }
     }
 
-    /// No state: the rules say fence out (an abort, recorded so its prepare is refused) or
-    /// violation (a commit).
+    /// No state of its own (`former`: a former transaction's under its id): the rules say fence
+    /// out (an abort, recorded so its prepare is refused) or violation (a commit).
     async fn finish_unseen(
         &self,
         tx: &TxId,
         decision: Decision,
         req: Option<&CompleteRequest>,
+        former: Option<&TxState>,
         now: u64,
     ) -> Result<Step, Error> {
         let seen = Phase::seen(None);
@@ -80,8 +86,8 @@ impl<H: Hooks, S: StateStore, L: TxLog, C: Clock> SdkParticipant<H, S, L, C> {
         if rules::abort(seen) != AbortStep::FenceOut {
             return Ok(Step::Answer(violation(tx, "abort with no state")));
         }
-        let aborted = TxState::first(tx, Phase::Aborted, req.deadline, req.began, now);
-        Ok(match self.store.create(&aborted).await? {
+        let mut aborted = TxState::first(tx, Phase::Aborted, req.deadline, req.began, now);
+        Ok(match self.create_over(&mut aborted, former).await? {
             Written::Done => Step::Answer(CompleteReply::Done),
             Written::Lost(s) => Step::Again(s.map(|b| *b)),
         })
@@ -130,6 +136,7 @@ impl<H: Hooks, S: StateStore, L: TxLog, C: Clock> SdkParticipant<H, S, L, C> {
             (Ok(payload), _) => {
                 let call = Call {
                     tx_id: &state.tx_id,
+                    began: state.began,
                     payload: &payload,
                     deadline: until,
                 };
@@ -201,12 +208,13 @@ fn answer_found(
     }
     let seen = Phase::seen(Some(state.phase));
     Ok(match decision {
+        // A state is one transaction's (a former one's is `Found::former`): never `Retire`.
         Decision::Commit => match rules::commit(seen, false) {
-            CommitStep::Apply => None,
+            CommitStep::Apply | CommitStep::Retire => None,
             CommitStep::Answer(r) => Some(reply(tx, r)),
         },
         Decision::Abort => match rules::abort(seen) {
-            AbortStep::Release => None,
+            AbortStep::Release | AbortStep::Retire => None,
             AbortStep::Answer(r) => Some(reply(tx, r)),
             AbortStep::FenceOut => Some(violation(tx, "abort that would fence out a state")),
         },

@@ -58,6 +58,31 @@ pub enum Error {
     Invalid(String),
 }
 
+/// The state under a transaction's id as the transaction that began at `began` reads it. A
+/// transaction is its id and its `began`: a state of another `began` is a former
+/// transaction's under the same id (an idempotency key used again after its record expired),
+/// none of this one's; its first write replaces it ([`SdkParticipant::create_over`]).
+pub(crate) struct Found {
+    /// The transaction's own state.
+    pub(crate) own: Option<TxState>,
+    /// A former transaction's.
+    pub(crate) former: Option<TxState>,
+}
+
+impl Found {
+    /// `found` as the transaction that began at `began` reads it (`None`: the sweep, which
+    /// reads the state as it is).
+    pub(crate) fn of(found: Option<TxState>, began: Option<u64>) -> Found {
+        match (found, began) {
+            (Some(s), Some(b)) if s.began != b => Found {
+                own: None,
+                former: Some(s),
+            },
+            (own, _) => Found { own, former: None },
+        }
+    }
+}
+
 /// A participant made of a service's hooks and the protocol around them; built with
 /// [`SdkParticipant::builder`]. Clones share the store and the log (the hooks as their own
 /// `Clone` does).
@@ -113,16 +138,19 @@ impl<H: Hooks, S: StateStore, L: TxLog, C: Clock> SdkParticipant<H, S, L, C> {
     /// result can then never land, and what it holds is cancelled). Calls no hook.
     pub async fn inquire(&self, req: &InquireRequest) -> Result<InquireReply, Error> {
         let tx = &req.tx_id;
-        let mut found = self.store.get(tx).await?;
+        let mut found = Found::of(self.store.get(tx).await?, Some(req.began));
         for _ in 0..6 {
             let now = self.clock.now_ms();
-            let written = match Phase::inquire(found.as_ref().map(|s| s.phase), req.prevent) {
+            let own = found.own.as_ref();
+            let written = match Phase::inquire(own.map(|s| s.phase), req.prevent) {
                 InquiryPlan::Answer(inquiry) => return Ok(InquireReply { inquiry }),
                 InquiryPlan::RecordAborted => {
-                    let aborted = TxState::first(tx, Phase::Aborted, req.deadline, req.began, now);
-                    self.store.create(&aborted).await?
+                    let mut aborted =
+                        TxState::first(tx, Phase::Aborted, req.deadline, req.began, now);
+                    self.create_over(&mut aborted, found.former.as_ref())
+                        .await?
                 }
-                InquiryPlan::EndClaim => match &found {
+                InquiryPlan::EndClaim => match own {
                     Some(claim) => {
                         let ended = claim.moved(Phase::Cancelling, Some(now), now);
                         self.store.replace(&ended).await?
@@ -137,13 +165,53 @@ impl<H: Hooks, S: StateStore, L: TxLog, C: Clock> SdkParticipant<H, S, L, C> {
                         inquiry: Inquiry::Prevented,
                     });
                 }
-                Written::Lost(s) => found = s.map(|b| *b),
+                Written::Lost(s) => found = Found::of(s.map(|b| *b), Some(req.began)),
             }
         }
         Err(Error::Store(PortError::Retryable {
             context: format!("inquiry about transaction {tx}"),
             source: "its state kept changing under the inquiry".into(),
         }))
+    }
+
+    /// Writes `state`, a transaction's first: created where its id holds none, or written over
+    /// `former`, a former transaction's under the same id, once that one is finished (its
+    /// revision then follows the former's). An unfinished former state, which the protocol
+    /// never leaves behind (its record ended only once this participant acknowledged), is
+    /// left for the sweep to report: the step fails, to be retried. A former state that began
+    /// later is a successor's: the message is refused, nothing written.
+    pub(crate) async fn create_over(
+        &self,
+        state: &mut TxState,
+        former: Option<&TxState>,
+    ) -> Result<Written, Error> {
+        let Some(former) = former else {
+            return Ok(self.store.create(state).await?);
+        };
+        if former.began > state.began {
+            // A successor's state: this message is a late one of a transaction long ended.
+            return Err(Error::Store(PortError::Invalid {
+                context: format!("transaction {}", state.tx_id),
+                message: format!(
+                    "a later transaction under this id (began {}) replaced this one's state (began {})",
+                    former.began, state.began
+                ),
+            }));
+        }
+        if !former.phase.is_terminal() {
+            return Err(Error::Store(PortError::Retryable {
+                context: format!("transaction {}", state.tx_id),
+                source: format!(
+                    "an unfinished state ({:?}) of a former transaction under this id (began {}) stands here",
+                    former.phase, former.began
+                )
+                .into(),
+            }));
+        }
+        info!(tx_id = %state.tx_id, former_began = former.began,
+            "state of a former transaction under this id (its idempotency key used again after its record expired): replaced");
+        state.revision = former.revision + 1;
+        Ok(self.store.replace(state).await?)
     }
 
     /// Runs a hook until `until` (epoch ms, by the injected clock's reading now).

@@ -11,7 +11,7 @@ use twopc_core::record::{Vote, VoteReason};
 use twopc_core::rules::{self, PrepareRefusal, PrepareStep, Seen};
 use twopc_core::status::Decision;
 
-use super::{Error, SdkParticipant};
+use super::{Error, Found, SdkParticipant};
 use crate::hooks::{Call, HookError, Hooks, Reservation};
 use crate::state::{Phase, ReserveRefusal, TxState};
 use crate::store::{StateStore, Written};
@@ -43,17 +43,17 @@ impl<H: Hooks, S: StateStore, L: TxLog, C: Clock> SdkParticipant<H, S, L, C> {
         now: u64,
     ) -> Result<Result<TxState, PrepareReply>, Error> {
         let tx = &req.tx_id;
-        let mut found = self.store.get(tx).await?;
+        let mut found = Found::of(self.store.get(tx).await?, Some(req.began));
         loop {
-            if let Some(answer) = answer_found(found.as_ref(), payload, now) {
+            if let Some(answer) = answer_found(found.own.as_ref(), payload, now) {
                 return Ok(Err(answer));
             }
             let mut claim = TxState::first(tx, Phase::Reserving, req.deadline, req.began, now);
             claim.payload = Some(payload.clone());
             claim.claimed_until = Some(req.deadline);
-            match self.store.create(&claim).await? {
+            match self.create_over(&mut claim, found.former.as_ref()).await? {
                 Written::Done => return Ok(Ok(claim)),
-                Written::Lost(s) => found = s.map(|b| *b),
+                Written::Lost(s) => found = Found::of(s.map(|b| *b), Some(req.began)),
             }
         }
     }
@@ -73,6 +73,7 @@ impl<H: Hooks, S: StateStore, L: TxLog, C: Clock> SdkParticipant<H, S, L, C> {
             Ok(payload) => {
                 let call = Call {
                     tx_id: &req.tx_id,
+                    began: req.began,
                     payload: &payload,
                     deadline: req.deadline,
                 };

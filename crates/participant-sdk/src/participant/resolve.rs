@@ -8,7 +8,7 @@ use tracing::{error, info, warn};
 use twopc_core::ids::TxId;
 use twopc_core::message::CompleteReply;
 use twopc_core::ports::{Clock, Created, Swapped, TxLog};
-use twopc_core::rules::{self, Resolution};
+use twopc_core::rules::{self, OwnerRecord, Resolution};
 use twopc_core::status::{Decision, TxStatus};
 
 use super::{Error, SdkParticipant};
@@ -44,24 +44,33 @@ impl<H: Hooks, S: StateStore, L: TxLog, C: Clock> SdkParticipant<H, S, L, C> {
             Phase::Reserved | Phase::Reserving => {
                 let deadline_passed = now >= state.deadline;
                 let record = self.log.get(tx).await?;
-                match rules::resolve(record.as_ref().map(|r| r.status), deadline_passed) {
+                let owner = OwnerRecord::of(record.as_ref(), state.began);
+                match rules::resolve(owner, deadline_passed) {
                     // A STAGING owner past its deadline is recovered as a whole (every
                     // participant inquired) by whoever recovers its record, never from here.
                     Resolution::OwnerLive | Resolution::Recover => return Ok(Resolved::Left),
                     Resolution::RollForward if state.phase == Phase::Reserved => Decision::Commit,
+                    // Its record `COMMITTED`, or another transaction's under its id (its own
+                    // ended and expired): every participant acknowledged before, so a state
+                    // still holding contradicts it.
                     Resolution::RollForward | Resolution::DropStale => {
-                        error!(tx_id = %tx, phase = ?state.phase, status = ?record.map(|r| r.status),
+                        error!(tx_id = %tx, phase = ?state.phase, ?owner,
                             "the record's decision contradicts this participant's state");
                         return Ok(Resolved::Violation);
                     }
                     Resolution::AbortHere => Decision::Abort,
-                    Resolution::RecordAborted => match self.log.create_aborted(tx, now).await? {
-                        Created::New => Decision::Abort,
-                        Created::Exists(r) => match r.status.decision() {
-                            Some(d) => d,
-                            None => return Ok(Resolved::Left),
-                        },
-                    },
+                    Resolution::RecordAborted => {
+                        match self.log.create_aborted(tx, state.began, now).await? {
+                            Created::New => Decision::Abort,
+                            Created::Exists(r) => match OwnerRecord::of(Some(&r), state.began) {
+                                OwnerRecord::Found(status) => match status.decision() {
+                                    Some(d) => d,
+                                    None => return Ok(Resolved::Left),
+                                },
+                                _ => return Ok(Resolved::Violation),
+                            },
+                        }
+                    }
                     Resolution::DecideAbort => {
                         let Some(record) = record else {
                             return Ok(Resolved::Left);

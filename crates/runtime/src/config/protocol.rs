@@ -431,6 +431,16 @@ fn parse_services(json: &str) -> Result<BTreeMap<String, ServiceConfig>, ConfigE
             problem: format!("service {name:?}: {problem}"),
         });
     }
+    if let Some((first, second)) = reached_twice(&services) {
+        return Err(ConfigError::Invalid {
+            var: var::SERVICES,
+            problem: format!(
+                "services {first:?} and {second:?} reach one participant ({}) under two names: \
+                 one item would be two to the coordinator, so name it once",
+                services[first].target.reaches()
+            ),
+        });
+    }
     if let Some(bad) = services
         .keys()
         .find(|k| k.is_empty() || k.chars().any(|c| c.is_whitespace() || c.is_control()))
@@ -441,6 +451,18 @@ fn parse_services(json: &str) -> Result<BTreeMap<String, ServiceConfig>, ConfigE
         });
     }
     Ok(services)
+}
+
+/// Two services whose targets reach one thing (`Target::reaches`: a table by name and by ARN,
+/// a function by name and by ARN), if any.
+fn reached_twice(services: &BTreeMap<String, ServiceConfig>) -> Option<(&String, &String)> {
+    let mut seen: BTreeMap<String, &String> = BTreeMap::new();
+    for (name, s) in services {
+        if let Some(first) = seen.insert(s.target.reaches(), name) {
+            return Some((first, name));
+        }
+    }
+    None
 }
 
 fn parse_lock_tables(json: &str) -> Result<Vec<LockTable>, ConfigError> {
@@ -521,6 +543,27 @@ pub(crate) mod tests {
         ]))
         .unwrap_err();
         assert!(e.to_string().contains("TWOPC_PARTICIPANT_TABLE"), "{e}");
+    }
+
+    #[test]
+    fn one_table_under_two_services_is_refused_however_it_is_spelled() {
+        let key = r#""key":{"hash":{"name":"id","type":"S"}}"#;
+        for (a, b) in [
+            (
+                r#"{"transport":"direct","table":"accounts"}"#,
+                r#"{"transport":"direct","table":"arn:aws:dynamodb:us-east-1:123456789012:table/accounts"}"#,
+            ),
+            (
+                r#"{"transport":"lambda","function":"accounts"}"#,
+                r#"{"transport":"lambda","function":"arn:aws:lambda:us-east-1:123456789012:function:accounts:live"}"#,
+            ),
+        ] {
+            let services =
+                format!(r#"{{"one":{{"target":{a},{key}}},"two":{{"target":{b},{key}}}}}"#);
+            let e = coordinator(&[(var::TRANSACTIONS_TABLE, "tx"), (var::SERVICES, &services)])
+                .unwrap_err();
+            assert!(e.to_string().contains("reach one participant"), "{e}");
+        }
     }
 
     #[test]

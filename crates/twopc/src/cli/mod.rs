@@ -100,6 +100,11 @@ impl Common {
     }
 
     fn client(&self) -> Result<Client, CliFailure> {
+        Client::new(self.config()).map_err(|e| self.failed(e))
+    }
+
+    /// The client's configuration: the URL, the time limit, and SigV4 as `--sign` says.
+    pub(crate) fn config(&self) -> Config {
         let mut config = Config::new(self.url.clone())
             .timeout(Duration::from_millis(self.request_timeout_ms.max(1)));
         let sign = match self.sign {
@@ -114,11 +119,11 @@ impl Common {
             }
             config = config.sigv4(sigv4);
         }
-        Client::new(config).map_err(|e| self.failed(e))
+        config
     }
 
     /// A client error as the command's failure.
-    fn failed(&self, e: Error) -> CliFailure {
+    pub(crate) fn failed(&self, e: Error) -> CliFailure {
         let code = match &e {
             Error::Api { code, .. } => code.as_str().to_owned(),
             Error::Undetermined { .. } => "undetermined".into(),

@@ -112,6 +112,36 @@ impl Gateway {
         self.verifier.verify(token, now).await
     }
 
+    /// Who may call the operator API (`/operator/...`): the `sub` of an admin token of the
+    /// local issuer sent as `Authorization: Bearer <token>` (`twopc token --admin`), or the
+    /// refusal: 401 `operator_token` without a valid token, 403 `operator_forbidden` for a
+    /// token that is not an admin's.
+    pub async fn operator(&self, authorization: Option<&str>) -> Result<String, Response> {
+        use twopc_core::api::codes;
+        let token = authorization
+            .and_then(|h| h.strip_prefix("Bearer "))
+            .map(str::trim);
+        const HOW: &str = "send Authorization: Bearer <a token of twopc token --admin>";
+        let principal = self.verifier.verify(token, now_secs()).await.map_err(|r| {
+            let why = match r {
+                // The WebSocket's wording (`?token=`) is not this call's.
+                AccessRefusal::Missing => "no token".to_owned(),
+                r => r.to_string(),
+            };
+            super::answers::refusal(codes::OPERATOR_TOKEN, format!("{why}: {HOW}"))
+        })?;
+        if !principal.grants.admin {
+            return Err(super::answers::refusal(
+                codes::OPERATOR_FORBIDDEN,
+                format!(
+                    "{}'s token is not an admin's: the operator API needs one (twopc token --admin)",
+                    principal.sub
+                ),
+            ));
+        }
+        Ok(principal.sub)
+    }
+
     /// `GET /ws`: runs `$connect`, then upgrades (or refuses with the handler's status).
     pub async fn upgrade(
         self: std::sync::Arc<Self>,

@@ -1,8 +1,9 @@
-//! `twopc serve`: the whole system on one machine, against DynamoDB Local.
+//! `twopc serve`: the whole system on one machine, against an embedded DynamoDB engine.
 //!
 //! - [`pidfile`]: one `twopc serve` per data folder (an advisory lock held while it runs);
-//! - [`dynamodb_local`]: DynamoDB Local as a child process (persisted under the data folder, or
-//!   in memory), unless `--dynamodb-endpoint` names one;
+//! - [`engine`]: which DynamoDB: the embedded engine (`twopc-engine`, persisted in the data folder
+//!   or in memory), or [`dynamodb_local`] as a child process, unless `--dynamodb-endpoint` names
+//!   one;
 //! - [`stack`]: the parts, wired once: the demo's configuration ([`demo`]), tables, seed, the
 //!   coordinator's handler, the sweeper, the WebSocket [`gateway`], the stream poller
 //!   ([`streams`]);
@@ -14,6 +15,7 @@ mod answers;
 mod apigw;
 mod demo;
 mod dynamodb_local;
+mod engine;
 mod gateway;
 mod items;
 mod pidfile;
@@ -30,7 +32,8 @@ use tracing::warn;
 use twopc_core::ports::PortError;
 use twopc_function::env::ConfigError;
 
-use dynamodb_local::{DynamoDbLocal, LocalError};
+use dynamodb_local::LocalError;
+pub use engine::EngineKind;
 use pidfile::Claim;
 use stack::Stack;
 
@@ -43,13 +46,17 @@ pub struct ServeArgs {
     /// Port of the HTTP API.
     #[arg(long, default_value_t = 3000, env = "TWOPC_PORT")]
     pub port: u16,
-    /// Use this DynamoDB (Local) endpoint instead of starting DynamoDB Local.
+    /// The DynamoDB engine to start: embedded (in this process, nothing to install) or
+    /// dynamodb-local (Amazon's DynamoDB Local: Java 17, installed by `make tools`).
+    #[arg(long, value_enum, default_value_t = EngineKind::Embedded, env = "TWOPC_ENGINE")]
+    pub engine: EngineKind,
+    /// Use this DynamoDB endpoint (any DynamoDB, DynamoDB Local) instead of starting an engine.
     #[arg(long, env = "TWOPC_DYNAMODB_ENDPOINT")]
     pub dynamodb_endpoint: Option<String>,
-    /// Folder for the data (DynamoDB Local's files) and the run's state files.
+    /// Folder for the data (the engine's files) and the run's state files.
     #[arg(long, default_value = ".twopc", env = "TWOPC_DATA_DIR")]
     pub data_dir: PathBuf,
-    /// Keep DynamoDB Local's data in memory (lost at exit).
+    /// Keep the engine's data in memory (lost at exit).
     #[arg(long)]
     pub in_memory: bool,
     /// How often the sweeper runs, in milliseconds.
@@ -190,6 +197,9 @@ pub enum ServeError {
     /// DynamoDB Local did not start.
     #[error(transparent)]
     DynamoDbLocal(#[from] LocalError),
+    /// The embedded engine did not start.
+    #[error(transparent)]
+    Engine(#[from] twopc_engine::EngineError),
     /// The demo's configuration is not one the coordinator accepts (a bug).
     #[error("the local stack's configuration: {0}")]
     Config(#[from] ConfigError),
@@ -245,29 +255,9 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
         }
     };
     claim.serving_at(&url)?;
-    let (endpoint, local) = match &args.dynamodb_endpoint {
-        Some(endpoint) => {
-            eprintln!("- using DynamoDB at {endpoint}");
-            (endpoint.clone(), None)
-        }
-        None => {
-            let db_dir = (!args.in_memory).then(|| args.data_dir.join("dynamodb"));
-            eprintln!(
-                "- starting DynamoDB Local ({})",
-                db_dir.as_ref().map_or_else(
-                    || "in memory".to_owned(),
-                    |d| format!("data in {}", d.display())
-                )
-            );
-            let local = DynamoDbLocal::start(db_dir.as_deref(), &args.data_dir).await?;
-            (local.url.clone(), Some(local))
-        }
-    };
-    let outcome = run(&args, listener, &url, &endpoint).await;
-    if let Some(local) = local {
-        eprintln!("- stopping DynamoDB Local");
-        local.stop().await;
-    }
+    let engine = engine::Engine::start(&args).await?;
+    let outcome = run(&args, listener, &url, &engine).await;
+    engine.stop().await;
     outcome
 }
 
@@ -275,14 +265,15 @@ async fn run(
     args: &ServeArgs,
     listener: tokio::net::TcpListener,
     url: &str,
-    endpoint: &str,
+    engine: &engine::Engine,
 ) -> Result<(), ServeError> {
+    let endpoint = engine.endpoint();
     let stack = Arc::new(Stack::build(args, endpoint, url).await?);
     let sweeping = tokio::spawn(sweep_forever(
         stack.clone(),
         Duration::from_millis(args.sweep_interval_ms.max(10)),
     ));
-    banner(url, endpoint, args);
+    banner(url, engine, args);
     let served = axum::serve(listener, routes::router(stack.clone()))
         .with_graceful_shutdown(shutdown_signal())
         .await;
@@ -295,14 +286,15 @@ async fn run(
     served.map_err(ServeError::Server)
 }
 
-fn banner(url: &str, endpoint: &str, args: &ServeArgs) {
+fn banner(url: &str, engine: &engine::Engine, args: &ServeArgs) {
     println!(
         r#"
 dynamo-2pc local stack
   HTTP API      {url}   (POST /transactions, GET /transactions/{{txId}})
-  DynamoDB      {endpoint}   (tables {prefix}transactions, {prefix}accounts, {prefix}wallets, {prefix}inventory, {prefix}payments)
+  DynamoDB      {endpoint}   ({engine}; tables {prefix}transactions, {prefix}accounts, {prefix}wallets, {prefix}inventory, {prefix}payments)
   payments      {url}/services/payments   (a custom participant; GET .../authorisations)
 {custom}  live page     {url}/   (WebSocket {ws}/ws)
+  console       {url}/console   (the operator console)
   sweeper       every {sweep} ms
   data          {data}
   data lake     {lake}/committed/dt=YYYY-MM-DD/*.parquet   (make lake queries it)
@@ -314,6 +306,8 @@ Try a transfer:
 or: twopc transfer --from alice --to bob --amount 10
 Ctrl-C stops everything this process started.
 "#,
+        endpoint = engine.endpoint(),
+        engine = engine.describe(),
         prefix = args.table_prefix,
         custom = args
             .http_participants

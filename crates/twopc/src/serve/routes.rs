@@ -1,4 +1,4 @@
-//! The local gateway's routes: the live page, the WebSocket and its management API, the local
+//! The local gateway's routes: the live page, the operator console, the WebSocket and its management API, the local
 //! helpers (`/local/...`), the demo's custom participant (`/services/payments/...`), and everything else to the coordinator's handler; every refusal in
 //! JSON ([`super::answers`]).
 
@@ -27,6 +27,7 @@ pub fn router(stack: Arc<Stack>) -> Router {
     let max_body = stack.settings.max_body_bytes;
     Router::new()
         .route("/", get(live_page))
+        .route("/console", get(console_page))
         .route("/ws", get(websocket))
         .route("/@connections/{id}", post(post_to_connection))
         .route("/local/sweep", post(sweep_once))
@@ -58,6 +59,22 @@ async fn live_page(State(stack): State<Arc<Stack>>) -> Response {
         include_str!("live.html").replace("__TWOPC_PAGE_TOKEN__", &token),
     )
         .into_response()
+}
+
+/// The operator console, with the same admin token: for the operator API (`Authorization:
+/// Bearer`) and the WebSocket.
+async fn console_page(State(stack): State<Arc<Stack>>) -> Response {
+    let token = match stack.gateway.page_token() {
+        Ok(t) => t,
+        Err(e) => return refusal(codes::UNAVAILABLE, format!("minting the page's token: {e}")),
+    };
+    crate::console::page(&serde_json::json!({
+        "token": token,
+        "ws": {"url": null, "token": token},
+        "where": "the local stack (twopc serve)",
+        "pollSecs": crate::console::POLL_SECS_LIVE,
+    }))
+    .into_response()
 }
 
 async fn websocket(

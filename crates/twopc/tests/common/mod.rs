@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 use tokio::process::{Child, Command};
 use tokio_tungstenite::tungstenite::Message;
 use twopc_core::ids::TxId;
+use twopc_core::ports::Clock;
 
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -40,7 +41,8 @@ pub fn serve_command(port: u16) -> std::process::Command {
     cmd.arg("serve")
         .arg("--port")
         .arg(port.to_string())
-        .env("RUST_LOG", "warn")
+        // The embedded engine warns of each error it answers (failed conditions included).
+        .env("RUST_LOG", "warn,dynoxide=error")
         .env_remove("TWOPC_DYNAMODB_ENDPOINT")
         .env_remove("TWOPC_DATA_DIR")
         .env_remove("TWOPC_LAKE_DIR")
@@ -98,12 +100,18 @@ pub async fn start_on_shared(name: &str, extra: &[&str]) -> (Serve, PathBuf) {
     (serve, data)
 }
 
+/// `--engine NAME` of the engine under test (`twopc_tests::engine`), for a `twopc serve` that
+/// starts an engine of its own.
+pub fn engine_args() -> [&'static str; 2] {
+    ["--engine", twopc_tests::engine().name()]
+}
+
 /// `twopc serve --port PORT` run from `cwd` with every other option at its default (relative
-/// data and lake folders), as `make run` runs it. `cwd` must lie inside the repository, so the
-/// DynamoDB Local install in `.tools/` is found by searching upward.
-pub async fn start_with_defaults(cwd: &Path, port: u16) -> Serve {
+/// data and lake folders) but `extra`, as `make run` runs it. `cwd` must lie inside the
+/// repository, so that DynamoDB Local's install in `.tools/` is found by searching upward.
+pub async fn start_with_defaults(cwd: &Path, port: u16, extra: &[&str]) -> Serve {
     let mut cmd = serve_command(port);
-    cmd.current_dir(cwd);
+    cmd.current_dir(cwd).args(extra);
     launch(cmd, port).await
 }
 
@@ -332,4 +340,29 @@ pub async fn lake_rows(lake: &Path, enough: impl Fn(&[Value]) -> bool) -> Vec<Va
         );
         tokio::time::sleep(Duration::from_millis(100)).await; // polling files written by another process
     }
+}
+
+/// A transaction stuck past its deadline, undecided, on accounts/alice, that the stack's
+/// sweeper backs off from for an hour (so only an operator moves it).
+pub async fn stuck(log: &twopc_dynamo::DynamoTxLog, prefix: &str) -> twopc_core::record::TxRecord {
+    let now = twopc_core::ports::SystemClock.now_ms();
+    let mut r = twopc_core::record::TxRecord::never_began(&TxId::random(), now - 65_000);
+    r.status = twopc_core::status::TxStatus::Preparing;
+    r.deadline = now - 60_000;
+    r.begun_by = "operator-test".into();
+    r.participants = vec![
+        serde_json::from_value(json!({
+            "participant": "accounts",
+            "target": {"transport": "direct", "table": format!("{prefix}accounts")},
+            "key": {"id": "alice"}, "op": {"add": {"balance": -1}}
+        }))
+        .expect("an entry"),
+    ];
+    // Written backing off already: the stack's sweeper runs every 200 ms.
+    r.attempts = 1;
+    r.retry_after = Some(now + 3_600_000);
+    twopc_core::ports::TxLog::create(log, &r)
+        .await
+        .expect("create");
+    r
 }

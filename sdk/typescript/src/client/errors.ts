@@ -37,6 +37,14 @@ export const ERROR_CODES = [
   "unauthorized",
   "internal",
   "throttled",
+  // The operator API's (docs/api.md, "The operator API").
+  "invalid_operator_query",
+  "item_not_readable",
+  "operator_forbidden",
+  "operator_token",
+  "not_overdue",
+  "already_decided",
+  "already_ended",
 ] as const;
 
 /** A code this version knows, or any other string (a later API's). */

@@ -7,8 +7,13 @@ import type { VoteReason } from "./messages.js";
 
 /** One hook call. */
 export interface Call<P> {
-  /** The transaction: make each hook idempotent per transaction id. */
+  /** The transaction's id: with `began`, the transaction each hook is idempotent per. */
   txId: string;
+  /**
+   * When the transaction began (epoch ms). A transaction is its id and this: an Idempotency-Key
+   * used again after its 7-day window names a new transaction under the same id, a later `began`.
+   */
+  began: number;
   /** The prepare's payload, as the service's `payload` read it. */
   payload: P;
   /**
@@ -50,7 +55,8 @@ export class InvalidPayload extends Error {
  * The SDK calls each hook at most once per transaction and outcome: duplicated and late
  * messages never reach a hook. A hook is called again only when an earlier call of it failed
  * (threw) or was cut off (a crash, a call past its claim) before its result was recorded, so
- * each must be idempotent per transaction id (the id as a gateway's idempotency key).
+ * each must be idempotent per transaction: its id and its `began` (both in a gateway's
+ * idempotency key; a key used again after its window reuses the id).
  * `confirm` must succeed eventually: the decision is taken. `cancel` may find nothing held
  * (a `reserve` that failed midway).
  */

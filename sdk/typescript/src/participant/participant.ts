@@ -18,7 +18,17 @@ import {
   YES,
   no,
 } from "./messages.js";
-import { type Phase, type TxState, claimLive, ended, first, inquiryPlan, moved } from "./state.js";
+import {
+  type Phase,
+  type TxState,
+  asOf,
+  claimLive,
+  ended,
+  first,
+  inquiryPlan,
+  isTerminal,
+  moved,
+} from "./state.js";
 import { type StateStore, StoreError, type TxLog, type Written } from "./store.js";
 
 /** How long a `confirm` or `cancel` call may take by default (ms). */
@@ -123,16 +133,16 @@ export class Participant<P = Json> {
 
   /** Inquiry (the staged commit's recovery): answers, or with `prevent` prevents by one write first. */
   async inquire(req: InquireRequest): Promise<InquireReply> {
-    let found = await this.states.get(req.txId);
+    let found = asOf(await this.states.get(req.txId), req.began);
     for (let i = 0; i < 6; i++) {
       const now = this.now();
-      const plan = inquiryPlan(found?.phase, req.prevent === true);
+      const plan = inquiryPlan(found.own?.phase, req.prevent === true);
       let written: Written;
       if ("answer" in plan) return { inquiry: plan.answer };
       if (plan.write === "recordAborted") {
-        written = await this.states.create(first(req.txId, "aborted", req.deadline, req.began, now));
-      } else if (found) {
-        written = await this.states.replace(moved(found, "cancelling", now, now));
+        [written] = await this.createOver(first(req.txId, "aborted", req.deadline, req.began, now), found.former);
+      } else if (found.own) {
+        written = await this.states.replace(moved(found.own, "cancelling", now, now));
       } else {
         written = { done: false, found: undefined };
       }
@@ -140,7 +150,7 @@ export class Participant<P = Json> {
         this.logger("info", "staged transaction prevented here", { txId: req.txId });
         return { inquiry: "prevented" };
       }
-      found = written.found;
+      found = asOf(written.found, req.began);
     }
     throw new StoreError(`inquiry about transaction ${req.txId}: its state kept changing under it`, true);
   }
@@ -199,18 +209,16 @@ export class Participant<P = Json> {
     payload: Json,
     now: number,
   ): Promise<{ claim: TxState } | { reply: PrepareReply }> {
-    let found = await this.states.get(req.txId);
+    let found = asOf(await this.states.get(req.txId), req.began);
     for (;;) {
-      const reply = answerPrepare(found, payload, now);
+      const reply = answerPrepare(found.own, payload, now);
       if (reply) return { reply };
-      const claim: TxState = {
-        ...first(req.txId, "reserving", req.deadline, req.began, now),
-        payload,
-        claimedUntil: req.deadline,
-      };
-      const written = await this.states.create(claim);
+      const [written, claim] = await this.createOver(
+        { ...first(req.txId, "reserving", req.deadline, req.began, now), payload, claimedUntil: req.deadline },
+        found.former,
+      );
       if (written.done) return { claim };
-      found = written.found;
+      found = asOf(written.found, req.began);
     }
   }
 
@@ -224,7 +232,7 @@ export class Participant<P = Json> {
       return { ok: { held: false, reason: "invalid", message: `the payload is not one this participant reads: ${why}` } };
     }
     try {
-      const call = { txId: req.txId, payload, deadline: req.deadline };
+      const call = { txId: req.txId, began: req.began, payload, deadline: req.deadline };
       return { ok: await this.within(req.deadline, "reserve", () => this.hooks.reserve(call)) };
     } catch (error) {
       return { error };
@@ -284,27 +292,55 @@ export class Participant<P = Json> {
 
   /** Carries out `decision`; `req` is the message, if any (the sweep never writes a missing state). */
   private async finish(txId: string, decision: Decision, req: CompleteRequest | undefined): Promise<CompleteReply> {
-    let found = await this.states.get(txId);
+    let found = asOf(await this.states.get(txId), req?.began);
     for (;;) {
       const now = this.now();
       let step: Step;
-      if (found === undefined) step = await this.finishUnseen(txId, decision, req, now);
+      const own = found.own;
+      if (own === undefined) step = await this.finishUnseen(txId, decision, req, now, found.former);
       else {
-        const reply = answerFinish(txId, found, decision, now);
-        step = reply ? { reply } : await this.callAndRecord(found, decision, now);
+        const reply = answerFinish(txId, own, decision, now);
+        step = reply ? { reply } : await this.callAndRecord(own, decision, now);
       }
       if ("reply" in step) return step.reply;
-      found = step.again;
+      found = asOf(step.again, req?.began);
     }
   }
 
   /** No state: an abort is recorded (its prepare is then fenced out); a commit is a violation. */
-  private async finishUnseen(txId: string, decision: Decision, req: CompleteRequest | undefined, now: number): Promise<Step> {
+  private async finishUnseen(
+    txId: string,
+    decision: Decision,
+    req: CompleteRequest | undefined,
+    now: number,
+    former: TxState | undefined,
+  ): Promise<Step> {
     if (decision === "commit" || req === undefined) {
       return { reply: this.violation(txId, `${decision} of a transaction never prepared here`) };
     }
-    const written = await this.states.create(first(txId, "aborted", req.deadline, req.began, now));
+    const [written] = await this.createOver(first(txId, "aborted", req.deadline, req.began, now), former);
     return written.done ? { reply: { result: "done" } } : { again: written.found };
+  }
+
+  /**
+   * Writes `state`, a transaction's first: created where its id holds none, or written over
+   * `former`, a former transaction's under the same id (its Idempotency-Key used again after its
+   * window), once that one is finished; returns what it wrote (its revision follows the former's).
+   * An unfinished former state, which the protocol never leaves behind (its record ended only once
+   * this participant answered), fails the step, to be retried; a former state that began later is
+   * a successor's, so this message is a late one of a transaction long ended: refused, nothing written.
+   */
+  private async createOver(state: TxState, former: TxState | undefined): Promise<[Written, TxState]> {
+    if (former === undefined) return [await this.states.create(state), state];
+    const what = `transaction ${state.txId}: a state (${former.phase}) of another transaction under this id, began ${former.began}`;
+    if (former.began > state.began) throw new StoreError(`${what}, later than this message's ${state.began}`, false);
+    if (!isTerminal(former.phase)) throw new StoreError(`${what}, still unfinished`, true);
+    this.logger("info", "state of a former transaction under this id replaced (its key used again)", {
+      txId: state.txId,
+      formerBegan: former.began,
+    });
+    const over = { ...state, revision: former.revision + 1 };
+    return [await this.states.replace(over), over];
   }
 
   /** Claims the call (or takes over an interrupted one), calls the hook, records its end. */
@@ -337,7 +373,7 @@ export class Participant<P = Json> {
       if (hook === "cancel") return;
       throw new HookFailed(hook, state.txId, e);
     }
-    const call: Call<P> = { txId: state.txId, payload, deadline: until };
+    const call: Call<P> = { txId: state.txId, began: state.began, payload, deadline: until };
     try {
       await this.within(until, hook, () => (hook === "confirm" ? this.hooks.confirm(call) : this.hooks.cancel(call)));
     } catch (e) {

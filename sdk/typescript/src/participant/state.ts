@@ -42,6 +42,20 @@ export function isClaimed(phase: Phase): boolean {
   return phase === "reserving" || phase === "confirming" || phase === "cancelling";
 }
 
+/**
+ * A state as the transaction that began at `began` reads it (`undefined`: the sweep, which reads
+ * it as it is). A transaction is its id and its `began`: a state under the id with another
+ * `began` is a former transaction's (an Idempotency-Key used again after its 7-day window), none
+ * of this one's; the new transaction's first write replaces it once it is finished.
+ */
+export type Found = { own: TxState | undefined; former: TxState | undefined };
+
+export function asOf(s: TxState | undefined, began: number | undefined): Found {
+  return s !== undefined && began !== undefined && s.began !== began
+    ? { own: undefined, former: s }
+    : { own: s, former: undefined };
+}
+
 /** One transaction's state, as stored (the attribute names of crates/core/src/layout.rs). */
 export interface TxState {
   txId: string;

@@ -13,7 +13,7 @@ from decimal import Decimal
 from typing import Any, Callable, Optional
 
 from . import state as rules
-from .errors import Busy, HookFailed, StoreUnavailable
+from .errors import Busy, HookFailed, Invalid, StoreUnavailable
 from .hooks import Call, Hooks, InvalidPayload, Reservation
 from .records import TransactionRecords
 from .requests import Request
@@ -92,17 +92,17 @@ class Participant:
         return self._record_vote(req, claim, reservation)
 
     def _claim_reserve(self, req: Request, now: int) -> TxState | dict:
-        found = self.store.get(req.tx_id)
+        found, former = _as_of(self.store.get(req.tx_id), req.began)
         for _ in range(_ROUNDS):
             answer = _answer_prepare(found, req.payload, now)
             if answer is not None:
                 return answer
             claim = TxState.first(req.tx_id, Phase.RESERVING, req.deadline, req.began, now)
             claim = _with(claim, payload=req.payload, claimed_until=req.deadline)
-            lost = self.store.create(claim)
+            lost, claim = self._create_over(claim, former)
             if lost is None:
                 return claim
-            found = lost.found
+            found, former = _as_of(lost.found, req.began)
         raise StoreUnavailable(f"transaction {req.tx_id}: its state kept changing under the prepare")
 
     def _reserve(self, req: Request) -> Reservation:
@@ -110,7 +110,7 @@ class Participant:
             payload = self._read_payload(req.payload)
         except (InvalidPayload, ValueError, TypeError, KeyError) as e:
             return Reservation(False, "invalid", f"the payload is not one this participant reads: {e}")
-        call = Call(req.tx_id, payload, req.deadline)
+        call = Call(req.tx_id, payload, req.deadline, req.began)
         try:
             reservation = self.hooks.reserve(call)
         except Exception as e:
@@ -172,17 +172,18 @@ class Participant:
         return self._finish(req.tx_id, "abort", req)
 
     def _finish(self, tx: str, decision: str, req: Optional[Request]) -> dict:
-        found = self.store.get(tx)
+        began = None if req is None else req.began
+        found, former = _as_of(self.store.get(tx), began)
         for _ in range(_ROUNDS):
             now = self.clock()
             if found is None:
                 if decision == "commit" or req is None:
                     return _violation(tx, f"{decision} with no state")
                 aborted = TxState.first(tx, Phase.ABORTED, req.deadline, req.began, now)
-                lost = self.store.create(aborted)
+                lost, _ = self._create_over(aborted, former)
                 if lost is None:
                     return {"result": "done"}
-                found = lost.found
+                found, former = _as_of(lost.found, began)
                 continue
             answer = (rules.COMMIT if decision == "commit" else rules.ABORT)[found.phase]
             if answer == "claimed" and found.claim_live(now):
@@ -194,8 +195,29 @@ class Participant:
             lost = self._call_and_record(found, decision, now)
             if lost is None:
                 return {"result": "done"}
-            found = lost.found
+            found, former = _as_of(lost.found, began)
         raise StoreUnavailable(f"transaction {tx}: its state kept changing under the {decision}")
+
+    def _create_over(self, state: TxState, former: Optional[TxState]) -> tuple[Optional[Lost], TxState]:
+        """Writes ``state``, a transaction's first: created where its id holds none, or written
+        over ``former``, a former transaction's under the same id (its Idempotency-Key used again
+        after its window), once that one is finished; returns what it wrote (its revision
+        follows the former's). An unfinished former state, which the protocol never leaves
+        behind, fails the step (503, retried); one that began later is a successor's, so this
+        message is a late one of a transaction long ended: refused, nothing written."""
+        if former is None:
+            return self.store.create(state), state
+        what = (
+            f"transaction {state.tx_id}: a state ({former.phase.value}) of another transaction"
+            f" under this id, began {former.began}"
+        )
+        if former.began > state.began:
+            raise Invalid(f"{what}, later than this message's {state.began}")
+        if not former.phase.terminal:
+            raise StoreUnavailable(f"{what}, still unfinished")
+        log.info("transaction %s: a former transaction's state (began %d) replaced", state.tx_id, former.began)
+        over = _with(state, revision=former.revision + 1)
+        return self.store.replace(over), over
 
     def _call_and_record(self, s: TxState, decision: str, now: int) -> Optional[Lost]:
         calling, done, hook = (
@@ -224,7 +246,7 @@ class Participant:
                 return
             raise HookFailed(f"the recorded payload no longer reads as this participant's: {e}")
         try:
-            getattr(self.hooks, hook)(Call(s.tx_id, payload, until))
+            getattr(self.hooks, hook)(Call(s.tx_id, payload, until, s.began))
         except Exception as e:
             now = self.clock()
             try:
@@ -244,21 +266,22 @@ class Participant:
         ``prevented`` once refused or aborted; otherwise ``open`` or, with ``prevent``,
         prevented first by one conditional write. Calls no hook."""
         tx = req.tx_id
-        found = self.store.get(tx)
+        found, former = _as_of(self.store.get(tx), req.began)
         for _ in range(_ROUNDS):
             now = self.clock()
             plan = rules.inquire(found.phase if found else None, req.prevent)
             if isinstance(plan, str):
                 return {"inquiry": plan}
             if plan is Plan.RECORD_ABORTED:
-                lost = self.store.create(TxState.first(tx, Phase.ABORTED, req.deadline, req.began, now))
+                aborted = TxState.first(tx, Phase.ABORTED, req.deadline, req.began, now)
+                lost, _ = self._create_over(aborted, former)
             else:
                 assert found is not None
                 lost = self.store.replace(found.moved(Phase.CANCELLING, now, now))
             if lost is None:
                 log.info("transaction %s: staged transaction prevented here", tx)
                 return {"inquiry": "prevented"}
-            found = lost.found
+            found, former = _as_of(lost.found, req.began)
         raise StoreUnavailable(f"transaction {tx}: its state kept changing under the inquiry")
 
     # --- a silent coordinator ------------------------------------------------------------
@@ -322,6 +345,16 @@ def _answer_prepare(found: Optional[TxState], payload: Any, now: int) -> Optiona
             "what it holds keeps its payload",
         )
     return dict(YES)  # reserved: a retry gets its yes again
+
+
+def _as_of(s: Optional[TxState], began: Optional[int]) -> tuple[Optional[TxState], Optional[TxState]]:
+    """``(own, former)``: the state under a transaction's id as the transaction that began at
+    ``began`` reads it (None: the sweep, which reads it as it is). A transaction is its id and
+    its ``began``: a state of another ``began`` is a former transaction's (an Idempotency-Key
+    used again after its 7-day window), none of this one's."""
+    if s is not None and began is not None and s.began != began:
+        return None, s
+    return s, None
 
 
 def _with(s: TxState, **changes: Any) -> TxState:

@@ -18,6 +18,10 @@ class Call:
     tx_id: str
     payload: Any
     deadline: int
+    #: When the transaction began (epoch ms). A transaction is its id and this: an
+    #: Idempotency-Key used again after its 7-day window names a new transaction under the same
+    #: id, with a later ``began``; make hooks idempotent per both.
+    began: int = 0
 
 
 @dataclass(frozen=True)
@@ -48,8 +52,9 @@ class InvalidPayload(ValueError):
 class Hooks(Protocol):
     """A service's business logic. The SDK calls each hook at most once per transaction and
     outcome; a hook is called again only when an earlier call of it failed (raised) or was
-    interrupted before its result was recorded, so each must be idempotent per ``tx_id`` (the
-    transaction id as a gateway's idempotency key). ``cancel`` may find nothing held.
+    interrupted before its result was recorded, so each must be idempotent per transaction:
+    ``tx_id`` and ``began`` (both in a gateway's idempotency key). ``cancel`` may find nothing
+    held.
 
     Optionally, ``read_payload(raw)`` turns the payload's JSON (``Decimal`` numbers) into the
     service's own type, raising ``InvalidPayload`` (or ``ValueError``, ``TypeError``,
