@@ -42,8 +42,10 @@ pub struct Swept {
     pub passes: u32,
 }
 
-/// Sweeper passes after a cell before what is left is reported.
-const PASSES: u32 = 4;
+/// Sweeper passes after a cell before what is left is reported. One pass ends at most a page
+/// of records, as one scheduled run does; a cell that stalled at 128 in flight leaves more
+/// than 800, so the passes go on while each one ends something, up to this many.
+const PASSES: u32 = 100;
 
 /// How far model time jumps before each pass beyond the deadline: past the sweeper's first
 /// backoffs of a record it could not finish (2, 4, 8 s by default).
@@ -250,9 +252,15 @@ impl Driver {
         while swept.passes < PASSES && self.anything_open().await? {
             self.clock.advance(self.retry.deadline + PAST_BACKOFF);
             let report: SweepReport = self.sweeper.run().await?;
-            swept.records += (report.aborted + report.rolled_forward) as u64;
+            let ended = (report.aborted + report.rolled_forward) as u64;
+            swept.records += ended;
             swept.locks += report.locks_resolved as u64;
             swept.passes += 1;
+            // The first passes may only wait out a backoff; after those, a pass that ends
+            // nothing will not be followed by one that does.
+            if swept.passes >= 4 && ended == 0 && report.locks_resolved == 0 {
+                break;
+            }
         }
         Ok(swept)
     }
