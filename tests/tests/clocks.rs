@@ -7,7 +7,7 @@
 use serde_json::json;
 use twopc_core::coordinator::{CommitMode, Coordinator};
 use twopc_core::ids::TxId;
-use twopc_core::message::CompleteReply;
+use twopc_core::message::{CompleteReply, InquireRequest, Inquiry};
 use twopc_core::participant::ParticipantConfig;
 use twopc_core::ports::Clock;
 use twopc_core::record::{Vote, VoteReason};
@@ -158,4 +158,64 @@ async fn a_coordinator_whose_clock_runs_ahead_aborts_with_clock_skew_and_moves_n
         w.transfer("alice", "bob", 10).await.status,
         TxStatus::Committed
     );
+}
+
+#[tokio::test]
+async fn a_prevent_of_a_transaction_from_a_clock_ahead_never_raises_the_horizon_past_the_margin() {
+    // GIVEN an item whose fence is full (capacity 1, one transaction committed there)
+    let w = World::with_participant_config(ParticipantConfig {
+        fence_capacity: 1,
+        ..ParticipantConfig::default()
+    })
+    .await;
+    w.seed("accounts", "alice", json!({"balance": 100})).await;
+    w.seed("wallets", "bob", json!({"balance": 0})).await;
+    w.transfer("alice", "bob", 1).await;
+    let before = w.item("accounts", "alice").await.expect("alice");
+    assert_eq!(before.fence.len(), 1);
+
+    // WHEN recovery prevents a staged transaction that began 30 s ahead of the item's clock
+    let ahead = TxId::random();
+    let deadline = deadline_began_ahead(&w, 30_000);
+    let prevent = InquireRequest {
+        tx_id: ahead.clone(),
+        deadline,
+        began: twopc_tests::began(deadline),
+        key: twopc_tests::key("alice"),
+        op: None,
+        payload: None,
+        prevent: true,
+    };
+    let reply = w
+        .participant
+        .inquire(&w.accounts, &prevent)
+        .await
+        .expect("inquire");
+
+    // THEN it is prevented for good, by its entry (beyond the capacity), never by a horizon in
+    // the future: the horizon rises at most the margin past the participant's clock,
+    assert_eq!(reply.inquiry, Inquiry::Prevented);
+    let after = w.item("accounts", "alice").await.expect("alice");
+    assert!(
+        after.horizon <= w.clock.now_ms() + MARGIN_MS,
+        "horizon {} is {} ms ahead",
+        after.horizon,
+        after.horizon.saturating_sub(w.clock.now_ms())
+    );
+    assert!(after.fence.contains_key(&ahead), "{:?}", after.fence);
+    // AND a prepare beginning now locks the item, while the prevented one's is refused.
+    let op = json!({"set": {"memo": "x"}});
+    let now = twopc_core::message::PrepareRequest {
+        began: w.clock.now_ms(),
+        ..prepare_req(
+            &TxId::random(),
+            w.clock.now_ms() + 5_000,
+            "alice",
+            op.clone(),
+        )
+    };
+    let reply = w.prepare("accounts", &now).await;
+    assert!(reply.vote.is_yes(), "{reply:?}");
+    let again = w.participant.inquire(&w.accounts, &prevent).await;
+    assert_eq!(again.expect("inquire").inquiry, Inquiry::Prevented);
 }

@@ -1513,6 +1513,7 @@ async fn an_inquiry_reads_held_or_prevents_and_a_prevented_prepare_never_lands<
         began: NOW,
         key: key(id),
         op: None,
+        payload: None,
         prevent,
     };
     let answer = |r: InquireRequest| {
@@ -1572,6 +1573,7 @@ async fn an_inquiry_about_another_operation_than_its_hold_is_prevented_and_write
         began: NOW,
         key: key("alice"),
         op: o.map(op),
+        payload: None,
         prevent,
     };
     let answer = |r: InquireRequest| {

@@ -121,6 +121,7 @@ async fn an_item_in_the_earlier_fence_format_is_refused_before_anything_is_writt
         began: deadline - 5_000,
         key: key("alice"),
         op: None,
+        payload: None,
         prevent: true,
     };
     says_earlier_format(p.inquire(&w.accounts, &inquiry).await);

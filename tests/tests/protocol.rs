@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::{Value, json};
 use twopc_core::api::codes;
-use twopc_core::coordinator::SubmitError;
+use twopc_core::coordinator::{CommitMode, SubmitError, Submitted};
 use twopc_core::ids::TxId;
 use twopc_core::item::{FenceEntry, FenceOutcome, ItemState, Lock};
 use twopc_core::layout;
@@ -111,6 +111,42 @@ async fn insufficient_balance_aborts_and_leaves_no_lock() {
     assert_eq!(
         (answer.status, answer.body["code"].as_str()),
         (409, Some("condition"))
+    );
+}
+
+#[tokio::test]
+async fn a_live_lock_whose_owner_decided_is_settled_by_its_record_not_a_conflict() {
+    // GIVEN a live lock (deadline 10 s away) whose owner's record is already COMMITTING: its
+    // coordinator decided and has not completed this item yet
+    let w = World::new().await;
+    bank(&w).await;
+    let holder = TxId::random();
+    let now = w.clock.now_ms();
+    let mut record = TxRecord::never_began(&holder, now);
+    record.status = TxStatus::Committing;
+    record.deadline = now + 10_000;
+    record.created_at = twopc_tests::began(record.deadline);
+    let note = json!({"set": {"note": "x"}});
+    let held = w
+        .prepare(
+            "accounts",
+            &prepare_req(&holder, record.deadline, "alice", note),
+        )
+        .await;
+    assert!(held.vote.is_yes(), "{:?}", held.vote);
+    w.log.create(&record).await.expect("holder's record");
+    // WHEN another transaction prepares the item
+    let rec = w.transfer("alice", "bob", 10).await;
+    // THEN it settles the owner by its record (the lock rule: roll it forward here), as the
+    // owner's own completion would, and goes on: no `conflict`, no wait for the lease.
+    assert_eq!(rec.status, TxStatus::Committed, "{:?}", rec.votes);
+    assert_eq!(
+        w.attr("accounts", "alice", "note").await.as_deref(),
+        Some("x")
+    );
+    assert_eq!(
+        w.attr("accounts", "alice", "balance").await.as_deref(),
+        Some("90")
     );
 }
 
@@ -1332,6 +1368,43 @@ async fn idempotency_key_with_another_body_is_refused() {
     );
 }
 
+#[tokio::test]
+async fn idempotency_key_replay_spelling_a_number_otherwise_is_the_same_transaction() {
+    // GIVEN a keyed transfer of 10
+    let w = World::new().await;
+    bank(&w).await;
+    let first = w
+        .coordinator
+        .submit_to_end(&transfer("alice", "bob", 10), Some("order-3"))
+        .await
+        .expect("first");
+    // WHEN it is retried with the amount spelled 10.0, 1E1 or 10.000
+    for spelling in ["10.0", "1E1", "10.000"] {
+        let body: Value = serde_json::from_str(&format!(
+            r#"{{"participants": [
+            {{"participant": "accounts", "key": {{"id": "alice"}}, "op": {{"add": {{"balance": -{spelling}}}, "require": {{"balance": {{"gte": {spelling}}}}}}}}},
+            {{"participant": "wallets", "key": {{"id": "bob"}}, "op": {{"add": {{"balance": {spelling}}}}}}}]}}"#
+        ))
+        .expect("json");
+        // THEN it is a replay of the same transaction, applied once (DynamoDB reads the numbers
+        // by value, and so does the request's hash)
+        let again = w
+            .coordinator
+            .submit_to_end(&body, Some("order-3"))
+            .await
+            .unwrap_or_else(|e| panic!("{spelling}: {e:?}"));
+        assert_eq!(
+            (&again.tx_id, again.created_at),
+            (&first.tx_id, first.created_at)
+        );
+    }
+    assert_eq!(
+        w.attr("accounts", "alice", "balance").await.as_deref(),
+        Some("90")
+    );
+    assert_eq!(w.tx_count().await, 1);
+}
+
 // ---------------------------------------------------------------- bad input
 
 #[tokio::test]
@@ -1385,4 +1458,93 @@ async fn bad_requests_are_refused_before_anything_is_written() {
         ),
         before
     );
+}
+
+/// A transfer that also sets `note` on alice to `bytes` bytes of text.
+fn noted_transfer(bytes: usize) -> Value {
+    json!({"participants": [
+        {"participant": "accounts", "key": {"id": "alice"},
+         "op": {"add": {"balance": -1}, "set": {"note": "n".repeat(bytes)}}},
+        {"participant": "wallets", "key": {"id": "bob"}, "op": {"add": {"balance": 1}}}]})
+}
+
+/// Neither item changed, and nothing holds either.
+async fn assert_untouched(w: &World) {
+    let alice = w.item("accounts", "alice").await.expect("alice");
+    assert_eq!(alice.lock, None, "{:?}", alice.lock);
+    assert_eq!(w.attr("accounts", "alice", "note").await, None);
+    assert_eq!(
+        w.attr("accounts", "alice", "balance").await.as_deref(),
+        Some("100")
+    );
+    assert_eq!(
+        w.attr("wallets", "bob", "balance").await.as_deref(),
+        Some("0")
+    );
+    assert_eq!(w.item("wallets", "bob").await.and_then(|b| b.lock), None);
+}
+
+#[tokio::test]
+async fn a_set_dynamodb_cannot_store_on_the_item_votes_invalid_never_unreachable() {
+    // GIVEN alice's item near DynamoDB's 400 KB, a record small enough to write
+    let w = World::new().await;
+    let blob = "b".repeat(390_000);
+    w.seed("accounts", "alice", json!({"balance": 100, "blob": blob}))
+        .await;
+    w.seed("wallets", "bob", json!({"balance": 0})).await;
+    let body = noted_transfer(30_000);
+    for mode in [CommitMode::Classic, CommitMode::Staged] {
+        // WHEN a set would grow it past the limit
+        let r = w.coordinator_in(mode).submit_to_end(&body, None).await;
+        // THEN the hold cannot be written either: alice's prepare votes no `invalid`, saying the
+        // store refused it (not `unreachable`, which reads as "try again"),
+        let r = r.unwrap_or_else(|e| panic!("{mode:?}: {e:?}"));
+        assert_eq!(r.status, TxStatus::Aborted, "{mode:?}");
+        match &r.votes[0] {
+            Vote::No { reason, message } => {
+                assert_eq!(*reason, VoteReason::Invalid, "{mode:?}: {message}");
+                assert!(message.contains("refused"), "{mode:?}: {message}");
+            }
+            other => panic!("{mode:?}: {other:?}"),
+        }
+        // AND the answer is the abort's 409 `invalid`, and nothing was applied or left held.
+        let answer = twopc_core::api::submitted(&Submitted::of(r.clone()));
+        assert_eq!(answer.status, 409, "{mode:?}");
+        assert_eq!(answer.body["code"], codes::VOTE_INVALID.name, "{mode:?}");
+        assert_untouched(&w).await;
+    }
+    // AND natively the whole write is refused: 400 `invalid_for_store`, no record.
+    let before = w.tx_count().await;
+    match w.coordinator_in(CommitMode::Auto).submit(&body, None).await {
+        Err(SubmitError::Request(e)) => assert_eq!(e.code, codes::INVALID_FOR_STORE, "{e}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(w.tx_count().await, before);
+    assert_untouched(&w).await;
+}
+
+#[tokio::test]
+async fn a_record_dynamodb_cannot_store_is_refused_invalid_for_store_never_retry() {
+    // GIVEN a transaction whose record alone is past DynamoDB's 400 KB (the API's body limit
+    // keeps such requests out; the coordinator does not count on it)
+    let w = World::new().await;
+    bank(&w).await;
+    let body = noted_transfer(420_000);
+    for mode in CommitMode::ALL {
+        // WHEN it is submitted, with the record put before the prepares (classic), with them
+        // (staged) or as one native write (auto)
+        let r = w.coordinator_in(mode).submit(&body, None).await;
+        // THEN it is a 400 that says the store refused it, never 503 "retry",
+        match r {
+            Err(SubmitError::Request(e)) => {
+                assert_eq!(e.code, codes::INVALID_FOR_STORE, "{mode:?}: {e}");
+                let answer = twopc_core::api::failed(&SubmitError::Request(e));
+                assert_eq!(answer.status, 400, "{mode:?}");
+            }
+            other => panic!("{mode:?}: {other:?}"),
+        }
+        // AND nothing was written.
+        assert_eq!(w.tx_count().await, 0, "{mode:?}");
+        assert_untouched(&w).await;
+    }
 }

@@ -113,7 +113,7 @@ codes! {
         VOTE_NOT_FOUND = "notFound", 409,
             "An item the operation changes does not exist.";
         VOTE_INVALID = "invalid", 409,
-            "The operation cannot apply to the item as it is, or a custom participant cannot use its payload.";
+            "The operation cannot apply to the item as it is (DynamoDB refused to store it there: an item past 400 KB), or a custom participant cannot use its payload.";
         VOTE_EXPIRED = "expired", 409,
             "The transaction's deadline passed before a participant prepared.";
         VOTE_FENCED = "fenced", 409,

@@ -160,6 +160,12 @@ pub struct InquireRequest {
     /// twice, under two spellings of its key (`rules::inquire`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub op: Option<Operation>,
+    /// The payload the transaction's request gives a custom participant (absent for a table's,
+    /// and from an older coordinator: not compared). A state of the transaction holding
+    /// another payload is not evidence of this part: one participant's store reached through
+    /// two services (the SDK's `inquire`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload: Option<serde_json::Value>,
     /// Prevent the transaction where it does not hold the item.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub prevent: bool,
@@ -330,6 +336,7 @@ mod tests {
                 Operation::from_json("op", &serde_json::json!({"add": {"balance": -1}}))
                     .expect("op"),
             ),
+            payload: None,
             prevent: true,
         });
         let wire = call.to_json();

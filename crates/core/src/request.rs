@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use crate::codes::{self, Code};
-use crate::decimal::Decimal;
+use crate::decimal::{Decimal, canonical_json};
 use crate::ids::TxId;
 use crate::item::{Key, canonical_key};
 use crate::op::{OpError, Operation};
@@ -217,31 +217,63 @@ impl TxRequest {
         }
     }
 
-    /// A hash of the request's meaning (canonical JSON): an idempotency key replayed with
-    /// another body is told apart from a true replay.
+    /// A hash of the request's meaning: an idempotency key replayed with another body is told
+    /// apart from a true replay. Canonical JSON with every number read by value as DynamoDB
+    /// stores it ([`canonical_json`], exact decimals, never an `f64`), so `1`, `1.0` and `10e-1`
+    /// hash alike, in keys, operations and payloads.
     pub fn hash(&self) -> String {
-        let parts: Vec<Value> = self
-            .participants
-            .iter()
-            .map(|p| {
-                let mut m = Map::new();
-                m.insert("participant".into(), Value::String(p.participant.clone()));
-                m.insert(
-                    "key".into(),
-                    Value::Object(p.key.clone().into_iter().collect()),
-                );
-                match &p.payload {
-                    // Its own field: a payload never hashes like an operation of the same text.
-                    Some(payload) => m.insert("payload".into(), payload.clone()),
-                    None => m.insert("op".into(), p.op.to_json()),
-                };
-                Value::Object(m)
-            })
-            .collect();
-        let canonical = serde_json::json!({"participants": parts, "timeoutMs": self.timeout_ms});
-        let digest = Sha256::digest(canonical.to_string().as_bytes());
-        digest.iter().map(|b| format!("{b:02x}")).collect()
+        let parts = self.participants.iter().map(|p| {
+            let payload = p.payload.as_ref();
+            (p.participant.as_str(), &p.key, &p.op, payload)
+        });
+        digest(&canonical_json(&meaning(parts, self.timeout_ms)))
     }
+}
+
+/// The hash of `record`'s request spelled as it was sent, as coordinators computed it before
+/// numbers were read by value. A record one of them wrote holds this; a retry of the same bytes
+/// still matches it (a replay compares both), so a key in flight across the deploy replays. (A
+/// retry spelling a number otherwise matches neither and is refused `idempotency_key_reused`,
+/// as before; so is one that an older coordinator reads against a record a newer one wrote,
+/// unless its numbers are spelled canonically, where the two hashes are one.)
+pub(crate) fn spelled_hash(record: &TxRecord) -> String {
+    let parts = record.participants.iter().map(|p| {
+        let payload = p.payload.as_ref();
+        (p.participant.as_str(), &p.key, &p.op, payload)
+    });
+    let timeout_ms = record.deadline.saturating_sub(record.created_at);
+    digest(&meaning(parts, timeout_ms))
+}
+
+/// The request as hashed: each participant's name, key and operation (or payload), and the
+/// timeout.
+fn meaning<'a>(
+    parts: impl Iterator<Item = (&'a str, &'a Key, &'a Operation, Option<&'a Value>)>,
+    timeout_ms: u64,
+) -> Value {
+    let parts: Vec<Value> = parts
+        .map(|(participant, key, op, payload)| {
+            let mut m = Map::new();
+            m.insert("participant".into(), Value::String(participant.to_owned()));
+            m.insert(
+                "key".into(),
+                Value::Object(key.clone().into_iter().collect()),
+            );
+            match payload {
+                // Its own field: a payload never hashes like an operation of the same text.
+                Some(payload) => m.insert("payload".into(), payload.clone()),
+                None => m.insert("op".into(), op.to_json()),
+            };
+            Value::Object(m)
+        })
+        .collect();
+    serde_json::json!({"participants": parts, "timeoutMs": timeout_ms})
+}
+
+/// SHA-256 of the compact JSON text, in hex.
+fn digest(v: &Value) -> String {
+    let digest = Sha256::digest(v.to_string().as_bytes());
+    digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The request's `"wait"` (absent: [`Wait::Decided`]).
@@ -658,6 +690,49 @@ mod tests {
         let mut other = transfer();
         other["participants"][1]["op"]["add"]["balance"] = json!(2);
         assert_ne!(a, parse(other).expect("valid").hash());
+    }
+
+    /// A transfer with two of its numbers spelled as given.
+    fn spelled(one: &str, five: &str) -> Value {
+        serde_json::from_str(&format!(
+            r#"{{"participants": [
+            {{"participant": "accounts", "key": {{"id": "a"}}, "op": {{"add": {{"balance": {one}}}, "require": {{"balance": {{"gte": {five}}}}}}}}},
+            {{"participant": "accounts", "key": {{"id": "b"}}, "op": {{"add": {{"balance": 1}}}}}}]}}"#
+        ))
+        .expect("json")
+    }
+
+    #[test]
+    fn hash_reads_numbers_by_value_as_dynamodb_stores_them() {
+        let h = |one, five| parse(spelled(one, five)).expect("valid").hash();
+        assert_eq!(h("-1", "5"), h("-1.0", "5.00"));
+        assert_eq!(h("-1", "5"), h("-10e-1", "0.5E1"));
+        assert_ne!(h("-1", "5"), h("-1.5", "5"));
+        assert_ne!(h("-1", "5"), h("-1", "50"));
+    }
+
+    #[test]
+    fn a_record_hashed_before_numbers_were_read_by_value_matches_a_retry_of_the_same_bytes() {
+        // The digests `hash` gave these bodies before it read numbers by value (pinned: records
+        // written then hold them).
+        let before = [
+            (
+                ("-1.0", "5.00"),
+                "4ce37c46f7f483bddf961410736867425ddd419042bd1fd8cea5b51b4f6f4fb7",
+            ),
+            (
+                ("-1", "5"),
+                "cccd65a44a509a2bf256aa50ff214b6d98e61ca2dc6c8f5592dd463922d552b7",
+            ),
+        ];
+        for ((one, five), digest) in before {
+            let r = parse(spelled(one, five)).expect("valid");
+            let record = r.begin(TxId::random(), Some("k"), "c".into(), 1_000);
+            assert_eq!(spelled_hash(&record), digest, "{one} {five}");
+        }
+        // Spelled canonically, the two hashes are one (older and newer coordinators agree).
+        let canonical = parse(spelled("-1", "5")).expect("valid");
+        assert_eq!(canonical.hash(), before[1].1);
     }
 
     #[test]

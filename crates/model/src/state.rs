@@ -233,6 +233,10 @@ pub struct Env<const TXS: usize> {
     /// transaction's own ([`crate::participant::Variant::ReuseMatchesId`]); else by id and
     /// `began`, which the transactions' indices are.
     pub by_id: bool,
+    /// `ahead[u]`: whether transaction `u` began further ahead of the participants' clocks than
+    /// the margin (`rules::too_far_ahead`). The model has no clock values: `false` in every
+    /// configuration it checks, set only by the tests of the steps that read it.
+    pub ahead: [bool; TXS],
 }
 
 impl<const TXS: usize> Env<TXS> {
@@ -242,6 +246,7 @@ impl<const TXS: usize> Env<TXS> {
             deadline_passed,
             twin: [None; TXS],
             by_id: false,
+            ahead: [false; TXS],
         }
     }
 

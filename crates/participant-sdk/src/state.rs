@@ -111,9 +111,15 @@ impl Phase {
     /// it out, here by recording it aborted). `Reserving` is where the SDK differs: the rules
     /// read it as ended (a duplicate prepare must not call `reserve` again), but a `reserve`
     /// still deciding may yet hold, so an inquiry finds it neither held nor prevented until its
-    /// claim is ended.
-    pub(crate) fn inquire(phase: Option<Phase>, prevent: bool) -> InquiryPlan {
-        match (phase, rules::inquire(Phase::seen(phase), prevent)) {
+    /// claim is ended. `other_part`: the state holds another payload than the one asked about
+    /// (the rule's [`Seen::other_op`]: one store reached through two services), which is no
+    /// evidence of this part: `Reserved` then answers `prevented`, nothing written.
+    pub(crate) fn inquire(phase: Option<Phase>, prevent: bool, other_part: bool) -> InquiryPlan {
+        let seen = Seen {
+            other_op: other_part,
+            ..Phase::seen(phase)
+        };
+        match (phase, rules::inquire(seen, prevent)) {
             (Some(Phase::Reserving), _) if prevent => InquiryPlan::EndClaim,
             (Some(Phase::Reserving), _) => InquiryPlan::Answer(Inquiry::Open),
             (_, InquiryStep::Answer(a)) => InquiryPlan::Answer(a),
@@ -314,6 +320,24 @@ mod tests {
     }
 
     #[test]
+    fn a_state_holding_another_payload_is_no_evidence_of_the_part_asked_about() {
+        use Inquiry::*;
+        // Reserved with another payload (one store reached through two services): prevented,
+        // nothing written; what it holds stays its own part's.
+        for prevent in [false, true] {
+            assert_eq!(
+                Phase::inquire(Some(Reserved), prevent, true),
+                InquiryPlan::Answer(Prevented)
+            );
+        }
+        // An end it reached is the transaction's, whatever payload it held.
+        assert_eq!(
+            Phase::inquire(Some(Confirmed), false, true),
+            InquiryPlan::Answer(Committed)
+        );
+    }
+
+    #[test]
     fn an_inquiry_reads_each_phase_and_prevents_only_what_has_not_held() {
         use Inquiry::*;
         let answer = InquiryPlan::Answer;
@@ -331,15 +355,23 @@ mod tests {
         ];
         assert_eq!(table.len(), ALL.len() + 1, "every phase, and no state");
         for (phase, read, prevent) in table {
-            assert_eq!(Phase::inquire(phase, false), read, "{phase:?}, read-only");
-            assert_eq!(Phase::inquire(phase, true), prevent, "{phase:?}, prevent");
+            assert_eq!(
+                Phase::inquire(phase, false, false),
+                read,
+                "{phase:?}, read-only"
+            );
+            assert_eq!(
+                Phase::inquire(phase, true, false),
+                prevent,
+                "{phase:?}, prevent"
+            );
         }
         // Each prevent writes a move the phases allow, to a phase the inquiry then reads as
         // prevented for good.
         assert!(Phase::FIRST.contains(&Aborted));
         assert!(Reserving.can_move_to(Cancelling));
         for ended in [Aborted, Cancelling] {
-            assert_eq!(Phase::inquire(Some(ended), false), answer(Prevented));
+            assert_eq!(Phase::inquire(Some(ended), false, false), answer(Prevented));
             assert!(
                 ended
                     .next_moves()

@@ -103,6 +103,18 @@ def test_an_inquiry_of_a_held_transaction_leaves_it_held_and_committable(partici
     assert participant.inquire(req("inquire", tx)) == {"inquiry": "committed"}
 
 
+def test_an_inquiry_about_another_payload_than_the_one_held_finds_it_prevented(participant, hooks, tx):
+    participant.prepare(req("prepare", tx))
+    # The same payload, its number spelled otherwise: held.
+    same = {"amount": Decimal("1.0")}
+    assert participant.inquire(req("inquire", tx, payload=same)) == {"inquiry": "held"}
+    # Another (one store reached through two services): prevented, nothing written.
+    for prevent in (False, True):
+        r = participant.inquire(req("inquire", tx, payload={"amount": 2}, prevent=prevent))
+        assert r == {"inquiry": "prevented"}
+    assert participant.inquire(req("inquire", tx, prevent=True)) == {"inquiry": "held"}
+
+
 def test_a_prevent_before_its_prepare_refuses_the_prepare(participant, hooks, tx):
     assert participant.inquire(req("inquire", tx)) == {"inquiry": "open"}
     assert participant.inquire(req("inquire", tx, prevent=True)) == {"inquiry": "prevented"}

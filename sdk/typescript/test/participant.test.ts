@@ -182,6 +182,20 @@ test("a prevent before its prepare refuses the prepare; a held one stays held an
   assert.deepEqual(await b.p.inquire({ ...b.env, prevent: true }), { inquiry: "committed" });
 });
 
+test("an inquiry about another payload than the one held finds it prevented, not held", async () => {
+  const { p, prepare, env } = world();
+  await p.prepare(prepare);
+  // The same payload, numbers spelled otherwise: held.
+  const same = parseJson('{"amount": 12.5}');
+  assert.deepEqual(await p.inquire({ ...env, payload: same, prevent: false }), { inquiry: "held" });
+  // Another (one store reached through two services): prevented, nothing written.
+  const other = parseJson('{"amount": 3}');
+  for (const prevent of [false, true]) {
+    assert.deepEqual(await p.inquire({ ...env, payload: other, prevent }), { inquiry: "prevented" });
+  }
+  assert.deepEqual(await p.inquire({ ...env, prevent: true }), { inquiry: "held" });
+});
+
 test("concurrent duplicates take effect once", async () => {
   const { p, hooks, prepare, env } = world();
   const g = gate();

@@ -34,7 +34,7 @@ use crate::ids::TxId;
 use crate::message::{CompleteReply, CompleteRequest, PrepareReply, PrepareRequest, Prune};
 use crate::ports::{Clock, Created, NativeStore, PortError, Swapped, Transport, TxLog};
 use crate::record::{TxRecord, Vote, VoteReason};
-use crate::request::{RequestError, TxRequest, Wait, check_idempotency_key};
+use crate::request::{RequestError, TxRequest, Wait, check_idempotency_key, spelled_hash};
 use crate::rules::{self, AfterLostSwap, Path};
 use crate::status::{Decision, TxStatus};
 
@@ -242,7 +242,7 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
             // The prepares went out with the put: they may hold items for a record that
             // does not exist.
             Err(cause) if parallel => self.abandon(record, cause).await?,
-            Err(cause) => return Err(unavailable(&record.tx_id)(cause)),
+            Err(cause) => return Err(put_failed(&record.tx_id)(cause)),
         };
         match begun {
             Begun::Ours => {}
@@ -259,7 +259,7 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
                 return Ok(ControlFlow::Break(Submitted::of(*existing)));
             }
             Begun::Existing(existing) => {
-                let replayed = self.replay(existing, &record.request_hash).await?;
+                let replayed = self.replay(existing, record).await?;
                 return Ok(ControlFlow::Break(Submitted::of(replayed)));
             }
         }
@@ -288,19 +288,19 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
             decided_at: Some(now),
             ..record.clone()
         };
-        let unavailable = unavailable(&record.tx_id);
+        let failed = put_failed(&record.tx_id);
         match self.log.create(&aborting).await {
             Ok(Created::New) => {
                 if let Err(e) = self.complete(aborting, &[]).await {
                     warn!(tx_id = %record.tx_id, error = %e, "aborting an abandoned staged transaction; the sweeper finishes it");
                 }
-                Err(unavailable(cause))
+                Err(failed(cause))
             }
             Ok(Created::Exists(r)) if r.begun_by != record.begun_by => Ok(Begun::Existing(r)),
             Ok(Created::Exists(_)) => Ok(Begun::Ours),
             Err(e) => {
                 warn!(tx_id = %record.tx_id, error = %e, "could not record the abandoned transaction; its holds are resolved past its deadline");
-                Err(unavailable(cause))
+                Err(failed(cause))
             }
         }
     }
@@ -384,8 +384,15 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
         })
     }
 
-    async fn replay(&self, existing: Box<TxRecord>, hash: &str) -> Result<TxRecord, SubmitError> {
-        if existing.request_hash != hash {
+    /// A record with the request's id was there: a replay of `record`'s request if the hashes
+    /// match (by value, or as spelled by a coordinator from before, [`spelled_hash`]).
+    async fn replay(
+        &self,
+        existing: Box<TxRecord>,
+        record: &TxRecord,
+    ) -> Result<TxRecord, SubmitError> {
+        let stored = existing.request_hash.as_str();
+        if stored != record.request_hash && stored != spelled_hash(record) {
             return Err(RequestError::new(
                 codes::IDEMPOTENCY_KEY_REUSED,
                 format!(
@@ -582,6 +589,27 @@ fn unavailable(tx: &TxId) -> impl Fn(PortError) -> SubmitError + '_ {
         tx_id: Some(tx.clone()),
         source,
     }
+}
+
+/// A failed put of `tx`'s record. Refused as invalid (DynamoDB's `ValidationException`: the
+/// record past 400 KB), it was not written and sending it again cannot help: the request's
+/// refusal `invalid_for_store`, never 503 "retry". Otherwise [`unavailable`].
+fn put_failed(tx: &TxId) -> impl Fn(PortError) -> SubmitError + '_ {
+    move |source| match source {
+        PortError::Invalid { message, .. } => invalid_for_store(&message),
+        source => unavailable(tx)(source),
+    }
+}
+
+/// The refusal of a transaction DynamoDB called invalid (`message`, its words): nothing of it
+/// was applied, and it never can be as it is.
+fn invalid_for_store(message: &str) -> SubmitError {
+    SubmitError::Request(RequestError::new(
+        codes::INVALID_FOR_STORE,
+        format!(
+            "DynamoDB refused the transaction as invalid, and nothing was applied ({message}): change the request"
+        ),
+    ))
 }
 
 fn missing(tx: &TxId) -> PortError {

@@ -6,7 +6,6 @@ use std::ops::ControlFlow;
 
 use tracing::warn;
 
-use crate::codes;
 use crate::item::Lock;
 use crate::op::Mode;
 use crate::participant::{Refusal, classify_native_refusal};
@@ -15,7 +14,6 @@ use crate::ports::{
     TxLog,
 };
 use crate::record::{Target, TxRecord, Vote};
-use crate::request::RequestError;
 use crate::rules::{self, NativeFinding, Seen};
 use crate::status::TxStatus;
 
@@ -120,12 +118,7 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
             }
             Err(PortError::Invalid { message, .. }) => {
                 warn!(tx_id = %committed.tx_id, message, "native commit refused as invalid");
-                Err(SubmitError::Request(RequestError::new(
-                    codes::INVALID_FOR_STORE,
-                    format!(
-                        "DynamoDB refused the transaction as invalid, and nothing was written ({message}): change the request"
-                    ),
-                )))
+                Err(super::invalid_for_store(&message))
             }
             Err(e) => Err(unavailable(e)),
         }
@@ -202,9 +195,7 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
         keyed: bool,
     ) -> Result<Submitted, SubmitError> {
         if keyed {
-            Ok(Submitted::of(
-                self.replay(existing, &record.request_hash).await?,
-            ))
+            Ok(Submitted::of(self.replay(existing, record).await?))
         } else {
             Ok(Submitted::of(*existing))
         }

@@ -7,7 +7,6 @@ use futures::future::join_all;
 
 use crate::codes::Code;
 use crate::ids::TxId;
-use crate::message::InquireRequest;
 use crate::operator::{self, ActionNote, Hold, OperatorAction, Verdict};
 use crate::ports::{Clock, OperatorLog, ParticipantStore, PortError, Transport, TxLog};
 use crate::record::{ParticipantEntry, Target, TxRecord};
@@ -88,14 +87,7 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
                 unknown("the transaction ended; its participant keeps its own state".into())
             }
             target => {
-                let req = InquireRequest {
-                    tx_id: record.tx_id.clone(),
-                    deadline: record.deadline,
-                    began: record.created_at,
-                    key: p.key.clone(),
-                    op: (!p.op.is_empty()).then(|| p.op.clone()),
-                    prevent: false,
-                };
+                let req = super::recover::inquiry(record, p, false);
                 match self.transport.inquire(target, &req).await {
                     Ok(reply) => Hold::Inquired {
                         inquiry: reply.inquiry,

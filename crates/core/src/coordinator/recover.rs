@@ -9,7 +9,7 @@ use tracing::{info, warn};
 use crate::ids::TxId;
 use crate::message::InquireRequest;
 use crate::ports::{Clock, PortError, Swapped, Transport, TxLog};
-use crate::record::{TxRecord, Vote};
+use crate::record::{ParticipantEntry, TxRecord, Vote};
 use crate::rules::{self, Recovery, StagedDecision};
 use crate::status::{Decision, TxStatus};
 
@@ -101,14 +101,7 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
         prevent: bool,
     ) -> Result<TxRecord, PortError> {
         let calls = record.participants.iter().map(|p| {
-            let req = InquireRequest {
-                tx_id: record.tx_id.clone(),
-                deadline: record.deadline,
-                began: record.created_at,
-                key: p.key.clone(),
-                op: (!p.op.is_empty()).then(|| p.op.clone()),
-                prevent,
-            };
+            let req = inquiry(&record, p, prevent);
             let record = &record;
             async move {
                 match self.transport.inquire(&p.target, &req).await {
@@ -150,5 +143,20 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
             Swapped::Lost(None) => return Err(missing(&record.tx_id)),
         };
         self.complete(decided, &[]).await
+    }
+}
+
+/// The inquiry recovery (and the operator's story of a transaction) sends about `p`: the
+/// transaction, its part (its operation or payload, which a participant compares with what it
+/// holds), and whether to prevent.
+pub(crate) fn inquiry(record: &TxRecord, p: &ParticipantEntry, prevent: bool) -> InquireRequest {
+    InquireRequest {
+        tx_id: record.tx_id.clone(),
+        deadline: record.deadline,
+        began: record.created_at,
+        key: p.key.clone(),
+        op: (!p.op.is_empty()).then(|| p.op.clone()),
+        payload: p.payload.clone(),
+        prevent,
     }
 }

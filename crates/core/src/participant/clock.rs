@@ -1,5 +1,6 @@
 //! The participant's view of other actors' clocks ([`rules::too_far_ahead`], [`rules::age`]):
-//! a prepare from a clock too far ahead is refused, and its abort does not fence it out.
+//! a prepare from a clock too far ahead is refused, its abort does not fence it out, and
+//! its prevent fences it by its entry, never by the horizon.
 
 use crate::message::PrepareReply;
 use crate::ports::Clock;
@@ -24,12 +25,13 @@ impl<S, L, C: Clock> Participant<S, L, C> {
         ))
     }
 
-    /// Whether an abort leaves the transaction unfenced here: it began too far ahead, so every
-    /// prepare of it is refused here until real time comes within the margin, and a fencing
-    /// write on a full fence would put the horizon in the future. A prepare of it landing after
-    /// that (a copy delayed by more than the skew) holds the item for a decided abort: the next
-    /// prepare there, or the sweeper at its deadline, aborts it (`docs/limitations.md`).
-    pub(super) fn leaves_unfenced(&self, began: u64) -> bool {
+    /// Whether the transaction began too far ahead of this clock: every prepare of it is refused
+    /// here until real time comes within the margin, and a fencing write on a full fence would
+    /// put the horizon in the future. An abort leaves it unfenced (a prepare of it landing after
+    /// that, a copy delayed by more than the skew, holds the item for a decided abort: the next
+    /// prepare there, or the sweeper at its deadline, aborts it, `docs/limitations.md`); a
+    /// prevent, which must be final, fences it by its entry ([`rules::prevent_capacity`]).
+    pub(super) fn began_too_far_ahead(&self, began: u64) -> bool {
         let margin = self.config.clock_margin_ms;
         rules::too_far_ahead(began, self.clock.now_ms(), margin).is_some()
     }

@@ -95,6 +95,19 @@ pub struct Participant<S, L, C> {
     config: ParticipantConfig,
 }
 
+/// The no vote for a hold the store refused to write as invalid (DynamoDB's
+/// `ValidationException`: the item with the hold, which carries the operation, past 400 KB).
+/// Nothing was written, and no retry can write it: `invalid`, never `unreachable`, which reads
+/// as "the participant may come back".
+fn refused_by_store(message: &str) -> PrepareReply {
+    PrepareReply::no(
+        VoteReason::Invalid,
+        format!(
+            "the store refused to write the hold as invalid ({message}); nothing was written: the operation can never apply to this item as it is (an item past 400 KB?), change the request"
+        ),
+    )
+}
+
 /// What resolving an expired lock's owner did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Resolved {
@@ -194,14 +207,21 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
             Mode::Exclusive => {
                 (self.store)
                     .prepare(table, &req.key, lock, req.hot_until)
-                    .await?
+                    .await
             }
             Mode::Reserved => {
                 let most = self.config.max_reservations;
                 (self.store)
                     .reserve(table, &req.key, lock, req.hot_until, now, most)
-                    .await?
+                    .await
             }
+        };
+        let write = match write {
+            Ok(write) => write,
+            Err(PortError::Invalid { message, .. }) => {
+                return Ok(ControlFlow::Break(refused_by_store(&message)));
+            }
+            Err(e) => return Err(e),
         };
         Ok(match write {
             PrepareWrite::Locked { fence, horizon } => ControlFlow::Break(PrepareReply {
@@ -348,8 +368,8 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
         // first saves the release's refused write).
         let mut release = !req.refused;
         // A transaction from a clock too far ahead is released if it holds the item, never
-        // fenced out (`leaves_unfenced`).
-        let unfenced = self.leaves_unfenced(req.began);
+        // fenced out (`began_too_far_ahead`).
+        let unfenced = self.began_too_far_ahead(req.began);
         release |= unfenced;
         // A prepare may land between our writes; each write settles one such race.
         for _ in 0..6 {
@@ -423,6 +443,10 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
             outcome: FenceOutcome::Aborted,
             began: req.began,
         };
+        // Never a horizon raised into the future: a transaction from a clock too far ahead is
+        // fenced out by its entry, whatever the fence holds.
+        let ahead = self.began_too_far_ahead(req.began);
+        let capacity = rules::prevent_capacity(self.config.fence_capacity, ahead);
         // The fencing write first: on an item that holds nothing of the transaction, the
         // common case, it is the only request; refused, its item says why.
         let mut step = InquiryStep::Fence;
@@ -439,13 +463,7 @@ impl<S: ParticipantStore, L: TxLog, C: Clock> Participant<S, L, C> {
                 }
                 InquiryStep::Fence => {
                     self.store
-                        .fence_aborted(
-                            table,
-                            &req.key,
-                            &req.tx_id,
-                            entry,
-                            self.config.fence_capacity,
-                        )
+                        .fence_aborted(table, &req.key, &req.tx_id, entry, capacity)
                         .await?
                 }
                 InquiryStep::Bury => {

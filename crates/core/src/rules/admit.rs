@@ -54,7 +54,7 @@ pub enum PrepareStep {
 }
 
 /// The prepare rule. Checked in this order: the transaction's own fence entry; its own hold
-/// with another operation (refused); its own lock (a retried prepare); the horizon; another's lock (live: `Locked`; expired: resolve the owner);
+/// with another operation (refused); its own lock (a retried prepare); the horizon; another's lock (live: `Locked`, whose owner the participant still settles by its record if it has decided; expired: resolve the owner);
 /// then the item's shape against the operation (`creates`: a `put`, which needs the item absent
 /// or a tombstone; anything else needs a real item). A refused write reads as
 /// [`PrepareRefusal::Business`] when this says `Lock`: the operation's own conditions failed.

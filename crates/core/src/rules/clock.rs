@@ -15,6 +15,17 @@ pub(crate) fn too_far_ahead(began: u64, now: u64, margin: u64) -> Option<u64> {
     (ahead > margin).then_some(ahead)
 }
 
+/// The fence capacity a prevent's fencing write works with ([`fence_out`](super::fence_out)):
+/// the configured `capacity`, or no bound for a transaction that began further ahead of the
+/// participant's clock than the margin (`ahead`: [`too_far_ahead`] said so). On a full fence the
+/// write raises the horizon to the transaction's `began`, which for such a transaction lies in
+/// the future: every prepare on the item would be refused for as long as the skew. So its entry
+/// is written instead, past the capacity (about 31 bytes, trimmed by the next pruning release).
+/// A prevent must be final, so unlike an abort it never skips the write.
+pub fn prevent_capacity(capacity: usize, ahead: bool) -> usize {
+    if ahead { usize::MAX } else { capacity }
+}
+
 /// The transaction's age on the participant's clock, `now - began` (ms): its prepare's time in
 /// flight plus the skew between the two clocks; negative when the stager's clock runs ahead.
 pub fn age(began: u64, now: u64) -> i64 {
@@ -32,6 +43,21 @@ mod tests {
         assert_eq!(too_far_ahead(5_010, 5_000, 10), None, "within the margin");
         assert_eq!(too_far_ahead(5_011, 5_000, 10), Some(11));
         assert_eq!(too_far_ahead(u64::MAX, 0, 10_000), Some(u64::MAX));
+    }
+
+    #[test]
+    fn a_prevent_of_a_transaction_too_far_ahead_never_finds_the_fence_full() {
+        use crate::rules::{FenceOut, fence_out};
+        assert_eq!(
+            fence_out(24, prevent_capacity(24, false)),
+            FenceOut::RaiseHorizon
+        );
+        assert_eq!(fence_out(24, prevent_capacity(24, true)), FenceOut::Entry);
+        assert_eq!(
+            fence_out(usize::MAX - 1, prevent_capacity(24, true)),
+            FenceOut::Entry
+        );
+        assert_eq!(fence_out(3, prevent_capacity(24, false)), FenceOut::Entry);
     }
 
     #[test]

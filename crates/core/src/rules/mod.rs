@@ -19,7 +19,7 @@
 //! | [`plan_prune`] | which fence entries the lock holder's release removes, and the new horizon |
 //! | [`native`], [`native_write`] | whether a transaction is committed as one native `TransactWriteItems`, and what its write does on an item as found |
 //! | [`heat`] | what a cancelled native attempt teaches about an item's heat: route around it, and whether to mark it |
-//! | [`too_far_ahead`], [`age`] | whether a prepare's `began` is further ahead of the participant's clock than the margin, and its age there |
+//! | [`too_far_ahead`], [`age`], [`prevent_capacity`] | whether a prepare's `began` is further ahead of the participant's clock than the margin, its age there, and the fence capacity a prevent of it works with |
 //! | [`route`], [`protocol_path`], [`stages`] | which path a transaction takes: native, staged (one round) or classic (five) |
 
 mod admit;
@@ -34,8 +34,8 @@ mod staged;
 pub use admit::{
     EscrowRefusal, EscrowSeen, Keeps, PrepareRefusal, PrepareStep, escrow, prepare, reserve,
 };
-pub use clock::age;
 pub(crate) use clock::too_far_ahead;
+pub use clock::{age, prevent_capacity};
 pub use decide::{
     AfterLostSwap, OwnerRecord, Recovery, Resolution, after_lost_decide, after_lost_finalize,
     completer_recovers, decision, recovery, resolve,

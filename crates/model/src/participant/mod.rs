@@ -581,7 +581,9 @@ pub fn inquire<const TXS: usize>(
 }
 
 /// Whether `upkeep` does something in an inquiry's prevent: `Plain` always, `Raise` only where
-/// the rule fences an item whose fence has an entry (full for some capacity).
+/// the rule fences an item whose fence has an entry (full for some capacity: the one its entries
+/// fill, as `rules::prevent_capacity` leaves it; never for a transaction that began too far
+/// ahead, [`Env::ahead`], whose entry is written whatever the fence holds).
 pub fn inquiry_upkeep_applies<const TXS: usize>(
     item: &ItemState<TXS>,
     tx: Tx,
@@ -591,8 +593,11 @@ pub fn inquiry_upkeep_applies<const TXS: usize>(
     match upkeep {
         Upkeep::Plain => true,
         Upkeep::Raise => {
+            let entries = item.fence.iter().filter(|e| e.is_some()).count();
+            let capacity = rules::prevent_capacity(entries, env.ahead[tx.ix()]);
             rules::inquire(item.seen_by(tx, env), true) == InquiryStep::Fence
-                && item.fence.iter().any(Option::is_some)
+                && entries > 0
+                && rules::fence_out(entries, capacity) == rules::FenceOut::RaiseHorizon
         }
         Upkeep::Prune(_) => false,
     }
@@ -749,6 +754,7 @@ mod tests {
         deadline_passed: [false, false],
         twin: [None, None],
         by_id: false,
+        ahead: [false, false],
     };
 
     fn free() -> ItemState<2> {
@@ -1279,5 +1285,29 @@ mod tests {
         let (locked, vote) = reserve_or_lock(item, T1, ops);
         assert_eq!((locked.lock, vote), (Some(T1), LOCK));
         assert_eq!(reserve_or_lock(locked, T0, ops), (locked, REFUSE(Locked)));
+    }
+
+    #[test]
+    fn a_prevent_raises_the_horizon_only_for_a_transaction_within_the_margin() {
+        // T0 ended here (its entry fills a fence of capacity 1); T1 is prevented.
+        let mut item = free();
+        item.fence[0] = Some(FenceOutcome::Committed);
+        assert!(inquiry_upkeep_applies(
+            &item,
+            T1,
+            Upkeep::Raise,
+            &NO_DEADLINE_PASSED
+        ));
+        // T1 began too far ahead: never the horizon (it would lie in the future), its entry.
+        let ahead = Env {
+            ahead: [false, true],
+            ..NO_DEADLINE_PASSED
+        };
+        assert!(!inquiry_upkeep_applies(&item, T1, Upkeep::Raise, &ahead));
+        assert!(inquiry_upkeep_applies(&item, T1, PLAIN, &ahead));
+        let (prevented, answer) = inquire(Variant::Correct, item, T1, (true, false), PLAIN, &ahead);
+        assert_eq!(answer, Inquiry::Prevented);
+        assert_eq!(prevented.fence[1], Some(FenceOutcome::Aborted));
+        assert_eq!(prevented.horizon, None);
     }
 }

@@ -283,6 +283,7 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
             deadline_passed: state.deadlines_passed(),
             twin: std::array::from_fn(|t| self.twin(Tx(t as u8))),
             by_id: self.variant == Variant::ReuseMatchesId,
+            ahead: [false; TXS],
         }
     }
 

@@ -355,6 +355,7 @@ impl<P: UnderTest> Kit<P> {
             began: tx.began,
             key: tx.entry.key.clone(),
             op: None,
+            payload: None,
             prevent,
         }
     }

@@ -13,6 +13,7 @@ pub use resolve::{Resolved, SWEEP_LIMIT};
 use std::time::Duration;
 
 use tracing::info;
+use twopc_core::decimal::canonical_json;
 use twopc_core::ids::TxId;
 use twopc_core::message::{InquireReply, InquireRequest};
 use twopc_core::ports::{Clock, PortError, TxLog};
@@ -142,7 +143,8 @@ impl<H: Hooks, S: StateStore, L: TxLog, C: Clock> SdkParticipant<H, S, L, C> {
         for _ in 0..6 {
             let now = self.clock.now_ms();
             let own = found.own.as_ref();
-            let written = match Phase::inquire(own.map(|s| s.phase), req.prevent) {
+            let other_part = own.is_some_and(|s| holds_another_payload(s, req));
+            let written = match Phase::inquire(own.map(|s| s.phase), req.prevent, other_part) {
                 InquiryPlan::Answer(inquiry) => return Ok(InquireReply { inquiry }),
                 InquiryPlan::RecordAborted => {
                     let mut aborted =
@@ -228,5 +230,14 @@ impl<H: Hooks, S: StateStore, L: TxLog, C: Clock> SdkParticipant<H, S, L, C> {
                 "{hook} did not finish within {left} ms"
             ))),
         }
+    }
+}
+
+/// Whether `state` holds another payload than the one `req` asks about (by value: numbers as
+/// DynamoDB reads them). Not compared where either has none (an older coordinator sends none).
+fn holds_another_payload(state: &TxState, req: &InquireRequest) -> bool {
+    match (state.payload.as_ref(), req.payload.as_ref()) {
+        (Some(held), Some(asked)) => canonical_json(held) != canonical_json(asked),
+        _ => false,
     }
 }

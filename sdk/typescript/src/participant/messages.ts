@@ -32,9 +32,13 @@ export interface CompleteRequest extends Envelope {
   refused?: boolean;
 }
 
-/** `POST /inquire`. */
+/**
+ * `POST /inquire`. `payload`: the one the transaction's request gives this service (absent from
+ * an older coordinator: not compared).
+ */
 export interface InquireRequest extends Envelope {
   prevent?: boolean;
+  payload?: Json;
 }
 
 /** A prepare's answer. `mode` is always `exclusive`: a custom participant's hold is its own. */
@@ -103,5 +107,7 @@ export function readComplete(json: Json): CompleteRequest {
 
 export function readInquire(json: Json): InquireRequest {
   const { body, ...env } = envelope(json);
-  return { ...env, prevent: flag(body, "prevent") };
+  const request: InquireRequest = { ...env, prevent: flag(body, "prevent") };
+  if (body.payload !== undefined && body.payload !== null) request.payload = body.payload;
+  return request;
 }

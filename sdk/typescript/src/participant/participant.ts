@@ -136,7 +136,9 @@ export class Participant<P = Json> {
     let found = asOf(await this.states.get(req.txId), req.began);
     for (let i = 0; i < 6; i++) {
       const now = this.now();
-      const plan = inquiryPlan(found.own?.phase, req.prevent === true);
+      const held = found.own?.payload;
+      const otherPart = held !== undefined && req.payload !== undefined && canonical(held) !== canonical(req.payload);
+      const plan = inquiryPlan(found.own?.phase, req.prevent === true, otherPart);
       let written: Written;
       if ("answer" in plan) return { inquiry: plan.answer };
       if (plan.write === "recordAborted") {

@@ -102,7 +102,10 @@ export type InquiryPlan =
  * a reserve still deciding is `open`, or with `prevent` has its claim ended, so its result can
  * never land.
  */
-export function inquiryPlan(phase: Phase | undefined, prevent: boolean): InquiryPlan {
+export function inquiryPlan(phase: Phase | undefined, prevent: boolean, otherPart = false): InquiryPlan {
+  // Held with another payload (one store reached through two services): no evidence of the
+  // part asked about, which can never hold here (the core's `Seen::other_op`).
+  if (phase === "reserved" && otherPart) return { answer: "prevented" };
   switch (phase) {
     case undefined:
       return prevent ? { write: "recordAborted" } : { answer: "open" };

@@ -269,7 +269,13 @@ class Participant:
         found, former = _as_of(self.store.get(tx), req.began)
         for _ in range(_ROUNDS):
             now = self.clock()
-            plan = rules.inquire(found.phase if found else None, req.prevent)
+            other_part = (
+                found is not None
+                and found.payload is not None
+                and req.payload is not None
+                and not same_json(found.payload, req.payload)
+            )
+            plan = rules.inquire(found.phase if found else None, req.prevent, other_part)
             if isinstance(plan, str):
                 return {"inquiry": plan}
             if plan is Plan.RECORD_ABORTED:

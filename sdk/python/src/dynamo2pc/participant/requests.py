@@ -22,7 +22,7 @@ class Request:
     deadline: int
     began: int
     key: dict
-    payload: Any = None  # prepare: the payload (None when absent or null)
+    payload: Any = None  # prepare, inquire: the payload (None when absent or null)
     prevent: bool = False  # inquire
     refused: bool = False  # abort: this participant voted no
 
@@ -57,7 +57,7 @@ def read_request(action: str, body: Any) -> Request:
         deadline=body["deadline"],
         began=body["began"],
         key=body["key"],
-        payload=body.get("payload") if action == "prepare" else None,
+        payload=body.get("payload") if action in ("prepare", "inquire") else None,
         prevent=body.get("prevent", False),
         refused=body.get("refused", False),
     )

@@ -134,10 +134,14 @@ class Plan(enum.Enum):
     END_CLAIM = "end claim"  # reserve still deciding: end its claim (reserving -> cancelling)
 
 
-def inquire(phase: Optional[Phase], prevent: bool) -> str | Plan:
+def inquire(phase: Optional[Phase], prevent: bool, other_part: bool = False) -> str | Plan:
     """What an inquiry finds of a transaction in ``phase`` (None: no state): an answer
     (``held``, ``committed``, ``prevented``, ``open``) or, with ``prevent``, the write that
-    prevents it. A reserve still deciding is neither held nor prevented until its claim ends."""
+    prevents it. A reserve still deciding is neither held nor prevented until its claim ends.
+    ``other_part``: the state holds another payload than the one asked about (one store reached
+    through two services), no evidence of that part: a reserved state answers ``prevented``."""
+    if phase is Phase.RESERVED and other_part:
+        return "prevented"
     if phase is None:
         return Plan.RECORD_ABORTED if prevent else "open"
     if phase is Phase.RESERVING:
