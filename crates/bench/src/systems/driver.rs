@@ -47,9 +47,13 @@ pub struct Swept {
 /// than 800, so the passes go on while each one ends something, up to this many.
 const PASSES: u32 = 100;
 
-/// How far model time jumps before each pass beyond the deadline: past the sweeper's first
-/// backoffs of a record it could not finish (2, 4, 8 s by default).
-const PAST_BACKOFF: Duration = Duration::from_secs(10);
+/// How far model time jumps before each pass beyond the deadline: past the sweeper's longest
+/// backoff of a record it could not finish ([`SweepConfig::backoff_max_ms`]). A record whose
+/// finish was refused again and again during a stalled cell waits up to that long, and a pass
+/// that jumped less would find it not yet due and end nothing.
+fn past_backoff() -> Duration {
+    Duration::from_millis(SweepConfig::default().backoff_max_ms)
+}
 
 impl Driver {
     /// Wires `system` over `tables` with one coordinator per worker (`workers` transfers in
@@ -250,7 +254,7 @@ impl Driver {
             return Ok(swept);
         }
         while swept.passes < PASSES && self.anything_open().await? {
-            self.clock.advance(self.retry.deadline + PAST_BACKOFF);
+            self.clock.advance(self.retry.deadline + past_backoff());
             let report: SweepReport = self.sweeper.run().await?;
             let ended = (report.aborted + report.rolled_forward) as u64;
             swept.records += ended;
