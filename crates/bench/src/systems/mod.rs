@@ -11,7 +11,7 @@
 //!
 //! Each transfer notes when its client had the answer apart from when it ended (applied). A
 //! transfer whose attempt aborted for a transient reason (an item busy: a `conflict` vote,
-//! `TransactionConflict`; a throttle) is retried as a new transaction after a jittered backoff,
+//! `TransactionConflict`; a throttle; a `fenced` vote, which the API says to retry) is retried as a new transaction after a jittered backoff,
 //! until its deadline ([`crate::config::Retry`]), the same for every system.
 //!
 //! Here: the systems and the reasons an attempt aborts; `driver`: the [`Driver`] that runs a
@@ -144,9 +144,11 @@ impl Reason {
         }
     }
 
-    /// Whether a new attempt may succeed where this one did not.
+    /// Whether a new attempt may succeed where this one did not: an item busy, throttled, or
+    /// fenced (on a hot item a slow prepare is overtaken by more transactions than the fence
+    /// keeps; the API's `fenced` says to retry as a new transaction, as a careful client does).
     pub fn transient(self) -> bool {
-        matches!(self, Reason::Conflict | Reason::Throttled)
+        matches!(self, Reason::Conflict | Reason::Throttled | Reason::Fenced)
     }
 
     /// The reason of a vote's code, or of native's cancellation codes (the first of conflict,
