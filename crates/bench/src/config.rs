@@ -305,6 +305,13 @@ fn sensitivity_rows(p: Production) -> Vec<Variant> {
             },
         ),
         (
+            "partition burst 100 ms",
+            Production {
+                partition_burst_ms: 100,
+                ..p
+            },
+        ),
+        (
             "hot items split (a partition each)",
             Production {
                 partition_span: 1,

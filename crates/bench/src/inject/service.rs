@@ -46,7 +46,9 @@ pub struct Production {
     pub cancel_hold_share: f64,
     /// Write units a second one partition serves (DynamoDB's documented 1,000).
     pub partition_units: u32,
-    /// How much work over the rate a partition absorbs at once, as time at its rate.
+    /// How much work over the rate a partition absorbs at once, as time at its rate (an
+    /// assumption; a sensitivity row takes a tenth: an idle partition's credit can inflate a
+    /// measured window shorter than it).
     pub partition_burst_ms: u64,
     /// Consecutive accounts per partition: the hot ones share one (1: each item on its own,
     /// as after a split for heat).
