@@ -242,7 +242,8 @@ fmt: ## Format the code
 	cargo fmt --all
 
 # make bench: release build, a DynamoDB Local of its own, the whole bench under the production
-# model of DynamoDB (~6 minutes on 2 cores), report in bench/results/ (latest.json, and latest.md
+# model of DynamoDB (about an hour on 2 cores; BENCH_ARGS=--grid-only, the main grid alone, about
+# half), report in bench/results/ (latest.json, and latest.md
 # rendered from it) and the summary block of docs/bench.md. BENCH_ARGS passes options
 # (twopc-bench --help).
 .PHONY: bench bench-quick

@@ -17,7 +17,7 @@ use aws_sdk_dynamodb::config::interceptors::{
 use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
 use aws_sdk_dynamodb::error::BoxError;
 
-use crate::capacity::{Meter, Peaks};
+use crate::capacity::{Meter, Peaks, Units};
 
 /// The operations told apart in the counts (the last slot counts any other).
 pub const OPERATIONS: [&str; 8] = [
@@ -31,12 +31,19 @@ pub const OPERATIONS: [&str; 8] = [
     "other",
 ];
 
+/// The slot of an operation in [`OPERATIONS`] (the last for any other).
+pub fn slot(op: &str) -> usize {
+    OPERATIONS
+        .iter()
+        .position(|o| *o == op)
+        .unwrap_or(OPERATIONS.len() - 1)
+}
+
 #[derive(Debug, Default)]
 struct Counts {
     by_op: [AtomicU64; OPERATIONS.len()],
     in_flight: AtomicI64,
     rounds: AtomicU64,
-    swept: AtomicU64,
     units: Meter,
 }
 
@@ -53,12 +60,8 @@ pub struct Requests {
     pub by_op: [u64; OPERATIONS.len()],
     /// Times the number of requests in flight rose from zero.
     pub rounds: u64,
-    /// Transactions whose finish left them to the sweeper.
-    pub swept: u64,
-    /// Write units, in half-units (reported, and the refused writes' estimate).
-    pub write_halves: u64,
-    /// Successful writes whose response reported no units (expected 0).
-    pub unit_anomalies: u64,
+    /// Capacity units.
+    pub units: Units,
 }
 
 impl Requests {
@@ -77,13 +80,11 @@ impl Requests {
         self.zip(other, |a, b| a + b)
     }
 
-    fn zip(&self, o: &Requests, f: impl Fn(u64, u64) -> u64) -> Requests {
+    fn zip(&self, o: &Requests, f: impl Fn(u64, u64) -> u64 + Copy) -> Requests {
         Requests {
             by_op: std::array::from_fn(|i| f(self.by_op[i], o.by_op[i])),
             rounds: f(self.rounds, o.rounds),
-            swept: f(self.swept, o.swept),
-            write_halves: f(self.write_halves, o.write_halves),
-            unit_anomalies: f(self.unit_anomalies, o.unit_anomalies),
+            units: self.units.zip(&o.units, f),
         }
     }
 }
@@ -101,19 +102,11 @@ impl RequestCounter {
 
     /// The counts now.
     pub fn snapshot(&self) -> Requests {
-        let (write_halves, unit_anomalies) = self.counts.units.snapshot();
         Requests {
             by_op: std::array::from_fn(|i| self.counts.by_op[i].load(Ordering::Relaxed)),
             rounds: self.counts.rounds.load(Ordering::Relaxed),
-            swept: self.counts.swept.load(Ordering::Relaxed),
-            write_halves,
-            unit_anomalies,
+            units: self.counts.units.snapshot(),
         }
-    }
-
-    /// Notes a transaction its finish left to the sweeper.
-    pub fn note_swept(&self) {
-        self.counts.swept.fetch_add(1, Ordering::Relaxed);
     }
 
     /// The largest reservation set and fence seen in responses since the last call.
@@ -168,11 +161,7 @@ impl Intercept for RequestCounter {
             .get("x-amz-target")
             .and_then(|t| t.rsplit('.').next())
             .unwrap_or("other");
-        let slot = OPERATIONS
-            .iter()
-            .position(|o| *o == op)
-            .unwrap_or(OPERATIONS.len() - 1);
-        self.counts.by_op[slot].fetch_add(1, Ordering::Relaxed);
+        self.counts.by_op[slot(op)].fetch_add(1, Ordering::Relaxed);
         if self.counts.in_flight.fetch_add(1, Ordering::SeqCst) == 0 {
             self.counts.rounds.fetch_add(1, Ordering::Relaxed);
         }

@@ -1,21 +1,23 @@
 //! # twopc-bench — "should I use this instead of `TransactWriteItems`?", in production terms
 //!
-//! `make bench` runs this crate's binary against a DynamoDB Local of its own and writes
-//! `bench/results/latest.json` (every figure) and `latest.md` (tables rendered from it alone).
-//! DynamoDB Local serves one request at a time and never refuses a transaction for a conflict,
-//! so every cell runs behind the **production model** ([`inject`]): DynamoDB's latency as
-//! measured from Lambda, its transaction conflicts, and one item's partition write rate.
+//! `make bench` runs this crate's binary against an engine of its own (DynamoDB Local) and
+//! writes `bench/results/latest.json` (every figure) and `latest.md` (tables rendered from it
+//! alone). The engine serves one request at a time and never refuses a transaction for a
+//! conflict, so every cell runs behind the **production model** ([`inject`]): DynamoDB's
+//! latency as measured from Lambda, its transaction conflicts, its partitions' throttling;
+//! dilated where the engine cannot keep up ([`clock`]).
 //!
 //! - [`systems`]: native `TransactWriteItems`, `auto` (the default mode), the staged commit and
 //!   the five-round path, each doing the same transfers; [`workload`]: transfers between
-//!   `accounts` and `wallets`, uniform or hot keys, 2 or 8 participants; [`config`]: the full
-//!   and the `--quick` runs, every parameter;
+//!   `accounts` and `wallets`, uniform, hot or moving-hot keys, 2 or 8 participants;
+//!   [`config`]: the full and the `--quick` runs, every parameter;
 //! - [`load`]: the closed loop; [`run`]: the cell groups (systems taking turns), the
-//!   sensitivity rows, the audits; [`tables`]: seeding and the audit that checks the balance
-//!   sum was conserved, exactly the committed writes applied and nothing left held;
+//!   sensitivity and crossing rows, the product's sweeper and the audits; [`tables`]: seeding
+//!   and the audit that checks the balance sum was conserved, exactly the committed writes
+//!   applied and nothing left held;
 //! - [`counter`]: DynamoDB requests counted by an SDK interceptor, and the rounds they form;
-//!   [`capacity`]: the write units each response reports; [`procfs`]: CPU time; [`stats`]:
-//!   percentiles;
+//!   [`capacity`]: the units each response reports; [`cost`]: dollars at list prices;
+//!   [`procfs`]: CPU time; [`stats`]: percentiles;
 //! - [`results`]: what `latest.json` holds; [`report`]: `latest.md` and the pages' figures,
 //!   rendered from it.
 //!
@@ -27,7 +29,9 @@
 #![warn(missing_docs)]
 
 pub mod capacity;
+pub mod clock;
 pub mod config;
+pub mod cost;
 pub mod counter;
 pub mod inject;
 pub mod load;

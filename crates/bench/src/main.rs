@@ -1,5 +1,5 @@
 //! `twopc-bench`: the protocol against native `TransactWriteItems` under a production model of
-//! DynamoDB laid over a real engine (DynamoDB Local for `make bench`, or the embedded one), and the report and the pages' figures
+//! DynamoDB laid over a real engine (`make bench`), and the report and the pages' figures
 //! rendered from `latest.json` (`render`). `--help` lists the options.
 //!
 //! Exit status 1 if a correctness check failed, 2 if the bench could not run.
@@ -50,7 +50,8 @@ struct BenchArgs {
     #[arg(
         long,
         env = "TWOPC_DYNAMODB_ENDPOINT",
-        default_value = "http://127.0.0.1:8000"
+        default_value = "http://127.0.0.1:8000",
+        hide = true
     )]
     endpoint: String,
     /// Where `latest.json` and `latest.md` go.
@@ -65,9 +66,18 @@ struct BenchArgs {
     /// Only these systems (native, auto, staged, classic).
     #[arg(long, value_delimiter = ',', value_parser = parse_system)]
     systems: Vec<System>,
-    /// Measured milliseconds per slice.
+    /// Measured milliseconds (model time) per repeat.
     #[arg(long)]
     measure_ms: Option<u64>,
+    /// Repeats per cell.
+    #[arg(long)]
+    repeats: Option<u32>,
+    /// One dilation factor for every cell (every time of the model this many times longer).
+    #[arg(long)]
+    dilation: Option<u32>,
+    /// The main grid only: no sensitivity or crossing rows.
+    #[arg(long)]
+    grid_only: bool,
 }
 
 fn parse_workload(text: &str) -> Result<Workload, String> {
@@ -78,9 +88,10 @@ fn parse_workload(text: &str) -> Result<Workload, String> {
     let contention = match name {
         "uniform" => Contention::Uniform,
         "hot" => Contention::Hot,
+        "moving" => Contention::Moving,
         _ => {
             return Err(format!(
-                "{text:?}: a workload is uniform<N> or hot<N>, e.g. hot2"
+                "{text:?}: a workload is uniform<N>, hot<N> or moving<N>, e.g. hot2"
             ));
         }
     };
@@ -138,12 +149,24 @@ impl BenchArgs {
         }
         if !self.concurrency.is_empty() {
             c.concurrency.clone_from(&self.concurrency);
+            c.hot_concurrency.clone_from(&self.concurrency);
+            c.moving_concurrency.clone_from(&self.concurrency);
         }
         if !self.systems.is_empty() {
             c.systems.clone_from(&self.systems);
         }
         if let Some(ms) = self.measure_ms {
             c.measure = Duration::from_millis(ms);
+        }
+        if let Some(n) = self.repeats {
+            c.repeats = n.max(1);
+        }
+        if let Some(k) = self.dilation {
+            c.dilation = vec![(usize::MAX, k.max(1))];
+        }
+        if self.grid_only {
+            c.sensitivity.rows.clear();
+            c.crossing.rows.clear();
         }
         c
     }

@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-/// A latency distribution's summary (in JSON: milliseconds).
+use crate::results::Percentiles;
+
+/// A latency distribution's summary (in JSON: milliseconds), as `twopc-bench-live` reports it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
 pub struct Latency {
     /// Samples.
@@ -46,12 +48,23 @@ impl Latency {
 
 /// Nearest-rank percentile of sorted samples: the smallest sample with at least `q` of all
 /// samples at or below it.
-pub fn percentile(sorted: &[Duration], q: f64) -> Duration {
+pub fn percentile<T: Copy + Default>(sorted: &[T], q: f64) -> T {
     if sorted.is_empty() {
-        return Duration::ZERO;
+        return T::default();
     }
     let rank = (q * sorted.len() as f64).ceil() as usize;
     sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+/// p50, p99 and p99.9 of milliseconds, rounded to hundredths.
+pub fn percentiles(mut ms: Vec<f64>) -> Percentiles {
+    ms.sort_unstable_by(f64::total_cmp);
+    let at = |q| (percentile(&ms, q) * 100.0).round() / 100.0;
+    Percentiles {
+        p50: at(0.5),
+        p99: at(0.99),
+        p999: at(0.999),
+    }
 }
 
 /// A duration as milliseconds, for JSON.
@@ -82,11 +95,18 @@ mod tests {
 
     #[test]
     fn nearest_rank_percentiles() {
-        let mut v: Vec<Duration> = (1..=100).rev().map(d).collect();
-        let l = Latency::of(&mut v);
-        assert_eq!((l.p50, l.p95, l.p99, l.max), (d(50), d(95), d(99), d(100)));
-        assert_eq!(l.mean, Duration::from_micros(50_500));
+        let v: Vec<Duration> = (1..=100).map(d).collect();
+        assert_eq!(
+            (
+                percentile(&v, 0.5),
+                percentile(&v, 0.99),
+                percentile(&v, 1.0)
+            ),
+            (d(50), d(99), d(100))
+        );
         assert_eq!(percentile(&[d(7)], 0.99), d(7));
-        assert_eq!(Latency::of(&mut []).n, 0);
+        assert_eq!(percentile::<Duration>(&[], 0.5), Duration::ZERO);
+        let p = percentiles((1..=1000).rev().map(f64::from).collect());
+        assert_eq!((p.p50, p.p99, p.p999), (500.0, 990.0, 999.0));
     }
 }

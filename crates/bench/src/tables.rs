@@ -7,14 +7,12 @@ use std::collections::HashMap;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, StreamSpecification, WriteRequest};
 use futures::stream::{self, StreamExt, TryStreamExt};
-use twopc_core::decimal::Decimal;
 use twopc_core::layout;
 use twopc_core::service::KeySchema;
 use twopc_dynamo::items::item_state;
 use twopc_dynamo::tables::{TableKind, TableSpec, ensure_table};
 
 use crate::BenchError;
-use crate::capacity::{item_bytes, value_bytes};
 use crate::workload::account_id;
 
 /// Items per `BatchWriteItem` (DynamoDB's limit).
@@ -52,18 +50,8 @@ pub struct Audit {
     /// ceiling kept, or extremes away from the value): the last release on an attribute leaves
     /// its escrow idle, at the value.
     pub escrows: u64,
-    /// Items with an idle escrow whose extremes are not at the value: *stale* in the protocol's
-    /// words, as an exclusive write leaves it (it changes the value, not the escrow); the next
-    /// reservation resets it. Not counted in `escrows`.
-    pub stale_escrows: u64,
     /// Most fence entries on one item.
     pub max_fence: usize,
-    /// The largest item, in DynamoDB's sizing (bytes), and its fence's share of it.
-    pub max_item_bytes: u64,
-    /// The fence of that largest item (bytes).
-    pub max_item_fence_bytes: u64,
-    /// The lowest balance of a debited account: the funds the next transfers draw on.
-    pub min_account_balance: Option<i128>,
 }
 
 impl Tables {
@@ -147,7 +135,7 @@ impl Tables {
                     .await
                     .map_err(|e| BenchError::sdk(format!("scanning {table}"), e))?;
                 for item in page.items() {
-                    audit.add(table, item, table == &self.accounts)?;
+                    audit.add(table, item)?;
                 }
                 start = page.last_evaluated_key().cloned();
                 if start.is_none() {
@@ -177,7 +165,6 @@ impl Audit {
         &mut self,
         table: &str,
         item: &HashMap<String, AttributeValue>,
-        debited: bool,
     ) -> Result<(), BenchError> {
         let number = |name: &str| -> Result<Option<i128>, BenchError> {
             match item.get(name) {
@@ -191,40 +178,21 @@ impl Audit {
             }
         };
         self.items += 1;
-        let balance = number("balance")?.unwrap_or(0);
-        self.balance_sum += balance;
-        if debited {
-            self.min_account_balance =
-                Some(self.min_account_balance.map_or(balance, |m| m.min(balance)));
-        }
+        self.balance_sum += number("balance")?.unwrap_or(0);
         self.version_sum += u64::try_from(number(layout::VERSION)?.unwrap_or(0)).unwrap_or(0);
         self.locks += u64::from(item.contains_key(layout::LOCK));
         self.placeholders += u64::from(item.contains_key(layout::PLACEHOLDER));
-        // The protocol's own reading of the item: every escrow idle, at the value.
+        // The protocol's own reading of the item: every escrow idle.
         let state = item_state(item)
             .map_err(|e| BenchError::Check(format!("{table}: unreadable item: {e}")))?;
-        let value = Decimal::parse(&balance.to_string())
-            .map_err(|e| BenchError::Check(format!("{table}: balance {balance}: {e}")))?;
         let busy = state
             .escrow
             .values()
             .any(|s| s.count != 0 || s.floors != 0 || s.ceilings != 0);
-        let stale = state
-            .escrow
-            .iter()
-            .any(|(attr, s)| attr == "balance" && s.is_stale(&value));
-        self.stale_escrows += u64::from(stale && !busy);
         let counted = number(layout::RESERVATIONS)?.unwrap_or(0) != 0;
         self.reservations += u64::from(!state.reservations.is_empty() || counted);
         self.escrows += u64::from(busy);
         self.max_fence = self.max_fence.max(state.fence.len());
-        let bytes = item_bytes(item);
-        if bytes > self.max_item_bytes {
-            self.max_item_bytes = bytes;
-            self.max_item_fence_bytes = item
-                .get(layout::FENCE)
-                .map_or(0, |f| layout::FENCE.len() as u64 + value_bytes(f));
-        }
         Ok(())
     }
 }

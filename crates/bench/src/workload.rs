@@ -4,8 +4,10 @@
 //! An N-participant transfer debits N/2 distinct accounts and credits N/2 distinct wallets the
 //! same amount each; every debit requires `balance >= amount`. Keys are drawn uniformly from all
 //! accounts (low contention); in the hot workload a transfer draws all its keys, with probability
-//! [`KeyGen::hot_fraction`], from the first [`KeyGen::hot`] accounts of each table (or as many
-//! as it has legs of a kind, if more), and otherwise uniformly.
+//! [`KeyGen::hot_fraction`], from [`KeyGen::hot`] consecutive accounts of each table (or as many
+//! as it has legs of a kind, if more), and otherwise uniformly. The hot accounts are the first
+//! ones, or, in the moving workload, a block that moves every [`KeyGen::hot_period_ms`] to
+//! another place no mark set in advance could name.
 
 use std::fmt;
 
@@ -19,6 +21,8 @@ pub enum Contention {
     Uniform,
     /// Most keys from a few hot accounts.
     Hot,
+    /// Most keys from a few hot accounts that change every few seconds.
+    Moving,
 }
 
 impl fmt::Display for Contention {
@@ -26,6 +30,7 @@ impl fmt::Display for Contention {
         f.write_str(match self {
             Contention::Uniform => "uniform",
             Contention::Hot => "hot",
+            Contention::Moving => "moving",
         })
     }
 }
@@ -71,7 +76,12 @@ pub struct KeyGen {
     pub hot: u32,
     /// Chance that a key of the hot workload is hot.
     pub hot_fraction: f64,
+    /// How long (model time) the moving workload's hot accounts stay where they are.
+    pub hot_period_ms: u64,
 }
+
+/// Hot blocks start at a multiple of this (so a block never straddles a partition's range).
+const HOT_ALIGN: u32 = 16;
 
 impl KeyGen {
     fn distinct(rng: &mut impl Rng, among: u32, n: usize) -> Vec<u32> {
@@ -85,19 +95,42 @@ impl KeyGen {
         out
     }
 
-    /// A transfer for `workload`. One participant means a lone credit (the unit cost).
-    pub fn transfer(&self, rng: &mut impl Rng, workload: Workload) -> Transfer {
+    /// The first hot account of the moving workload in period `epoch` (salted per run).
+    pub fn hot_base(&self, epoch: u64) -> u32 {
+        // splitmix64's finaliser: neighbouring periods land far apart.
+        let mut z = epoch.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        let blocks = (self.accounts / HOT_ALIGN).max(1);
+        (z % u64::from(blocks)) as u32 * HOT_ALIGN
+    }
+
+    /// A transfer for `workload` in the moving workload's period `epoch`.
+    pub fn transfer(&self, rng: &mut impl Rng, workload: Workload, epoch: u64) -> Transfer {
         let half = workload.participants / 2;
         let credits = workload.participants - half;
-        let hot = workload.contention == Contention::Hot && rng.random_bool(self.hot_fraction);
-        let among = if hot {
-            self.hot.max(u32::try_from(credits).unwrap_or(u32::MAX))
-        } else {
-            self.accounts
+        let hot = workload.contention != Contention::Uniform && rng.random_bool(self.hot_fraction);
+        let (base, among) = match (hot, workload.contention) {
+            (false, _) => (0, self.accounts),
+            (true, c) => (
+                if c == Contention::Moving {
+                    self.hot_base(epoch)
+                } else {
+                    0
+                },
+                self.hot.max(u32::try_from(credits).unwrap_or(u32::MAX)),
+            ),
+        };
+        let keys = |rng: &mut _, n| -> Vec<u32> {
+            Self::distinct(rng, among, n)
+                .into_iter()
+                .map(|k| base + k)
+                .collect()
         };
         Transfer {
-            debits: Self::distinct(rng, among, half),
-            credits: Self::distinct(rng, among, credits),
+            debits: keys(rng, half),
+            credits: keys(rng, credits),
             amount: rng.random_range(1..=100),
         }
     }
@@ -140,19 +173,21 @@ mod tests {
         accounts: 10_000,
         hot: 10,
         hot_fraction: 0.9,
+        hot_period_ms: 1000,
     };
 
     #[test]
     fn transfers_balance_and_use_distinct_keys() {
         let mut rng = SmallRng::seed_from_u64(1);
         for n in [2, 8] {
-            for c in [Contention::Uniform, Contention::Hot] {
+            for c in [Contention::Uniform, Contention::Hot, Contention::Moving] {
                 let t = GEN.transfer(
                     &mut rng,
                     Workload {
                         contention: c,
                         participants: n,
                     },
+                    3,
                 );
                 assert_eq!(t.participants(), n);
                 assert_eq!(t.net(), 0);
@@ -175,9 +210,36 @@ mod tests {
             participants: 8,
         };
         let hot = (0..1000)
-            .map(|_| GEN.transfer(&mut rng, w))
+            .map(|_| GEN.transfer(&mut rng, w, 0))
             .filter(|t| t.debits.iter().chain(&t.credits).all(|k| *k < 10))
             .count();
         assert!((870..=930).contains(&hot), "{hot}");
+    }
+
+    #[test]
+    fn the_moving_hot_block_changes_place_every_period_and_stays_aligned() {
+        let mut rng = SmallRng::seed_from_u64(3);
+        let w = Workload {
+            contention: Contention::Moving,
+            participants: 2,
+        };
+        let bases: Vec<u32> = (0..20).map(|e| GEN.hot_base(e)).collect();
+        assert!(
+            bases
+                .iter()
+                .all(|b| b % HOT_ALIGN == 0 && *b < GEN.accounts)
+        );
+        assert!(bases.windows(2).all(|p| p[0] != p[1]), "{bases:?}");
+        // In a period, 90% of transfers stay inside that period's block of ten.
+        let inside = (0..1000)
+            .map(|_| GEN.transfer(&mut rng, w, 7))
+            .filter(|t| {
+                t.debits
+                    .iter()
+                    .chain(&t.credits)
+                    .all(|k| (bases[7]..bases[7] + 10).contains(k))
+            })
+            .count();
+        assert!((870..=930).contains(&inside), "{inside}");
     }
 }

@@ -22,20 +22,19 @@ async fn quick_bench_produces_a_sane_report_under_the_production_model() {
     assert!(report.all_checks_pass(), "{}", report::render(&report));
 
     // AND the main grid has every system at every workload and concurrency (classic at one
-    // in flight), then one row per system per sensitivity variant
-    let grid: usize = config.workloads.len()
-        * config
-            .concurrency
-            .iter()
-            .map(|c| config.systems_at(*c).len())
-            .sum::<usize>();
-    let s = &config.sensitivity;
+    // in flight), then one row per system per sensitivity variant and per crossing share
+    let grid: usize = config
+        .workloads
+        .iter()
+        .flat_map(|w| config.concurrency_of(*w))
+        .map(|c| config.systems_at(*c).len())
+        .sum();
+    let (s, x) = (&config.sensitivity, &config.crossing);
     assert_eq!(
         report.cells.len(),
-        grid + s.variants.len() * s.systems.len()
+        grid + s.rows.len() * s.systems.len() + x.rows.len() * x.systems.len()
     );
     for c in &report.cells {
-        assert_eq!(c.model, "production");
         assert!(
             c.committed > 0,
             "{} {} c={} committed nothing",
@@ -44,10 +43,19 @@ async fn quick_bench_produces_a_sane_report_under_the_production_model() {
             c.concurrency
         );
         assert!(
-            c.answer_p50_ms > 0.0 && c.answer_p50_ms <= c.answer_p99_ms,
+            c.answer.p50 > 0.0 && c.answer.p50 <= c.answer.p99 && c.answer.p99 <= c.answer.p999,
             "{c:?}"
         );
-        assert!(c.write_units_per_committed > 0.0 && c.delayed > 0, "{c:?}");
+        assert!(c.write_units > 0.0 && c.delayed > 0, "{c:?}");
+        assert!(
+            c.cost.dynamodb > 0 && c.cost.dynamodb <= c.cost.dynamodb_high,
+            "{c:?}"
+        );
+        assert_eq!(c.dilation, 2);
+        // The protocol pays for its front door and its function; native for neither.
+        let protocol = c.system != "native";
+        assert_eq!(c.cost.rest_api > 0, protocol, "{c:?}");
+        assert_eq!(c.deployed.p50 > c.answer.p50, protocol, "{c:?}");
     }
 
     // AND with one in flight, native answers in one round and the five-round path in five
@@ -66,7 +74,7 @@ async fn quick_bench_produces_a_sane_report_under_the_production_model() {
     let hot_native = report
         .cell("hot 2P", "native", 4)
         .expect("a hot native cell");
-    assert!(hot_native.conflicts_per_committed > 0.0, "{hot_native:?}");
+    assert!(hot_native.conflicts > 0.0, "{hot_native:?}");
 
     // AND latest.md is rendered from latest.json alone
     let dir = std::env::temp_dir().join(format!("twopc-bench-quick-{}", std::process::id()));
@@ -76,7 +84,7 @@ async fn quick_bench_produces_a_sane_report_under_the_production_model() {
     let md = std::fs::read_to_string(dir.join("latest.md")).expect("latest.md");
     assert_eq!(md, report::render(&back));
     assert!(
-        md.contains("## Sensitivity") && md.contains("moves most with"),
+        md.contains("## Sensitivity") && md.contains("## Crossing point"),
         "{md}"
     );
     let _ = std::fs::remove_dir_all(dir);

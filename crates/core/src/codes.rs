@@ -117,7 +117,7 @@ codes! {
         VOTE_EXPIRED = "expired", 409,
             "The transaction's deadline passed before a participant prepared.";
         VOTE_FENCED = "fenced", 409,
-            "The transaction had already ended at a participant (a late or repeated prepare).";
+            "A participant no longer takes the transaction: it already ended there (a late or repeated prepare), or, on a busy item, more transactions that began after it ended there than its fence keeps. Nothing was applied: retry as a new transaction.";
         VOTE_UNREACHABLE = "unreachable", 409,
             "A participant did not answer (timeout or transport error).";
         VOTE_CLOCK_SKEW = "clockSkew", 409,

@@ -1,19 +1,21 @@
 //! The SDK's HTTP client wrapped so that every DynamoDB request takes a sampled time: the
 //! operation is read from the request's `X-Amz-Target` header (`DynamoDB_20120810.UpdateItem`),
 //! a `TransactWriteItems`'s item count from its body, and the delay drawn from that operation's
-//! distribution ([`LatencyModel::of`]) with one seeded generator.
+//! distribution ([`LatencyModel::of`]) with one seeded generator, times the dilation factor.
 //!
-//! The request waits half its delay (the way there), goes to DynamoDB Local, and its response
-//! is held until the whole delay has passed since it was sent (the way back): what the request
-//! writes lands midway, as over a network, and DynamoDB Local's own time (which the published
+//! The request waits half its delay (the way there), goes to the engine, and its response is
+//! held until the whole delay has passed since it was sent (the way back): what the request
+//! writes lands midway, as over a network, and the engine's own time (which the published
 //! figures already contain, as DynamoDB's) stays hidden unless it is longer than the second
-//! half; such requests are counted ([`Injected::overruns`]).
+//! half; such requests are counted late ([`Injected::overruns`]).
 //!
 //! Under the production model ([`Service`]), a write that reaches the service (halfway) is
-//! admitted by it first: a transaction cancelled on a held item, or a single write refused
-//! there, is answered as DynamoDB answers it (`TransactionCanceledException` with
-//! `TransactionConflict`, `TransactionConflictException`) without reaching DynamoDB Local, and a
-//! single write waits its turn at its item's partition, its answer later by as much.
+//! admitted by it first: a transaction cancelled on a held item or an over-rate partition, a
+//! single write refused or throttled, is answered as DynamoDB answers it
+//! (`TransactionCanceledException` with `TransactionConflict` or `ThrottlingError`,
+//! `TransactionConflictException`, `ProvisionedThroughputExceededException` with its throttling
+//! reason) without reaching the engine. A served single write's units, as the engine reports
+//! them, correct its partition's charge ([`Service::settle`]).
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -24,13 +26,13 @@ use aws_smithy_runtime_api::client::http::{
     HttpClient, HttpConnector, HttpConnectorFuture, HttpConnectorSettings, SharedHttpClient,
     SharedHttpConnector,
 };
-use aws_smithy_runtime_api::client::orchestrator::HttpRequest;
+use aws_smithy_runtime_api::client::orchestrator::{HttpRequest, HttpResponse};
 use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
+use aws_smithy_types::body::SdkBody;
+use aws_smithy_types::byte_stream::ByteStream;
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
-
-use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
-use aws_smithy_types::body::SdkBody;
+use serde_json::json;
 
 use crate::counter::OPERATIONS;
 use crate::inject::model::LatencyModel;
@@ -42,7 +44,7 @@ struct Counts {
     nanos: [AtomicU64; OPERATIONS.len()],
     overruns: AtomicU64,
     conflicts: AtomicU64,
-    queued_nanos: AtomicU64,
+    throttles: AtomicU64,
 }
 
 /// The delays injected so far, by [`OPERATIONS`] slot (subtract two to get a window's).
@@ -52,14 +54,14 @@ pub struct Injected {
     pub requests: [u64; OPERATIONS.len()],
     /// Their delays added up.
     pub total: [Duration; OPERATIONS.len()],
-    /// Requests that DynamoDB Local answered later than their delay allowed (their time was
-    /// half the delay plus DynamoDB Local's, longer than sampled).
+    /// Requests that the engine answered later than their delay allowed (their time was half
+    /// the delay plus the engine's, longer than sampled).
     pub overruns: u64,
     /// Writes the production model's service answered with a transaction conflict (a
     /// transaction cancelled, a single write refused).
     pub conflicts: u64,
-    /// Time single writes waited for their item's partition, added up.
-    pub queued: Duration,
+    /// Writes it rejected over a partition's rate (throttled).
+    pub throttles: u64,
 }
 
 impl Injected {
@@ -72,7 +74,7 @@ impl Injected {
         }
         out.overruns = self.overruns.saturating_sub(earlier.overruns);
         out.conflicts = self.conflicts.saturating_sub(earlier.conflicts);
-        out.queued = self.queued.saturating_sub(earlier.queued);
+        out.throttles = self.throttles.saturating_sub(earlier.throttles);
         out
     }
 
@@ -85,7 +87,7 @@ impl Injected {
         }
         out.overruns += other.overruns;
         out.conflicts += other.conflicts;
-        out.queued += other.queued;
+        out.throttles += other.throttles;
         out
     }
 
@@ -107,6 +109,7 @@ impl Injected {
 #[derive(Clone)]
 pub struct Injector {
     model: Arc<LatencyModel>,
+    dilation: u32,
     rng: Arc<Mutex<SmallRng>>,
     counts: Arc<Counts>,
     service: Option<Arc<Service>>,
@@ -123,16 +126,18 @@ impl fmt::Debug for Injector {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Injector")
             .field("model", &self.model)
+            .field("dilation", &self.dilation)
             .finish_non_exhaustive()
     }
 }
 
 impl Injector {
-    /// An injector of `model`'s delays, its generator seeded with `model.seed`.
-    pub fn new(model: LatencyModel) -> Injector {
+    /// An injector of `model`'s delays times `dilation`, its generator seeded with `model.seed`.
+    pub fn new(model: LatencyModel, dilation: u32) -> Injector {
         Injector {
             rng: Arc::new(Mutex::new(SmallRng::seed_from_u64(model.seed))),
             model: Arc::new(model),
+            dilation: dilation.max(1),
             counts: Arc::new(Counts::default()),
             service: None,
         }
@@ -144,16 +149,6 @@ impl Injector {
         self
     }
 
-    /// The production model's service, if any.
-    pub fn service(&self) -> Option<&Service> {
-        self.service.as_deref()
-    }
-
-    /// The model.
-    pub fn model(&self) -> &LatencyModel {
-        &self.model
-    }
-
     /// The delays injected so far.
     pub fn snapshot(&self) -> Injected {
         let mut out = Injected::default();
@@ -163,7 +158,7 @@ impl Injector {
         }
         out.overruns = self.counts.overruns.load(Ordering::Relaxed);
         out.conflicts = self.counts.conflicts.load(Ordering::Relaxed);
-        out.queued = Duration::from_nanos(self.counts.queued_nanos.load(Ordering::Relaxed));
+        out.throttles = self.counts.throttles.load(Ordering::Relaxed);
         out
     }
 
@@ -182,22 +177,26 @@ impl Injector {
         })
     }
 
-    /// What the service does with `plan`'s writes, arriving now: `Ok(wait)` to go on after
-    /// `wait`, `Err(response)` to answer with a conflict.
-    fn admit(&self, plan: &Plan) -> Result<Duration, Box<HttpResponse>> {
+    /// What the service does with `plan`'s writes, arriving now: `Ok(units)` charged per item
+    /// to go on, `Err(response)` to answer with a conflict or a throttle.
+    fn admit(&self, plan: &Plan) -> Result<u32, Box<HttpResponse>> {
         let (Some(service), Some(writes)) = (&self.service, &plan.writes) else {
-            return Ok(Duration::ZERO);
+            return Ok(0);
         };
-        let refusal = match service.admit(plan.transaction, writes, plan.delay) {
-            Admission::Served(wait) => {
-                let ns = u64::try_from(wait.as_nanos()).unwrap_or(u64::MAX);
-                self.counts.queued_nanos.fetch_add(ns, Ordering::Relaxed);
-                return Ok(wait);
-            }
-            Admission::Cancelled(at) => cancelled(writes.items.len(), at),
-            Admission::Refused => conflict_exception(),
+        let (counter, refusal) = match service.admit(plan.transaction, writes, plan.delay) {
+            Admission::Served(units) => return Ok(units),
+            Admission::Cancelled { busy, throttled } => (
+                if busy.is_empty() {
+                    &self.counts.throttles
+                } else {
+                    &self.counts.conflicts
+                },
+                cancelled(writes.items.len(), &busy, &throttled),
+            ),
+            Admission::Refused => (&self.counts.conflicts, conflict_exception()),
+            Admission::Throttled => (&self.counts.throttles, throttled(&writes.items[0])),
         };
-        self.counts.conflicts.fetch_add(1, Ordering::Relaxed);
+        counter.fetch_add(1, Ordering::Relaxed);
         Err(Box::new(refusal))
     }
 
@@ -216,11 +215,8 @@ impl Injector {
         };
         let distribution = self.model.of(op, items)?;
         let ms = distribution.sample(&mut *self.rng.lock().unwrap_or_else(PoisonError::into_inner));
-        let delay = Duration::from_secs_f64(ms / 1e3);
-        let slot = OPERATIONS
-            .iter()
-            .position(|o| *o == op)
-            .unwrap_or(OPERATIONS.len() - 1);
+        let delay = Duration::from_secs_f64(ms / 1e3) * self.dilation;
+        let slot = crate::counter::slot(op);
         self.counts.requests[slot].fetch_add(1, Ordering::Relaxed);
         let ns = u64::try_from(delay.as_nanos()).unwrap_or(u64::MAX);
         self.counts.nanos[slot].fetch_add(ns, Ordering::Relaxed);
@@ -241,6 +237,34 @@ impl Injector {
             inner,
             injector: self.clone(),
         }
+    }
+
+    /// A served single write's response: its units as the engine reports them settle what its
+    /// partition was charged. The body is read whole and put back.
+    async fn settle(&self, plan: &Plan, charged: u32, response: HttpResponse) -> HttpResponse {
+        let (Some(service), Some(writes)) = (&self.service, &plan.writes) else {
+            return response;
+        };
+        if plan.transaction || response.status().as_u16() != 200 {
+            return response;
+        }
+        let mut response = response;
+        let body = response.take_body();
+        let Ok(bytes) = ByteStream::new(body)
+            .collect()
+            .await
+            .map(|b| b.into_bytes())
+        else {
+            return response;
+        };
+        let units = serde_json::from_slice::<serde_json::Value>(&bytes)
+            .ok()
+            .and_then(|v| v["ConsumedCapacity"]["CapacityUnits"].as_f64());
+        if let Some(units) = units {
+            service.settle(&writes.items[0], charged, units.ceil() as u32);
+        }
+        *response.body_mut() = SdkBody::from(bytes);
+        response
     }
 }
 
@@ -270,7 +294,7 @@ impl HttpClient for InjectingClient {
 }
 
 /// A connector that holds each request and its response so that together they take the
-/// request's delay (or DynamoDB Local's time plus half of it, if longer).
+/// request's delay (or the engine's time plus half of it, if longer).
 #[derive(Debug)]
 pub struct InjectingConnector {
     inner: SharedHttpConnector,
@@ -286,25 +310,24 @@ impl HttpConnector for InjectingConnector {
             let Some(plan) = plan else {
                 return inner.call(request).await;
             };
-            let mut due = tokio::time::Instant::now() + plan.delay;
+            let due = tokio::time::Instant::now() + plan.delay;
             tokio::time::sleep(plan.delay / 2).await;
-            match injector.admit(&plan) {
-                Ok(wait) if wait > Duration::ZERO => {
-                    tokio::time::sleep(wait).await;
-                    due += wait;
-                }
-                Ok(_) => {}
+            let charged = match injector.admit(&plan) {
+                Ok(units) => units,
                 Err(refusal) => {
                     tokio::time::sleep_until(due).await;
                     return Ok(*refusal);
                 }
-            }
+            };
             let response = inner.call(request).await;
             if tokio::time::Instant::now() > due {
                 injector.counts.overruns.fetch_add(1, Ordering::Relaxed);
-            } else {
-                tokio::time::sleep_until(due).await;
             }
+            let response = match response {
+                Ok(r) if charged > 0 => Ok(injector.settle(&plan, charged, r).await),
+                other => other,
+            };
+            tokio::time::sleep_until(due).await;
             response
         })
     }
@@ -319,19 +342,28 @@ fn operation(request: &HttpRequest) -> &str {
         .unwrap_or("other")
 }
 
-/// DynamoDB's answer to a transaction of `items` items cancelled on the item at `at`.
-fn cancelled(items: usize, at: usize) -> HttpResponse {
+/// DynamoDB's message for a write over its partition's rate (on-demand).
+const THROTTLED: &str = "Throughput exceeds the current capacity of your table or index. \
+                         DynamoDB is automatically scaling your table or index so please try \
+                         again shortly. If exceptions persist, check if you have a hot key: \
+                         https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/bp-partition-key-design.html";
+
+/// DynamoDB's answer to a transaction of `items` items cancelled on the items at `busy` (a
+/// conflict) and `throttled` (over their partition's rate).
+fn cancelled(items: usize, busy: &[usize], throttled: &[usize]) -> HttpResponse {
     let reasons: Vec<_> = (0..items)
         .map(|i| {
-            if i == at {
-                serde_json::json!({"Code": "TransactionConflict",
+            if busy.contains(&i) {
+                json!({"Code": "TransactionConflict",
                     "Message": "Transaction is ongoing for the item"})
+            } else if throttled.contains(&i) {
+                json!({"Code": "ThrottlingError", "Message": THROTTLED})
             } else {
-                serde_json::json!({"Code": "None"})
+                json!({"Code": "None"})
             }
         })
         .collect();
-    error_response(&serde_json::json!({
+    error_response(&json!({
         "__type": "com.amazonaws.dynamodb.v20120810#TransactionCanceledException",
         "Message": "Transaction cancelled, please refer cancellation reasons for specific reasons",
         "CancellationReasons": reasons,
@@ -340,9 +372,23 @@ fn cancelled(items: usize, at: usize) -> HttpResponse {
 
 /// DynamoDB's answer to a single write on an item a transaction holds.
 fn conflict_exception() -> HttpResponse {
-    error_response(&serde_json::json!({
+    error_response(&json!({
         "__type": "com.amazonaws.dynamodb.v20120810#TransactionConflictException",
         "message": "Transaction is ongoing for the item",
+    }))
+}
+
+/// DynamoDB's answer to a single write over its partition's rate: the exception the SDK's
+/// standard retry classifies as throttling, with its reason and the table.
+fn throttled(item: &str) -> HttpResponse {
+    let table = item.split('/').next().unwrap_or_default();
+    error_response(&json!({
+        "__type": "com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException",
+        "message": THROTTLED,
+        "ThrottlingReasons": [{
+            "reason": "TableWriteKeyRangeThroughputExceeded",
+            "resource": format!("arn:aws:dynamodb:us-east-1:000000000000:table/{table}"),
+        }],
     }))
 }
 
@@ -399,7 +445,7 @@ mod tests {
         // at once
         let model = LatencyModel::default();
         let expected = first_sample(&model, "UpdateItem", 1);
-        let injector = Injector::new(model);
+        let injector = Injector::new(model, 1);
         let calls = Arc::new(Mutex::new(vec![]));
         let connector = injector.connector(SharedHttpConnector::new(Answering {
             calls: calls.clone(),
@@ -431,7 +477,7 @@ mod tests {
     async fn a_request_dynamodb_answers_late_is_not_held_further_and_is_counted() {
         let model = LatencyModel::default();
         let expected = first_sample(&model, "PutItem", 1);
-        let injector = Injector::new(model);
+        let injector = Injector::new(model, 1);
         let slow = expected * 2;
         let connector = injector.connector(SharedHttpConnector::new(Answering {
             calls: Arc::default(),
@@ -456,7 +502,7 @@ mod tests {
         let model = LatencyModel::default();
         let eight = first_sample(&model, "TransactWriteItems", 8);
         assert_ne!(eight, first_sample(&model, "TransactWriteItems", 2));
-        let injector = Injector::new(model);
+        let injector = Injector::new(model, 1);
         let connector = injector.connector(SharedHttpConnector::new(Answering::default()));
         let items = vec![serde_json::json!({"Update": {}}); 8];
         let body = serde_json::json!({ "TransactItems": items }).to_string();
@@ -473,7 +519,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_request_off_the_transaction_path_is_not_delayed() {
-        let injector = Injector::new(LatencyModel::default());
+        let injector = Injector::new(LatencyModel::default(), 1);
         let connector = injector.connector(SharedHttpConnector::new(Answering::default()));
         let sent = Instant::now();
         connector
@@ -482,5 +528,140 @@ mod tests {
             .expect("answered");
         assert_eq!(sent.elapsed(), Duration::ZERO);
         assert_eq!(injector.snapshot(), Injected::default());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn dilation_multiplies_every_delay() {
+        let model = LatencyModel::default();
+        let expected = first_sample(&model, "UpdateItem", 1) * 8;
+        let connector =
+            Injector::new(model, 8).connector(SharedHttpConnector::new(Answering::default()));
+        let sent = Instant::now();
+        connector
+            .call(request("UpdateItem", "{}"))
+            .await
+            .expect("answered");
+        assert!(sent.elapsed() >= expected && sent.elapsed() < expected + Duration::from_millis(1));
+    }
+
+    /// A client of DynamoDB whose requests go through `injector` to a connector that would
+    /// answer every request at once with an empty success.
+    fn client_over(
+        injector: &Injector,
+        calls: Arc<Mutex<Vec<Instant>>>,
+    ) -> aws_sdk_dynamodb::Client {
+        let inner = SharedHttpConnector::new(Answering {
+            calls,
+            takes: Duration::ZERO,
+        });
+        let connector = SharedHttpConnector::new(injector.connector(inner));
+        let http =
+            aws_smithy_runtime_api::client::http::http_client_fn(move |_, _| connector.clone());
+        let config = aws_sdk_dynamodb::Config::builder()
+            .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
+            .region(aws_sdk_dynamodb::config::Region::new("us-east-1"))
+            .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
+                "a", "b", None, None, "test",
+            ))
+            .http_client(http)
+            .build();
+        aws_sdk_dynamodb::Client::from_conf(config)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_throttled_write_is_retried_by_the_sdk_then_surfaces_with_its_reason() {
+        // GIVEN a service whose partitions absorb nothing over their rate
+        let production = crate::inject::service::Production {
+            partition_burst_ms: 0,
+            ..Default::default()
+        };
+        let injector =
+            Injector::new(LatencyModel::default(), 1).with_service(Service::new(production, 1));
+        let calls = Arc::new(Mutex::new(vec![]));
+        let client = client_over(&injector, calls.clone());
+
+        // WHEN an UpdateItem is sent
+        let err = client
+            .update_item()
+            .table_name("accounts")
+            .key(
+                "id",
+                aws_sdk_dynamodb::types::AttributeValue::S("acct-00001".into()),
+            )
+            .update_expression("SET b = :b")
+            .expression_attribute_values(
+                ":b",
+                aws_sdk_dynamodb::types::AttributeValue::N("1".into()),
+            )
+            .send()
+            .await
+            .expect_err("throttled");
+
+        // THEN the SDK's standard retry sent it three times, each rejected before the engine
+        assert_eq!(injector.snapshot().throttles, 3);
+        assert_eq!(injector.snapshot().of("UpdateItem").0, 3);
+        assert!(calls.lock().unwrap().is_empty());
+        // AND the error is DynamoDB's, with its reason
+        let service = err.into_service_error();
+        let aws_sdk_dynamodb::operation::update_item::UpdateItemError::ProvisionedThroughputExceededException(e) = service else {
+            panic!("{service:?}");
+        };
+        assert_eq!(
+            e.throttling_reasons()[0].reason(),
+            Some("TableWriteKeyRangeThroughputExceeded")
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_transaction_on_a_held_item_is_cancelled_with_every_reason_in_place() {
+        let injector = Injector::new(LatencyModel::default(), 1).with_service(Service::new(
+            crate::inject::service::Production::default(),
+            1,
+        ));
+        let connector = injector.connector(SharedHttpConnector::new(Answering::default()));
+        let tx = |ids: &[&str]| {
+            let items: Vec<_> = ids
+                .iter()
+                .map(|id| serde_json::json!({"Update": {"TableName": "t", "Key": {"id": {"S": id}}}}))
+                .collect();
+            request(
+                "TransactWriteItems",
+                &serde_json::json!({"TransactItems": items}).to_string(),
+            )
+        };
+        // A transaction holds a and b from half its delay to its end; one of c, b and a,
+        // sent so that it arrives three quarters through, meets both holds at once.
+        let model = LatencyModel::default();
+        let mut rng = SmallRng::seed_from_u64(model.seed);
+        let mut draw = |n| Duration::from_secs_f64(model.transact(n).sample(&mut rng) / 1e3);
+        let (d1, d2) = (draw(2), draw(3));
+        let start = (d1 * 3 / 4)
+            .checked_sub(d2 / 2)
+            .expect("the seed's draws allow it");
+        let first = connector.call(tx(&["a", "b"]));
+        let second = async {
+            tokio::time::sleep(start).await;
+            connector.call(tx(&["c", "b", "a"])).await
+        };
+        let (first, second) = tokio::join!(first, second);
+        assert_eq!(first.expect("answered").status().as_u16(), 200);
+        let mut second = second.expect("answered");
+        let body = ByteStream::new(second.take_body())
+            .collect()
+            .await
+            .unwrap()
+            .into_bytes();
+        let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        let codes: Vec<&str> = v["CancellationReasons"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["Code"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            codes,
+            ["None", "TransactionConflict", "TransactionConflict"]
+        );
+        assert_eq!(injector.snapshot().conflicts, 1);
     }
 }

@@ -10,13 +10,13 @@
 //! - [`System::Classic`]: the five-round path, the baseline the staged commit improves on.
 //!
 //! Each transfer notes when its client had the answer apart from when it ended (applied). A
-//! transfer whose attempt aborted because an item was busy (`conflict` vote,
-//! `TransactionConflict` cancellation) is retried as a new transaction after a jittered
-//! backoff ([`crate::config::Retry`]), the same for every system.
+//! transfer whose attempt aborted for a transient reason (an item busy: a `conflict` vote,
+//! `TransactionConflict`; a throttle; a `fenced` vote, which the API says to retry) is retried as a new transaction after a jittered backoff,
+//! until its deadline ([`crate::config::Retry`]), the same for every system.
 //!
 //! Here: the systems and the reasons an attempt aborts; `driver`: the [`Driver`] that runs a
-//! system's transfers (wiring, retries, one attempt); `native`: native's `TransactWriteItems`;
-//! `outcome`: how a transfer ended.
+//! system's transfers (wiring, retries, one attempt) and, after a cell, the product's sweeper;
+//! `native`: native's `TransactWriteItems`; `outcome`: how a transfer ended.
 
 mod driver;
 mod native;
@@ -28,20 +28,27 @@ use std::fmt;
 use aws_sdk_dynamodb::Client;
 use twopc_core::coordinator::Coordinator;
 use twopc_core::direct::DirectTransport;
-use twopc_core::ports::SystemClock;
 use twopc_core::record::Target;
 use twopc_core::service::{KeySchema, ServiceConfig};
+use twopc_core::sweeper::Sweeper;
 use twopc_dynamo::{DynamoItems, DynamoTxLog};
 
+use crate::clock::ModelClock;
 use crate::config::Retry;
 use crate::counter::RequestCounter;
 use crate::tables::Tables;
 
+pub use driver::Swept;
 pub use outcome::{AnswerMark, Done, TransferEnd, Votes};
 
-/// The coordinator as the bench wires it: the `direct` transport.
-pub(crate) type BenchCoordinator =
-    Coordinator<DynamoTxLog, DirectTransport<DynamoItems, DynamoTxLog, SystemClock>, SystemClock>;
+/// The `direct` transport on model time.
+type BenchTransport = DirectTransport<DynamoItems, DynamoTxLog, ModelClock>;
+
+/// The coordinator as the bench wires it: the `direct` transport, on model time.
+pub(crate) type BenchCoordinator = Coordinator<DynamoTxLog, BenchTransport, ModelClock>;
+
+/// The product's sweeper, as production wires it, on model time.
+type BenchSweeper = Sweeper<DynamoTxLog, BenchTransport, ModelClock, DynamoItems>;
 
 /// A system under test.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -99,6 +106,9 @@ impl fmt::Display for System {
 pub enum Reason {
     /// An item was busy (a `conflict` vote; `TransactionConflict`).
     Conflict,
+    /// Over a partition's rate past the SDK's retries (`ThrottlingError`; a participant
+    /// `unreachable`, its write throttled).
+    Throttled,
     /// A `require` did not hold (`condition`; `ConditionalCheckFailed`): insufficient funds.
     Condition,
     /// The transaction had already ended on an item, or its horizon covered it (`fenced`): a
@@ -110,8 +120,9 @@ pub enum Reason {
 
 impl Reason {
     /// Every reason, in [`Reason::index`] order.
-    pub const ALL: [Reason; 4] = [
+    pub const ALL: [Reason; 5] = [
         Reason::Conflict,
+        Reason::Throttled,
         Reason::Condition,
         Reason::Fenced,
         Reason::Other,
@@ -126,18 +137,28 @@ impl Reason {
     pub fn name(self) -> &'static str {
         match self {
             Reason::Conflict => "conflict",
+            Reason::Throttled => "throttled",
             Reason::Condition => "condition",
             Reason::Fenced => "fenced",
             Reason::Other => "other",
         }
     }
 
-    /// The reason of a vote's code, or of native's cancellation codes (comma-separated; the
-    /// first of conflict, condition, fenced found wins).
-    fn of_code(codes: &str) -> Reason {
-        let has = |names: &[&str]| codes.split(',').any(|c| names.contains(&c.trim()));
+    /// Whether a new attempt may succeed where this one did not: an item busy, throttled, or
+    /// fenced (on a hot item a slow prepare is overtaken by more transactions than the fence
+    /// keeps; the API's `fenced` says to retry as a new transaction, as a careful client does).
+    pub fn transient(self) -> bool {
+        matches!(self, Reason::Conflict | Reason::Throttled | Reason::Fenced)
+    }
+
+    /// The reason of a vote's code, or of native's cancellation codes (the first of conflict,
+    /// throttled, condition, fenced found wins).
+    fn of_codes<'a>(codes: impl IntoIterator<Item = &'a str> + Clone) -> Reason {
+        let has = |names: &[&str]| codes.clone().into_iter().any(|c| names.contains(&c));
         if has(&["conflict", "TransactionConflict"]) {
             Reason::Conflict
+        } else if has(&["unreachable", "ThrottlingError"]) {
+            Reason::Throttled
         } else if has(&["condition", "ConditionalCheckFailed"]) {
             Reason::Condition
         } else if has(&["fenced"]) {
@@ -151,12 +172,18 @@ impl Reason {
 /// Runs transfers of one system against one cell's tables.
 pub struct Driver {
     system: System,
+    /// Through the production model (native's calls).
     client: Client,
+    /// Straight to the engine, for the sweeper and the reads after a cell.
+    admin: Client,
     tables: Tables,
-    coordinator: BenchCoordinator,
+    /// One per worker: each transfer in flight is served by a coordinator of its own, sharing
+    /// no memory with the others (as Lambda instances share none).
+    coordinators: Vec<BenchCoordinator>,
+    sweeper: BenchSweeper,
     log: DynamoTxLog,
     counter: RequestCounter,
-    timeout_ms: u64,
+    clock: ModelClock,
     retry: Retry,
 }
 

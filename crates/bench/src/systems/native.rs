@@ -9,12 +9,14 @@ use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem, Update};
 use twopc_core::ids::TxId;
 use twopc_core::layout;
 
-use super::{Driver, TransferEnd};
+use super::outcome::AttemptEnd;
+use super::{Driver, Reason};
 use crate::workload::{Transfer, account_id};
 
 impl Driver {
-    /// One native `TransactWriteItems` of the transfer's legs.
-    pub(super) async fn native(&self, t: &Transfer) -> TransferEnd {
+    /// One native `TransactWriteItems` of the transfer's legs. What DynamoDB refuses, it did
+    /// not apply: a cancellation or an error is never an unknown outcome here.
+    pub(super) async fn native(&self, t: &Transfer) -> AttemptEnd {
         let tx = TxId::random().to_string();
         let legs = t
             .debits
@@ -25,31 +27,32 @@ impl Driver {
         for (table, k, debit) in legs {
             let update = match leg(table, k, (t.amount, debit), &tx) {
                 Ok(u) => u,
-                Err(e) => return TransferEnd::Failed(e),
+                Err(e) => return AttemptEnd::Failed(e, None),
             };
             request = request.transact_items(TransactWriteItem::builder().update(update).build());
         }
-        match request.send().await {
-            Ok(_) => TransferEnd::Committed,
-            Err(e) => match e.as_service_error() {
-                Some(TransactWriteItemsError::TransactionCanceledException(c)) => {
-                    let codes: Vec<&str> = c
-                        .cancellation_reasons()
-                        .iter()
-                        .filter_map(|r| r.code())
-                        .filter(|c| *c != "None")
-                        .collect();
-                    if codes.contains(&"TransactionConflict") {
-                        TransferEnd::Conflict
-                    } else {
-                        TransferEnd::Refused(codes.join(","))
-                    }
-                }
-                Some(TransactWriteItemsError::TransactionInProgressException(_)) => {
-                    TransferEnd::Conflict
-                }
-                _ => TransferEnd::Failed(DisplayErrorContext(&e).to_string()),
-            },
+        let e = match request.send().await {
+            Ok(_) => return AttemptEnd::Committed,
+            Err(e) => e,
+        };
+        let aborted = |reason, codes: &str| AttemptEnd::Aborted(reason, codes.to_owned());
+        match e.as_service_error() {
+            Some(TransactWriteItemsError::TransactionCanceledException(c)) => {
+                let codes: Vec<&str> = c
+                    .cancellation_reasons()
+                    .iter()
+                    .filter_map(|r| r.code())
+                    .filter(|c| *c != "None")
+                    .collect();
+                aborted(Reason::of_codes(codes.iter().copied()), &codes.join(","))
+            }
+            Some(TransactWriteItemsError::TransactionInProgressException(_)) => {
+                aborted(Reason::Conflict, "TransactionInProgress")
+            }
+            Some(TransactWriteItemsError::ProvisionedThroughputExceededException(_)) => {
+                aborted(Reason::Throttled, "ProvisionedThroughputExceeded")
+            }
+            _ => AttemptEnd::Failed(DisplayErrorContext(&e).to_string(), None),
         }
     }
 }

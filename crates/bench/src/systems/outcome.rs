@@ -2,44 +2,50 @@
 //! of attempts and aborts, and the [`AnswerMark`] mark of when its client had the answer.
 
 use std::sync::{Arc, OnceLock};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
+use twopc_core::ids::TxId;
 use twopc_core::op::Mode;
 use twopc_core::record::{TxRecord, Vote, VoteReason};
 
 use super::Reason;
 use crate::counter::RequestCounter;
 
+/// How one attempt ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AttemptEnd {
+    /// Committed (answered so; the finish may have left the rest to the sweeper).
+    Committed,
+    /// Aborted, and why (with the codes it was refused with).
+    Aborted(Reason, String),
+    /// An error: the client does not know the outcome (the transaction, if it may exist).
+    Failed(String, Option<TxId>),
+}
+
 /// How one transfer ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum TransferEnd {
-    /// Applied.
+    /// Applied (or decided committed: what is left is the sweeper's).
     Committed,
-    /// Aborted because an item was busy, on every attempt.
-    Conflict,
+    /// Every attempt until the deadline aborted for a transient reason (busy, throttled).
+    Busy,
     /// Aborted for another reason (a condition failed: not expected with the seeded balances).
     Refused(String),
-    /// Decided but not finished (a record left `COMMITTING`/`ABORTING`): counts as a failure.
-    Unfinished(String),
-    /// An error.
-    Failed(String),
+    /// An error: the outcome is unknown to the client; `tx` is read back after the sweeper.
+    Failed {
+        /// What happened.
+        why: String,
+        /// The transaction, if its record may exist.
+        tx: Option<TxId>,
+    },
 }
 
 impl TransferEnd {
     /// What went wrong, if it failed rather than committed or aborted.
     pub fn failure(&self) -> Option<String> {
         match self {
-            TransferEnd::Unfinished(why) | TransferEnd::Failed(why) => Some(why.clone()),
+            TransferEnd::Failed { why, .. } => Some(why.clone()),
             _ => None,
-        }
-    }
-
-    /// Why it aborted (`None`: committed, or a failure rather than an abort).
-    pub fn reason(&self) -> Option<Reason> {
-        match self {
-            TransferEnd::Conflict => Some(Reason::Conflict),
-            TransferEnd::Refused(code) => Some(Reason::of_code(code)),
-            TransferEnd::Committed | TransferEnd::Unfinished(_) | TransferEnd::Failed(_) => None,
         }
     }
 }
@@ -100,6 +106,15 @@ pub struct Done {
     /// Sequential rounds of DynamoDB requests from the transfer's start to its answer, as the
     /// [`RequestCounter`] counts them (meaningful with one transfer in flight).
     pub rounds: u64,
+    /// Wall time spent in the coordinator (its answer and the work after it), every attempt.
+    pub coordinator: Duration,
+    /// Attempts whose finish left the record open for the sweeper.
+    pub left_open: u32,
+}
+
+/// A vote's reason as the report counts it.
+pub(super) fn reason_of(reason: VoteReason) -> Reason {
+    Reason::of_codes([reason.code()])
 }
 
 /// The moment an attempt's client had its answer, and the rounds counted by then: marked once,
