@@ -14,7 +14,7 @@ use crate::BenchError;
 use crate::config::BenchConfig;
 use crate::cost::{PRICES, dollars};
 use crate::inject::model::SOURCE;
-use crate::results::{Cell, MACHINE_BOUND, Report, ratio};
+use crate::results::{Cell, MACHINE_BOUND, Percentiles, Report, ratio};
 
 /// Marks the block of a page that [`summary`] renders (`docs/bench.md`).
 pub const BEGIN: &str = "<!-- bench:summary:begin (rendered from bench/results/latest.json by `twopc-bench render`; do not edit) -->";
@@ -191,14 +191,14 @@ fn summary_row(native: &Cell, c: &Cell) -> String {
         );
     }
     format!(
-        "{head} {:.0} | {} | {:.2}× | {} ({}) | {:.2}× | {:.2}× | {} ({}) |",
+        "{head} {:.0} | {} | {:.2}× | {} ({}) | {} | {} | {} ({}) |",
         native.goodput,
         c.system,
         ratio(c.goodput, native.goodput),
         c.never_committed,
         native.never_committed,
-        ratio(c.answer.p99, native.answer.p99),
-        ratio(c.deployed.p99, native.deployed.p99),
+        p99_ratio(c, native, |c| c.answer.p99),
+        p99_ratio(c, native, |c| c.deployed.p99),
         dollars(c.cost.deployed()),
         dollars(native.cost.deployed()),
     )
@@ -224,6 +224,24 @@ fn native_of<'a>(r: &'a Report, c: &Cell) -> Option<&'a Cell> {
 }
 
 /// `x×` of `c`'s figure against native's, or `–` where the machine bounds either.
+/// A percentile's ratio, `–` where no transfer of the cell began in a measured window (a cell
+/// stalled by transfers from before: it has no percentile).
+fn p99_ratio(c: &Cell, native: &Cell, f: impl Fn(&Cell) -> f64) -> String {
+    if c.transfers == 0 {
+        return "–".into();
+    }
+    format!("{:.2}×", ratio(f(c), f(native)))
+}
+
+/// `p50 / p99 / p99.9` in ms, or `none began` where no transfer began in a measured window.
+fn percentiles(c: &Cell, p: &Percentiles, all: bool) -> String {
+    match (c.transfers, all) {
+        (0, _) => "none began".into(),
+        (_, true) => format!("{:.1} / {:.1} / {:.1}", p.p50, p.p99, p.p999),
+        (_, false) => format!("{:.1} / {:.1}", p.p50, p.p99),
+    }
+}
+
 fn times(r: &Report, c: &Cell, f: impl Fn(&Cell) -> f64) -> String {
     match native_of(r, c) {
         Some(n) if !n.machine_bound() && !c.machine_bound() => {
@@ -254,7 +272,7 @@ fn cells_section(r: &Report) -> String {
         let a = c.aborted_attempts;
         let _ = writeln!(
             md,
-            "| {} | {} | {} | {} | {:.0} | {:.0}% | {} | {} ({}) | {:.1} / {:.1} / {:.1} | {} | {:.1} / {:.1} | {:.1} | {:.2} / {:.2} | {:.2} | {} / {} | {} / {} / {} / {} / {} | {} | {:.0} | {} / {} | {} |",
+            "| {} | {} | {} | {} | {:.0} | {:.0}% | {} | {} ({}) | {} | {} | {} | {:.1} | {:.2} / {:.2} | {:.2} | {} / {} | {} / {} / {} / {} / {} | {} | {:.0} | {} / {} | {} |",
             c.workload,
             c.concurrency,
             c.system,
@@ -264,12 +282,13 @@ fn cells_section(r: &Report) -> String {
             times(r, c, |c| c.goodput),
             c.never_committed,
             c.failed,
-            c.answer.p50,
-            c.answer.p99,
-            c.answer.p999,
-            times(r, c, |c| c.answer.p99),
-            c.deployed.p50,
-            c.deployed.p99,
+            percentiles(c, &c.answer, true),
+            if c.transfers == 0 {
+                "–".into()
+            } else {
+                times(r, c, |c| c.answer.p99)
+            },
+            percentiles(c, &c.deployed, false),
             c.applied_p50_ms,
             c.conflicts,
             c.throttles,
@@ -647,5 +666,26 @@ mod tests {
         r.cells[3].late = 50;
         assert_eq!(crossing(&r, "staged"), None);
         assert!(summary(&r).contains("not within the measured shares"));
+    }
+
+    #[test]
+    fn a_cell_in_which_no_transfer_began_quotes_no_percentile() {
+        let mut r = Report::default();
+        let mut native = cell("hot 8P", "native", None, 70.0);
+        native.transfers = 100;
+        native.answer.p99 = 900.0;
+        r.cells.push(native);
+        r.cells.push(cell("hot 8P", "staged", None, 0.0));
+        let md = render(&r);
+        let row = |md: &str, prefix: &str| {
+            md.lines()
+                .find(|l| l.starts_with(prefix))
+                .unwrap_or_else(|| panic!("no row {prefix}"))
+                .to_owned()
+        };
+        let every = row(&md, "| hot 8P | 32 | staged |");
+        assert!(every.contains("| none began | – | none began |"), "{every}");
+        let summary = row(&md, "| hot 8P | 32 | 70 | staged |");
+        assert!(!summary.contains("0.00× | 0.00×"), "{summary}");
     }
 }
