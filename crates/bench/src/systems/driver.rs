@@ -47,12 +47,17 @@ pub struct Swept {
 /// than 800, so the passes go on while each one ends something, up to this many.
 const PASSES: u32 = 100;
 
+/// The sweeper's bounds after a cell: the scheduled sweeper's.
+fn sweep_config() -> SweepConfig {
+    SweepConfig::default()
+}
+
 /// How far model time jumps before each pass beyond the deadline: past the sweeper's longest
 /// backoff of a record it could not finish ([`SweepConfig::backoff_max_ms`]). A record whose
 /// finish was refused again and again during a stalled cell waits up to that long, and a pass
 /// that jumped less would find it not yet due and end nothing.
 fn past_backoff() -> Duration {
-    Duration::from_millis(SweepConfig::default().backoff_max_ms)
+    Duration::from_millis(sweep_config().backoff_max_ms)
 }
 
 impl Driver {
@@ -93,7 +98,7 @@ impl Driver {
                     key: KeySchema::string_hash("id"),
                 })
                 .to_vec(),
-            SweepConfig::default(),
+            sweep_config(),
         );
         Driver {
             system,
