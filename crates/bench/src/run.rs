@@ -8,9 +8,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::config::{AsyncSleep, SharedAsyncSleep, Sleep};
 use aws_smithy_http_client::tls::Provider;
 use aws_smithy_http_client::tls::rustls_provider::CryptoMode;
-use aws_smithy_types::retry::RetryConfig;
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 use twopc_core::ports::{Clock, TxLog};
@@ -323,7 +323,8 @@ fn round(x: f64, places: i32) -> f64 {
 }
 
 /// A DynamoDB client for the engine whose requests `counter` counts, and `injector` (if any)
-/// delays and admits as the production model says, the SDK's retry backoffs dilated alike.
+/// delays and admits as the production model says, every wait on its sleep dilated alike: the
+/// SDK's retry backoffs and the product's own waits on a write a transaction holds.
 pub async fn client(
     endpoint: &str,
     counter: &RequestCounter,
@@ -338,22 +339,21 @@ pub async fn client(
                 .tls_provider(Provider::Rustls(CryptoMode::AwsLc))
                 .build_https()
         });
-        let retry = sdk
-            .retry_config()
-            .cloned()
-            .unwrap_or_else(RetryConfig::standard);
-        let mut dilated = retry
-            .clone()
-            .with_initial_backoff(retry.initial_backoff() * k)
-            .with_max_backoff(retry.max_backoff() * k);
-        if let Some(spec) = retry.retry_spec() {
-            let base = spec.non_throttling_initial_backoff() * k;
-            dilated =
-                dilated.with_retry_spec(spec.clone().with_non_throttling_initial_backoff(base));
-        }
-        conf = conf.http_client(injector.wrap(http)).retry_config(dilated);
+        conf = conf
+            .http_client(injector.wrap(http))
+            .sleep_impl(SharedAsyncSleep::new(Dilated(k)));
     }
     Client::from_conf(conf.build())
+}
+
+/// Tokio's sleep, `k` times as long: the model's waits on this machine's wall.
+#[derive(Debug)]
+struct Dilated(u32);
+
+impl AsyncSleep for Dilated {
+    fn sleep(&self, d: Duration) -> Sleep {
+        Sleep::new(tokio::time::sleep(d * self.0))
+    }
 }
 
 /// One seeded set of tables per (system, contention), reused by that system's cells of every

@@ -282,7 +282,7 @@ impl TxLog for DynamoTxLog {
         let cond = format!("attribute_not_exists({})", e.name(TX_ID));
         let item = self.to_item(record)?;
         // A native attempt of the same transaction may still hold the record's key.
-        let result = resending(|| {
+        let result = resending(&self.client, || {
             self.client
                 .put_item()
                 .table_name(&self.table)

@@ -6,6 +6,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::config::AsyncSleep;
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
 use rand::Rng;
@@ -134,7 +135,7 @@ async fn send(
     w: &Write,
     context: impl Fn() -> String,
 ) -> Result<WriteOutcome, PortError> {
-    let r = resending(|| {
+    let r = resending(client, || {
         client
             .update_item()
             .table_name(table)
@@ -162,8 +163,13 @@ async fn send(
 /// Sends a single-item write, and again after a jittered wait ([`conflict_backoff`]) while
 /// DynamoDB refuses it with `TransactionConflictException`: a `TransactWriteItems` holds the
 /// item until it completes (tens of milliseconds), and nothing was written. The last refusal is
-/// returned (the caller reports it as retryable).
-pub(crate) async fn resending<T, E, R, F, Fut>(mut send: F) -> Result<T, SdkError<E, R>>
+/// returned (the caller reports it as retryable). It waits as `client`'s own retries do, on the
+/// sleep its configuration names (Tokio's if none): whoever runs the client slower or faster
+/// than the wall (a bench dilating its model) sets it once for both.
+pub(crate) async fn resending<T, E, R, F, Fut>(
+    client: &Client,
+    mut send: F,
+) -> Result<T, SdkError<E, R>>
 where
     E: ProvideErrorMetadata,
     F: FnMut() -> Fut,
@@ -181,7 +187,10 @@ where
         match conflict_backoff(attempt).filter(|_| conflict) {
             Some(bound) => {
                 let wait = bound.mul_f64(rand::rng().random_range(0.0..=1.0));
-                tokio::time::sleep(wait).await;
+                match client.config().sleep_impl() {
+                    Some(sleep) => sleep.sleep(wait).await,
+                    None => tokio::time::sleep(wait).await,
+                }
             }
             None => return Err(err),
         }
@@ -223,7 +232,57 @@ pub(crate) fn refused(item: Option<Item>) -> Result<CompleteWrite, PortError> {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use aws_sdk_dynamodb::config::{BehaviorVersion, SharedAsyncSleep, Sleep};
+    use aws_sdk_dynamodb::error::ErrorMetadata;
+    use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+
     use super::*;
+
+    /// A sleep that returns at once, recording each wait asked of it.
+    #[derive(Debug, Default, Clone)]
+    struct Recorded(Arc<Mutex<Vec<Duration>>>);
+
+    impl AsyncSleep for Recorded {
+        fn sleep(&self, d: Duration) -> Sleep {
+            self.0.lock().expect("lock").push(d);
+            Sleep::new(async {})
+        }
+    }
+
+    #[tokio::test]
+    async fn a_write_meeting_a_transactions_hold_waits_on_the_clients_sleep() {
+        let waits = Recorded::default();
+        let client = Client::from_conf(
+            aws_sdk_dynamodb::Config::builder()
+                .behavior_version(BehaviorVersion::latest())
+                .sleep_impl(SharedAsyncSleep::new(waits.clone()))
+                .build(),
+        );
+        let mut sent = 0;
+        let conflict = || {
+            let meta = ErrorMetadata::builder().code(TRANSACTION_CONFLICT).build();
+            SdkError::service_error(UpdateItemError::generic(meta), ())
+        };
+        let r: Result<(), _> = resending(&client, || {
+            sent += 1;
+            std::future::ready(Err(conflict()))
+        })
+        .await;
+        assert!(r.is_err(), "the last refusal is returned");
+        assert_eq!(sent, 4);
+        let waits = waits.0.lock().expect("lock").clone();
+        assert_eq!(
+            waits.len(),
+            3,
+            "one wait between sends, on the client's sleep"
+        );
+        for (n, w) in waits.iter().enumerate() {
+            let bound = conflict_backoff(n as u32 + 1).expect("a bound");
+            assert!(*w <= bound, "wait {n}: {w:?} within {bound:?}");
+        }
+    }
 
     #[test]
     fn a_write_meeting_a_transactions_hold_is_sent_four_times_at_most() {
