@@ -1,6 +1,6 @@
 //! The default mode finds hot items itself (`rules::heat`, `docs/protocol.md`, "Which path"), on
 //! DynamoDB Local: a native attempt that gives way on a contended item has its staged prepare
-//! mark the item; every coordinator, sharing nothing with the one that saw it, learns the mark
+//! mark the item, and every other item of the transaction; every coordinator, sharing nothing with the one that saw it, learns the mark
 //! from the item and routes around it until it ends; only new contention renews it. And a staged
 //! transaction whose record was never written is ended by the stack itself.
 
@@ -111,12 +111,14 @@ async fn a_contended_item_is_marked_and_every_coordinator_routes_around_it_until
         .submit(&transfer("alice", "bob", 10), None)
         .await
         .expect("submit");
-    // THEN it reserves beside it, staged, and its prepare marked alice (and her alone) hot
+    // THEN it reserves beside it, staged, and its prepares marked alice hot, and bob with her:
+    // DynamoDB named alice alone, and bob is where such transfers go next (`rules::heats`)
     assert_eq!(answered.answer.record.status, TxStatus::Staging);
     assert!(!finished(&first, answered).await);
     let alice = w.item("accounts", "alice").await.expect("alice");
     assert_eq!(alice.hot_until, seen_at + WINDOW);
-    assert_eq!(w.item("wallets", "bob").await.expect("bob").hot_until, 0);
+    let bob = w.item("wallets", "bob").await.expect("bob");
+    assert_eq!(bob.hot_until, seen_at + WINDOW);
     // AND once the other transaction ended there,
     w.participant
         .abort(&w.accounts, &abort_of(&other))

@@ -2092,6 +2092,45 @@ fn heat_marks_route_debits_around_contention_and_keep_every_property() {
     assert_eq!(explored.unique_states, HEAT_DEBITS_STATES);
 }
 
+/// Unique states: two opposite transfers over two items, each trying native first, marks
+/// spreading to every item a contended attempt names.
+const HEAT_TRANSFERS_STATES: usize = 1_271_038;
+
+#[test]
+fn heat_marks_spread_over_a_transactions_items_and_keep_every_property() {
+    let model = opposite_transfers(Variant::Correct)
+        .staged()
+        .with_heat(false);
+    let explored = explore(model);
+    eprintln!(
+        "heat, opposite transfers: {} states",
+        explored.unique_states
+    );
+    let gap = BTreeSet::from([NO_LOCK_OUTLIVES_ITS_TRANSACTION]);
+    assert!(explored.failures.is_subset(&gap), "{:?}", explored.failures);
+    assert_eq!(explored.unique_states, HEAT_TRANSFERS_STATES);
+}
+
+#[test]
+fn a_native_attempt_meeting_a_hold_on_one_item_marks_every_item_it_names() {
+    // T0 stages and reserves item 0; T1's native attempt meets that hold at item 0 and passes
+    // at item 1. It gives way, and its prepares mark both items (`rules::heats`): item 1 is
+    // where T1's kind of transaction goes next.
+    let model = opposite_transfers(Variant::Correct)
+        .staged()
+        .with_heat(false);
+    let script = [
+        Action::Stage(T0),
+        Action::DeliverPrepare(T0, I0),
+        Action::Native(T1),
+    ];
+    let states = replay(&model, &script);
+    let end = states.last().expect("states");
+    assert_eq!(end.tx(T1).record, None, "it gave way");
+    assert_eq!(end.tx(T1).marks, [true; 2]);
+    assert!(broken(&model, end).is_empty(), "{:?}", broken(&model, end));
+}
+
 #[test]
 fn a_stager_whose_put_failed_aborts_what_its_prepares_hold() {
     // T0 stages, its put never lands, its prepares reserve both items; it gives up on the put,

@@ -168,19 +168,19 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
         votes.into_iter().collect::<Option<Vec<_>>>().ok_or(marks)
     }
 
-    /// Remembers what `findings` teach of each item's heat, and answers the marks the staged
-    /// prepares write (`None` where nothing new was seen).
+    /// Remembers what `findings` teach of each item's heat ([`rules::heats`]), and answers the
+    /// marks the staged prepares write (`None` where nothing new was seen).
     fn learn_heat(
         &self,
         findings: &[NativeFinding],
         writes: &[NativeWrite<'_>],
         now: u64,
     ) -> Vec<Option<u64>> {
-        findings
-            .iter()
+        rules::heats(findings, now, self.config.heat_window_ms)
+            .into_iter()
             .zip(writes)
-            .map(|(found, w)| {
-                let heat = rules::heat(*found, now, self.config.heat_window_ms)?;
+            .map(|(heat, w)| {
+                let heat = heat?;
                 self.heat.learn(w.table, w.key, heat.until(), now);
                 heat.mark()
             })

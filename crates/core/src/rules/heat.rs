@@ -11,6 +11,15 @@
 //! mark from the item ([`Heat::Marked`]) and routes around it until the mark ends. A mark is
 //! renewed only by new evidence, so an item that cools goes back to native a window after the
 //! last contention anyone saw there.
+//!
+//! Evidence on one item marks every item of the transaction ([`heats`]). DynamoDB names only
+//! the item where a conflict met another request, and a condition is refused where the mark
+//! already is; the transaction's other items are where the same transactions go next (a hot
+//! account's partners, a block of hot items). Left unmarked, each of them costs every
+//! coordinator one more native attempt, and each such attempt holds the items it prepared for
+//! a moment, refusing the single writes of the staged transactions standing there. Marking
+//! them is free (the mark rides on the fallback's own prepare write), and a partner that is not
+//! hot lapses a window later, renewed by nothing.
 
 use super::NativeStep;
 
@@ -85,6 +94,21 @@ pub fn heat(found: NativeFinding, now: u64, window_ms: u64) -> Option<Heat> {
     }
 }
 
+/// What a native attempt that met `found` (one finding per item, in order) teaches of each of
+/// its items at `now`: [`heat`] of each, except that contention seen on any item marks every
+/// item as contended (the module's first section says why).
+pub fn heats(found: &[NativeFinding], now: u64, window_ms: u64) -> Vec<Option<Heat>> {
+    let each: Vec<_> = found.iter().map(|f| heat(*f, now, window_ms)).collect();
+    match each
+        .iter()
+        .flatten()
+        .find(|h| matches!(h, Heat::Contended { .. }))
+    {
+        Some(contended) => vec![Some(*contended); found.len()],
+        None => each,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -136,6 +160,44 @@ mod tests {
             h.mark(),
             None,
             "no new evidence: an item that cools goes native"
+        );
+    }
+
+    #[test]
+    fn contention_on_one_item_marks_every_item_of_the_transaction() {
+        let marked = NativeFinding::Refused {
+            step: NativeStep::Heated,
+            hot_until: NOW + 3,
+        };
+        let contended = Heat::Contended {
+            until: NOW + WINDOW,
+        };
+        // A conflict at the second item: the first passed, the third carries a mark.
+        let found = [NativeFinding::Passed, NativeFinding::Busy, marked];
+        assert_eq!(heats(&found, NOW, WINDOW), vec![Some(contended); 3]);
+        for h in heats(&found, NOW, WINDOW).into_iter().flatten() {
+            assert_eq!(h.mark(), Some(NOW + WINDOW), "each prepare writes it");
+        }
+    }
+
+    #[test]
+    fn without_contention_each_item_teaches_only_its_own() {
+        let marked = NativeFinding::Refused {
+            step: NativeStep::Heated,
+            hot_until: NOW + 3,
+        };
+        // A mark refused the attempt: learned where it is, written nowhere.
+        assert_eq!(
+            heats(&[NativeFinding::Passed, marked], NOW, WINDOW),
+            vec![None, Some(Heat::Marked { until: NOW + 3 })]
+        );
+        let own = NativeFinding::Refused {
+            step: NativeStep::Apply,
+            hot_until: 0,
+        };
+        assert_eq!(
+            heats(&[NativeFinding::Passed, own], NOW, WINDOW),
+            vec![None, None]
         );
     }
 

@@ -18,7 +18,7 @@
 //! | [`inquire`], [`staged_decision`] | the staged commit's recovery: is a participant held, or prevented? |
 //! | [`plan_prune`] | which fence entries the lock holder's release removes, and the new horizon |
 //! | [`native`], [`native_write`] | whether a transaction is committed as one native `TransactWriteItems`, and what its write does on an item as found |
-//! | [`heat`] | what a cancelled native attempt teaches about an item's heat: route around it, and whether to mark it |
+//! | [`heat`], [`heats`] | what a cancelled native attempt teaches about an item's heat, and about every item of it: route around it, and whether to mark it |
 //! | [`too_far_ahead`], [`age`], [`prevent_capacity`] | whether a prepare's `began` is further ahead of the participant's clock than the margin, its age there, and the fence capacity a prevent of it works with |
 //! | [`route`], [`protocol_path`], [`stages`] | which path a transaction takes: native, staged (one round) or classic (five) |
 
@@ -40,7 +40,7 @@ pub use decide::{
     AfterLostSwap, OwnerRecord, Recovery, Resolution, after_lost_decide, after_lost_finalize,
     completer_recovers, decision, recovery, resolve,
 };
-pub use heat::{Heat, NativeFinding, heat};
+pub use heat::{Heat, NativeFinding, heat, heats};
 pub use native::{NativeStep, NotNative, native, native_write};
 pub use path::{CommitMode, NotStaged, Path, PathFacts, Reach, protocol_path, route, stages};
 pub use release::{

@@ -203,12 +203,15 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
             participant::native_write(self.variant, item, t, self.op(t, n), &env)
         });
         let (mut apply, mut gives_way) = (true, false);
-        let mut marks = [false; ITEMS];
+        let mut found = [NativeFinding::Passed; ITEMS];
         for (n, step) in steps.enumerate() {
             apply &= step == NativeStep::Apply;
             gives_way |= matches!(step, NativeStep::Protocol | NativeStep::Heated);
-            let found = NativeFinding::Refused { step, hot_until: 0 };
-            marks[n] = self.heat && rules::heat(found, 0, 1).and_then(Heat::mark).is_some();
+            found[n] = NativeFinding::Refused { step, hot_until: 0 };
+        }
+        let mut marks = [false; ITEMS];
+        for (mark, heat) in marks.iter_mut().zip(rules::heats(&found, 0, 1)) {
+            *mark = self.heat && heat.and_then(Heat::mark).is_some();
         }
         if gives_way {
             // The protocol path is next; its prepares mark what was contended.
