@@ -135,6 +135,14 @@ async fn a_contended_item_is_marked_and_every_coordinator_routes_around_it_until
         assert!(!finished(&second, answered).await, "staged while hot");
     }
     assert_eq!(attempts.load(Ordering::SeqCst), 1, "one refused attempt");
+    // AND it learned carol with alice (the refused attempt named both): a transfer from carol
+    // stages without an attempt of its own
+    let answered = second
+        .submit(&transfer("carol", "bob", 1), None)
+        .await
+        .expect("submit");
+    assert!(!finished(&second, answered).await, "staged: carol learned");
+    assert_eq!(attempts.load(Ordering::SeqCst), 1, "still one attempt");
     // AND nothing new was contended: the mark is not renewed
     let alice = w.item("accounts", "alice").await.expect("alice");
     assert_eq!(alice.hot_until, seen_at + WINDOW);
@@ -152,7 +160,11 @@ async fn a_contended_item_is_marked_and_every_coordinator_routes_around_it_until
     );
     assert_eq!(
         w.attr("accounts", "carol", "balance").await.as_deref(),
-        Some("3")
+        Some("2")
+    );
+    assert_eq!(
+        w.attr("wallets", "bob", "balance").await.as_deref(),
+        Some("11")
     );
 }
 

@@ -19,7 +19,9 @@
 //! coordinator one more native attempt, and each such attempt holds the items it prepared for
 //! a moment, refusing the single writes of the staged transactions standing there. Marking
 //! them is free (the mark rides on the fallback's own prepare write), and a partner that is not
-//! hot lapses a window later, renewed by nothing.
+//! hot lapses a window later, renewed by nothing. Likewise a coordinator refused by a live mark
+//! on one item remembers every item of that transaction as hot until the mark ends (in its
+//! cache alone: nothing new was seen, so nothing is written).
 
 use super::NativeStep;
 
@@ -96,17 +98,19 @@ pub fn heat(found: NativeFinding, now: u64, window_ms: u64) -> Option<Heat> {
 
 /// What a native attempt that met `found` (one finding per item, in order) teaches of each of
 /// its items at `now`: [`heat`] of each, except that contention seen on any item marks every
-/// item as contended (the module's first section says why).
+/// item as contended, and a live mark met on one (with nothing contended) is learned for every
+/// item until that mark ends, writing nothing (the module's first section says why).
 pub fn heats(found: &[NativeFinding], now: u64, window_ms: u64) -> Vec<Option<Heat>> {
     let each: Vec<_> = found.iter().map(|f| heat(*f, now, window_ms)).collect();
-    match each
+    if let Some(contended) = each
         .iter()
         .flatten()
         .find(|h| matches!(h, Heat::Contended { .. }))
     {
-        Some(contended) => vec![Some(*contended); found.len()],
-        None => each,
+        return vec![Some(*contended); found.len()];
     }
+    let latest = each.iter().flatten().max_by_key(|h| h.until()).copied();
+    each.into_iter().map(|h| h.or(latest)).collect()
 }
 
 #[cfg(test)]
@@ -181,15 +185,30 @@ mod tests {
     }
 
     #[test]
-    fn without_contention_each_item_teaches_only_its_own() {
+    fn without_contention_a_mark_is_learned_for_every_item_and_written_nowhere() {
         let marked = NativeFinding::Refused {
             step: NativeStep::Heated,
             hot_until: NOW + 3,
         };
-        // A mark refused the attempt: learned where it is, written nowhere.
+        // A mark refused the attempt: learned for every item until it ends, written nowhere.
+        let learned = Heat::Marked { until: NOW + 3 };
         assert_eq!(
             heats(&[NativeFinding::Passed, marked], NOW, WINDOW),
-            vec![None, Some(Heat::Marked { until: NOW + 3 })]
+            vec![Some(learned); 2]
+        );
+        assert_eq!(learned.mark(), None);
+        // Two marks: each item keeps its own; an item without one, the latest.
+        let later = NativeFinding::Refused {
+            step: NativeStep::Heated,
+            hot_until: NOW + 7,
+        };
+        assert_eq!(
+            heats(&[marked, NativeFinding::Passed, later], NOW, WINDOW),
+            vec![
+                Some(learned),
+                Some(Heat::Marked { until: NOW + 7 }),
+                Some(Heat::Marked { until: NOW + 7 })
+            ]
         );
         let own = NativeFinding::Refused {
             step: NativeStep::Apply,
