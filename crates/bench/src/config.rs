@@ -363,6 +363,14 @@ mod tests {
     }
 
     #[test]
+    fn a_moving_repeat_is_shorter_than_the_hot_period() {
+        // docs/bench.md: each repeat measures the time right after a move, not a whole period.
+        let c = BenchConfig::full("http://x");
+        let period = Duration::from_millis(c.keys.hot_period_ms);
+        assert!(c.warmup + c.measure < period, "{:?}", c.warmup + c.measure);
+    }
+
+    #[test]
     fn the_dilation_is_the_first_step_at_or_above_the_concurrency() {
         let c = BenchConfig::full("http://x");
         assert_eq!(c.dilation_at(1), 4);
