@@ -105,20 +105,27 @@ async fn a_contended_item_is_marked_and_every_coordinator_routes_around_it_until
     // GIVEN the protocol holding alice (another transaction's reservation)
     let other = reserve_alice(&w).await;
     // WHEN a coordinator's native transfer from alice meets it
-    let (first, _) = coordinator(&w);
+    let (first, first_attempts) = coordinator(&w);
     let seen_at = w.clock.now_ms();
     let answered = first
         .submit(&transfer("alice", "bob", 10), None)
         .await
         .expect("submit");
-    // THEN it reserves beside it, staged, and its prepares marked alice hot, and bob with her:
-    // DynamoDB named alice alone, and bob is where such transfers go next (`rules::heats`)
+    // THEN it reserves beside it, staged, and its prepare marked alice hot; bob, where such
+    // transfers go next, it remembers without marking: a first sighting (`rules::heats`)
     assert_eq!(answered.answer.record.status, TxStatus::Staging);
     assert!(!finished(&first, answered).await);
     let alice = w.item("accounts", "alice").await.expect("alice");
     assert_eq!(alice.hot_until, seen_at + WINDOW);
     let bob = w.item("wallets", "bob").await.expect("bob");
-    assert_eq!(bob.hot_until, seen_at + WINDOW);
+    assert_eq!(bob.hot_until, 0, "nothing written on bob");
+    w.seed("accounts", "dave", json!({"balance": 5})).await;
+    let answered = first
+        .submit(&transfer("dave", "bob", 1), None)
+        .await
+        .expect("submit");
+    assert!(!finished(&first, answered).await, "staged: bob remembered");
+    assert_eq!(first_attempts.load(Ordering::SeqCst), 1, "one attempt");
     // AND once the other transaction ended there,
     w.participant
         .abort(&w.accounts, &abort_of(&other))
@@ -164,7 +171,7 @@ async fn a_contended_item_is_marked_and_every_coordinator_routes_around_it_until
     );
     assert_eq!(
         w.attr("wallets", "bob", "balance").await.as_deref(),
-        Some("11")
+        Some("12")
     );
 }
 

@@ -12,16 +12,19 @@
 //! renewed only by new evidence, so an item that cools goes back to native a window after the
 //! last contention anyone saw there.
 //!
-//! Evidence on one item marks every item of the transaction ([`heats`]). DynamoDB names only
-//! the item where a conflict met another request, and a condition is refused where the mark
-//! already is; the transaction's other items are where the same transactions go next (a hot
-//! account's partners, a block of hot items). Left unmarked, each of them costs every
-//! coordinator one more native attempt, and each such attempt holds the items it prepared for
-//! a moment, refusing the single writes of the staged transactions standing there. Marking
-//! them is free (the mark rides on the fallback's own prepare write), and a partner that is not
-//! hot lapses a window later, renewed by nothing. Likewise a coordinator refused by a live mark
-//! on one item remembers every item of that transaction as hot until the mark ends (in its
-//! cache alone: nothing new was seen, so nothing is written).
+//! Contention where a live mark already stood marks every item of the transaction ([`heats`]):
+//! the spot is known hot, DynamoDB names only the item where a conflict met another request,
+//! and the transaction's other items are where the same transactions go next (a hot account's
+//! partners, a block of hot items). Left unmarked, each of them would cost every coordinator
+//! one more native attempt, each holding the items it prepared for a moment against the staged
+//! transactions standing there. A *first* sighting (no live mark on any item) marks only the
+//! items that saw contention, and the coordinator remembers the others in its cache alone: two
+//! transactions that happen to meet once (random keys, many in flight) are no hot spot, and
+//! marking every item they name would send more transactions down the staged path, whose holds
+//! meet more native attempts, each marking every item it names in turn: on uniform keys with
+//! eight items and 32 in flight, a cascade. Likewise a coordinator refused by a live mark on one
+//! item remembers every item of that transaction as hot until the mark ends (in its cache
+//! alone: nothing new was seen, so nothing is written).
 
 use super::NativeStep;
 
@@ -97,17 +100,43 @@ pub fn heat(found: NativeFinding, now: u64, window_ms: u64) -> Option<Heat> {
 }
 
 /// What a native attempt that met `found` (one finding per item, in order) teaches of each of
-/// its items at `now`: [`heat`] of each, except that contention seen on any item marks every
-/// item as contended, and a live mark met on one (with nothing contended) is learned for every
-/// item until that mark ends, writing nothing (the module's first section says why).
+/// its items at `now`: [`heat`] of each, except that
+/// - contention seen on an item where some item of the attempt carried a live mark (a hot spot
+///   seen again) marks every item as contended;
+/// - contention with no live mark anywhere (a first sighting) marks the items that saw it, and
+///   the others are learned until the same end, writing nothing;
+/// - a live mark met on one item (with nothing contended) is learned for every item until that
+///   mark ends, writing nothing.
+///
+/// The module's first section says why.
 pub fn heats(found: &[NativeFinding], now: u64, window_ms: u64) -> Vec<Option<Heat>> {
     let each: Vec<_> = found.iter().map(|f| heat(*f, now, window_ms)).collect();
     if let Some(contended) = each
         .iter()
         .flatten()
         .find(|h| matches!(h, Heat::Contended { .. }))
+        .copied()
     {
-        return vec![Some(*contended); found.len()];
+        let seen_again = found.iter().any(|f| {
+            matches!(
+                f,
+                NativeFinding::Refused {
+                    step: NativeStep::Heated,
+                    ..
+                }
+            ) || matches!(f, NativeFinding::Refused { hot_until, .. } if *hot_until > now)
+        });
+        let learned = Heat::Marked {
+            until: contended.until(),
+        };
+        return each
+            .into_iter()
+            .map(|h| match h {
+                Some(Heat::Contended { .. }) => Some(contended),
+                _ if seen_again => Some(contended),
+                _ => Some(learned),
+            })
+            .collect();
     }
     let latest = each.iter().flatten().max_by_key(|h| h.until()).copied();
     each.into_iter().map(|h| h.or(latest)).collect()
@@ -168,7 +197,7 @@ mod tests {
     }
 
     #[test]
-    fn contention_on_one_item_marks_every_item_of_the_transaction() {
+    fn contention_where_a_mark_stood_marks_every_item_of_the_transaction() {
         let marked = NativeFinding::Refused {
             step: NativeStep::Heated,
             hot_until: NOW + 3,
@@ -182,6 +211,35 @@ mod tests {
         for h in heats(&found, NOW, WINDOW).into_iter().flatten() {
             assert_eq!(h.mark(), Some(NOW + WINDOW), "each prepare writes it");
         }
+        // A hold met where a live mark stands: seen again, every item marked.
+        let held_and_marked = NativeFinding::Refused {
+            step: NativeStep::Protocol,
+            hot_until: NOW + 3,
+        };
+        assert_eq!(
+            heats(&[held_and_marked, NativeFinding::Passed], NOW, WINDOW),
+            vec![Some(contended); 2]
+        );
+    }
+
+    #[test]
+    fn a_first_sighting_marks_where_it_was_seen_and_remembers_the_rest_unwritten() {
+        let contended = Heat::Contended {
+            until: NOW + WINDOW,
+        };
+        let learned = Heat::Marked {
+            until: NOW + WINDOW,
+        };
+        // A hold on an unmarked item (a mark that ended is no mark), a conflict elsewhere.
+        let held = NativeFinding::Refused {
+            step: NativeStep::Protocol,
+            hot_until: NOW,
+        };
+        let found = [NativeFinding::Passed, held, NativeFinding::Busy];
+        let heats = heats(&found, NOW, WINDOW);
+        assert_eq!(heats, vec![Some(learned), Some(contended), Some(contended)]);
+        let written: Vec<_> = heats.iter().map(|h| h.and_then(Heat::mark)).collect();
+        assert_eq!(written, vec![None, Some(NOW + WINDOW), Some(NOW + WINDOW)]);
     }
 
     #[test]

@@ -204,10 +204,12 @@ impl<const TXS: usize, const ITEMS: usize> TwoPhaseCommit<TXS, ITEMS> {
         });
         let (mut apply, mut gives_way) = (true, false);
         let mut found = [NativeFinding::Passed; ITEMS];
-        for (n, step) in steps.enumerate() {
+        for (n, (name, step)) in Self::items().zip(steps).enumerate() {
             apply &= step == NativeStep::Apply;
             gives_way |= matches!(step, NativeStep::Protocol | NativeStep::Heated);
-            found[n] = NativeFinding::Refused { step, hot_until: 0 };
+            // Model time for the rule is 0 and a mark lasts 1: a live mark is `hot_until` 1.
+            let hot_until = u64::from(state.item(self.at(t, name)).hot);
+            found[n] = NativeFinding::Refused { step, hot_until };
         }
         let mut marks = [false; ITEMS];
         for (mark, heat) in marks.iter_mut().zip(rules::heats(&found, 0, 1)) {
