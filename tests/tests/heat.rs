@@ -45,6 +45,29 @@ impl NativeStore for Counted {
     }
 }
 
+/// A native store whose every attempt is cancelled for throttling (the partition's rate), as
+/// DynamoDB cancels a `TransactWriteItems` and its SDK does not resend.
+struct Throttled {
+    attempts: Arc<AtomicUsize>,
+}
+
+impl NativeStore for Throttled {
+    fn commit_at_once<'a>(
+        &'a self,
+        record: &'a TxRecord,
+        _writes: &'a [NativeWrite<'a>],
+    ) -> NativeFuture<'a> {
+        self.attempts.fetch_add(1, Ordering::SeqCst);
+        let context = format!("committing {} natively", record.tx_id);
+        Box::pin(async move {
+            Err(PortError::Retryable {
+                context,
+                source: "ThrottlingError: Throughput exceeds the current capacity".into(),
+            })
+        })
+    }
+}
+
 /// A coordinator of its own in the default mode (a Lambda instance: it shares no memory with
 /// any other), and the count of its native attempts.
 fn coordinator(w: &World) -> (TestCoordinator, Arc<AtomicUsize>) {
@@ -351,4 +374,41 @@ async fn holds_of_a_staged_transaction_that_could_record_nothing_are_ended_by_th
         w.attr("wallets", "bob", "balance").await.as_deref(),
         Some("0")
     );
+}
+
+#[tokio::test]
+async fn a_native_attempt_cancelled_for_throttling_takes_the_protocols_path_and_commits() {
+    let w = World::new().await;
+    bank(&w).await;
+    let mut config = w.coordinator.config().clone();
+    config.mode = CommitMode::Auto;
+    let attempts = Arc::new(AtomicUsize::new(0));
+    let c = twopc_core::coordinator::Coordinator::new(
+        w.log.clone(),
+        w.direct(),
+        w.clock.clone(),
+        config,
+    )
+    .with_native(Arc::new(Throttled {
+        attempts: attempts.clone(),
+    }));
+    // WHEN its one native attempt is cancelled for throttling (nothing written)
+    let answered = c
+        .submit(&transfer("alice", "bob", 10), None)
+        .await
+        .expect("not unavailable: nothing stood in the way");
+    // THEN the protocol's path committed it, and nothing was learned of heat
+    assert!(!finished(&c, answered).await, "staged");
+    assert_eq!(attempts.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        w.attr("accounts", "alice", "balance").await.as_deref(),
+        Some("90")
+    );
+    assert_eq!(
+        w.attr("wallets", "bob", "balance").await.as_deref(),
+        Some("10")
+    );
+    let alice = w.item("accounts", "alice").await.expect("alice");
+    assert_eq!(alice.hot_until, 0, "throttling is no contention");
+    assert!(!anything_held(&w).await);
 }

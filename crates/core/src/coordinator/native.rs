@@ -97,7 +97,8 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
     }
 
     /// The one native write, its outcome. Undetermined, the record says what happened (all or
-    /// nothing, and retried with the same token): the answer, breaking. Invalid to DynamoDB
+    /// nothing, and retried with the same token): the answer, breaking. Not done (throttled):
+    /// cancelled with nothing refused, so the protocol's path takes it. Invalid to DynamoDB
     /// (a sum past its range, an item past 400 KB): nothing was written, and sending it again
     /// cannot help; a 4xx saying so, never "retry".
     async fn write_natively(
@@ -119,6 +120,18 @@ impl<L: TxLog, T: Transport, C: Clock> Coordinator<L, T, C> {
             Err(PortError::Invalid { message, .. }) => {
                 warn!(tx_id = %committed.tx_id, message, "native commit refused as invalid");
                 Err(super::invalid_for_store(&message))
+            }
+            // Not done (DynamoDB cancelled it for throttling, which its SDK does not resend):
+            // nothing was written, record included, so the protocol's path takes the
+            // transaction, its single writes retried by the SDK, rather than the client hearing
+            // "unavailable" for a transfer nothing stood in the way of. Throttling is the
+            // partition's rate, not contention: nothing about heat is learned.
+            Err(e @ PortError::Retryable { .. }) => {
+                warn!(tx_id = %committed.tx_id, error = %e, "native commit not done: taking the protocol's path");
+                Ok(ControlFlow::Continue(NativeOutcome::Cancelled {
+                    record: None,
+                    items: vec![NativeItem::Held; writes.len()],
+                }))
             }
             Err(e) => Err(unavailable(e)),
         }
