@@ -207,13 +207,16 @@ async fn a_prepare_meeting_a_decided_reservation_settles_it_without_waiting() {
 async fn an_expired_reservation_is_resolved_through_its_owners_record() {
     let w = World::new().await;
     merchant(&w, 100).await;
-    // Undecided, its coordinator gone: the reservation must not be dropped blindly.
-    let stalled = crashed_transfer(
-        &w,
-        &transfer("alice", "bob", 30),
-        FaultPoint::AfterPrepare(1),
-    )
-    .await;
+    // Undecided, its coordinator gone: the reservation must not be dropped blindly. Gone once
+    // every vote is in (after one prepare's answer, the other's could be cut off before it
+    // landed, and alice would hold nothing).
+    let stalled =
+        crashed_transfer(&w, &transfer("alice", "bob", 30), FaultPoint::BeforeDecide).await;
+    let alice = w.item("accounts", "alice").await.expect("alice");
+    assert!(
+        alice.reservations.contains_key(&stalled),
+        "alice is reserved"
+    );
     w.clock.advance(60_000);
     let rec = w.transfer("alice", "bob", 90).await;
     assert_eq!(rec.status, TxStatus::Committed, "{:?}", rec.votes);
