@@ -71,21 +71,20 @@ impl NativeStore for Throttled {
 /// A coordinator of its own in the default mode (a Lambda instance: it shares no memory with
 /// any other), and the count of its native attempts.
 fn coordinator(w: &World) -> (TestCoordinator, Arc<AtomicUsize>) {
-    let mut config = w.coordinator.config().clone();
-    config.mode = CommitMode::Auto;
     let attempts = Arc::new(AtomicUsize::new(0));
     let native = Counted {
         inner: DynamoNative::new(w.client.clone(), w.log.clone()),
         attempts: attempts.clone(),
     };
-    let c = twopc_core::coordinator::Coordinator::new(
-        w.log.clone(),
-        w.direct(),
-        w.clock.clone(),
-        config,
-    )
-    .with_native(Arc::new(native));
-    (c, attempts)
+    (auto_coordinator(w, Arc::new(native)), attempts)
+}
+
+/// A coordinator of its own in the default mode, committing natively through `native`.
+fn auto_coordinator(w: &World, native: Arc<dyn NativeStore>) -> TestCoordinator {
+    let mut config = w.coordinator.config().clone();
+    config.mode = CommitMode::Auto;
+    twopc_core::coordinator::Coordinator::new(w.log.clone(), w.direct(), w.clock.clone(), config)
+        .with_native(native)
 }
 
 /// Runs `answered`'s work after the answer, if any; whether the transaction went native.
@@ -380,18 +379,13 @@ async fn holds_of_a_staged_transaction_that_could_record_nothing_are_ended_by_th
 async fn a_native_attempt_cancelled_for_throttling_takes_the_protocols_path_and_commits() {
     let w = World::new().await;
     bank(&w).await;
-    let mut config = w.coordinator.config().clone();
-    config.mode = CommitMode::Auto;
     let attempts = Arc::new(AtomicUsize::new(0));
-    let c = twopc_core::coordinator::Coordinator::new(
-        w.log.clone(),
-        w.direct(),
-        w.clock.clone(),
-        config,
-    )
-    .with_native(Arc::new(Throttled {
-        attempts: attempts.clone(),
-    }));
+    let c = auto_coordinator(
+        &w,
+        Arc::new(Throttled {
+            attempts: attempts.clone(),
+        }),
+    );
     // WHEN its one native attempt is cancelled for throttling (nothing written)
     let answered = c
         .submit(&transfer("alice", "bob", 10), None)
